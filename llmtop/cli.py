@@ -1,0 +1,124 @@
+"""Command line: ``llmtop [TARGET ...]`` (TUI), ``--once``, ``--demo`` and the subcommands
+``demo serve``, ``probe``, ``record`` and ``replay``.
+
+This module imports neither textual nor rich at import time; each mode imports its own
+layer lazily, so ``llmtop --once --json`` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from llmtop import __version__
+from llmtop.errors import LlmtopError
+
+__all__ = ["build_parser", "main"]
+
+SUBCOMMANDS = ("demo", "probe", "record", "replay")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The main (monitor) argument parser."""
+    p = argparse.ArgumentParser(
+        prog="llmtop",
+        description="htop for LLM inference servers. Subcommands: demo serve, probe, record, "
+        "replay (see 'llmtop SUBCOMMAND --help').",
+    )
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="host:port or URL, optionally with an engine hint and path "
+        "(vllm@127.0.0.1:8000, http://h:8002/metrics). None: autodiscover on localhost.",
+    )
+    p.add_argument("--version", action="version", version=f"llmtop {__version__}")
+    p.add_argument("--once", action="store_true", help="scrape twice, print one table, exit")
+    p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
+    p.add_argument("--window", type=float, default=1.0, metavar="S",
+                   help="with --once: seconds between the two scrapes (default 1)")
+    p.add_argument("--demo", action="store_true",
+                   help="start simulated vLLM, SGLang and Triton/TRT-LLM engines on loopback "
+                   "and monitor them")
+    p.add_argument("--demo-scenario", metavar="NAME", default=None,
+                   help="kv-pressure | queue-spike | prefix-thrash | restart | down | garbage "
+                   "| slow")
+    p.add_argument("--interval", type=float, default=None, metavar="S",
+                   help="refresh interval in seconds (default 1)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="per-target scrape timeout (default 2)")
+    p.add_argument("--theme", default=None,
+                   help="dark | light | high-contrast | mono | a user theme")
+    p.add_argument("--ttft-slo", type=float, default=None, metavar="S", help="TTFT SLO in seconds")
+    p.add_argument("--itl-slo", type=float, default=None, metavar="S", help="ITL SLO in seconds")
+    p.add_argument("--gpu-required", action="store_true",
+                   help="exit with an error when GPUs cannot be read")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="bearer token for all targets (or LLMTOP_API_KEY, or the config file)")
+    p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="config file (default $XDG_CONFIG_HOME/llmtop/config.toml)")
+    p.add_argument("--no-discover", action="store_true",
+                   help="do not autodiscover engines when no target is given")
+    p.add_argument("--record", default=None, metavar="FILE", help="record while the TUI runs")
+    p.add_argument("--retention", type=float, default=None, metavar="HOURS",
+                   help="with --record: keep at most this many hours")
+    p.add_argument("--max-size", default=None, metavar="SIZE",
+                   help="with --record: cap the recording size (e.g. 200M)")
+    return p
+
+
+def _run_monitor(args: argparse.Namespace) -> int:
+    from llmtop.settings import build_config
+
+    config = build_config(args)
+    demo = None
+    try:
+        if args.demo:
+            from llmtop.demo.launcher import start_demo
+
+            demo = start_demo(scenario=args.demo_scenario, config=config)
+            config = demo.apply(config)
+        if args.once:
+            from llmtop.once import run_once
+
+            return run_once(config, window_s=args.window, as_json=args.json, demo=demo)
+        from llmtop.ui.app import run_tui
+
+        return run_tui(config, demo=demo, record_path=args.record, args=args)
+    finally:
+        if demo is not None:
+            demo.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``llmtop`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            cmd, rest = argv[0], argv[1:]
+            if cmd == "demo":
+                from llmtop.demo.cli import main as demo_main
+
+                return demo_main(rest)
+            if cmd == "probe":
+                from llmtop.loadgen.cli import main as probe_main
+
+                return probe_main(rest)
+            from llmtop.record.cli import record_main, replay_main
+
+            return record_main(rest) if cmd == "record" else replay_main(rest)
+        return _run_monitor(build_parser().parse_args(argv))
+    except LlmtopError as exc:
+        print(f"llmtop: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # never show a traceback unless asked
+        if os.environ.get("LLMTOP_DEBUG"):
+            raise
+        print(f"llmtop: internal error: {type(exc).__name__}: {exc} "
+              "(set LLMTOP_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1

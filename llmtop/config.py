@@ -1,0 +1,70 @@
+"""Configuration values: targets, thresholds and run options.
+
+Frozen dataclasses only; loading (CLI flags, TOML at ``$XDG_CONFIG_HOME/llmtop/config.toml``,
+environment) lives in ``llmtop.targets`` / ``llmtop.settings``. Secrets are kept out of
+``repr`` so they can never be printed or logged by accident.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_INTERVAL_S", "Config", "Target", "Thresholds"]
+
+DEFAULT_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One endpoint to monitor."""
+
+    name: str
+    """Display name and stable id, e.g. ``vllm@127.0.0.1:8000`` or a config name."""
+    base_url: str
+    """Scheme, host and port: ``http://127.0.0.1:8000``."""
+    engine: str | None = None
+    """Engine id from a hint (``vllm@host:port``), config, or detection; None = detect."""
+    metrics_path: str | None = None
+    """Metrics path; None = the engine's default (``/metrics``, ``/api/ps``...)."""
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Extra request headers from the config (never recorded)."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token; sent only when set. Never printed, logged or recorded."""
+    verify_tls: bool = True
+    timeout_s: float = 2.0
+    host: str = "127.0.0.1"
+    """Host part, used to name remote GPUs and to decide loopback-only actions."""
+    port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Colour thresholds and SLOs. Fractions are 0..1, latencies in seconds."""
+
+    kv_warn: float = 0.90
+    kv_crit: float = 0.98
+    util_warn: float = 0.80
+    util_crit: float = 0.95
+    ttft_slo_s: float = 1.0
+    itl_slo_s: float = 0.1
+    queue_growth_warn: float = 5.0
+    """Waiting requests growing faster than this per minute is flagged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything a run needs."""
+
+    targets: tuple[Target, ...] = ()
+    interval_s: float = DEFAULT_INTERVAL_S
+    timeout_s: float = 2.0
+    body_cap_bytes: int = 32 * 1024 * 1024
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    theme: str = "dark"
+    gpu_required: bool = False
+    discover: bool = True
+    """Autodiscover on localhost when no targets are given."""
+    verify_tls: bool = True
+    api_key: str | None = field(default=None, repr=False)
+    history_s: float = 3600.0
+    """How much history the store keeps for sparklines and windows."""

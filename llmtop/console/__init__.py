@@ -1,0 +1,1 @@
+"""Plain-terminal output with Rich (``--once`` tables, probe live display). Never textual."""

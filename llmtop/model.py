@@ -1,0 +1,398 @@
+"""Value types shared by every layer.
+
+Contract: ``None`` always means "not reported by the source", never zero.
+Nothing here does I/O, reads a clock or imports a UI library.
+
+Flow::
+
+    Scraper --RawScrape--> adapter (parse/) --EngineSample--> Store (history/)
+        --> EngineRow / Snapshot --> ui/, console/, --once --json
+    GpuSampler --GpuSample--> Store
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "COUNTER_KEYS",
+    "ENGINES",
+    "GAUGE_KEYS",
+    "HIST_KEYS",
+    "LATENCY_KINDS",
+    "STATES",
+    "EngineRow",
+    "EngineSample",
+    "Event",
+    "GpuProcess",
+    "GpuRecord",
+    "GpuSample",
+    "Hist",
+    "ModelSample",
+    "Quantiles",
+    "RawScrape",
+    "Snapshot",
+]
+
+ENGINES = ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm")
+"""Engine ids, as they appear in ``--once --json`` and in target hints (``vllm@host:port``)."""
+
+STATES = ("ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "restarted")
+"""Target states. ``stale``/``restarted`` are decided by the store, the rest by the scraper."""
+
+LATENCY_KINDS = ("ttft", "itl", "tpot", "e2e", "queue")
+"""Latency histograms every adapter maps into, all in seconds."""
+
+HIST_KEYS = (*LATENCY_KINDS, "prompt_len", "gen_len")
+"""All histogram keys of ``ModelSample.hists`` (token-length distributions in tokens)."""
+
+GAUGE_KEYS = (
+    "running",  # requests in the running batch
+    "waiting",  # requests queued
+    "swapped",  # vLLM V0 only
+    "max_running",  # max concurrent requests (max_num_seqs / max_running_requests / TRT max)
+    "kv_usage",  # 0..1
+    "kv_capacity_tokens",  # KV cache capacity in tokens
+    "prefix_hit_rate_gauge",  # an engine-computed hit-rate gauge (fallback only)
+)
+
+COUNTER_KEYS = (
+    "prompt_tokens",
+    "generation_tokens",
+    "requests",  # finished requests, all reasons
+    "preemptions",  # vLLM preemptions, SGLang retractions
+    "prefix_queries",  # tokens queried against the prefix cache
+    "prefix_hits",  # tokens found in the prefix cache
+    "aborted",
+    "errors",
+    "rejected",
+    # plus "finished:<reason>" for each finish reason (stop, length, abort, error, repetition, ...)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RawScrape:
+    """One raw scrape of one target, exactly as fetched. This is what recordings store."""
+
+    target: str
+    """Target name (``Target.name``)."""
+    url: str
+    """URL fetched, without credentials."""
+    t_wall: float
+    """Unix time when the response completed (or failed)."""
+    t_mono: float
+    """Monotonic seconds at the same moment; replay supplies the recorded value."""
+    status: str
+    """``ok`` | ``down`` | ``http_error`` | ``unauthorized`` | ``bad_payload``."""
+    http_status: int | None = None
+    content_type: str | None = None
+    body: str | None = None
+    """Decoded body when ``status == "ok"``; None otherwise."""
+    error: str | None = None
+    """Short human-readable reason when not ok ("connection refused", "HTML page", ...)."""
+    elapsed_s: float | None = None
+    headers: dict[str, str] | None = None
+    """Selected response headers only (e.g. ``process-start-time-unix``); never auth headers."""
+    identity: dict[str, Any] | None = None
+    """What identity endpoints said (``/version``, ``/v1/models``, ``/v2``, ...), when probed."""
+    engine_hint: str | None = None
+    """Engine id known for this target (from the user's hint or detection)."""
+
+
+@dataclass(slots=True)
+class Hist:
+    """A cumulative histogram, as exposed by the engine, converted to base units.
+
+    ``bounds`` are upper bounds ascending and end with ``math.inf``; ``cumulative[i]`` is
+    the number of observations ``<= bounds[i]``. A mean-only series (Triton's microsecond
+    counters) has ``bounds == ()`` and only ``sum``/``count``.
+    """
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    sum: float
+    count: float
+
+
+@dataclass(slots=True)
+class ModelSample:
+    """Normalized values of one model (or one data-parallel rank) at one scrape.
+
+    Gauges and counters hold raw cumulative values; rates are derived later from deltas.
+    A key that is absent means the engine does not report it.
+    """
+
+    model: str
+    rank: str | None = None
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    hists: dict[str, Hist] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class EngineSample:
+    """What an adapter extracts from one scrape of one target."""
+
+    engine: str
+    version: str | None = None
+    start_time: float | None = None
+    """Process start (unix s): ``process_start_time_seconds``, the earliest ``_created``,
+    or a ``Process-Start-Time-Unix`` header. A change marks a restart."""
+    models: list[ModelSample] = field(default_factory=list)
+    """One per model, data-parallel ranks already aggregated."""
+    ranks: list[ModelSample] = field(default_factory=list)
+    """Per (model, rank) samples when the target has more than one rank; else empty."""
+    gpus: list[GpuRecord] = field(default_factory=list)
+    """GPUs the payload describes (Triton ``nv_gpu_*``, DCGM exporter)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class GpuProcess:
+    """A process holding memory on a GPU."""
+
+    pid: int | None
+    name: str | None = None
+    used_bytes: int | None = None
+    engine_target: str | None = None
+    """Name of the monitored target this process belongs to, when attributed."""
+    cmdline: str | None = None
+    visible: bool = True
+    """False when the pid is not visible from this PID namespace (containers)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "name": self.name,
+            "used_bytes": self.used_bytes,
+            "engine_target": self.engine_target,
+        }
+
+
+@dataclass(slots=True)
+class GpuRecord:
+    """One GPU, from NVML, DCGM exporter, Triton's ``nv_gpu_*`` or the demo. Fractions are 0..1."""
+
+    host: str
+    index: int
+    source: str
+    """``nvml`` | ``dcgm`` | ``triton`` | ``demo``."""
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    util: float | None = None
+    mem_util: float | None = None
+    mem_used_bytes: int | None = None
+    mem_free_bytes: int | None = None
+    mem_reserved_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None
+    temp_c: float | None = None
+    temp_slowdown_c: float | None = None
+    temp_shutdown_c: float | None = None
+    mem_temp_c: float | None = None
+    fan_pct: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
+    throttle: list[str] | None = None
+    """Clock-event reasons in words (``power cap``, ``thermal slowdown``...); [] = none active."""
+    pcie_tx_bytes_s: float | None = None
+    pcie_rx_bytes_s: float | None = None
+    ecc_corrected: int | None = None
+    ecc_uncorrected: int | None = None
+    xid: int | None = None
+    mig_mode: bool | None = None
+    mig_instances: list[str] = field(default_factory=list)
+    extra: dict[str, float] = field(default_factory=dict)
+    """Source-specific extras (e.g. DCGM ``tensor_active``), shown in GPU detail."""
+    processes: list[GpuProcess] = field(default_factory=list)
+    error: str | None = None
+    """Set when this GPU could not be read (e.g. "GPU is lost")."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "index": self.index,
+            "uuid": self.uuid,
+            "name": self.name,
+            "util": self.util,
+            "mem_util": self.mem_util,
+            "mem_used_bytes": self.mem_used_bytes,
+            "mem_total_bytes": self.mem_total_bytes,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "temp_c": self.temp_c,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "sm_clock_max_mhz": self.sm_clock_max_mhz,
+            "throttle": self.throttle,
+            "processes": [p.to_json() for p in self.processes],
+            "source": self.source,
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class GpuSample:
+    """One GPU sampling tick: the GPUs read, or why none could be read."""
+
+    t_wall: float
+    t_mono: float
+    gpus: list[GpuRecord] = field(default_factory=list)
+    error: str | None = None
+    """One line: reason plus hint, e.g. "NVML library not found (no NVIDIA driver?)"."""
+    cost_s: float | None = None
+
+
+def _num(v: float | None) -> float | None:
+    """JSON-safe float: NaN/Inf become None."""
+    if v is None or math.isnan(v) or math.isinf(v):
+        return None
+    return v
+
+
+@dataclass(slots=True)
+class Quantiles:
+    """Latency summary over one window, in seconds.
+
+    ``below`` names quantiles whose value is only an upper bound (all observations fell in
+    the lowest bucket: show "<value"); ``above`` names quantiles that fell in the +Inf
+    bucket (value is the last finite bound: show ">value").
+    """
+
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    count: float = 0.0
+    below: tuple[str, ...] = ()
+    above: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "p50": _num(self.p50),
+            "p90": _num(self.p90),
+            "p95": _num(self.p95),
+            "p99": _num(self.p99),
+            "mean": _num(self.mean),
+            "count": self.count,
+            "below": list(self.below),
+            "above": list(self.above),
+        }
+
+
+@dataclass(slots=True)
+class EngineRow:
+    """One row of the engines view: a target and model (or one rank), over one window."""
+
+    key: str
+    """Stable row key: ``target|model`` (rank rows ``target|model|rank``)."""
+    target: str
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    rank: str | None = None
+    state: str = "ok"
+    error: str | None = None
+    http_status: int | None = None
+    last_ok_age_s: float | None = None
+    """Seconds since the last good scrape (None if never)."""
+    running: float | None = None
+    waiting: float | None = None
+    max_running: float | None = None
+    kv_cache_usage: float | None = None
+    kv_capacity_tokens: float | None = None
+    prefix_hit_rate: float | None = None
+    ttft_s: Quantiles | None = None
+    itl_s: Quantiles | None = None
+    tpot_s: Quantiles | None = None
+    e2e_s: Quantiles | None = None
+    queue_s: Quantiles | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    preemptions_per_s: float | None = None
+    errors_per_s: float | None = None
+    finished: dict[str, float] | None = None
+    """Finished requests by reason, counted over the window."""
+    ranks: list[EngineRow] = field(default_factory=list)
+    lifetime: dict[str, Any] = field(default_factory=dict)
+    """Since process start: ``{"ttft_s": Quantiles, "itl_s": ..., "prefix_hit_rate": x, ...}``."""
+    info: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        def q(v: Quantiles | None) -> dict[str, Any] | None:
+            return v.to_json() if v is not None else None
+
+        out: dict[str, Any] = {
+            "target": self.target,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "model": self.model,
+            "state": self.state,
+            "error": self.error,
+            "running": _num(self.running),
+            "waiting": _num(self.waiting),
+            "max_running": _num(self.max_running),
+            "kv_cache_usage": _num(self.kv_cache_usage),
+            "kv_capacity_tokens": _num(self.kv_capacity_tokens),
+            "prefix_hit_rate": _num(self.prefix_hit_rate),
+            "ttft_s": q(self.ttft_s),
+            "itl_s": q(self.itl_s),
+            "tpot_s": q(self.tpot_s),
+            "e2e_s": q(self.e2e_s),
+            "queue_s": q(self.queue_s),
+            "prompt_tokens_per_s": _num(self.prompt_tokens_per_s),
+            "generation_tokens_per_s": _num(self.generation_tokens_per_s),
+            "requests_per_s": _num(self.requests_per_s),
+            "preemptions_per_s": _num(self.preemptions_per_s),
+            "errors_per_s": _num(self.errors_per_s),
+            "finished": self.finished,
+            "ranks": [r.to_json() for r in self.ranks],
+            "lifetime": {
+                k: (v.to_json() if isinstance(v, Quantiles) else v)
+                for k, v in self.lifetime.items()
+            },
+        }
+        if self.rank is not None:
+            out["rank"] = self.rank
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event-log line."""
+
+    t_wall: float
+    level: str
+    """``info`` | ``warn`` | ``error``."""
+    target: str | None
+    text: str
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything one screen (or one ``--once``) shows, at one moment, over one window."""
+
+    time: float
+    window_s: float
+    engines: list[EngineRow] = field(default_factory=list)
+    gpus: list[GpuRecord] = field(default_factory=list)
+    gpu_error: str | None = None
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        return {
+            "llmtop": version,
+            "time": self.time,
+            "window_s": self.window_s,
+            "engines": [e.to_json() for e in self.engines],
+            "gpus": [g.to_json() for g in self.gpus],
+            "gpu_error": self.gpu_error,
+        }

@@ -1,0 +1,159 @@
+"""Helpers shared by the engine adapters: label grouping, histograms, rank aggregation.
+
+Pure functions over ``exposition.Family``/``Sample``; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from llmtop.model import Hist, ModelSample
+from llmtop.parse.exposition import Family, Sample
+
+__all__ = [
+    "aggregate",
+    "build_hists",
+    "first_value",
+    "is_finite",
+    "label_key",
+    "series_values",
+]
+
+
+def is_finite(v: float) -> bool:
+    """True for a real number (not NaN, not +/-Inf)."""
+    return not (math.isnan(v) or math.isinf(v))
+
+
+def label_key(labels: dict[str, str], keys: Iterable[str]) -> tuple[str, ...]:
+    """The values of ``keys`` in ``labels`` ('' when absent), as a grouping key."""
+    return tuple(labels.get(k, "") for k in keys)
+
+
+def series_values(
+    fam: Family | None,
+    group: Iterable[str],
+    *,
+    suffix: str = "",
+    where: dict[str, str] | None = None,
+) -> dict[tuple[str, ...], float]:
+    """Sum the samples named ``fam.name + suffix`` by the ``group`` labels.
+
+    NaN samples are skipped (a NaN gauge means "no value", not zero). ``where`` keeps only
+    samples whose labels match. Returns {} when the family is absent.
+    """
+    if fam is None:
+        return {}
+    group = tuple(group)
+    want = fam.name + suffix
+    out: dict[tuple[str, ...], float] = {}
+    for s in fam.samples:
+        if s.name != want or math.isnan(s.value):
+            continue
+        if where and any(s.labels.get(k) != v for k, v in where.items()):
+            continue
+        key = label_key(s.labels, group)
+        out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def first_value(fam: Family | None, suffix: str = "") -> float | None:
+    """The first non-NaN sample value of a family (unlabelled gauges), or None."""
+    if fam is None:
+        return None
+    want = fam.name + suffix
+    for s in fam.samples:
+        if s.name == want and not math.isnan(s.value):
+            return s.value
+    return None
+
+
+def build_hists(
+    fam: Family | None,
+    group: Iterable[str],
+    *,
+    scale: float = 1.0,
+    where: dict[str, str] | None = None,
+) -> dict[tuple[str, ...], Hist]:
+    """Build one cumulative ``Hist`` per ``group`` label key from a histogram family.
+
+    Series that differ only in labels outside ``group`` (e.g. ``pid``, ``is_streaming``) are
+    summed bucket by bucket. ``scale`` converts bounds and sums to base units (ms -> s: 1e-3).
+    """
+    if fam is None:
+        return {}
+    group = tuple(group)
+    base = fam.name
+    buckets: dict[tuple[str, ...], dict[float, float]] = {}
+    sums: dict[tuple[str, ...], float] = {}
+    counts: dict[tuple[str, ...], float] = {}
+    for s in fam.samples:
+        if where and any(s.labels.get(k) != v for k, v in where.items()):
+            continue
+        key = label_key(s.labels, group)
+        if s.name == base + "_bucket":
+            le = _parse_le(s)
+            if le is None:
+                continue
+            b = buckets.setdefault(key, {})
+            b[le] = b.get(le, 0.0) + s.value
+        elif s.name == base + "_sum":
+            sums[key] = sums.get(key, 0.0) + s.value
+        elif s.name == base + "_count":
+            counts[key] = counts.get(key, 0.0) + s.value
+    out: dict[tuple[str, ...], Hist] = {}
+    for key in set(buckets) | set(counts):
+        b = buckets.get(key, {})
+        bounds = tuple(sorted(b))
+        cum = tuple(b[x] for x in bounds)
+        count = counts.get(key, cum[-1] if cum else 0.0)
+        out[key] = Hist(
+            bounds=tuple(x * scale if not math.isinf(x) else x for x in bounds),
+            cumulative=cum,
+            sum=sums.get(key, 0.0) * scale,
+            count=count,
+        )
+    return out
+
+
+def _parse_le(s: Sample) -> float | None:
+    le = s.labels.get("le")
+    if le is None:
+        return None
+    try:
+        return float(le)
+    except ValueError:
+        return None
+
+
+def _merge_hist(a: Hist, b: Hist) -> Hist:
+    if a.bounds == b.bounds:
+        cum = tuple(x + y for x, y in zip(a.cumulative, b.cumulative, strict=True))
+        return Hist(a.bounds, cum, a.sum + b.sum, a.count + b.count)
+    # Different bucket layouts cannot be merged exactly: keep the mean only.
+    return Hist((), (), a.sum + b.sum, a.count + b.count)
+
+
+MAX_GAUGES = frozenset({"kv_usage", "prefix_hit_rate_gauge"})
+"""Gauges aggregated across ranks by max (the busiest rank), not by sum."""
+
+
+def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
+    """Aggregate per-rank samples of one model: sum counters, gauges and histograms
+    (``kv_usage`` and hit-rate gauges take the max). Info comes from the first rank."""
+    out = ModelSample(model=model)
+    for p in parts:
+        for k, v in p.gauges.items():
+            if k in MAX_GAUGES:
+                out.gauges[k] = max(out.gauges.get(k, v), v)
+            else:
+                out.gauges[k] = out.gauges.get(k, 0.0) + v
+        for k, v in p.counters.items():
+            out.counters[k] = out.counters.get(k, 0.0) + v
+        for k, h in p.hists.items():
+            cur = out.hists.get(k)
+            out.hists[k] = h if cur is None else _merge_hist(cur, h)
+        for k, v in p.info.items():
+            out.info.setdefault(k, v)
+    return out
