@@ -1,0 +1,258 @@
+"""One-line health verdict for the header: named, pure, tested rules.
+
+Each rule looks at one ``EngineRow`` (or the GPUs) and returns ``Finding`` objects. The verdict
+is the worst level found, with the findings of the worst target first::
+
+    DEGRADED — vllm@:8000 KV 97% · waiting 31 · preempting 4/s
+    OK — 3 engines healthy
+
+No I/O, no clock, no UI library. Thresholds come from ``config.Thresholds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from llmtop.config import Thresholds
+from llmtop.model import EngineRow, GpuRecord, Snapshot
+
+__all__ = [
+    "CRIT",
+    "LEVEL_NAMES",
+    "OK",
+    "RULES",
+    "WARN",
+    "Finding",
+    "Verdict",
+    "compute_verdict",
+    "growth_per_min",
+    "rule_errors",
+    "rule_gpu_throttle",
+    "rule_kv_pressure",
+    "rule_preemptions",
+    "rule_queue_growth",
+    "rule_target_state",
+    "rule_ttft_slo",
+    "short_target",
+]
+
+OK, WARN, CRIT = 0, 1, 2
+LEVEL_NAMES = {OK: "OK", WARN: "DEGRADED", CRIT: "CRITICAL"}
+
+BAD_STATES = {
+    "down": "DOWN",
+    "http_error": "HTTP error",
+    "unauthorized": "UNAUTHORIZED",
+    "bad_payload": "BAD PAYLOAD",
+}
+"""Target states that mean no fresh data at all (critical)."""
+
+BENIGN_THROTTLE = frozenset({"idle", "gpu idle", "applications clocks setting", "none"})
+"""Clock-event reasons that are not a performance problem."""
+
+WAITING_MIN_FOR_GROWTH = 1.0
+"""Queue growth is only reported while at least this many requests wait."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One fired rule: who, how bad, and a few words for the header."""
+
+    rule: str
+    level: int
+    target: str | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The header line and the findings behind it."""
+
+    level: int
+    text: str
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return LEVEL_NAMES[self.level]
+
+
+def short_target(name: str) -> str:
+    """``vllm@127.0.0.1:8000`` -> ``vllm@:8000`` (loopback hosts are implied)."""
+    for host in ("127.0.0.1", "localhost", "[::1]"):
+        name = name.replace(f"@{host}:", "@:")
+        if name.startswith(f"{host}:"):
+            name = name[len(host):]
+    return name
+
+
+def growth_per_min(values: Sequence[float | None], interval_s: float) -> float | None:
+    """Least-squares slope of the last minute of ``values`` (one per interval), per minute.
+
+    Gaps (None) are skipped; fewer than 3 points gives None.
+    """
+    if interval_s <= 0:
+        return None
+    n_keep = max(3, round(60.0 / interval_s))
+    pts = [(i * interval_s, v) for i, v in enumerate(values[-n_keep:]) if v is not None]
+    if len(pts) < 3:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    if den == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in pts) / den * 60.0
+
+
+def _fmt_rate(v: float) -> str:
+    return f"{v:.0f}/s" if v >= 10 or v == int(v) else f"{v:.1f}/s"
+
+
+def _fmt_s(v: float) -> str:
+    return f"{v * 1000:.0f}ms" if v < 1 else f"{v:.1f}s"
+
+
+def rule_target_state(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
+    """A target that is down, unreadable, stale or freshly restarted."""
+    if row.state in BAD_STATES:
+        word = BAD_STATES[row.state]
+        if row.state == "http_error" and row.http_status:
+            word = f"HTTP {row.http_status}"
+        return [Finding("target_state", CRIT, row.target, word)]
+    if row.state == "stale":
+        age = f" {row.last_ok_age_s:.0f}s" if row.last_ok_age_s is not None else ""
+        return [Finding("target_state", WARN, row.target, f"STALE{age}")]
+    if row.state == "restarted":
+        return [Finding("target_state", WARN, row.target, "restarted")]
+    return []
+
+
+def rule_kv_pressure(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
+    """KV cache usage at or above ``kv_warn`` / ``kv_crit``."""
+    kv = row.kv_cache_usage
+    if kv is None or kv < th.kv_warn:
+        return []
+    level = CRIT if kv >= th.kv_crit else WARN
+    return [Finding("kv_pressure", level, row.target, f"KV {kv * 100:.0f}%")]
+
+
+def rule_queue_growth(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
+    """Waiting requests growing faster than ``queue_growth_warn`` per minute.
+
+    ``ctx["waiting_growth"]`` maps row keys to growth per minute (see ``growth_per_min``).
+    Under KV pressure or preemption a non-empty queue is reported too, as context.
+    """
+    w = row.waiting
+    if w is None or w < WAITING_MIN_FOR_GROWTH:
+        return []
+    growth = (ctx.get("waiting_growth") or {}).get(row.key)
+    if growth is not None and growth > th.queue_growth_warn:
+        return [Finding("queue_growth", WARN, row.target, f"waiting {w:.0f} (+{growth:.0f}/min)")]
+    kv = row.kv_cache_usage
+    if (kv is not None and kv >= th.kv_warn) or (row.preemptions_per_s or 0) > 0:
+        return [Finding("queue_growth", WARN, row.target, f"waiting {w:.0f}")]
+    return []
+
+
+def rule_preemptions(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
+    """Any preemption (vLLM) or retraction (SGLang) in the window."""
+    p = row.preemptions_per_s
+    if p is None or p <= 0:
+        return []
+    return [Finding("preemptions", WARN, row.target, f"preempting {_fmt_rate(p)}")]
+
+
+def rule_errors(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
+    """Failed requests in the window."""
+    e = row.errors_per_s
+    if e is None or e <= 0:
+        return []
+    return [Finding("errors", WARN, row.target, f"errors {_fmt_rate(e)}")]
+
+
+def rule_ttft_slo(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
+    """TTFT p95 (and ITL p95) above the configured SLO."""
+    out = []
+    for q, slo, label, rule in (
+        (row.ttft_s, th.ttft_slo_s, "TTFT", "ttft_slo"),
+        (row.itl_s, th.itl_slo_s, "ITL", "itl_slo"),
+    ):
+        v = q.p95 if q is not None else None
+        if v is not None and slo and v > slo:
+            out.append(Finding(rule, WARN, row.target, f"{label} p95 {_fmt_s(v)} > {_fmt_s(slo)}"))
+    return out
+
+
+def rule_gpu_throttle(gpus: Sequence[GpuRecord], th: Thresholds) -> list[Finding]:
+    """GPUs whose clocks are held down for a reason other than idling, or that failed."""
+    out = []
+    for g in gpus:
+        if g.error:
+            out.append(Finding("gpu_throttle", WARN, None, f"GPU{g.index} {g.error}"))
+            continue
+        reasons = [r for r in (g.throttle or []) if r.lower() not in BENIGN_THROTTLE]
+        if reasons:
+            out.append(Finding("gpu_throttle", WARN, None, f"GPU{g.index} {', '.join(reasons)}"))
+    return out
+
+
+RowRule = Callable[[EngineRow, Thresholds, Mapping], list[Finding]]
+RULES: tuple[RowRule, ...] = (
+    rule_target_state,
+    rule_kv_pressure,
+    rule_queue_growth,
+    rule_preemptions,
+    rule_ttft_slo,
+    rule_errors,
+)
+"""Per-row rules, in the order their words appear in the header."""
+
+
+def compute_verdict(
+    snapshot: Snapshot | None,
+    thresholds: Thresholds | None = None,
+    *,
+    waiting_growth: Mapping[str, float] | None = None,
+) -> Verdict:
+    """Run every rule over a snapshot and summarize in one line."""
+    th = thresholds or Thresholds()
+    if snapshot is None:
+        return Verdict(OK, "WAITING — first scrape…")
+    ctx = {"waiting_growth": waiting_growth or {}}
+    findings: list[Finding] = []
+    targets: list[str] = []
+    for row in snapshot.engines:
+        if row.target not in targets:
+            targets.append(row.target)
+        for rule in RULES:
+            findings.extend(rule(row, th, ctx))
+    findings.extend(rule_gpu_throttle(snapshot.gpus, th))
+    if not snapshot.engines:
+        if findings:
+            return _summarize(findings)
+        return Verdict(OK, "NO ENGINES — nothing to monitor yet")
+    if not findings:
+        n = len(targets)
+        return Verdict(OK, f"OK — {n} engine{'s' if n != 1 else ''} healthy")
+    return _summarize(findings)
+
+
+def _summarize(findings: list[Finding]) -> Verdict:
+    level = max(f.level for f in findings)
+    by_target: dict[str | None, list[Finding]] = {}
+    for f in findings:
+        by_target.setdefault(f.target, []).append(f)
+    # worst target first; ties keep discovery order
+    order = sorted(by_target, key=lambda t: -max(f.level for f in by_target[t]))
+    parts = []
+    for t in order:
+        words: list[str] = []
+        for f in by_target[t]:
+            if f.text not in words:
+                words.append(f.text)
+        head = f"{short_target(t)} " if t else ""
+        parts.append(head + " · ".join(words))
+    text = f"{LEVEL_NAMES[level]} — " + " | ".join(parts)
+    return Verdict(level, text, tuple(findings))

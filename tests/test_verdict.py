@@ -1,0 +1,110 @@
+"""The verdict rules, one by one, and the header line they make."""
+
+from __future__ import annotations
+
+from llmtop.config import Thresholds
+from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
+from llmtop.verdict import (
+    CRIT,
+    OK,
+    WARN,
+    compute_verdict,
+    growth_per_min,
+    rule_errors,
+    rule_gpu_throttle,
+    rule_kv_pressure,
+    rule_preemptions,
+    rule_queue_growth,
+    rule_target_state,
+    rule_ttft_slo,
+    short_target,
+)
+
+TH = Thresholds()
+
+
+def row(**kw) -> EngineRow:
+    kw.setdefault("target", "vllm@127.0.0.1:8000")
+    kw.setdefault("key", kw["target"] + "|m")
+    return EngineRow(**kw)
+
+
+def test_short_target():
+    assert short_target("vllm@127.0.0.1:8000") == "vllm@:8000"
+    assert short_target("localhost:30000") == ":30000"
+    assert short_target("vllm@gpu1:8000") == "vllm@gpu1:8000"
+
+
+def test_target_state_rule():
+    assert rule_target_state(row(), TH, {}) == []
+    (f,) = rule_target_state(row(state="down"), TH, {})
+    assert f.level == CRIT and f.text == "DOWN"
+    (f,) = rule_target_state(row(state="http_error", http_status=503), TH, {})
+    assert f.text == "HTTP 503"
+    (f,) = rule_target_state(row(state="stale", last_ok_age_s=12.2), TH, {})
+    assert f.level == WARN and f.text == "STALE 12s"
+    assert rule_target_state(row(state="bad_payload"), TH, {})[0].text == "BAD PAYLOAD"
+    assert rule_target_state(row(state="restarted"), TH, {})[0].level == WARN
+
+
+def test_kv_pressure_rule():
+    assert rule_kv_pressure(row(kv_cache_usage=0.5), TH, {}) == []
+    assert rule_kv_pressure(row(kv_cache_usage=None), TH, {}) == []
+    assert rule_kv_pressure(row(kv_cache_usage=0.92), TH, {})[0].level == WARN
+    (f,) = rule_kv_pressure(row(kv_cache_usage=0.985), TH, {})
+    assert f.level == CRIT and f.text == "KV 98%"
+
+
+def test_queue_growth_rule():
+    r = row(waiting=31)
+    assert rule_queue_growth(r, TH, {}) == []
+    (f,) = rule_queue_growth(r, TH, {"waiting_growth": {r.key: 12.0}})
+    assert f.text == "waiting 31 (+12/min)"
+    assert rule_queue_growth(r, TH, {"waiting_growth": {r.key: 1.0}}) == []
+    # waiting under KV pressure is context
+    assert rule_queue_growth(row(waiting=31, kv_cache_usage=0.97), TH, {})[0].text == "waiting 31"
+    assert rule_queue_growth(row(waiting=0), TH, {"waiting_growth": {r.key: 99}}) == []
+
+
+def test_growth_per_min():
+    assert growth_per_min([None, None], 1.0) is None
+    assert abs(growth_per_min([float(i) for i in range(60)], 1.0) - 60.0) < 1e-6
+    assert growth_per_min([5.0, None, 5.0, 5.0], 1.0) == 0.0
+
+
+def test_preemption_and_error_rules():
+    assert rule_preemptions(row(preemptions_per_s=0.0), TH, {}) == []
+    assert rule_preemptions(row(preemptions_per_s=4.0), TH, {})[0].text == "preempting 4/s"
+    assert rule_errors(row(errors_per_s=None), TH, {}) == []
+    assert rule_errors(row(errors_per_s=0.5), TH, {})[0].text == "errors 0.5/s"
+
+
+def test_ttft_slo_rule():
+    assert rule_ttft_slo(row(ttft_s=Quantiles(p95=0.4)), TH, {}) == []
+    (f,) = rule_ttft_slo(row(ttft_s=Quantiles(p95=1.8)), TH, {})
+    assert f.rule == "ttft_slo" and f.text == "TTFT p95 1.8s > 1.0s"
+    (f,) = rule_ttft_slo(row(itl_s=Quantiles(p95=0.25)), Thresholds(itl_slo_s=0.1), {})
+    assert f.rule == "itl_slo"
+
+
+def test_gpu_throttle_rule():
+    ok = GpuRecord(host="", index=0, source="demo", throttle=["idle"])
+    hot = GpuRecord(host="", index=1, source="demo", throttle=["thermal slowdown"])
+    assert rule_gpu_throttle([ok], TH) == []
+    (f,) = rule_gpu_throttle([ok, hot], TH)
+    assert f.text == "GPU1 thermal slowdown"
+
+
+def test_verdict_lines():
+    assert compute_verdict(None).text.startswith("WAITING")
+    snap = Snapshot(time=0, window_s=10, engines=[row(), row(target="sglang@127.0.0.1:30000")])
+    v = compute_verdict(snap, TH)
+    assert v.level == OK and v.text == "OK — 2 engines healthy"
+    bad = row(kv_cache_usage=0.97, waiting=31, preemptions_per_s=4.0)
+    v = compute_verdict(Snapshot(time=0, window_s=10, engines=[bad]), TH)
+    assert v.level == WARN
+    assert v.text == "DEGRADED — vllm@:8000 KV 97% · waiting 31 · preempting 4/s"
+    down = row(target="triton@127.0.0.1:8002", state="down")
+    v = compute_verdict(Snapshot(time=0, window_s=10, engines=[bad, down]), TH)
+    assert v.level == CRIT and v.text.startswith("CRITICAL — triton@:8002 DOWN | vllm@:8000")
+    assert compute_verdict(Snapshot(time=0, window_s=10), TH).text.startswith("NO ENGINES")
