@@ -15,8 +15,13 @@ __all__ = [
     "aggregate",
     "build_hists",
     "first_value",
+    "hist_family",
+    "identity_host",
+    "identity_model",
+    "identity_version",
     "is_finite",
     "label_key",
+    "sample_index",
     "series_values",
 ]
 
@@ -157,3 +162,77 @@ def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
         for k, v in p.info.items():
             out.info.setdefault(k, v)
     return out
+
+
+def sample_index(families: dict[str, Family]) -> dict[str, list[Sample]]:
+    """All samples keyed by their full sample name, whatever family they were grouped under.
+
+    Robust to how a parser groups untyped or mistyped series (``x_total`` without ``# TYPE``,
+    bucket lines without ``_bucket``...).
+    """
+    out: dict[str, list[Sample]] = {}
+    for fam in families.values():
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def hist_family(index: dict[str, list[Sample]], base: str) -> Family | None:
+    """A histogram/summary ``Family`` named ``base`` rebuilt from a ``sample_index``.
+
+    Takes ``base_bucket``/``base_sum``/``base_count`` samples, and also ``base`` samples that
+    carry an ``le`` label (a documented Triton example omits ``_bucket``) or a ``quantile``
+    label (summaries). None when no sample exists.
+    """
+    samples: list[Sample] = []
+    for suffix in ("_bucket", "_sum", "_count"):
+        samples.extend(index.get(base + suffix, ()))
+    for s in index.get(base, ()):
+        if "le" in s.labels:
+            samples.append(Sample(base + "_bucket", s.labels, s.value))
+        elif "quantile" in s.labels:
+            samples.append(s)
+    if not samples:
+        return None
+    return Family(base, "histogram", samples=samples)
+
+
+def identity_host(identity: dict | None) -> str:
+    """The target host passed by the store as ``identity["host"]`` ("" when absent)."""
+    if identity and isinstance(identity.get("host"), str):
+        return identity["host"]
+    return ""
+
+
+def identity_version(identity: dict | None) -> str | None:
+    """An engine version string from identity endpoints, when one was learned."""
+    if not identity:
+        return None
+    v = identity.get("version")
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
+def identity_model(identity: dict | None, default: str = "default") -> str:
+    """The served model name for single-model engines without a model label.
+
+    Looks at ``model_id`` (TGI ``/info``), ``model``, ``model_path`` (llama.cpp ``/props``)
+    and the first of ``models``; else ``default``.
+    """
+    if identity:
+        for key in ("model_id", "model", "model_name", "model_path"):
+            v = identity.get(key)
+            if isinstance(v, str) and v:
+                return v
+        models = identity.get("models")
+        if isinstance(models, list) and models:
+            first = models[0]
+            if isinstance(first, str) and first:
+                return first
+            if isinstance(first, dict):
+                for key in ("id", "name", "model"):
+                    v = first.get(key)
+                    if isinstance(v, str) and v:
+                        return v
+    return default
