@@ -1,0 +1,369 @@
+"""Derivation: counter rates, windowed histogram quantiles, restarts. Pure: no I/O, no clock.
+
+Every function takes explicit timestamps (monotonic seconds) and never substitutes 0 for a
+value that was not reported: ``None`` means "not reported" or "cannot be computed".
+
+Rules (``METRICS.md`` §3):
+
+* rate over a window = ``max(0, Δ) / Δt``; a decrease marks a restart: the series is clipped
+  to the points after it, and with fewer than 2 points left the rate is ``None``.
+* quantiles come from Δbuckets with Prometheus ``histogram_quantile`` interpolation, except
+  that a quantile in the lowest bucket reports that bucket's upper bound (listed in
+  ``Quantiles.below``) and one in the +Inf bucket the last finite bound (``Quantiles.above``).
+  A bucket layout change counts as a restart for that histogram.
+* a window with no observations gives ``Quantiles(count=0)`` with every value ``None``.
+* lifetime values are the cumulative values of one sample (since process start).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from llmtop.model import EngineSample, Hist, ModelSample, Quantiles
+
+__all__ = [
+    "QUANTILES",
+    "RATE_KEYS",
+    "ModelWindow",
+    "bucket_quantile",
+    "counter_delta",
+    "counter_rate",
+    "derive_lifetime",
+    "derive_window",
+    "hist_delta",
+    "hist_quantiles",
+    "lifetime_quantiles",
+    "prefix_hit_rate",
+    "restart_reason",
+    "window_start",
+]
+
+QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95),
+                                            ("p99", 0.99))
+"""Quantile names and values reported in every ``Quantiles``."""
+
+RATE_KEYS: dict[str, str] = {
+    "prompt_tokens_per_s": "prompt_tokens",
+    "generation_tokens_per_s": "generation_tokens",
+    "requests_per_s": "requests",
+    "preemptions_per_s": "preemptions",
+}
+"""Row field -> counter key, each a per-second rate over the window."""
+
+START_TIME_TOLERANCE_S = 1.0
+"""A process start time that moves by more than this marks a restart."""
+
+_EPS = 1e-9
+
+Point = tuple[float, float]
+"""``(t_mono, value)``."""
+
+
+def _decreased(prev: float, cur: float) -> bool:
+    return cur < prev - _EPS * max(1.0, abs(prev))
+
+
+# --------------------------------------------------------------------------- windows
+
+
+def window_start(times: Sequence[float], t_end: float, window_s: float) -> int:
+    """Index of the first sample of the window ``[t_end - window_s, t_end]``.
+
+    The base is the newest sample at or before the window start (so the window covers at
+    least ``window_s`` when history allows), else the oldest sample. ``times`` ascending.
+    """
+    start = t_end - window_s + 1e-6
+    idx = 0
+    for i, t in enumerate(times):
+        if t <= start:
+            idx = i
+        else:
+            break
+    return idx
+
+
+# --------------------------------------------------------------------------- counters
+
+
+def counter_delta(points: Sequence[Point]) -> tuple[float, float] | None:
+    """``(Δvalue, Δt)`` over time-ordered points, clipped after the last decrease.
+
+    None with fewer than 2 points after the last restart, or when Δt is not positive.
+    """
+    start = 0
+    for i in range(1, len(points)):
+        if _decreased(points[i - 1][1], points[i][1]):
+            start = i
+    if len(points) - start < 2:
+        return None
+    (t0, v0), (t1, v1) = points[start], points[-1]
+    dt = t1 - t0
+    if dt <= 0:
+        return None
+    return max(0.0, v1 - v0), dt
+
+
+def counter_rate(points: Sequence[Point]) -> float | None:
+    """Per-second rate ``max(0, Δ)/Δt`` over the points, restart-aware; None if unknown."""
+    d = counter_delta(points)
+    return None if d is None else d[0] / d[1]
+
+
+def prefix_hit_rate(
+    points: Sequence[tuple[float, float, float]], gauge: float | None = None
+) -> float | None:
+    """Windowed prefix-cache hit rate from ``(t, hits, queries)`` points.
+
+    Δhits/Δqueries (clipped after a decrease of either counter); None when Δqueries == 0.
+    ``gauge`` (the engine's own hit-rate gauge) is used only when there are no counters.
+    """
+    if not points:
+        return gauge
+    start = 0
+    for i in range(1, len(points)):
+        if _decreased(points[i - 1][1], points[i][1]) or _decreased(points[i - 1][2],
+                                                                    points[i][2]):
+            start = i
+    if len(points) - start < 2:
+        return None
+    dh = points[-1][1] - points[start][1]
+    dq = points[-1][2] - points[start][2]
+    if dq <= 0:
+        return None
+    return min(1.0, max(0.0, dh / dq))
+
+
+# --------------------------------------------------------------------------- histograms
+
+
+def _monotonic(cum: Sequence[float]) -> list[float]:
+    """Prometheus ``ensureMonotonic``: a cumulative count never goes down."""
+    out: list[float] = []
+    m = -math.inf
+    for c in cum:
+        m = max(m, c)
+        out.append(m)
+    return out
+
+
+def bucket_quantile(
+    q: float, bounds: Sequence[float], cumulative: Sequence[float]
+) -> tuple[float | None, str | None]:
+    """One quantile from cumulative buckets, as Prometheus ``histogram_quantile`` computes it.
+
+    Returns ``(value, flag)``: flag ``"below"`` when the quantile falls in the lowest bucket
+    (value = that bucket's upper bound, not interpolated), ``"above"`` when it falls in the
+    +Inf bucket (value = the last finite bound), else None. ``(None, None)`` when there are
+    no observations or the layout is unusable (fewer than 2 buckets, no +Inf bucket).
+    """
+    if len(bounds) < 2 or len(bounds) != len(cumulative) or not math.isinf(bounds[-1]):
+        return None, None
+    cum = _monotonic(cumulative)
+    observations = cum[-1]
+    if not observations > 0:
+        return None, None
+    rank = q * observations
+    # sort.Search over all buckets but the last: first i with cum[i] >= rank.
+    b = len(cum) - 1
+    for i in range(len(cum) - 1):
+        if cum[i] >= rank:
+            b = i
+            break
+    if b == len(cum) - 1:
+        return bounds[-2], "above"
+    if b == 0:
+        return bounds[0], "below"
+    start, end = bounds[b - 1], bounds[b]
+    count = cum[b] - cum[b - 1]
+    rank -= cum[b - 1]
+    if count <= 0:  # cannot happen after the search, kept for safety
+        return end, None
+    return start + (end - start) * (rank / count), None
+
+
+def hist_quantiles(bounds: Sequence[float], cumulative: Sequence[float], total_sum: float,
+                   count: float) -> Quantiles:
+    """``Quantiles`` of one set of (already windowed or cumulative) bucket counts."""
+    if not count > 0 and not (cumulative and cumulative[-1] > 0):
+        return Quantiles(count=max(0.0, count))
+    out = Quantiles(count=count, mean=(total_sum / count) if count > 0 else None)
+    below: list[str] = []
+    above: list[str] = []
+    if bounds:
+        for name, q in QUANTILES:
+            v, flag = bucket_quantile(q, bounds, cumulative)
+            setattr(out, name, v)
+            if flag == "below":
+                below.append(name)
+            elif flag == "above":
+                above.append(name)
+    out.below = tuple(below)
+    out.above = tuple(above)
+    return out
+
+
+def hist_delta(points: Sequence[tuple[float, Hist]]) -> Hist | None:
+    """The windowed histogram: last minus first, clipped after a restart of this histogram
+    (a bucket layout change, or a decrease of the count or of any bucket).
+
+    None with fewer than 2 points after the last restart.
+    """
+    start = 0
+    for i in range(1, len(points)):
+        a, b = points[i - 1][1], points[i][1]
+        if a.bounds != b.bounds or _decreased(a.count, b.count) or any(
+            _decreased(x, y) for x, y in zip(a.cumulative, b.cumulative, strict=False)
+        ):
+            start = i
+    if len(points) - start < 2:
+        return None
+    first, last = points[start][1], points[-1][1]
+    cum = tuple(max(0.0, y - x) for x, y in zip(first.cumulative, last.cumulative, strict=True))
+    return Hist(last.bounds, cum, max(0.0, last.sum - first.sum),
+                max(0.0, last.count - first.count))
+
+
+def lifetime_quantiles(h: Hist) -> Quantiles:
+    """Quantiles of a cumulative histogram since process start (always labelled lifetime)."""
+    return hist_quantiles(h.bounds, h.cumulative, h.sum, h.count)
+
+
+# --------------------------------------------------------------------------- restarts
+
+
+def restart_reason(prev: EngineSample, cur: EngineSample) -> str | None:
+    """Why ``cur`` comes from a restarted process compared with ``prev``, or None.
+
+    A changed start time, or any counter / histogram count of a model going down.
+    """
+    if (
+        prev.start_time is not None
+        and cur.start_time is not None
+        and abs(cur.start_time - prev.start_time) > START_TIME_TOLERANCE_S
+    ):
+        return "process start time changed"
+    before = {m.model: m for m in prev.models}
+    for m in cur.models:
+        p = before.get(m.model)
+        if p is None:
+            continue
+        for k, v in m.counters.items():
+            pv = p.counters.get(k)
+            if pv is not None and _decreased(pv, v):
+                return f"counter {k} went down"
+        for k, h in m.hists.items():
+            ph = p.hists.get(k)
+            if ph is not None and ph.bounds == h.bounds and _decreased(ph.count, h.count):
+                return f"histogram {k} count went down"
+    return None
+
+
+# --------------------------------------------------------------------------- one model
+
+
+@dataclass(slots=True)
+class ModelWindow:
+    """Windowed values of one model (or rank) over its samples in the window."""
+
+    rates: dict[str, float | None] = field(default_factory=dict)
+    """``RATE_KEYS`` fields plus ``errors_per_s``; None = not reported or not computable."""
+    quantiles: dict[str, Quantiles | None] = field(default_factory=dict)
+    """Histogram key -> windowed ``Quantiles`` (None = not reported or < 2 samples)."""
+    prefix_hit_rate: float | None = None
+    finished: dict[str, float] | None = None
+    """Finished requests by reason counted over the window (None = not reported)."""
+
+
+def _series(samples: Sequence[tuple[float, ModelSample]], key: str) -> list[Point] | None:
+    """Points of counter ``key``; None when the newest sample does not report it."""
+    if not samples or key not in samples[-1][1].counters:
+        return None
+    return [(t, m.counters[key]) for t, m in samples if key in m.counters]
+
+
+def _rate(samples: Sequence[tuple[float, ModelSample]], key: str) -> float | None:
+    pts = _series(samples, key)
+    return None if pts is None else counter_rate(pts)
+
+
+def derive_window(samples: Sequence[tuple[float, ModelSample]]) -> ModelWindow:
+    """Windowed rates, quantiles, prefix hit rate and finish reasons of one model.
+
+    ``samples`` are ``(t_mono, ModelSample)`` of one model, time-ordered, already cut to the
+    window and to the current process (the store clips at restarts it detects).
+    """
+    out = ModelWindow()
+    if not samples:
+        return out
+    last = samples[-1][1]
+    for name, key in RATE_KEYS.items():
+        out.rates[name] = _rate(samples, key)
+    finished_keys = [k for k in last.counters if k.startswith("finished:")]
+    if out.rates["requests_per_s"] is None and "requests" not in last.counters and finished_keys:
+        parts = [_rate(samples, k) for k in finished_keys]
+        known = [p for p in parts if p is not None]
+        out.rates["requests_per_s"] = sum(known) if known else None
+    if "errors" in last.counters:
+        out.rates["errors_per_s"] = _rate(samples, "errors")
+    elif "finished:error" in last.counters:
+        out.rates["errors_per_s"] = _rate(samples, "finished:error")
+    else:
+        out.rates["errors_per_s"] = None
+    if finished_keys:
+        fin: dict[str, float] = {}
+        for k in finished_keys:
+            pts = _series(samples, k)
+            d = counter_delta(pts) if pts else None
+            fin[k.split(":", 1)[1]] = d[0] if d is not None else 0.0
+        out.finished = fin if len(samples) >= 2 else None
+    for key in last.hists:
+        pts = [(t, m.hists[key]) for t, m in samples if key in m.hists]
+        d = hist_delta(pts)
+        out.quantiles[key] = None if d is None else hist_quantiles(d.bounds, d.cumulative,
+                                                                    d.sum, d.count)
+    if "prefix_hits" in last.counters and "prefix_queries" in last.counters:
+        pts3 = [
+            (t, m.counters["prefix_hits"], m.counters["prefix_queries"])
+            for t, m in samples
+            if "prefix_hits" in m.counters and "prefix_queries" in m.counters
+        ]
+        out.prefix_hit_rate = prefix_hit_rate(pts3)
+    else:
+        out.prefix_hit_rate = last.gauges.get("prefix_hit_rate_gauge")
+    return out
+
+
+LIFETIME_COUNTERS = ("requests", "prompt_tokens", "generation_tokens", "preemptions", "errors",
+                     "aborted", "rejected")
+
+
+def derive_lifetime(m: ModelSample, *, start_time: float | None = None,
+                    t_wall: float | None = None) -> dict[str, object]:
+    """Values since process start, from the cumulative values of one sample.
+
+    Keys: ``<hist>_s`` (latency ``Quantiles``), ``prompt_len``/``gen_len`` (token-length
+    ``Quantiles``), ``prefix_hit_rate``, the counters of ``LIFETIME_COUNTERS`` that are
+    reported, ``finished`` ({reason: count}), ``start_time`` and ``uptime_s``.
+    """
+    out: dict[str, object] = {}
+    for key, h in m.hists.items():
+        name = key if key in ("prompt_len", "gen_len") else f"{key}_s"
+        out[name] = lifetime_quantiles(h)
+    hits, queries = m.counters.get("prefix_hits"), m.counters.get("prefix_queries")
+    if hits is not None and queries is not None:
+        out["prefix_hit_rate"] = min(1.0, max(0.0, hits / queries)) if queries > 0 else None
+    else:
+        out["prefix_hit_rate"] = m.gauges.get("prefix_hit_rate_gauge")
+    for k in LIFETIME_COUNTERS:
+        if k in m.counters:
+            out[k] = m.counters[k]
+    fin = {k.split(":", 1)[1]: v for k, v in m.counters.items() if k.startswith("finished:")}
+    if fin:
+        out["finished"] = fin
+    out["start_time"] = start_time
+    out["uptime_s"] = (
+        max(0.0, t_wall - start_time) if start_time is not None and t_wall is not None else None
+    )
+    return out
