@@ -165,15 +165,16 @@ def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
 
 
 def sample_index(families: dict[str, Family]) -> dict[str, list[Sample]]:
-    """All samples keyed by their full sample name, whatever family they were grouped under.
+    """All samples keyed by sample name with one trailing ``_total`` removed.
 
-    Robust to how a parser groups untyped or mistyped series (``x_total`` without ``# TYPE``,
-    bucket lines without ``_bucket``...).
+    Robust to how a parser groups or renames series: untyped ``x_total``, and a ``# TYPE x
+    counter`` sample written ``x`` (which ``prometheus_client`` renames ``x_total``) both land
+    under ``x``. Look counters up without ``_total``; ``_bucket``/``_sum``/``_count`` keep theirs.
     """
     out: dict[str, list[Sample]] = {}
     for fam in families.values():
         for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
+            out.setdefault(s.name.removesuffix("_total"), []).append(s)
     return out
 
 
