@@ -1,14 +1,23 @@
 """Prometheus text exposition -> families. Pure: no I/O, no clock.
 
-Family names follow ``prometheus_client.parser``: a counter family drops its ``_total``;
-samples keep their full names (``x_total``, ``x_created``, ``x_bucket``...).
+llmtop's own parser: the same families and samples as ``prometheus_client.parser`` (a counter
+family drops its ``_total``; a counter declared without ``_total``, as TGI and Triton's C++
+exporters do, gets ``_total`` added to its sample names; histogram samples keep their
+``_bucket``/``_sum``/``_count`` names; a sample outside the current family becomes a family of
+its own; untyped families have type ``unknown``), several times faster on a vLLM scrape.
 
-PLACEHOLDER implementation delegating to prometheus_client; the fast parser replaces it
-with the same API.
+Speed comes from two things: a fast path per sample line (one regex for the common shape,
+with a careful general path for anything unusual), and ``want``: lines of families the caller
+does not use are skipped by name, without looking at their labels.
+
+Errors raise ``ParseError`` with a short reason: ``empty body``, ``HTML page, not metrics``,
+``JSON, not Prometheus text``, ``truncated body`` (no final newline and the last line cut) or
+``line N: ...``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,17 +47,337 @@ class Family:
     samples: list[Sample] = field(default_factory=list)
 
 
-def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Family]:
-    """Parse exposition text. ``want(family_name)`` may skip families (None keeps all)."""
-    from prometheus_client.parser import text_string_to_metric_families
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL_VALUE = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+# Fast path: ``name{l="v",...} value [timestamp]`` with single spaces and no oddities.
+_FAST_RE = re.compile(
+    r"([a-zA-Z_:][a-zA-Z0-9_:]*)"
+    r"(?:\{((?:" + _LABEL_NAME + "=" + _LABEL_VALUE + r", *)*"
+    r"(?:" + _LABEL_NAME + "=" + _LABEL_VALUE + r")?)\})?"
+    r"[ \t]+([^ \t]+)(?:[ \t]+([^ \t]+))?\Z",
+    re.DOTALL,
+)
+_PAIR_RE = re.compile("(" + _LABEL_NAME + ')="([^"\\\\]*(?:\\\\.[^"\\\\]*)*)"', re.DOTALL)
+_ESCAPE_RE = re.compile(r'\\[\\n"]')
+_HELP_ESCAPE_RE = re.compile(r"\\[\\n]")
+_ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+_WS = " \t\n\r\x0b\x0c"
 
-    out: dict[str, Family] = {}
+_TYPES = frozenset(
+    ("counter", "gauge", "summary", "histogram", "gaugehistogram", "unknown", "info", "stateset")
+)
+_ALLOWED_SUFFIXES = {
+    "counter": ("",),
+    "gauge": ("",),
+    "summary": ("_count", "_sum", ""),
+    "histogram": ("_count", "_sum", "_bucket"),
+}
+
+
+def _unescape(s: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], s)
+
+
+def _value(tok: str) -> float:
+    if "_" in tok or tok != tok.strip():
+        raise ValueError(f"invalid value {tok[:40]!r}")
     try:
-        for fam in text_string_to_metric_families(text):
-            if want is not None and not want(fam.name):
+        return float(tok)
+    except ValueError:
+        raise ValueError(f"invalid value {tok[:40]!r}") from None
+
+
+# --- general (slow) path, for lines the fast regex does not take -------------------------
+
+
+def _escaped(s: str, pos: int) -> bool:
+    n = 0
+    while pos - 1 - n >= 0 and s[pos - 1 - n] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+def _next_unquoted(text: str, chars: str, start: int = 0) -> int:
+    in_q = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == '"' and not _escaped(text, i):
+            in_q = not in_q
+        if not in_q and c in chars:
+            return i
+    return -1
+
+
+def _unquote(text: str) -> tuple[str, bool]:
+    if not text:
+        return text, False
+    text = text.strip()
+    quoted = False
+    if text[:1] == '"':
+        if len(text) == 1 or text[-1] != '"':
+            raise ValueError("missing close quote")
+        text, quoted = text[1:-1], True
+    if "\\" in text:
+        text = _unescape(text)
+    return text, quoted
+
+
+def _split_quoted(text: str, maxsplit: int) -> list[str]:
+    """Whitespace split that ignores separators inside quotes (HELP/TYPE lines)."""
+    tokens = [""]
+    x = 0
+    while x < len(text):
+        pos = _next_unquoted(text, _WS, x)
+        if pos == -1:
+            tokens[-1] = text[x:]
+            break
+        if pos == x:
+            x += 1
+            continue
+        if maxsplit > 0 and len(tokens) > maxsplit:
+            tokens[-1] = text[x:]
+            break
+        tokens[-1] = text[x:pos]
+        x = pos + 1
+        tokens.append("")
+    return tokens
+
+
+def _parse_labels_slow(text: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    rest = text.strip()
+    while rest:
+        if rest[0] == ",":
+            rest = rest[1:]
+            if not rest:
+                break
+            if rest[0] == ",":
+                raise ValueError("multiple commas in labels")
+        pos = _next_unquoted(rest, "=,}")
+        if pos >= 0 and rest[pos] == "=":
+            lname = rest[:pos]
+            rest = rest[pos + 1 :]
+            pos = _next_unquoted(rest, ",}")
+        else:
+            lname = "__name__"
+        if pos == -1:
+            pos = len(rest)
+        term = rest[:pos].strip()
+        rest = rest[pos:].strip()
+        if not term:
+            continue
+        name, quoted = _unquote(lname)
+        if not quoted and not _NAME_RE.match(name):
+            raise ValueError(f"invalid label name {name[:40]!r}")
+        if term[0] != '"':
+            raise ValueError("label value not quoted")
+        i = 1
+        while i < len(term):
+            i = term.index('"', i)
+            if not _escaped(term, i):
+                break
+            i += 1
+        if i + 1 != len(term):
+            raise ValueError("text after a label value")
+        value, _ = _unquote(term)
+        if name != "__name__" and name.startswith("__"):
+            raise ValueError(f"reserved label name {name[:40]!r}")
+        if not name:
+            raise ValueError("empty label name")
+        if name in labels:
+            raise ValueError(f"duplicate label {name[:40]!r}")
+        labels[name] = value
+    return labels
+
+
+def _value_and_ts(text: str) -> float:
+    s = text.lstrip()
+    sep = " " if " " in s else "\t"
+    parts = [p.strip() for p in s.split(sep) if p.strip()]
+    if not parts:
+        return _value(s)
+    v = _value(parts[0])
+    if len(parts) > 1:
+        _value(parts[-1])
+    return v
+
+
+def _parse_sample_slow(text: str) -> tuple[str, dict[str, str], float]:
+    lb = _next_unquoted(text, "{")
+    if lb == -1 or " # " in text[:lb]:
+        end = _next_unquoted(text, " \t")
+        name = text[:end].strip()
+        if not _NAME_RE.match(name):
+            raise ValueError(f"invalid metric name {name[:40]!r}")
+        return name, {}, _value_and_ts(text[end + 1 :])
+    name = text[:lb].strip()
+    rb = _next_unquoted(text[lb:], "}")
+    if rb == -1:
+        raise ValueError("unclosed '{'")
+    rb += lb
+    labels = _parse_labels_slow(text[lb + 1 : rb])
+    if not name:
+        if "__name__" not in labels:
+            raise ValueError("sample without a name")
+        name = labels.pop("__name__")
+    elif "__name__" in labels:
+        raise ValueError("metric name given twice")
+    elif not _NAME_RE.match(name):
+        raise ValueError(f"invalid metric name {name[:40]!r}")
+    return name, labels, _value_and_ts(text[rb + 1 :])
+
+
+# --- fast path ---------------------------------------------------------------------------
+
+
+def _parse_sample(line: str) -> tuple[str, dict[str, str], float]:
+    m = _FAST_RE.match(line)
+    if m is None:
+        return _parse_sample_slow(line)
+    name, inner, val, ts = m.groups()
+    labels: dict[str, str] = {}
+    if inner:
+        for k, v in _PAIR_RE.findall(inner):
+            if k in labels or k[:2] == "__":
+                return _parse_sample_slow(line)
+            labels[k] = _unescape(v) if "\\" in v else v
+    value = _value(val)
+    if ts is not None:
+        _value(ts)
+    return name, labels, value
+
+
+def _sample_name(line: str) -> str:
+    """The sample name of a line, cheaply (no label parsing)."""
+    end = len(line)
+    for ch in "{ \t":
+        i = line.find(ch)
+        if 0 <= i < end:
+            end = i
+    return line[:end]
+
+
+def _looks_like_json(text: str) -> bool:
+    return text.lstrip()[:1] in ("[", "{")
+
+
+def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Family]:
+    """Parse exposition text. ``want(family_name)`` may skip families (None keeps all).
+
+    ``family_name`` is the name the family will have in the result (a counter without its
+    ``_total``). Skipped families are not validated line by line.
+    """
+    if not text or text.isspace():
+        raise ParseError("empty body")
+    head = text.lstrip()[:1]
+    if head == "<":
+        raise ParseError("HTML page, not metrics")
+    lines = text.split("\n")
+    ends_nl = text.endswith("\n")
+    last = len(lines) - 1
+    out: dict[str, Family] = {}
+
+    name = ""  # current family as declared by HELP/TYPE ("" = none)
+    doc = ""
+    typ = "unknown"
+    samples: list[Sample] = []
+    allowed: tuple[str, ...] = ()
+    wanted: bool | None = None  # decision for the current family, made lazily
+
+    def flush(fname: str, fdoc: str, ftyp: str, fsamples: list[Sample]) -> None:
+        if ftyp == "counter":
+            if fname.endswith("_total"):
+                fname = fname[:-6]
+            else:
+                for s in fsamples:
+                    s.name += "_total"
+        if want is not None and not want(fname):
+            return
+        fam = out.get(fname)
+        if fam is None:
+            out[fname] = Family(fname, ftyp, fdoc, fsamples)
+        else:
+            fam.samples.extend(fsamples)
+
+    def final_name(fname: str, ftyp: str) -> str:
+        if ftyp == "counter" and fname.endswith("_total"):
+            return fname[:-6]
+        return fname
+
+    for idx, raw in enumerate(lines):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            if line[0] == "#":
+                if line.isascii() and '"' not in line:
+                    parts = line.split(None, 3)
+                else:
+                    parts = _split_quoted(line, 3)
+                if len(parts) < 2:
+                    continue
+                kind = parts[1]
+                cand = ""
+                if len(parts) > 2:
+                    if kind != "TYPE" and kind != "HELP":
+                        continue
+                    cand, quoted = _unquote(parts[2])
+                    if not quoted and not _NAME_RE.match(cand):
+                        raise ValueError(f"invalid metric name {cand[:40]!r}")
+                if kind == "HELP":
+                    if cand != name:
+                        if name:
+                            flush(name, doc, typ, samples)
+                        name, typ, samples, allowed = cand, "unknown", [], (cand,)
+                        wanted = None
+                    doc = (
+                        _HELP_ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], parts[3])
+                        if len(parts) == 4
+                        else ""
+                    )
+                elif kind == "TYPE":
+                    if len(parts) < 4:
+                        raise ValueError("TYPE line without a type")
+                    if cand != name:
+                        if name:
+                            flush(name, doc, typ, samples)
+                        name, doc, samples = cand, "", []
+                    typ = "unknown" if parts[3] == "untyped" else parts[3]
+                    if typ not in _TYPES:
+                        raise ValueError(f"invalid metric type {typ[:40]!r}")
+                    allowed = tuple(name + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
+                    wanted = None
                 continue
-            f = out.setdefault(fam.name, Family(fam.name, fam.type, fam.documentation))
-            f.samples.extend(Sample(s.name, dict(s.labels), float(s.value)) for s in fam.samples)
-    except Exception as exc:
-        raise ParseError(str(exc)[:200]) from exc
+            # A sample line.
+            if want is not None:
+                if wanted is None:
+                    wanted = bool(name) and want(final_name(name, typ))
+                if not wanted and name:
+                    sname = _sample_name(line)
+                    if sname in allowed:
+                        if idx == last and not ends_nl:
+                            _parse_sample(line)  # a cut last line must still be caught
+                        continue
+            sname, labels, value = _parse_sample(line)
+            if sname in allowed:
+                samples.append(Sample(sname, labels, value))
+                continue
+            if name:
+                flush(name, doc, typ, samples)
+            name, doc, typ, samples, allowed, wanted = "", "", "unknown", [], (), None
+            if want is None or want(sname):
+                fam = out.get(sname)
+                if fam is None:
+                    out[sname] = Family(sname, "unknown", "", [Sample(sname, labels, value)])
+                else:
+                    fam.samples.append(Sample(sname, labels, value))
+        except (ValueError, IndexError) as exc:
+            if (idx == 0 or (not out and not samples)) and _looks_like_json(text):
+                raise ParseError("JSON, not Prometheus text") from None
+            if idx == last and not ends_nl:
+                raise ParseError("truncated body") from None
+            raise ParseError(f"line {idx + 1}: {str(exc)[:120] or 'invalid line'}") from None
+    if name:
+        flush(name, doc, typ, samples)
     return out

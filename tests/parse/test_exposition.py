@@ -1,0 +1,261 @@
+"""Exposition parser: agreement with prometheus_client.parser, edge cases, errors, ``want``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmtop.parse.exposition import ParseError, parse
+from tests.conftest import FIXTURES, fixture_text
+
+PROM_FIXTURES = sorted(
+    p.name
+    for p in (FIXTURES / "metrics").glob("*.txt")
+    if not p.name.startswith(("ollama-", "trtllm-serve-docs-metrics-json"))
+    and not p.name.startswith("edge-")
+)
+
+
+def reference(text: str) -> dict:
+    """prometheus_client's view, merged by family name the way ``parse`` merges."""
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        f = out.setdefault(fam.name, [fam.name, fam.type, fam.documentation, []])
+        f[3].extend((s.name, dict(s.labels), _v(float(s.value))) for s in fam.samples)
+    return out
+
+
+def ours(text: str) -> dict:
+    return {
+        k: [f.name, f.type, f.help, [(s.name, s.labels, _v(s.value)) for s in f.samples]]
+        for k, f in parse(text).items()
+    }
+
+
+def _v(x: float):
+    return "NaN" if math.isnan(x) else x
+
+
+@pytest.mark.parametrize("name", PROM_FIXTURES)
+def test_agrees_with_prometheus_client_on_fixture(name):
+    text = fixture_text(name)
+    assert ours(text) == reference(text)
+
+
+def test_fixture_list_is_not_empty():
+    assert "vllm-generated-v0.33.0-loggers.txt" in PROM_FIXTURES
+    assert "sglang-generated-v0.5.23-metrics_collector.txt" in PROM_FIXTURES
+    assert any(n.startswith("dcgm-") for n in PROM_FIXTURES)
+
+
+# --- generated inputs ---------------------------------------------------------------------
+
+_name = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,12}", fullmatch=True)
+_lname = st.from_regex(r"[a-zA-Z][a-zA-Z0-9_]{0,8}", fullmatch=True)
+_lvalue = st.lists(
+    st.sampled_from(["a", "Z", "0", " ", ",", "=", "{", "}", "/", "\\\\", '\\"', "\\n", "é", "#"]),
+    max_size=8,
+).map("".join)
+_value = st.one_of(
+    st.sampled_from(["NaN", "+Inf", "-Inf", "0", "1", "1.0", "1e3", "8.128902e+06", "-2.5E-3"]),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(-(10**12), 10**12).map(str),
+)
+_type = st.sampled_from(["counter", "gauge", "histogram", "summary", "untyped", None])
+
+
+@st.composite
+def _family(draw):
+    name = draw(_name)
+    typ = draw(_type)
+    lines = []
+    help_first = draw(st.booleans())
+    help_line = f"# HELP {name} " + draw(st.sampled_from(["doc", "a \\\\ b", "x\\ny", ""]))
+    if typ is not None:
+        type_line = f"# TYPE {name} {typ}"
+        lines += [help_line, type_line] if help_first else [type_line, help_line]
+    elif draw(st.booleans()):
+        lines.append(help_line)
+    suffixes = {"histogram": ["_bucket", "_sum", "_count"], "summary": ["", "_sum", "_count"]}
+    for _ in range(draw(st.integers(0, 4))):
+        sfx = draw(st.sampled_from(suffixes.get(typ or "", [""])))
+        labels = draw(st.dictionaries(_lname, _lvalue, max_size=3))
+        if sfx == "_bucket":
+            labels["le"] = draw(st.sampled_from(["0.1", "1", "+Inf"]))
+        sep = draw(st.sampled_from([",", ", "]))
+        lab = sep.join(f'{k}="{v}"' for k, v in labels.items())
+        lab = "{" + lab + "}" if labels or draw(st.booleans()) else ""
+        ts = draw(st.sampled_from(["", " 1700000000000"]))
+        lines.append(f"{name}{sfx}{lab} {draw(_value)}{ts}")
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_family(), min_size=1, max_size=5), st.sampled_from(["\n", "\r\n"]))
+def test_agrees_with_prometheus_client_on_generated(fams, nl):
+    text = nl.join(line for fam in fams for line in fam) + nl
+    try:
+        expected = reference(text)
+    except Exception:
+        with pytest.raises(ParseError):
+            parse(text)
+        return
+    if not text.strip():
+        with pytest.raises(ParseError):
+            parse(text)
+        return
+    assert ours(text) == expected
+
+
+# --- specific shapes ---------------------------------------------------------------------
+
+
+def test_counter_without_total_gets_total_samples():
+    fams = parse("# TYPE tgi_request_success counter\ntgi_request_success 5\n")
+    fam = fams["tgi_request_success"]
+    assert fam.type == "counter"
+    assert [s.name for s in fam.samples] == ["tgi_request_success_total"]
+
+
+def test_counter_with_total_drops_it_from_family():
+    fams = parse('# HELP x_total doc\n# TYPE x_total counter\nx_total{a="b"} 2\n')
+    assert list(fams) == ["x"]
+    assert fams["x"].samples[0].name == "x_total"
+
+
+def test_help_after_type_and_escapes():
+    text = (
+        "# TYPE m gauge\n"
+        "# HELP m line one\\nline two \\\\ end\n"
+        'm{path="C:\\\\dir",quote="say \\"hi\\"",nl="a\\nb",other="\\t"} 1\n'
+    )
+    fam = parse(text)["m"]
+    assert fam.help == "line one\nline two \\ end"
+    assert fam.samples[0].labels == {
+        "path": "C:\\dir",
+        "quote": 'say "hi"',
+        "nl": "a\nb",
+        "other": "\\t",
+    }
+
+
+def test_values_nan_inf_exponent_timestamp():
+    text = (
+        '# TYPE g gauge\ng{a="1"} NaN\ng{a="2"} +Inf\ng{a="3"} -Inf\n'
+        'g{a="4"} 1.5e+06 1700000000000\ng{a="5"} 7\n'
+    )
+    vals = [s.value for s in parse(text)["g"].samples]
+    assert math.isnan(vals[0])
+    assert vals[1:] == [math.inf, -math.inf, 1.5e6, 7.0]
+
+
+def test_dcgm_spaces_after_commas():
+    text = 'DCGM_FI_DEV_GPU_TEMP{gpu="0", UUID="GPU-1", modelName="A100"} 33\n'
+    s = parse(text)["DCGM_FI_DEV_GPU_TEMP"].samples[0]
+    assert s.labels == {"gpu": "0", "UUID": "GPU-1", "modelName": "A100"}
+    assert s.value == 33.0
+
+
+def test_gauge_with_le_label_is_not_a_histogram():
+    text = (
+        "# TYPE sglang:routing_key_running_req_count gauge\n"
+        'sglang:routing_key_running_req_count{le="1",pid="7"} 3\n'
+        'sglang:routing_key_running_req_count{gt="1",pid="7"} 1\n'
+    )
+    fam = parse(text)["sglang:routing_key_running_req_count"]
+    assert fam.type == "gauge"
+    assert [s.labels for s in fam.samples] == [{"le": "1", "pid": "7"}, {"gt": "1", "pid": "7"}]
+
+
+def test_untyped_samples_without_type():
+    fams = parse('foo 1\nbar{x="y"} 2\nfoo 3\n')
+    assert fams["foo"].type == "unknown"
+    assert [s.value for s in fams["foo"].samples] == [1.0, 3.0]
+    assert fams["bar"].samples[0].labels == {"x": "y"}
+
+
+def test_histogram_created_sample_becomes_own_family():
+    text = '# TYPE h histogram\nh_bucket{le="+Inf"} 2\nh_sum 3\nh_count 2\nh_created 1.7e9\n'
+    fams = parse(text)
+    assert [s.name for s in fams["h"].samples] == ["h_bucket", "h_sum", "h_count"]
+    assert fams["h_created"].samples[0].value == 1.7e9
+
+
+def test_last_line_without_newline_is_fine_when_complete():
+    assert parse("# TYPE g gauge\ng 1")["g"].samples[0].value == 1.0
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", ["", "   \n\t\n"])
+def test_empty_body(body):
+    with pytest.raises(ParseError, match="empty body"):
+        parse(body)
+
+
+def test_html_body():
+    with pytest.raises(ParseError, match="HTML page, not metrics"):
+        parse(fixture_text("edge-html-status-200.txt").split("\n", 1)[1])
+
+
+def test_truncated_body():
+    with pytest.raises(ParseError, match="truncated body"):
+        parse(fixture_text("edge-truncated-body.txt"))
+
+
+def test_truncated_fixture_starts_with_note_and_is_cut():
+    text = fixture_text("edge-truncated-body.txt")
+    assert text.startswith("# hand-made")
+    assert not text.endswith("\n")
+
+
+def test_json_body():
+    with pytest.raises(ParseError, match="JSON"):
+        parse('[{"iter": 1, "iterLatencyMS": 2}]')
+
+
+def test_garbage_names_the_line():
+    with pytest.raises(ParseError, match=r"^line 3: "):
+        parse("# TYPE g gauge\ng 1\nthis is not a metric line\ng 2\n")
+
+
+def test_bad_type_is_an_error():
+    with pytest.raises(ParseError, match="line 1"):
+        parse("# TYPE g sometype\ng 1\n")
+
+
+def test_label_escaping_fixture():
+    fams = parse(fixture_text("edge-label-escaping.txt"))
+    assert ours(fixture_text("edge-label-escaping.txt")) == reference(
+        fixture_text("edge-label-escaping.txt")
+    )
+    labels = fams["vllm:num_requests_running"].samples[0].labels
+    assert labels["model_name"] == 'my "quoted" model\\name\nline2'
+
+
+# --- want --------------------------------------------------------------------------------
+
+
+def test_want_keeps_only_wanted_families_with_identical_content():
+    text = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    full = parse(text)
+    keep = {"vllm:num_requests_running", "vllm:prompt_tokens", "vllm:e2e_request_latency_seconds"}
+    part = parse(text, want=keep.__contains__)
+    assert set(part) == keep
+    for k in keep:
+        assert part[k] == full[k]
+
+
+def test_want_still_catches_a_truncated_last_line():
+    with pytest.raises(ParseError, match="truncated body"):
+        parse('# TYPE g gauge\ng{a="b"} 1\ng{a="', want=lambda n: False)
+
+
+def test_fixture_dir_exists():
+    assert Path(FIXTURES / "metrics").is_dir()
