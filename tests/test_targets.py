@@ -1,0 +1,84 @@
+"""Target string parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmtop.errors import ConfigError
+from llmtop.targets import format_hostport, make_target, parse_target
+
+CASES = [
+    # spec, name, base_url, engine, metrics_path, host, port
+    ("127.0.0.1:8000", "127.0.0.1:8000", "http://127.0.0.1:8000", None, None, "127.0.0.1", 8000),
+    ("localhost:30000", "localhost:30000", "http://localhost:30000", None, None, "localhost",
+     30000),
+    (":8002", "127.0.0.1:8002", "http://127.0.0.1:8002", None, None, "127.0.0.1", 8002),
+    ("http://gpu1:8000", "gpu1:8000", "http://gpu1:8000", None, None, "gpu1", 8000),
+    ("https://gpu1:8443/metrics", "gpu1:8443", "https://gpu1:8443", None, "/metrics", "gpu1", 8443),
+    ("https://gpu1", "gpu1:443", "https://gpu1:443", None, None, "gpu1", 443),
+    ("http://gpu1/", "gpu1:80", "http://gpu1:80", None, None, "gpu1", 80),
+    ("[::1]:8000", "[::1]:8000", "http://[::1]:8000", None, None, "::1", 8000),
+    ("http://[::1]:9400/metrics", "[::1]:9400", "http://[::1]:9400", None, "/metrics", "::1", 9400),
+    ("vllm@127.0.0.1:8000", "vllm@127.0.0.1:8000", "http://127.0.0.1:8000", "vllm", None,
+     "127.0.0.1", 8000),
+    ("vllm@http://h:8000/metrics", "vllm@h:8000", "http://h:8000", "vllm", "/metrics", "h", 8000),
+    ("VLLM@h:8000", "vllm@h:8000", "http://h:8000", "vllm", None, "h", 8000),
+    ("trtllm@h:8000/prometheus/metrics", "trtllm@h:8000", "http://h:8000", "trtllm",
+     "/prometheus/metrics", "h", 8000),
+    ("ollama@h", "ollama@h:11434", "http://h:11434", "ollama", None, "h", 11434),
+    ("triton@[::1]", "triton@[::1]:8002", "http://[::1]:8002", "triton", None, "::1", 8002),
+    ("h:8080/metrics?model=a", "h:8080", "http://h:8080", None, "/metrics?model=a", "h", 8080),
+    ("  h:1  ", "h:1", "http://h:1", None, None, "h", 1),
+]
+
+
+@pytest.mark.parametrize(("spec", "name", "base", "engine", "path", "host", "port"), CASES)
+def test_parse_table(spec, name, base, engine, path, host, port):
+    t = parse_target(spec)
+    assert (t.name, t.base_url, t.engine, t.metrics_path, t.host, t.port) == (
+        name, base, engine, path, host, port,
+    )
+    assert t.timeout_s == 2.0 and t.verify_tls is True and t.api_key is None
+
+
+def test_options_passed_through():
+    t = parse_target("h:1", timeout_s=0.5, verify_tls=False)
+    assert t.timeout_s == 0.5 and t.verify_tls is False
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("foo@h:8000", "unknown engine 'foo'"),
+        ("h", "needs a port"),
+        ("h:99999", "port"),
+        ("h:abc", "port"),
+        ("ftp://h:21", "scheme"),
+        ("vllm@", "no host"),
+        ("h :1", "whitespace"),
+    ],
+)
+def test_errors_are_config_errors(spec, needle):
+    with pytest.raises(ConfigError) as ei:
+        parse_target(spec)
+    msg = str(ei.value)
+    assert needle in msg and "\n" not in msg
+
+
+def test_unknown_engine_lists_engines():
+    with pytest.raises(ConfigError, match="vllm, sglang"):
+        parse_target("vlm@h:8000")
+
+
+def test_credentials_in_url_refused_without_echo():
+    with pytest.raises(ConfigError) as ei:
+        parse_target("http://user:s3cret@h:8000")
+    assert "s3cret" not in str(ei.value)
+
+
+def test_make_target_and_hostport():
+    t = make_target("::1", 8000, engine="sglang")
+    assert t.name == "sglang@[::1]:8000" and t.base_url == "http://[::1]:8000"
+    assert format_hostport("h", None) == "h"
