@@ -1,1 +1,52 @@
-"""llmtop.gpu."""
+"""GPUs: local NVML sampling, process-to-engine attribution and the demo GPU sampler.
+
+    make_sampler(config, *, demo_gpu_url=None) -> GpuSampler
+    GpuSampler.sample() -> GpuSample   sync (run via asyncio.to_thread), never raises
+    GpuSampler.close()                 shuts NVML down once
+
+A GPU the tool cannot read is a state: ``GpuSample.error`` carries one line with reason and
+hint (see ``llmtop.gpu.reasons``). GPU payloads of remote targets (DCGM, Triton) are parsed
+in ``llmtop.parse``, not here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from llmtop.config import Config
+from llmtop.model import GpuSample
+
+__all__ = ["GpuSampler", "NullSampler", "make_sampler"]
+
+
+class GpuSampler(Protocol):
+    """What the monitor calls once per tick."""
+
+    def sample(self) -> GpuSample: ...
+
+    def close(self) -> None: ...
+
+
+class NullSampler:
+    """No GPU sampling (the user disabled it); every sample carries ``reason`` as its error."""
+
+    def __init__(self, reason: str = "GPU sampling disabled"):
+        self.reason = reason
+
+    def sample(self) -> GpuSample:
+        return GpuSample(t_wall=time.time(), t_mono=time.monotonic(), error=self.reason, cost_s=0.0)
+
+    def close(self) -> None:
+        return None
+
+
+def make_sampler(config: Config, *, demo_gpu_url: str | None = None) -> GpuSampler:
+    """The demo sampler when ``demo_gpu_url`` is given, else NVML with attribution."""
+    if demo_gpu_url:
+        from llmtop.gpu.demo import DemoGpuSampler
+
+        return DemoGpuSampler(demo_gpu_url)
+    from llmtop.gpu.nvml import NvmlSampler
+
+    return NvmlSampler(config.targets)

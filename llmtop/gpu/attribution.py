@@ -1,0 +1,257 @@
+"""Attribute GPU processes to monitored engine targets (fills ``GpuProcess.engine_target``).
+
+Rules, in order; the first that decides wins, and an ambiguous answer leaves None:
+
+1. **Socket + parent chain.** For each target on this host (loopback, ``localhost`` or this
+   hostname) the pid(s) listening on its port are found from ``/proc/net/tcp{,6}`` and the
+   socket inodes in ``/proc/<pid>/fd``. A GPU process belongs to the target when it or its
+   nearest listening ancestor listens on that port (vLLM's ``VLLM::EngineCore`` is a child
+   of the API server). Two targets at the same nearest level -> None.
+2. **Engine root.** When no ancestor listens (TGI: shards and router are siblings under
+   ``text-generation-launcher``), the nearest ancestor with an engine title whose subtree
+   holds exactly one target's listener decides.
+3. **Title only.** When a target's port is listening but its owner cannot be read (another
+   user's process, no privileges), a GPU process whose title names the target's engine is
+   attributed only if there is exactly one such target and exactly one such engine
+   instance among the unattributed GPU processes.
+
+/proc reads are cached per call; the listener pid for a socket inode is cached across calls
+and revalidated with one ``readlink``, so a steady state costs a few small reads per tick.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
+
+from llmtop.config import Target
+from llmtop.gpu import proc as procfs
+from llmtop.model import GpuProcess
+
+__all__ = ["Attributor", "attribute", "engine_of", "is_local_host", "target_port"]
+
+_MAX_DEPTH = 64
+_LOOPBACK = {"localhost", "localhost.localdomain", "ip6-localhost", "::1", "0.0.0.0", "::", ""}
+
+# (engine id, argv[0] basenames, substrings of the whole command line / title)
+_TITLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("vllm", ("vllm",), ("VLLM::EngineCore", "VLLM::Worker", "vllm.entrypoints", "VLLM::")),
+    (
+        "sglang",
+        (),
+        ("sglang::scheduler", "sglang::detokenizer", "sglang.launch_server", "sglang::"),
+    ),
+    ("triton", ("tritonserver",), ()),
+    ("trtllm", ("trtllm-serve",), ()),
+    (
+        "tgi",
+        ("text-generation-launcher", "text-generation-router", "text-generation-server"),
+        (),
+    ),
+    ("llamacpp", ("llama-server",), ()),
+    ("ollama", ("ollama",), ()),
+    ("lmdeploy", ("lmdeploy",), ("lmdeploy.serve", "lmdeploy serve")),
+)
+
+
+def engine_of(argv: Sequence[str] | None, comm: str | None = None) -> str | None:
+    """Engine id named by a process title / command line, or None.
+
+    ``argv`` is ``/proc/<pid>/cmdline`` split on NULs; ``comm`` the kernel name.
+    """
+    words: list[str] = []
+    if argv:
+        words.append(os.path.basename(argv[0].split(" ", 1)[0]))
+        words.extend(os.path.basename(a) for a in argv[1:3])
+    if comm:
+        words.append(comm)
+    line = " ".join(argv) if argv else (comm or "")
+    for engine, bases, subs in _TITLES:
+        if any(w in bases for w in words) or any(s in line for s in subs):
+            return engine
+    return None
+
+
+def is_local_host(host: str, hostname: str | None = None) -> bool:
+    """True for loopback names/addresses and this machine's hostname."""
+    h = (host or "").strip().strip("[]").lower()
+    if h in _LOOPBACK or h.startswith("127."):
+        return True
+    me = (hostname if hostname is not None else socket.gethostname()).lower()
+    return bool(me) and (h == me or h.split(".", 1)[0] == me.split(".", 1)[0] == h)
+
+
+def target_port(t: Target) -> int | None:
+    """The target's TCP port (explicit, from the URL, or the scheme's default)."""
+    if t.port:
+        return t.port
+    try:
+        u = urlsplit(t.base_url)
+        return u.port or {"http": 80, "https": 443}.get(u.scheme)
+    except ValueError:
+        return None
+
+
+class _Scan:
+    """Per-call cache of /proc reads."""
+
+    def __init__(self, proc: str):
+        self.proc = proc
+        self._ppid: dict[int, int | None] = {}
+        self._engine: dict[int, str | None] = {}
+
+    def ppid(self, pid: int) -> int | None:
+        if pid not in self._ppid:
+            self._ppid[pid] = procfs.read_ppid(pid, self.proc)
+        return self._ppid[pid]
+
+    def chain(self, pid: int) -> list[int]:
+        out: list[int] = []
+        cur: int | None = pid
+        while cur and cur > 0 and len(out) < _MAX_DEPTH and cur not in out:
+            out.append(cur)
+            if cur == 1:
+                break
+            cur = self.ppid(cur)
+        return out
+
+    def engine(self, pid: int) -> str | None:
+        if pid not in self._engine:
+            self._engine[pid] = engine_of(
+                procfs.read_cmdline(pid, self.proc), procfs.read_comm(pid, self.proc)
+            )
+        return self._engine[pid]
+
+
+class Attributor:
+    """Attribution with a cross-call cache of socket-inode owners (one per sampler)."""
+
+    def __init__(self, *, proc: str = procfs.PROC, hostname: str | None = None):
+        self.proc = proc
+        self.hostname = hostname if hostname is not None else socket.gethostname()
+        self._owner: dict[int, tuple[int, str]] = {}  # inode -> (pid, fd)
+
+    def _owners(self, inodes: set[int]) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        missing: set[int] = set()
+        for inode in inodes:
+            hit = self._owner.get(inode)
+            if hit is not None:
+                pid, fd = hit
+                try:
+                    ok = os.readlink(f"{self.proc}/{pid}/fd/{fd}") == f"socket:[{inode}]"
+                except OSError:
+                    ok = False
+                if ok:
+                    out[inode] = {pid}
+                    continue
+                del self._owner[inode]
+            missing.add(inode)
+        if missing:
+            found = procfs.socket_owners(missing, self.proc)
+            for inode, pids in found.items():
+                out[inode] = pids
+                if len(pids) == 1:
+                    self._remember(inode, next(iter(pids)))
+        return out
+
+    def _remember(self, inode: int, pid: int) -> None:
+        fd_dir = f"{self.proc}/{pid}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                if os.readlink(f"{fd_dir}/{fd}") == f"socket:[{inode}]":
+                    self._owner[inode] = (pid, fd)
+                    return
+        except OSError:
+            return
+
+    def attribute(self, processes: Iterable[GpuProcess], targets: Iterable[Target]) -> None:
+        """Set ``engine_target`` on the processes that can be attributed; never raises."""
+        try:
+            self._attribute(list(processes), list(targets))
+        except Exception:  # attribution is best effort: a /proc race must not break a tick
+            return
+
+    def _attribute(self, processes: list[GpuProcess], targets: list[Target]) -> None:
+        todo = [p for p in processes if p.pid and p.visible and p.engine_target is None]
+        local = [
+            (t, port)
+            for t in targets
+            if (port := target_port(t)) and is_local_host(t.host, self.hostname)
+        ]
+        if not todo or not local:
+            return
+        scan = _Scan(self.proc)
+        ports = procfs.listening_ports(self.proc)
+        want = {i for _, port in local for i in ports.get(port, ())}
+        owners = self._owners(want)
+        listeners: dict[int, set[str]] = {}
+        listening: list[Target] = []  # a socket listens on the port
+        unresolved: list[Target] = []  # ... but its owner could not be read
+        for t, port in local:
+            inodes = ports.get(port, set())
+            if not inodes:
+                continue
+            listening.append(t)
+            pids = {pid for i in inodes for pid in owners.get(i, ())}
+            if not pids:
+                unresolved.append(t)
+            for pid in pids:
+                listeners.setdefault(pid, set()).add(t.name)
+        listener_chains = {pid: scan.chain(pid) for pid in listeners}
+
+        left: list[GpuProcess] = []
+        for p in todo:
+            assert p.pid is not None
+            decided, name = self._by_socket(scan.chain(p.pid), listeners, listener_chains, scan)
+            if decided:
+                p.engine_target = name
+            else:
+                left.append(p)
+        if left and unresolved:
+            self._by_title(left, unresolved, scan)
+
+    @staticmethod
+    def _by_socket(
+        chain: list[int],
+        listeners: dict[int, set[str]],
+        listener_chains: dict[int, list[int]],
+        scan: _Scan,
+    ) -> tuple[bool, str | None]:
+        for node in chain:  # rule 1: nearest listening ancestor (or the process itself)
+            names = listeners.get(node)
+            if names:
+                return True, (next(iter(names)) if len(names) == 1 else None)
+        for node in chain:  # rule 2: nearest engine-titled ancestor with listeners below
+            if node == 1 or scan.engine(node) is None:
+                continue
+            hits = {n for lp, ch in listener_chains.items() if node in ch for n in listeners[lp]}
+            if hits:
+                return True, (next(iter(hits)) if len(hits) == 1 else None)
+        return False, None
+
+    @staticmethod
+    def _by_title(left: list[GpuProcess], unresolved: list[Target], scan: _Scan) -> None:
+        # rule 3: one unresolved target of engine X and one instance (root) of engine X
+        roots: dict[str, dict[int, list[GpuProcess]]] = {}
+        for p in left:
+            assert p.pid is not None
+            root, eng = None, None
+            for node in scan.chain(p.pid):
+                e = scan.engine(node) if node != 1 else None
+                if e is not None and (eng is None or e == eng):
+                    root, eng = node, e
+            if eng is not None and root is not None:
+                roots.setdefault(eng, {}).setdefault(root, []).append(p)
+        for eng, by_root in roots.items():
+            cands = [t for t in unresolved if t.engine == eng]
+            if len(cands) == 1 and len(by_root) == 1:
+                for p in next(iter(by_root.values())):
+                    p.engine_target = cands[0].name
+
+
+def attribute(processes: Iterable[GpuProcess], targets: Iterable[Target]) -> None:
+    """Fill ``GpuProcess.engine_target`` where it can be decided; leave None when ambiguous."""
+    Attributor().attribute(processes, targets)

@@ -1,0 +1,476 @@
+"""Local GPUs through NVML (nvidia-ml-py, the ``pynvml`` module).
+
+``NvmlSampler.sample()`` is synchronous (the monitor runs it via ``asyncio.to_thread`` once
+per tick) and never raises:
+
+- ``pynvml`` is imported lazily and ``nvmlInit`` runs on the first sample; ``close()`` calls
+  ``nvmlShutdown`` once.
+- A fatal failure (library not found, driver not loaded, version mismatch, no permission,
+  no GPU) becomes ``GpuSample.error``: one line with reason and hint (``gpu.reasons``).
+  Init is retried at most every ``retry_s`` (30 s), so a driver that comes back is found.
+- Every NVML call goes through :func:`nvml_query`: a per-field ``NVMLError`` (NotSupported,
+  NoPermission, anything) becomes None. ``GpuIsLost`` marks that GPU's record
+  (``error = "GPU is lost (fell off the bus?)"``) and the other GPUs keep working.
+- A call that answers NotSupported is not asked again for that GPU (keeps ticks cheap).
+  PCIe throughput blocks ~20 ms per call inside NVML, so it is read at most every
+  ``pcie_every_s`` and held in between.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from llmtop.config import Target
+from llmtop.gpu import proc as procfs
+from llmtop.gpu import reasons
+from llmtop.gpu.attribution import Attributor
+from llmtop.model import GpuProcess, GpuRecord, GpuSample
+
+__all__ = ["NOT_VISIBLE", "GpuLost", "NvmlSampler", "nvml_query"]
+
+NOT_VISIBLE = "pid not visible from this namespace"
+
+_MISSING = object()
+
+
+class GpuLost(Exception):
+    """Raised by :func:`nvml_query` when NVML says the device fell off the bus."""
+
+
+def _is(nvml: Any, exc: BaseException, name: str) -> bool:
+    cls = getattr(nvml, name, None)
+    return isinstance(cls, type) and isinstance(exc, cls)
+
+
+def nvml_query(nvml: Any, fn: str, *args: Any, default: Any = None, **kwargs: Any) -> Any:
+    """Call ``nvml.<fn>(*args)``; any NVML (or other) error gives ``default``.
+
+    The one exception that escapes is :class:`GpuLost`, for the caller to mark the device.
+    A function missing from an older ``pynvml`` also gives ``default``.
+    """
+    func = getattr(nvml, fn, None)
+    if func is None:
+        return default
+    try:
+        return func(*args, **kwargs)
+    except Exception as e:
+        if _is(nvml, e, "NVMLError_GpuIsLost"):
+            raise GpuLost(fn) from e
+        return default
+
+
+def _c(nvml: Any, name: str, fallback: int) -> int:
+    v = getattr(nvml, name, fallback)
+    return v if isinstance(v, int) else fallback
+
+
+def _s(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    v = str(v).strip("\0 ").strip()
+    return v or None
+
+
+def _num(v: Any, scale: float = 1.0) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return float(v) * scale
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(v: Any) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Dev:
+    """What we keep per GPU index between ticks."""
+
+    __slots__ = ("handle", "lost_at", "pcie", "pcie_at", "static", "unsupported")
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+        self.static: dict[str, Any] = {}
+        self.unsupported: set[str] = set()
+        self.lost_at: float | None = None
+        self.pcie: tuple[float | None, float | None] = (None, None)
+        self.pcie_at: float | None = None
+
+
+class NvmlSampler:
+    """Samples every local GPU once per call; see the module docstring."""
+
+    def __init__(
+        self,
+        targets: Sequence[Target] = (),
+        *,
+        nvml: ModuleType | Any | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        retry_s: float = 30.0,
+        pcie_every_s: float = 5.0,
+        hostname: str | None = None,
+        attributor: Attributor | None = None,
+        proc: str = procfs.PROC,
+    ):
+        self._nvml = nvml
+        self._targets = tuple(targets)
+        self._clock = clock
+        self._wall = wall
+        self.retry_s = retry_s
+        self.pcie_every_s = pcie_every_s
+        self.host = hostname if hostname is not None else socket.gethostname()
+        self._attributor = attributor if attributor is not None else Attributor(proc=proc)
+        self._proc = proc
+        self._lock = threading.Lock()
+        self._initialized = False
+        self._closed = False
+        self._fatal: str | None = None
+        self._next_try: float = float("-inf")
+        self._devs: dict[int, _Dev] = {}
+        self.init_attempts = 0
+        """How many times ``nvmlInit`` was tried (tests check the retry timing)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _load(self) -> Any:
+        if self._nvml is None:
+            import pynvml  # lazy: importing llmtop must not need the NVIDIA driver
+
+            self._nvml = pynvml
+        return self._nvml
+
+    def _try_init(self, now: float) -> str | None:
+        """Init NVML if needed. Returns an error line, or None when ready."""
+        if self._initialized:
+            return None
+        if now < self._next_try and self._fatal is not None:
+            return self._fatal
+        self._next_try = now + self.retry_s
+        self.init_attempts += 1
+        try:
+            nvml = self._load()
+            nvml.nvmlInit()
+        except Exception as e:  # ImportError, NVMLError_*, OSError: all become one line
+            self._fatal = reasons.init_error_reason(e)
+            return self._fatal
+        self._initialized = True
+        self._fatal = None
+        self._devs.clear()
+        return None
+
+    def _fail(self, exc: BaseException | None, line: str | None, now: float) -> str:
+        """A fatal error after init: shut NVML down and retry init later."""
+        self._shutdown()
+        self._fatal = line or reasons.init_error_reason(exc or Exception("unknown"))
+        self._next_try = now + self.retry_s
+        return self._fatal
+
+    def _shutdown(self) -> None:
+        if self._initialized:
+            self._initialized = False
+            self._devs.clear()
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        """Shut NVML down (once); later ``sample()`` calls report the sampler closed."""
+        with self._lock:
+            self._shutdown()
+            self._closed = True
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def sample(self) -> GpuSample:
+        """One sample of every GPU; never raises."""
+        t0 = time.perf_counter()
+        t_wall, t_mono = self._wall(), self._clock()
+        with self._lock:
+            try:
+                gpus, error = self._sample(t_mono)
+            except Exception as e:  # belt and braces: a bug here must not kill the tick
+                gpus, error = [], f"GPU unavailable: internal error ({type(e).__name__}: {e})"
+        return GpuSample(
+            t_wall=t_wall,
+            t_mono=t_mono,
+            gpus=gpus,
+            error=error,
+            cost_s=time.perf_counter() - t0,
+        )
+
+    def _sample(self, now: float) -> tuple[list[GpuRecord], str | None]:
+        if self._closed:
+            return [], "GPU unavailable: GPU sampler closed"
+        err = self._try_init(now)
+        if err is not None:
+            return [], err
+        nvml = self._nvml
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except Exception as e:
+            return [], self._fail(e, None, now)
+        if count <= 0:
+            return [], self._fail(None, reasons.NO_GPUS, now)
+        records = [self._device(i, now) for i in range(count)]
+        procs = [p for r in records for p in r.processes]
+        if procs and self._targets:
+            self._attributor.attribute(procs, self._targets)
+        if all(r.error for r in records):
+            return records, reasons.GPU_LOST_ALL
+        return records, None
+
+    def _handle(self, index: int, now: float) -> _Dev:
+        dev = self._devs.get(index)
+        if dev is not None and (dev.lost_at is None or now - dev.lost_at < self.retry_s):
+            return dev
+        try:
+            handle = nvml_query(self._nvml, "nvmlDeviceGetHandleByIndex", index)
+            lost = False
+        except GpuLost:
+            handle, lost = None, True
+        fresh = _Dev(handle)
+        if dev is not None:  # retrying a lost GPU: keep what we knew about it
+            fresh.static = dict(dev.static)
+            lost = lost or (handle is None and dev.lost_at is not None)
+        fresh.lost_at = now if lost else None
+        self._devs[index] = fresh
+        return fresh
+
+    def _device(self, index: int, now: float) -> GpuRecord:
+        rec = GpuRecord(host=self.host, index=index, source="nvml")
+        try:
+            dev = self._handle(index, now)
+            if dev.lost_at is not None:
+                raise GpuLost("still lost")
+            if dev.handle is None:
+                rec.error = "GPU handle unavailable"
+                return rec
+            self._fill(rec, dev, now)
+        except GpuLost:
+            dev = self._devs.get(index)
+            if dev is not None:
+                if dev.lost_at is None:
+                    dev.lost_at = now
+                rec.uuid = _s(dev.static.get("uuid"))
+                rec.name = _s(dev.static.get("name"))
+                rec.pci_bus_id = _s(dev.static.get("pci"))
+            rec.error = reasons.GPU_LOST
+            rec.processes = []
+        return rec
+
+    def _q(self, dev: _Dev, key: str, fn: str, *args: Any, **kw: Any) -> Any:
+        """A per-field query; NotSupported is remembered and not asked again."""
+        if key in dev.unsupported:
+            return None
+        func = getattr(self._nvml, fn, None)
+        if func is None:
+            dev.unsupported.add(key)
+            return None
+        try:
+            return func(dev.handle, *args, **kw)
+        except Exception as e:
+            if _is(self._nvml, e, "NVMLError_GpuIsLost"):
+                raise GpuLost(fn) from e
+            if (
+                isinstance(e, TypeError)  # an older pynvml without this signature
+                or _is(self._nvml, e, "NVMLError_NotSupported")
+                or _is(self._nvml, e, "NVMLError_FunctionNotFound")
+            ):
+                dev.unsupported.add(key)
+            return None
+
+    def _static(self, dev: _Dev, key: str, fn: str, *args: Any) -> Any:
+        """A value that does not change while the driver is loaded: read once."""
+        v = dev.static.get(key, _MISSING)
+        if v is _MISSING:
+            v = self._q(dev, key, fn, *args)
+            if v is not None or key in dev.unsupported:
+                dev.static[key] = v
+        return v
+
+    def _fill(self, rec: GpuRecord, dev: _Dev, now: float) -> None:
+        n = self._nvml
+        rec.uuid = _s(self._static(dev, "uuid", "nvmlDeviceGetUUID"))
+        rec.name = _s(self._static(dev, "name", "nvmlDeviceGetName"))
+        if "pci" not in dev.static:
+            info = self._q(dev, "pci", "nvmlDeviceGetPciInfo")
+            if info is not None or "pci" in dev.unsupported:
+                bus = getattr(info, "busId", None) or getattr(info, "busIdLegacy", None)
+                dev.static["pci"] = _s(bus)
+        rec.pci_bus_id = dev.static.get("pci")
+
+        util = self._q(dev, "util", "nvmlDeviceGetUtilizationRates")
+        if util is not None:
+            rec.util = _num(getattr(util, "gpu", None), 0.01)
+            rec.mem_util = _num(getattr(util, "memory", None), 0.01)
+
+        mem = None
+        v2 = getattr(n, "nvmlMemory_v2", None)
+        if v2 is not None:
+            mem = self._q(dev, "mem_v2", "nvmlDeviceGetMemoryInfo", version=v2)
+        if mem is None:
+            mem = self._q(dev, "mem", "nvmlDeviceGetMemoryInfo")
+        if mem is not None:
+            rec.mem_total_bytes = _int(getattr(mem, "total", None))
+            rec.mem_free_bytes = _int(getattr(mem, "free", None))
+            rec.mem_used_bytes = _int(getattr(mem, "used", None))
+            rec.mem_reserved_bytes = _int(getattr(mem, "reserved", None))
+
+        rec.power_w = _num(self._q(dev, "power", "nvmlDeviceGetPowerUsage"), 0.001)
+        rec.power_limit_w = _num(
+            self._q(dev, "power_limit", "nvmlDeviceGetEnforcedPowerLimit"), 0.001
+        )
+        rec.energy_j = _num(self._q(dev, "energy", "nvmlDeviceGetTotalEnergyConsumption"), 0.001)
+
+        sensor = _c(n, "NVML_TEMPERATURE_GPU", 0)
+        temp = self._q(dev, "temp_v", "nvmlDeviceGetTemperatureV", sensor)
+        if temp is None:
+            temp = self._q(dev, "temp", "nvmlDeviceGetTemperature", sensor)
+        rec.temp_c = _num(temp)
+        rec.temp_slowdown_c = _num(
+            self._static(
+                dev,
+                "temp_slowdown",
+                "nvmlDeviceGetTemperatureThreshold",
+                _c(n, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+            )
+        )
+        rec.temp_shutdown_c = _num(
+            self._static(
+                dev,
+                "temp_shutdown",
+                "nvmlDeviceGetTemperatureThreshold",
+                _c(n, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
+            )
+        )
+        rec.fan_pct = _num(self._q(dev, "fan", "nvmlDeviceGetFanSpeed"))
+
+        sm, mclk = _c(n, "NVML_CLOCK_SM", 1), _c(n, "NVML_CLOCK_MEM", 2)
+        rec.sm_clock_mhz = _num(self._q(dev, "sm_clock", "nvmlDeviceGetClockInfo", sm))
+        rec.mem_clock_mhz = _num(self._q(dev, "mem_clock", "nvmlDeviceGetClockInfo", mclk))
+        rec.sm_clock_max_mhz = _num(
+            self._static(dev, "sm_clock_max", "nvmlDeviceGetMaxClockInfo", sm)
+        )
+        rec.mem_clock_max_mhz = _num(
+            self._static(dev, "mem_clock_max", "nvmlDeviceGetMaxClockInfo", mclk)
+        )
+
+        mask = self._q(dev, "events", "nvmlDeviceGetCurrentClocksEventReasons")
+        if mask is None:
+            mask = self._q(dev, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        rec.throttle = reasons.decode_clock_events(mask)
+
+        if dev.pcie_at is None or now - dev.pcie_at >= self.pcie_every_s:
+            dev.pcie_at = now
+            tx = self._q(
+                dev, "pcie_tx", "nvmlDeviceGetPcieThroughput", _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0)
+            )
+            rx = self._q(
+                dev, "pcie_rx", "nvmlDeviceGetPcieThroughput", _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1)
+            )
+            dev.pcie = (_num(tx, 1024.0), _num(rx, 1024.0))  # NVML reports KB/s
+        rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = dev.pcie
+
+        volatile = _c(n, "NVML_VOLATILE_ECC", 0)
+        rec.ecc_corrected = _int(
+            self._q(
+                dev,
+                "ecc_corr",
+                "nvmlDeviceGetTotalEccErrors",
+                _c(n, "NVML_MEMORY_ERROR_TYPE_CORRECTED", 0),
+                volatile,
+            )
+        )
+        rec.ecc_uncorrected = _int(
+            self._q(
+                dev,
+                "ecc_uncorr",
+                "nvmlDeviceGetTotalEccErrors",
+                _c(n, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                volatile,
+            )
+        )
+
+        mig_handles = self._mig(rec, dev)
+        rec.processes = self._processes(dev, mig_handles)
+
+    def _mig(self, rec: GpuRecord, dev: _Dev) -> list[Any]:
+        mode = self._q(dev, "mig_mode", "nvmlDeviceGetMigMode")
+        if mode is None:
+            return []
+        try:
+            current = mode[0]
+        except (TypeError, IndexError, KeyError):
+            current = mode
+        rec.mig_mode = _int(current) == _c(self._nvml, "NVML_DEVICE_MIG_ENABLE", 1)
+        if not rec.mig_mode:
+            return []
+        n = self._nvml
+        handles: list[Any] = []
+        count = _int(self._q(dev, "mig_count", "nvmlDeviceGetMaxMigDeviceCount")) or 0
+        for i in range(count):
+            mh = nvml_query(n, "nvmlDeviceGetMigDeviceHandleByIndex", dev.handle, i)
+            if mh is None:  # an empty slot answers NotFound
+                continue
+            handles.append(mh)
+            name = _s(nvml_query(n, "nvmlDeviceGetName", mh))
+            uuid = _s(nvml_query(n, "nvmlDeviceGetUUID", mh))
+            rec.mig_instances.append(" ".join(x for x in (name, uuid) if x) or f"MIG {i}")
+        return handles
+
+    def _processes(self, dev: _Dev, mig_handles: list[Any]) -> list[GpuProcess]:
+        n = self._nvml
+        raw: list[Any] = []
+        for key, fn in (
+            ("procs_compute", "nvmlDeviceGetComputeRunningProcesses"),
+            ("procs_graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+        ):
+            got = self._q(dev, key, fn)
+            if got:
+                raw.extend(got)
+            for mh in mig_handles:  # in MIG mode per-instance lists may be all we may read
+                got = nvml_query(n, fn, mh)
+                if got:
+                    raw.extend(got)
+        by_pid: dict[int, GpuProcess] = {}
+        for info in raw:
+            pid = _int(getattr(info, "pid", None))
+            if pid is None:
+                continue
+            used = _int(getattr(info, "usedGpuMemory", None))
+            p = by_pid.get(pid)
+            if p is None:
+                by_pid[pid] = self._describe(pid, used)
+            elif used is not None and (p.used_bytes is None or used > p.used_bytes):
+                p.used_bytes = used
+        return sorted(by_pid.values(), key=lambda p: -(p.used_bytes or 0))
+
+    def _describe(self, pid: int, used: int | None) -> GpuProcess:
+        if not procfs.pid_exists(pid, self._proc):
+            return GpuProcess(pid=pid, name=NOT_VISIBLE, used_bytes=used, visible=False)
+        argv = procfs.read_cmdline(pid, self._proc)
+        name = procfs.read_comm(pid, self._proc)
+        if argv and not name:
+            name = os.path.basename(argv[0])
+        return GpuProcess(
+            pid=pid,
+            name=name,
+            used_bytes=used,
+            cmdline=" ".join(argv) if argv else None,
+        )
