@@ -1,0 +1,94 @@
+"""llama.cpp ``llama-server`` ``/metrics`` (``llamacpp:*``, needs ``--metrics``; METRICS.md §9).
+
+No labels: one model per process, named from identity (``/props`` ``model_path``,
+``/v1/models``) or "default". ``requests_processing`` -> running, ``requests_deferred`` ->
+waiting, ``prompt_tokens_total``/``tokens_predicted_total`` -> token counters, old builds'
+``kv_cache_usage_ratio`` -> kv_usage. The throughput gauges (reset by scrapes in some builds)
+and the other counters only go to ``extra``. ``Process-Start-Time-Unix`` header ->
+``start_time``; ``identity["total_slots"]`` (``/props``) -> max_running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtop.model import EngineSample, ModelSample
+from llmtop.parse.common import identity_model, identity_version, is_finite, sample_index
+from llmtop.parse.exposition import ParseError, parse
+
+__all__ = ["normalize"]
+
+_GAUGES = {
+    "llamacpp:requests_processing": "running",
+    "llamacpp:requests_deferred": "waiting",
+    "llamacpp:kv_cache_usage_ratio": "kv_usage",
+}
+_COUNTERS = {
+    "llamacpp:prompt_tokens": "prompt_tokens",
+    "llamacpp:tokens_predicted": "generation_tokens",
+}
+_EXTRA = {
+    "llamacpp:prompt_seconds": "prompt_seconds_total",
+    "llamacpp:tokens_predicted_seconds": "tokens_predicted_seconds_total",
+    "llamacpp:n_decode": "n_decode_total",
+    "llamacpp:n_tokens_max": "n_tokens_max",
+    "llamacpp:n_busy_slots_per_decode": "n_busy_slots_per_decode",
+    "llamacpp:prompt_tokens_seconds": "prompt_tokens_per_s",
+    "llamacpp:predicted_tokens_seconds": "predicted_tokens_per_s",
+    "llamacpp:kv_cache_tokens": "kv_cache_tokens",
+}
+
+
+def _value(idx: dict, name: str) -> float | None:
+    for s in idx.get(name, ()):
+        if is_finite(s.value):
+            return s.value
+    return None
+
+
+def start_time_from_headers(headers: dict | None) -> float | None:
+    """``Process-Start-Time-Unix`` (any case) as a float, or None."""
+    if not headers:
+        return None
+    for k, v in headers.items():
+        if k.lower() == "process-start-time-unix":
+            try:
+                t = float(v)
+            except (TypeError, ValueError):
+                return None
+            return t if is_finite(t) and t > 0 else None
+    return None
+
+
+def normalize(
+    body: str, *, headers: dict | None = None, identity: dict | None = None
+) -> EngineSample:
+    """llama.cpp ``/metrics`` text -> ``EngineSample(engine="llamacpp")``."""
+    fams = parse(body, want=lambda n: n.startswith("llamacpp:"))
+    idx = sample_index(fams)
+    if not idx:
+        raise ParseError("no llamacpp:* series")
+    m = ModelSample(model=identity_model(identity))
+    for name, key in _GAUGES.items():
+        v = _value(idx, name)
+        if v is not None:
+            m.gauges[key] = v
+    for name, key in _COUNTERS.items():
+        v = _value(idx, name)
+        if v is not None:
+            m.counters[key] = v
+    slots = (identity or {}).get("total_slots")
+    if isinstance(slots, (int, float)) and not isinstance(slots, bool) and slots > 0:
+        m.gauges["max_running"] = float(slots)
+    extra: dict[str, Any] = {}
+    for name, key in _EXTRA.items():
+        v = _value(idx, name)
+        if v is not None:
+            extra[key] = v
+    return EngineSample(
+        engine="llamacpp",
+        version=identity_version(identity),
+        start_time=start_time_from_headers(headers),
+        models=[m],
+        extra=extra,
+    )

@@ -1,0 +1,92 @@
+"""llama.cpp adapter on the synthetic fixture (format from server-context.cpp)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmtop.parse import llamacpp
+from llmtop.parse.exposition import ParseError
+from tests.conftest import fixture_text
+
+TEXT = fixture_text("llamacpp-SYNTHETIC-from-server-context-cpp.txt")
+
+
+def test_fixture_fields():
+    s = llamacpp.normalize(
+        TEXT,
+        headers={"Process-Start-Time-Unix": "1763800000"},
+        identity={"model_path": "/models/qwen2.5-0.5b-q4_k_m.gguf", "total_slots": 4},
+    )
+    assert s.engine == "llamacpp"
+    assert s.start_time == 1763800000.0
+    assert s.version is None
+    (m,) = s.models
+    assert m.model == "/models/qwen2.5-0.5b-q4_k_m.gguf"
+    assert m.gauges == {"running": 2.0, "waiting": 0.0, "max_running": 4.0}
+    assert "kv_usage" not in m.gauges  # current builds dropped kv_cache_usage_ratio
+    assert m.counters == {"prompt_tokens": 18432.0, "generation_tokens": 2211.0}
+    assert m.hists == {}
+    assert s.ranks == []
+    assert s.gpus == []
+    assert s.extra == {
+        "prompt_seconds_total": 12.0,
+        "tokens_predicted_seconds_total": 41.0,
+        "n_decode_total": 1893.0,
+        "n_tokens_max": 4310.0,
+        "n_busy_slots_per_decode": 1.16798,
+        "prompt_tokens_per_s": 1517.33,
+        "predicted_tokens_per_s": 54.1129,
+    }
+
+
+def test_defaults_without_identity_or_header():
+    s = llamacpp.normalize(TEXT)
+    assert s.start_time is None
+    assert s.models[0].model == "default"
+    assert "max_running" not in s.models[0].gauges
+
+
+def test_header_case_and_bad_value():
+    assert llamacpp.normalize(TEXT, headers={"process-start-time-unix": "17.5"}).start_time == 17.5
+    assert llamacpp.normalize(TEXT, headers={"process-start-time-unix": "x"}).start_time is None
+
+
+OLD = """# HAND-MADE edge case: 2024-era gauges (examples/server/server.cpp) plus a NaN
+# TYPE llamacpp:kv_cache_usage_ratio gauge
+llamacpp:kv_cache_usage_ratio 0.375
+# TYPE llamacpp:kv_cache_tokens gauge
+llamacpp:kv_cache_tokens 1536
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing NaN
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 8.12890e+06
+"""
+
+
+def test_old_build_kv_and_nan():
+    s = llamacpp.normalize(OLD, identity={"version": "b3600"})
+    m = s.models[0]
+    assert s.version == "b3600"
+    assert m.gauges == {"kv_usage": 0.375}  # NaN running is absent, not 0
+    assert m.counters == {"prompt_tokens": 8128900.0}
+    assert s.extra == {"kv_cache_tokens": 1536.0}
+
+
+def test_counter_reset_pair():
+    a = llamacpp.normalize(TEXT).models[0].counters["prompt_tokens"]
+    b = llamacpp.normalize(TEXT.replace("prompt_tokens_total 18432", "prompt_tokens_total 10"))
+    assert b.models[0].counters["prompt_tokens"] == 10.0 < a
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        '{"error":{"code":501,"message":"This server does not support metrics endpoint."}}',
+        "<html></html>",
+        "vllm:num_requests_running 1\n",
+    ],
+)
+def test_garbage_raises(body):
+    with pytest.raises(ParseError):
+        llamacpp.normalize(body)
