@@ -1,0 +1,140 @@
+"""Build ``EngineRow`` objects from one target's kept samples. Pure: no I/O, no clock.
+
+The store hands over the samples of one process (one restart epoch) inside the window; this
+module turns them into rows with windowed rates/quantiles and lifetime values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from llmtop.history.derive import derive_lifetime, derive_window
+from llmtop.model import EngineRow, EngineSample, GpuRecord, Hist, ModelSample
+
+__all__ = ["Entry", "build_model_row", "clean_gpu", "clean_sample", "series_value"]
+
+_LATENCY_FIELDS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s",
+                   "queue": "queue_s"}
+
+
+@dataclass(slots=True)
+class Entry:
+    """One good sample of a target, as kept by the store."""
+
+    t_mono: float
+    t_wall: float
+    sample: EngineSample
+    epoch: int
+    """Restart generation: samples of different epochs never share a window."""
+    by_model: dict[str, ModelSample] = field(default_factory=dict)
+    by_rank: dict[tuple[str, str], ModelSample] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_model = {m.model: m for m in self.sample.models}
+        self.by_rank = {(r.model, r.rank or ""): r for r in self.sample.ranks}
+
+
+def _finite(v: float | None) -> bool:
+    return v is not None and not math.isnan(v) and not math.isinf(v)
+
+
+def _clean_model(m: ModelSample) -> ModelSample:
+    gauges = {k: v for k, v in m.gauges.items() if _finite(v)}
+    counters = {k: v for k, v in m.counters.items() if _finite(v)}
+    hists: dict[str, Hist] = {}
+    for k, h in m.hists.items():
+        if not (_finite(h.sum) and _finite(h.count)):
+            continue
+        if any(not _finite(c) for c in h.cumulative):
+            continue
+        hists[k] = h
+    return ModelSample(m.model, m.rank, gauges, counters, hists, dict(m.info))
+
+
+def clean_gpu(g: GpuRecord) -> GpuRecord:
+    """NaN/Inf numbers of a GPU record become None (in place; returns it)."""
+    for name in ("util", "mem_util", "power_w", "power_limit_w", "energy_j", "temp_c",
+                 "temp_slowdown_c", "temp_shutdown_c", "mem_temp_c", "fan_pct",
+                 "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "mem_clock_max_mhz",
+                 "pcie_tx_bytes_s", "pcie_rx_bytes_s"):
+        v = getattr(g, name)
+        if isinstance(v, float) and not _finite(v):
+            setattr(g, name, None)
+    return g
+
+
+def clean_sample(s: EngineSample) -> EngineSample:
+    """A copy whose values are all finite: NaN/Inf gauges, counters and histograms are
+    dropped (= not reported), never turned into 0."""
+    return EngineSample(
+        engine=s.engine,
+        version=s.version,
+        start_time=s.start_time if _finite(s.start_time) else None,
+        models=[_clean_model(m) for m in s.models],
+        ranks=[_clean_model(m) for m in s.ranks],
+        gpus=[clean_gpu(g) for g in s.gpus],
+        extra=s.extra,
+    )
+
+
+def build_model_row(
+    row: EngineRow,
+    window: Sequence[Entry],
+    model: str,
+    rank: str | None = None,
+) -> EngineRow:
+    """Fill ``row`` with the values of ``model`` (or one rank of it) over ``window``.
+
+    ``window`` holds entries of one epoch, time-ordered; the newest one gives gauges and
+    lifetime values.
+    """
+    if rank is None:
+        pts = [(e.t_mono, e.by_model[model]) for e in window if model in e.by_model]
+    else:
+        pts = [(e.t_mono, e.by_rank[(model, rank)]) for e in window
+               if (model, rank) in e.by_rank]
+    if not pts:
+        return row
+    last = pts[-1][1]
+    g = last.gauges
+    row.running = g.get("running")
+    row.waiting = g.get("waiting")
+    row.max_running = g.get("max_running")
+    row.kv_cache_usage = g.get("kv_usage")
+    row.kv_capacity_tokens = g.get("kv_capacity_tokens")
+    row.info = dict(last.info)
+    w = derive_window(pts)
+    row.prompt_tokens_per_s = w.rates.get("prompt_tokens_per_s")
+    row.generation_tokens_per_s = w.rates.get("generation_tokens_per_s")
+    row.requests_per_s = w.rates.get("requests_per_s")
+    row.preemptions_per_s = w.rates.get("preemptions_per_s")
+    row.errors_per_s = w.rates.get("errors_per_s")
+    row.finished = w.finished
+    row.prefix_hit_rate = w.prefix_hit_rate
+    for key, attr in _LATENCY_FIELDS.items():
+        setattr(row, attr, w.quantiles.get(key))
+    newest = window[-1]
+    row.lifetime = derive_lifetime(last, start_time=newest.sample.start_time,
+                                   t_wall=newest.t_wall)
+    return row
+
+
+def series_value(row: EngineRow, name: str) -> float | None:
+    """One sparkline value of a row (``store.SERIES_FIELDS``)."""
+    if name == "ttft_p50":
+        return row.ttft_s.p50 if row.ttft_s is not None else None
+    if name == "ttft_p95":
+        return row.ttft_s.p95 if row.ttft_s is not None else None
+    if name == "itl_p95":
+        return row.itl_s.p95 if row.itl_s is not None else None
+    return {
+        "gen_tps": row.generation_tokens_per_s,
+        "prompt_tps": row.prompt_tokens_per_s,
+        "req_s": row.requests_per_s,
+        "running": row.running,
+        "waiting": row.waiting,
+        "kv": row.kv_cache_usage,
+        "preempt_s": row.preemptions_per_s,
+    }.get(name)

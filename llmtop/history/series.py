@@ -1,0 +1,58 @@
+"""Bounded sparkline rings and the deduplicated event log. No clock, no UI.
+
+``SeriesBook`` keeps one ring per ``(key, field)``, all aligned to one ring of commit
+times: a ring created late is padded with ``None`` and a key missing at a commit gets
+``None`` (gaps, never zeros).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from llmtop.model import Event
+
+__all__ = ["EventLog", "SeriesBook"]
+
+
+class SeriesBook:
+    """Aligned bounded rings of floats (``None`` = gap)."""
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self.times: deque[float] = deque(maxlen=maxlen)
+        self._rings: dict[tuple[str, str], deque[float | None]] = {}
+
+    def commit(self, t_wall: float, values: dict[tuple[str, str], float | None]) -> None:
+        """Append one point to every ring: ``values`` for the keys given, None elsewhere."""
+        n_before = len(self.times)
+        self.times.append(t_wall)
+        for k, v in values.items():
+            ring = self._rings.get(k)
+            if ring is None:
+                ring = deque([None] * min(n_before, self.maxlen), maxlen=self.maxlen)
+                self._rings[k] = ring
+            ring.append(v)
+        for k, ring in self._rings.items():
+            if k not in values:
+                ring.append(None)
+
+    def get(self, key: str, field: str) -> list[float | None]:
+        """A fresh list (Textual reactives compare by value); [] when unknown."""
+        ring = self._rings.get((key, field))
+        return list(ring) if ring is not None else []
+
+
+class EventLog:
+    """A bounded deque of ``Event``; a repeat of the last text for a target is dropped."""
+
+    def __init__(self, maxlen: int) -> None:
+        self.events: deque[Event] = deque(maxlen=maxlen)
+        self._last: dict[str | None, str] = {}
+
+    def add(self, t_wall: float, level: str, target: str | None, text: str) -> bool:
+        """Append unless it repeats; True when appended."""
+        if self._last.get(target) == text:
+            return False
+        self._last[target] = text
+        self.events.append(Event(t_wall, level, target, text))
+        return True

@@ -1,0 +1,495 @@
+"""Per-target history, target states, rows, sparkline series and the event log.
+
+``Store.ingest`` takes every ``RawScrape`` (live or replayed), detects the engine, normalizes
+the body and keeps ``(t_mono, t_wall, EngineSample)`` per target; ``snapshot`` derives rows
+over a window on demand; ``commit`` (once per tick) appends sparkline values and emits
+events. The store never reads a clock for derived values: live and replay share every
+number. It never prints and never calls the UI.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from llmtop.config import Config
+from llmtop.history.derive import restart_reason, window_start
+from llmtop.history.rows import Entry, build_model_row, clean_gpu, clean_sample, series_value
+from llmtop.history.series import EventLog, SeriesBook
+from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
+from llmtop.parse.exposition import Family, ParseError
+
+__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "Store"]
+
+WINDOWS: dict[str, float] = {"10s": 10.0, "1m": 60.0, "5m": 300.0}
+"""Named windows; lifetime values are in ``EngineRow.lifetime``."""
+
+SERIES_FIELDS = ("ttft_p50", "ttft_p95", "itl_p95", "gen_tps", "prompt_tps", "req_s",
+                 "running", "waiting", "kv", "preempt_s")
+"""Per-row sparkline series, computed over the 10 s window at each commit."""
+
+GPU_SERIES_FIELDS = ("util", "mem_used", "power", "temp")
+"""Per-GPU sparkline series (``host:index`` keys)."""
+
+SERIES_WINDOW_S = 10.0
+FULL_KEEP_S = 330.0
+"""Every sample is kept this long (the 5 min window plus margin)."""
+THIN_STEP_S = 10.0
+"""Older samples (up to ``history_s``) are thinned to one per this many seconds."""
+MAX_SERIES_POINTS = 7200
+MAX_EVENTS = 500
+GOOD_STATES = ("ok", "restarted")
+
+Normalizer = Callable[..., EngineSample]
+Detector = Callable[..., "str | None"]
+
+
+def _default_normalize(engine: str, body: str, **kw: Any) -> EngineSample:
+    from llmtop.parse import registry
+
+    return registry.normalize(engine, body, **kw)
+
+
+def _default_detect(body: str, content_type: str | None, identity: dict | None) -> str | None:
+    from llmtop.parse import detect
+
+    return detect.detect_engine(body, content_type, identity)
+
+
+@dataclass(slots=True)
+class _Target:
+    name: str
+    host: str
+    engine: str | None = None
+    hinted: bool = False
+    version: str | None = None
+    identity: dict[str, Any] | None = None
+    wants_identity: bool = True
+    recent: deque[Entry] = field(default_factory=deque)
+    old: deque[Entry] = field(default_factory=deque)
+    epoch: int = 0
+    status: str | None = None
+    """Status of the latest scrape after parsing (ok/down/http_error/unauthorized/bad_payload)."""
+    error: str | None = None
+    http_status: int | None = None
+    last_raw_mono: float | None = None
+    last_ok_mono: float | None = None
+    restart_mono: float | None = None
+    bodies: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=2))
+    fam_cache: dict[float, dict[str, Family]] = field(default_factory=dict)
+    models: dict[str, None] = field(default_factory=dict)
+    """Models in order of first appearance."""
+    prev_state: str | None = None
+    seen: bool = False
+
+
+class Store:
+    """Per-target history and everything derived from it (see ``docs/ARCHITECTURE.md``)."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        normalize: Normalizer | None = None,
+        detect: Detector | None = None,
+    ) -> None:
+        self.config = config
+        self.interval_s = max(0.05, float(config.interval_s))
+        self.keep_s = max(float(config.history_s), 300.0)
+        self._normalize = normalize or _default_normalize
+        self._detect = detect or _default_detect
+        self._targets: dict[str, _Target] = {}
+        self._hosts = {t.name: t.host for t in config.targets}
+        self._engine_hints = {t.name: t.engine for t in config.targets if t.engine}
+        for t in config.targets:
+            self._target(t.name)
+        self._gpu: GpuSample | None = None
+        self._now_mono: float | None = None
+        self._now_wall: float | None = None
+        self._log = EventLog(MAX_EVENTS)
+        self.events: deque[Event] = self._log.events
+        """The event log, oldest first (bounded, deduplicated)."""
+        n = min(MAX_SERIES_POINTS, max(60, math.ceil(self.keep_s / self.interval_s)))
+        self._series = SeriesBook(n)
+        self._gpu_series = SeriesBook(n)
+        self._prev_gpu_error: str | None = None
+        self._gen = 0
+        self._cache: tuple[tuple[Any, ...], Snapshot] | None = None
+
+    # ------------------------------------------------------------------ targets
+
+    def _target(self, name: str, url: str | None = None) -> _Target:
+        ts = self._targets.get(name)
+        if ts is None:
+            host = self._hosts.get(name)
+            if host is None:
+                host = (urlsplit(url).hostname if url else None) or ""
+            ts = _Target(name=name, host=host)
+            hint = self._engine_hints.get(name)
+            if hint:
+                ts.engine, ts.hinted = hint, True
+            self._targets[name] = ts
+        return ts
+
+    def targets(self) -> list[str]:
+        """Target names in order of first appearance (config order first)."""
+        return list(self._targets)
+
+    def needs_identity(self, target: str) -> bool:
+        """True until identity has been attached after the first contact or a restart."""
+        ts = self._targets.get(target)
+        return ts is None or ts.wants_identity
+
+    def latest_sample(self, target: str) -> EngineSample | None:
+        """The newest good ``EngineSample`` of a target (cache config, extra, ...)."""
+        ts = self._targets.get(target)
+        if ts is None or not ts.recent:
+            return None
+        return ts.recent[-1].sample
+
+    def _tick_time(self, t_mono: float, t_wall: float) -> None:
+        if self._now_mono is None or t_mono >= self._now_mono:
+            self._now_mono, self._now_wall = t_mono, t_wall
+
+    # ------------------------------------------------------------------ ingest
+
+    def ingest(self, raw: RawScrape) -> None:
+        """Parse and keep one scrape. Never raises for bad input (it becomes a state)."""
+        self._gen += 1
+        ts = self._target(raw.target, raw.url)
+        self._tick_time(raw.t_mono, raw.t_wall)
+        ts.last_raw_mono = raw.t_mono
+        if raw.identity:
+            ts.identity = dict(raw.identity)
+            ts.wants_identity = False
+        if raw.engine_hint and not ts.hinted:
+            ts.engine, ts.hinted = raw.engine_hint, True
+        if raw.status != "ok" or raw.body is None:
+            self._set_status(ts, raw.status if raw.status != "ok" else "bad_payload",
+                             raw.error or ("empty body" if raw.status == "ok" else None),
+                             raw.http_status)
+            return
+        sample, err = self._parse(ts, raw)
+        if sample is None:
+            self._set_status(ts, "bad_payload", err, raw.http_status)
+            return
+        self._keep(ts, raw, clean_sample(sample))
+
+    def _parse(self, ts: _Target, raw: RawScrape) -> tuple[EngineSample | None, str | None]:
+        assert raw.body is not None
+        ident = {"host": ts.host, **(ts.identity or {})}
+        engine = ts.engine
+        for attempt in range(2):
+            if engine is None:
+                try:
+                    engine = self._detect(raw.body, raw.content_type, ts.identity)
+                except Exception as exc:  # a detector bug must not stop the store
+                    return None, f"engine detection failed: {type(exc).__name__}: {exc}"
+                if engine is None:
+                    return None, "not a metrics format llmtop knows (no engine detected)"
+            try:
+                sample = self._normalize(engine, raw.body, headers=raw.headers, identity=ident)
+            except ParseError as exc:
+                err = str(exc) or "unparseable metrics"
+            except Exception as exc:  # an adapter bug: report it as a bad payload
+                err = f"{engine} adapter failed: {type(exc).__name__}: {exc}"
+            else:
+                ts.engine = engine
+                return sample, None
+            if ts.hinted or attempt == 1:
+                return None, err
+            engine = None  # a detected engine failed: the port may serve another now
+        return None, "unparseable metrics"
+
+    def _set_status(self, ts: _Target, status: str, error: str | None, http: int | None) -> None:
+        ts.status, ts.error, ts.http_status = status, error, http
+
+    def _keep(self, ts: _Target, raw: RawScrape, sample: EngineSample) -> None:
+        prev = ts.recent[-1].sample if ts.recent else None
+        if prev is not None:
+            reason = restart_reason(prev, sample)
+            if reason is not None:
+                ts.epoch += 1
+                ts.restart_mono = raw.t_mono
+                ts.wants_identity = True
+                self.event("warn", ts.name, f"RESTARTED ({reason})", t_wall=raw.t_wall)
+        if not ts.seen:
+            ts.seen = True
+            version = sample.version or _identity_version(ts.identity)
+            what = f"{sample.engine} {version}" if version else sample.engine
+            self.event("info", ts.name, f"first seen: detected as {what}", t_wall=raw.t_wall)
+        ts.version = sample.version or _identity_version(ts.identity) or ts.version
+        for m in sample.models:
+            ts.models.setdefault(m.model, None)
+        ts.recent.append(Entry(raw.t_mono, raw.t_wall, sample, ts.epoch))
+        self._trim(ts, raw.t_mono)
+        ts.bodies.append((raw.t_mono, raw.body or ""))
+        ts.fam_cache = {k: v for k, v in ts.fam_cache.items() if any(k == b[0]
+                                                                     for b in ts.bodies)}
+        self._set_status(ts, "ok", None, raw.http_status)
+        ts.last_ok_mono = raw.t_mono
+
+    def _trim(self, ts: _Target, now: float) -> None:
+        while len(ts.recent) > 2 and ts.recent[0].t_mono < now - FULL_KEEP_S:
+            e = ts.recent.popleft()
+            if not ts.old or e.t_mono - ts.old[-1].t_mono >= THIN_STEP_S:
+                ts.old.append(e)
+        while ts.old and ts.old[0].t_mono < now - self.keep_s:
+            ts.old.popleft()
+
+    def ingest_gpus(self, sample: GpuSample) -> None:
+        """Keep the latest GPU sample (NVML, demo, or its error)."""
+        self._gen += 1
+        for g in sample.gpus:
+            clean_gpu(g)
+        self._gpu = sample
+        self._tick_time(sample.t_mono, sample.t_wall)
+
+    # ------------------------------------------------------------------ states
+
+    def _state(self, ts: _Target, t: float) -> tuple[str, str | None]:
+        if ts.status is None:
+            return "stale", "no data yet"
+        if ts.status != "ok":
+            return ts.status, ts.error
+        assert ts.last_ok_mono is not None
+        age = t - ts.last_ok_mono
+        if age > 3 * self.interval_s + 1e-9:
+            return "stale", f"no fresh data for {age:.0f}s"
+        if ts.restart_mono is not None and t - ts.restart_mono < max(10.0, 3 * self.interval_s):
+            return "restarted", None
+        return "ok", None
+
+    # ------------------------------------------------------------------ rows
+
+    def _entries(self, ts: _Target, t_end: float) -> list[Entry]:
+        entries = list(ts.old) + list(ts.recent) if ts.old else list(ts.recent)
+        if entries and entries[-1].t_mono > t_end:
+            times = [e.t_mono for e in entries]
+            entries = entries[: bisect.bisect_right(times, t_end)]
+        return entries
+
+    def _window(self, ts: _Target, window_s: float, t_end: float) -> list[Entry]:
+        entries = self._entries(ts, t_end)
+        if not entries:
+            return []
+        times = [e.t_mono for e in entries]
+        i0 = window_start(times, times[-1], window_s)
+        epoch = entries[-1].epoch
+        return [e for e in entries[i0:] if e.epoch == epoch]
+
+    def _rows(self, ts: _Target, window_s: float, t: float) -> list[EngineRow]:
+        state, error = self._state(ts, t)
+        base = {
+            "target": ts.name,
+            "engine": ts.engine,
+            "engine_version": ts.version,
+            "state": state,
+            "error": error,
+            "http_status": ts.http_status,
+            "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
+        }
+        window = self._window(ts, window_s, t)
+        if not window:
+            return [EngineRow(key=f"{ts.name}|", model=None, **base)]
+        latest = window[-1].sample
+        if latest.engine:
+            base["engine"] = latest.engine
+        present = [m for m in ts.models if m in window[-1].by_model]
+        if not present:
+            return [EngineRow(key=f"{ts.name}|", model=None, **base)]
+        rows = []
+        for model in present:
+            row = build_model_row(EngineRow(key=f"{ts.name}|{model}", model=model, **base),
+                                  window, model)
+            for r in latest.ranks:
+                if r.model != model:
+                    continue
+                rank = r.rank or ""
+                rr = EngineRow(key=f"{ts.name}|{model}|{rank}", model=model, rank=rank, **base)
+                row.ranks.append(build_model_row(rr, window, model, rank))
+            rows.append(row)
+        return rows
+
+    def _gpus(self) -> list[GpuRecord]:
+        out: list[GpuRecord] = []
+        seen: set[tuple[str, int, str]] = set()
+        sources = [self._gpu.gpus] if self._gpu is not None else []
+        sources += [ts.recent[-1].sample.gpus for ts in self._targets.values() if ts.recent]
+        for gpus in sources:
+            for g in gpus:
+                k = (g.host, g.index, g.source)
+                if k not in seen:
+                    seen.add(k)
+                    out.append(g)
+        return out
+
+    def snapshot(
+        self, window_s: float, t_mono: float | None = None, t_wall: float | None = None
+    ) -> Snapshot:
+        """Rows of every target x model over ``window_s`` ending at ``t_mono`` (default: the
+        newest time ingested or committed), GPUs and the GPU error."""
+        t = t_mono if t_mono is not None else (self._now_mono or 0.0)
+        tw = t_wall if t_wall is not None else (self._now_wall or 0.0)
+        key = (window_s, t, tw, self._gen)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        engines: list[EngineRow] = []
+        for ts in self._targets.values():
+            engines.extend(self._rows(ts, window_s, t))
+        snap = Snapshot(
+            time=tw,
+            window_s=window_s,
+            engines=engines,
+            gpus=self._gpus(),
+            gpu_error=self._gpu.error if self._gpu is not None else None,
+        )
+        self._cache = (key, snap)
+        return snap
+
+    def row(self, key: str, window_s: float, t_mono: float | None = None) -> EngineRow | None:
+        """One row (``target|model`` or ``target|model|rank``) over another window, for the
+        engine detail (10 s / 1 min / 5 min columns). None when unknown."""
+        target = key.split("|", 1)[0]
+        ts = self._targets.get(target)
+        if ts is None:
+            return None
+        t = t_mono if t_mono is not None else (self._now_mono or 0.0)
+        for r in self._rows(ts, window_s, t):
+            if r.key == key:
+                return r
+            for rr in r.ranks:
+                if rr.key == key:
+                    return rr
+        return None
+
+    # ------------------------------------------------------------------ commit
+
+    def commit(self, t_mono: float, t_wall: float) -> Snapshot:
+        """End of a tick: append sparkline values (10 s window), emit state-change events.
+        Returns the 10 s snapshot it computed (also cached for ``snapshot``)."""
+        self._tick_time(t_mono, t_wall)
+        snap = self.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
+        values: dict[tuple[str, str], float | None] = {}
+        for row in snap.engines:
+            live = row.state in GOOD_STATES
+            for r in (row, *row.ranks):
+                for f in SERIES_FIELDS:
+                    values[(r.key, f)] = series_value(r, f) if live else None
+        self._series.commit(t_wall, values)
+        values = {}
+        for g in snap.gpus:
+            gk = f"{g.host}:{g.index}"
+            vals = {"util": g.util, "mem_used": g.mem_used_bytes, "power": g.power_w,
+                    "temp": g.temp_c}
+            for f in GPU_SERIES_FIELDS:
+                v = vals[f]
+                values.setdefault((gk, f), None if v is None else float(v))
+        self._gpu_series.commit(t_wall, values)
+        self._state_events(snap, t_wall)
+        return snap
+
+    def _state_events(self, snap: Snapshot, t_wall: float) -> None:
+        states: dict[str, EngineRow] = {}
+        for row in snap.engines:
+            states.setdefault(row.target, row)
+        for name, row in states.items():
+            ts = self._targets[name]
+            prev, cur = ts.prev_state, row.state
+            ts.prev_state = cur
+            was_good = prev is None or prev in GOOD_STATES
+            if cur in GOOD_STATES:
+                if not was_good:
+                    self.event("info", name, f"recovered (was {_state_word(prev, None)})",
+                               t_wall=t_wall)
+                continue
+            if prev == cur:
+                continue
+            if cur == "stale" and ts.status is None:
+                continue  # not scraped yet: nothing to say
+            level = "warn" if cur == "stale" else "error"
+            text = _state_word(cur, row.http_status)
+            if cur == "stale":
+                text = "STALE: no fresh data"
+            elif row.error:
+                text = f"{text}: {row.error}"
+            self.event(level, name, text, t_wall=t_wall)
+        err = self._gpu.error if self._gpu is not None else None
+        if err and err != self._prev_gpu_error:
+            self.event("warn", None, f"GPU unavailable: {err}", t_wall=t_wall)
+        self._prev_gpu_error = err
+
+    # ------------------------------------------------------------------ public views
+
+    def event(self, level: str, target: str | None, text: str, *,
+              t_wall: float | None = None) -> None:
+        """Append an event-log line unless it repeats the last text for the same target.
+
+        ``t_wall`` defaults to the newest time the store has seen (replay time in replay).
+        """
+        if t_wall is None:
+            t_wall = self._now_wall
+            if t_wall is None:
+                import time
+
+                t_wall = time.time()
+        self._log.add(t_wall, level, target, text)
+
+    def series(self, key: str, field: str) -> list[float | None]:
+        """Sparkline values of a row (``SERIES_FIELDS``), one per commit, None = gap."""
+        return self._series.get(key, field)
+
+    def gpu_series(self, gpu_key: str, field: str) -> list[float | None]:
+        """Sparkline values of a GPU (``host:index``, ``GPU_SERIES_FIELDS``)."""
+        return self._gpu_series.get(gpu_key, field)
+
+    def series_times(self) -> list[float]:
+        """Wall-clock time of each commit; series are aligned to the end of this list."""
+        return list(self._series.times)
+
+    def raw_families(self, target: str) -> tuple[dict[str, Family], dict[str, Family], float]:
+        """Fully parsed families of the last two good bodies, and the seconds between them.
+
+        Parsed lazily and cached; a body that is not Prometheus text (JSON) gives ``{}``.
+        """
+        ts = self._targets.get(target)
+        if ts is None or not ts.bodies:
+            return {}, {}, 0.0
+        parsed = [self._families(ts, t, body) for t, body in ts.bodies]
+        if len(parsed) == 1:
+            return parsed[0], {}, 0.0
+        return parsed[1], parsed[0], ts.bodies[1][0] - ts.bodies[0][0]
+
+    def _families(self, ts: _Target, t: float, body: str) -> dict[str, Family]:
+        fams = ts.fam_cache.get(t)
+        if fams is None:
+            from llmtop.parse.exposition import parse
+
+            try:
+                fams = parse(body)
+            except ParseError:
+                fams = {}
+            ts.fam_cache[t] = fams
+        return fams
+
+
+def _identity_version(identity: dict[str, Any] | None) -> str | None:
+    if not identity:
+        return None
+    v = identity.get("version")
+    return v if isinstance(v, str) and v else None
+
+
+def _state_word(state: str | None, http_status: int | None) -> str:
+    if state == "http_error":
+        return f"HTTP {http_status}" if http_status else "HTTP error"
+    if state == "unauthorized":
+        return f"UNAUTHORIZED (HTTP {http_status})" if http_status else "UNAUTHORIZED"
+    return {"down": "DOWN", "bad_payload": "BAD PAYLOAD", "stale": "STALE"}.get(
+        state or "", (state or "").upper()
+    )
