@@ -1,0 +1,200 @@
+"""The monitor loop: one tick = scrape every target in parallel + one GPU sample.
+
+``Monitor.tick`` starts one scrape per target that has none in flight (a target whose
+previous scrape is still running is skipped this tick; it turns ``stale`` if that lasts),
+samples the GPUs in a thread at the same time, waits up to ``tick_timeout_s``, and hands
+every finished ``RawScrape``/``GpuSample`` to the sink (the recorder) and the store, in
+target order. Then ``store.commit`` and the 10 s snapshot. An exception anywhere becomes an
+event-log line and the loop carries on. No UI, no printing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+from llmtop.config import Config, Target
+from llmtop.history.store import SERIES_WINDOW_S, Store
+from llmtop.model import GpuSample, RawScrape, Snapshot
+
+__all__ = ["Monitor"]
+
+Sink = Callable[[Any], Any]
+
+
+class Monitor:
+    """Scrapes, samples and feeds the store; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        scraper: Any = None,
+        gpu_sampler: Any = None,
+        sink: Sink | None = None,
+        store: Store | None = None,
+        tick_timeout_s: float | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store if store is not None else Store(config)
+        self.sink = sink
+        self.targets: list[Target] = list(config.targets)
+        self.tick_timeout_s = tick_timeout_s if tick_timeout_s is not None else max(
+            0.2, float(config.interval_s))
+        """How long one tick waits for scrapes; slower ones stay in flight."""
+        self._scraper = scraper
+        self._own_scraper = scraper is None
+        self._gpu = gpu_sampler
+        self._pending: dict[str, asyncio.Task[RawScrape]] = {}
+        self._gpu_task: asyncio.Future[GpuSample] | None = None
+        self.ticks = 0
+
+    @classmethod
+    def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
+                    store: Store | None = None) -> Monitor:
+        """A monitor with the real ``Scraper`` and GPU sampler (the demo's when running)."""
+        from llmtop.gpu import make_sampler
+        from llmtop.sources.scrape import Scraper
+
+        gpu_url = getattr(demo, "gpu_url", None) if demo is not None else None
+        return cls(config, scraper=Scraper(config),
+                   gpu_sampler=make_sampler(config, demo_gpu_url=gpu_url), sink=sink,
+                   store=store)
+
+    @property
+    def scraper(self) -> Any:
+        if self._scraper is None:
+            from llmtop.sources.scrape import Scraper
+
+            self._scraper = Scraper(self.config)
+        return self._scraper
+
+    def set_targets(self, targets: list[Target]) -> None:
+        """Replace the target list (e.g. after rediscovery); in-flight scrapes finish."""
+        self.targets = list(targets)
+
+    # ------------------------------------------------------------------ one tick
+
+    async def tick(self, *, timeout_s: float | None = None) -> Snapshot:
+        """Scrape all targets in parallel (at most one scrape each), sample GPUs, feed the
+        sink and the store, commit, and return the 10 s snapshot."""
+        self.ticks += 1
+        for t in self.targets:
+            if t.name not in self._pending:
+                self._pending[t.name] = asyncio.ensure_future(self._scrape_one(t))
+        if self._gpu is not None and self._gpu_task is None:
+            self._gpu_task = asyncio.ensure_future(asyncio.to_thread(self._gpu.sample))
+        waiting: list[asyncio.Future[Any]] = list(self._pending.values())
+        if self._gpu_task is not None:
+            waiting.append(self._gpu_task)
+        limit = self.tick_timeout_s if timeout_s is None else timeout_s
+        if waiting:
+            await asyncio.wait(waiting, timeout=limit)
+        t_mono, t_wall = None, None
+        for name in [t.name for t in self.targets] + [n for n in self._pending
+                                                       if n not in {t.name for t in
+                                                                    self.targets}]:
+            task = self._pending.get(name)
+            if task is None or not task.done():
+                continue
+            del self._pending[name]
+            raw = self._result(task, name)
+            if raw is not None:
+                await self._feed(raw, self.store.ingest)
+                t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
+        if self._gpu_task is not None and self._gpu_task.done():
+            task, self._gpu_task = self._gpu_task, None
+            sample = self._result(task, None, what="GPU sampling")
+            if sample is not None:
+                await self._feed(sample, self.store.ingest_gpus)
+                t_mono, t_wall = _later(t_mono, t_wall, sample.t_mono, sample.t_wall)
+        if t_mono is None or t_wall is None:
+            t_mono, t_wall = time.monotonic(), time.time()
+        try:
+            return self.store.commit(t_mono, t_wall)
+        except Exception as exc:
+            self._error(None, "store commit", exc)
+            try:
+                return self.store.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
+            except Exception:
+                return Snapshot(time=t_wall, window_s=SERIES_WINDOW_S)
+
+    async def _scrape_one(self, target: Target) -> RawScrape:
+        raw = await self.scraper.scrape(target)
+        if (
+            raw.status == "ok"
+            and raw.identity is None
+            and self.store.needs_identity(target.name)
+        ):
+            try:
+                ident = await self.scraper.identify(target)
+            except Exception as exc:
+                self._error(target.name, "identify", exc)
+            else:
+                raw = dataclasses.replace(raw, identity=ident or {"host": target.host})
+        return raw
+
+    def _result(self, task: asyncio.Future[Any], target: str | None, what: str = "scrape"
+                ) -> Any:
+        if task.cancelled():
+            return None
+        exc = task.exception()
+        if exc is not None:
+            self._error(target, what, exc)
+            return None
+        return task.result()
+
+    async def _feed(self, item: RawScrape | GpuSample, ingest: Callable[[Any], None]) -> None:
+        target = item.target if isinstance(item, RawScrape) else None
+        if self.sink is not None:
+            try:
+                res = self.sink(item)
+                if inspect.isawaitable(res):
+                    await res
+            except Exception as exc:
+                self._error(target, "recorder", exc)
+        try:
+            ingest(item)
+        except Exception as exc:
+            self._error(target, "store", exc)
+
+    def _error(self, target: str | None, what: str, exc: BaseException) -> None:
+        try:
+            self.store.event("error", target, f"{what} failed: {type(exc).__name__}: {exc}")
+        except Exception:  # the event log itself must never take the loop down
+            pass
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def aclose(self) -> None:
+        """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""
+        pending = list(self._pending.values())
+        self._pending.clear()
+        if self._gpu_task is not None:
+            pending.append(self._gpu_task)
+            self._gpu_task = None
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._scraper is not None and hasattr(self._scraper, "aclose"):
+            try:
+                await self._scraper.aclose()
+            except Exception as exc:
+                self._error(None, "closing the scraper", exc)
+        if self._gpu is not None:
+            try:
+                self._gpu.close()
+            except Exception as exc:
+                self._error(None, "closing the GPU sampler", exc)
+
+
+def _later(t_mono: float | None, t_wall: float | None, m: float, w: float
+           ) -> tuple[float, float]:
+    if t_mono is None or t_wall is None or m >= t_mono:
+        return m, w
+    return t_mono, t_wall
