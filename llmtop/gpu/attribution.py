@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit
 
 from llmtop.config import Target
 from llmtop.gpu import proc as procfs
 from llmtop.model import GpuProcess
+from llmtop.sources import procnet
 
 __all__ = ["Attributor", "attribute", "engine_of", "is_local_host", "target_port"]
 
@@ -126,46 +128,111 @@ class _Scan:
 
 
 class Attributor:
-    """Attribution with a cross-call cache of socket-inode owners (one per sampler)."""
+    """Attribution with cross-call caches (one per sampler).
 
-    def __init__(self, *, proc: str = procfs.PROC, hostname: str | None = None):
+    A port's listener is remembered as (socket inode, pid, fd) and revalidated each call with
+    one ``readlink``; /proc/net/tcp (slow to read on busy hosts) and the ``/proc/*/fd`` scan
+    run only when something changed, or at most every ``rescan_s`` for a port that is down
+    or whose owner cannot be read.
+    """
+
+    def __init__(
+        self,
+        *,
+        proc: str = procfs.PROC,
+        hostname: str | None = None,
+        rescan_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.proc = proc
         self.hostname = hostname if hostname is not None else socket.gethostname()
-        self._owner: dict[int, tuple[int, str]] = {}  # inode -> (pid, fd)
+        self.rescan_s = rescan_s
+        self._clock = clock
+        self._owner: dict[int, list[tuple[int, str]]] = {}  # inode -> [(pid, fd), ...]
+        self._state: dict[int, tuple[set[int], set[int]]] = {}  # port -> (inodes, pids)
+        self._table_at: float | None = None
+        self.scans = 0
+        """How many times /proc/net/tcp was read (tests and benchmarks look)."""
 
-    def _owners(self, inodes: set[int]) -> dict[int, set[int]]:
-        out: dict[int, set[int]] = {}
+    def _valid(self, inode: int) -> bool:
+        held = self._owner.get(inode)
+        if not held:
+            return False
+        want = f"socket:[{inode}]"
+        for pid, fd in held:
+            try:
+                if os.readlink(f"{self.proc}/{pid}/fd/{fd}") != want:
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def _remember(self, inode: int, pids: set[int]) -> None:
+        want = f"socket:[{inode}]"
+        held: list[tuple[int, str]] = []
+        for pid in pids:
+            fd_dir = f"{self.proc}/{pid}/fd"
+            try:
+                for fd in os.listdir(fd_dir):
+                    if os.readlink(f"{fd_dir}/{fd}") == want:
+                        held.append((pid, fd))
+                        break
+            except OSError:
+                continue
+        if len(held) == len(pids):
+            self._owner[inode] = held
+
+    def _rescan(self, ports: set[int]) -> None:
+        self.scans += 1
+        by_port: dict[int, set[int]] = {}
+        for inode, sock in procnet.listen_table(self.proc).items():
+            if sock.port in ports:
+                by_port.setdefault(sock.port, set()).add(inode)
+        owners: dict[int, set[int]] = {}
         missing: set[int] = set()
-        for inode in inodes:
-            hit = self._owner.get(inode)
-            if hit is not None:
-                pid, fd = hit
-                try:
-                    ok = os.readlink(f"{self.proc}/{pid}/fd/{fd}") == f"socket:[{inode}]"
-                except OSError:
-                    ok = False
-                if ok:
-                    out[inode] = {pid}
-                    continue
-                del self._owner[inode]
-            missing.add(inode)
+        for inodes in by_port.values():
+            for inode in inodes:
+                if self._valid(inode):
+                    owners[inode] = {pid for pid, _ in self._owner[inode]}
+                else:
+                    self._owner.pop(inode, None)
+                    missing.add(inode)
         if missing:
-            found = procfs.socket_owners(missing, self.proc)
-            for inode, pids in found.items():
-                out[inode] = pids
-                if len(pids) == 1:
-                    self._remember(inode, next(iter(pids)))
-        return out
+            for pid in procnet.pids(self.proc):  # one fd scan for every unknown inode
+                for inode in procnet.socket_inodes(pid, self.proc) & missing:
+                    owners.setdefault(inode, set()).add(pid)
+            for inode in missing & owners.keys():
+                self._remember(inode, owners[inode])
+        for port in ports:
+            inodes = by_port.get(port, set())
+            self._state[port] = (inodes, {pid for i in inodes for pid in owners.get(i, ())})
 
-    def _remember(self, inode: int, pid: int) -> None:
-        fd_dir = f"{self.proc}/{pid}/fd"
-        try:
-            for fd in os.listdir(fd_dir):
-                if os.readlink(f"{fd_dir}/{fd}") == f"socket:[{inode}]":
-                    self._owner[inode] = (pid, fd)
-                    return
-        except OSError:
-            return
+    def _resolve(self, ports: set[int]) -> dict[int, tuple[bool, set[int]]]:
+        """``{port: (something listens, {owner pid, ...})}``."""
+        now = self._clock()
+        out: dict[int, tuple[bool, set[int]]] = {}
+        stale: set[int] = set()
+        force = False
+        for port in ports:
+            st = self._state.get(port)
+            if st is None:
+                stale.add(port)
+                force = True
+                continue
+            inodes, pids = st
+            if inodes and pids:
+                if all(self._valid(i) for i in inodes):
+                    out[port] = (True, pids)
+                    continue
+                force = True  # the listener went away or changed
+            stale.add(port)
+        if stale and (force or self._table_at is None or now - self._table_at >= self.rescan_s):
+            self._table_at = now
+            self._rescan(stale)
+        for port in stale:
+            inodes, pids = self._state.get(port, (set(), set()))
+            out[port] = (bool(inodes), pids)
+        return out
 
     def attribute(self, processes: Iterable[GpuProcess], targets: Iterable[Target]) -> None:
         """Set ``engine_target`` on the processes that can be attributed; never raises."""
@@ -184,19 +251,12 @@ class Attributor:
         if not todo or not local:
             return
         scan = _Scan(self.proc)
-        ports = procfs.listening_ports(self.proc)
-        want = {i for _, port in local for i in ports.get(port, ())}
-        owners = self._owners(want)
+        state = self._resolve({port for _, port in local})
         listeners: dict[int, set[str]] = {}
-        listening: list[Target] = []  # a socket listens on the port
-        unresolved: list[Target] = []  # ... but its owner could not be read
+        unresolved: list[Target] = []  # a socket listens, but its owner could not be read
         for t, port in local:
-            inodes = ports.get(port, set())
-            if not inodes:
-                continue
-            listening.append(t)
-            pids = {pid for i in inodes for pid in owners.get(i, ())}
-            if not pids:
+            is_listening, pids = state[port]
+            if is_listening and not pids:
                 unresolved.append(t)
             for pid in pids:
                 listeners.setdefault(pid, set()).add(t.name)
