@@ -1,0 +1,261 @@
+"""Write raw scrapes and GPU samples to a recording (see ``frames`` for the file layout).
+
+What is stored is the raw input: each scrape's status, timestamps and body (a keyframe,
+or a ``delta`` against the previous body of that target), each GPU sample, and a marker
+per monitor tick. Replay feeds these back through the same parsing and derivation code.
+
+The file is cut into segments (default 5 min). Each segment starts with a keyframe per
+target, so the oldest segments can be dropped to honour ``retention_s`` and
+``max_bytes``. Secrets are never written: targets are stored as name, URL without
+credentials, and engine; request headers and API keys never reach this module.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from llmtop import __version__
+from llmtop.config import Config
+from llmtop.errors import RecordingError
+from llmtop.model import GpuSample, RawScrape
+from llmtop.record import delta
+from llmtop.record.frames import MAGIC, FrameScan, append_frame, encode_frame, scan_frames
+
+__all__ = ["SCHEMA", "Recorder", "parse_size", "safe_url"]
+
+SCHEMA = 1
+
+
+def safe_url(url: str) -> str:
+    """The URL without user:password and without a query string."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "?"
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    if ":" in (parts.hostname or "") and not host.startswith("["):
+        host = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def parse_size(text: str | None) -> int | None:
+    """``"200M"`` -> bytes (K, M, G suffixes, powers of 1024); None stays None."""
+    if text is None:
+        return None
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(t[-1:], 1)
+    try:
+        value = float(t[:-1] if t[-1:] in "KMG" else t) * mult
+    except ValueError as exc:
+        raise RecordingError(f"bad size {text!r} (use e.g. 200M or 1G)") from exc
+    if value <= 0:
+        raise RecordingError(f"bad size {text!r}: must be positive")
+    return int(value)
+
+
+def _scrape_record(raw: RawScrape) -> dict[str, Any]:
+    rec: dict[str, Any] = {"k": "s", "t": raw.target, "w": raw.t_wall, "m": raw.t_mono,
+                           "st": raw.status, "u": safe_url(raw.url)}
+    for key, value in (("hs", raw.http_status), ("ct", raw.content_type), ("er", raw.error),
+                       ("el", raw.elapsed_s), ("hd", raw.headers), ("id", raw.identity),
+                       ("eh", raw.engine_hint)):
+        if value is not None:
+            rec[key] = value
+    return rec
+
+
+@dataclass(slots=True)
+class _Segment:
+    offset: int
+    t_wall: float
+
+
+class Recorder:
+    """Append-only recorder; call it with each ``RawScrape``/``GpuSample`` (a Monitor sink)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        config: Config,
+        *,
+        retention_s: float | None = None,
+        max_bytes: int | None = None,
+        flush_s: float = 5.0,
+        segment_s: float = 300.0,
+        clock: Any = time.time,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.retention_s = retention_s
+        self.max_bytes = max_bytes
+        self.flush_s = flush_s
+        self.segment_s = segment_s
+        self._clock = clock
+        self._buf: list[dict[str, Any]] = []
+        self._prev: dict[str, list[str]] = {}
+        self._segments: list[_Segment] = []
+        self._last_flush: float | None = None
+        self.bytes_written = 0
+        self._header = {
+            "k": "header", "schema": SCHEMA, "llmtop": __version__,
+            "host": socket.gethostname(), "interval": config.interval_s,
+            "started": clock(),
+            "targets": [{"name": t.name, "url": safe_url(t.base_url), "engine": t.engine}
+                        for t in config.targets],
+        }
+        self._fd = self._open()
+
+    # -- file ---------------------------------------------------------------------------
+    def _open(self) -> int:
+        exists = os.path.exists(self.path) and os.path.getsize(self.path) > 0
+        if exists:
+            self._resume()
+        else:
+            with open(self.path, "wb") as f:
+                f.write(MAGIC)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.bytes_written += append_frame(fd, [self._header])
+        return fd
+
+    def _resume(self) -> None:
+        """Continue an existing recording: drop an incomplete tail, index its segments."""
+        scan = FrameScan(0, 0)
+        try:
+            with open(self.path, "rb") as f:
+                for offset, records in scan_frames(f, scan):
+                    for r in records:
+                        if r.get("k") == "seg":
+                            self._segments.append(_Segment(offset, r["w"]))
+        except RecordingError as exc:
+            raise RecordingError(f"{self.path}: {exc}; refusing to append to it") from exc
+        if scan.good_bytes < scan.total_bytes:
+            os.truncate(self.path, scan.good_bytes)
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
+        try:
+            self.bytes_written += append_frame(self._fd, records)
+        except OSError as exc:
+            raise RecordingError(f"cannot write {self.path}: {exc.strerror}") from exc
+
+    # -- input --------------------------------------------------------------------------
+    def __call__(self, item: RawScrape | GpuSample) -> None:
+        if isinstance(item, RawScrape):
+            self.scrape(item)
+        elif isinstance(item, GpuSample):
+            self.gpus(item)
+
+    def _maybe_roll(self, t_wall: float) -> None:
+        if not self._segments or t_wall - self._segments[-1].t_wall >= self.segment_s:
+            self.flush()
+            self._enforce_bounds(t_wall)
+            self._segments.append(_Segment(os.path.getsize(self.path), t_wall))
+            self._prev.clear()
+            self._buf.append({"k": "seg", "w": t_wall})
+
+    def scrape(self, raw: RawScrape) -> None:
+        """Record one scrape (keyframe or delta)."""
+        self._maybe_roll(raw.t_wall)
+        rec = _scrape_record(raw)
+        if raw.body is not None:
+            lines = delta.split_body(raw.body)
+            prev = self._prev.get(raw.target)
+            d = delta.encode(prev, lines) if prev is not None else None
+            if d is None:
+                rec["b"] = raw.body
+            else:
+                rec["d"] = d
+            self._prev[raw.target] = lines
+        self._buf.append(rec)
+        self._after(raw.t_wall)
+
+    def gpus(self, sample: GpuSample) -> None:
+        """Record one GPU sample."""
+        self._maybe_roll(sample.t_wall)
+        rec: dict[str, Any] = {"k": "g", "w": sample.t_wall, "m": sample.t_mono,
+                               "g": [_gpu_dict(g) for g in sample.gpus]}
+        if sample.error is not None:
+            rec["er"] = sample.error
+        if sample.cost_s is not None:
+            rec["c"] = sample.cost_s
+        self._buf.append(rec)
+        self._after(sample.t_wall)
+
+    def tick(self, t_mono: float, t_wall: float) -> None:
+        """Mark the end of a monitor tick (what ``--once`` and the store commit used)."""
+        self._maybe_roll(t_wall)
+        self._buf.append({"k": "tick", "w": t_wall, "m": t_mono})
+        self._after(t_wall)
+
+    def _after(self, t_wall: float) -> None:
+        if self._last_flush is None:
+            self._last_flush = t_wall
+        if t_wall - self._last_flush >= self.flush_s or len(self._buf) > 2000:
+            self.flush()
+            self._last_flush = t_wall
+
+    def flush(self) -> None:
+        """Write buffered records as one frame."""
+        if self._buf:
+            records, self._buf = self._buf, []
+            self._write(records)
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        if self._fd < 0:
+            return
+        self.flush()
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+
+    # -- bounds -------------------------------------------------------------------------
+    def _enforce_bounds(self, now_wall: float) -> None:
+        """Drop the oldest whole segments beyond ``retention_s`` or ``max_bytes``.
+
+        The newest segment is always kept. A segment is too old when the one after it
+        started more than ``retention_s`` ago (all its data is older than that).
+        """
+        segs = self._segments
+        size = os.path.getsize(self.path)
+        drop = 0
+        while drop < len(segs) - 1:
+            nxt = segs[drop + 1]
+            too_old = self.retention_s is not None and now_wall - nxt.t_wall > self.retention_s
+            kept = size - (segs[drop].offset - segs[0].offset)
+            too_big = self.max_bytes is not None and kept > self.max_bytes
+            if not (too_old or too_big):
+                break
+            drop += 1
+        if drop:
+            self._compact(drop)
+
+    def _compact(self, drop: int) -> None:
+        keep_from = self._segments[drop].offset
+        tmp = self.path + ".tmp"
+        header = encode_frame([{**self._header, "compacted": self._clock()}])
+        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+            dst.write(MAGIC)
+            dst.write(header)
+            src.seek(keep_from)
+            shutil.copyfileobj(src, dst)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.close(self._fd)
+        os.replace(tmp, self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        shift = keep_from - (len(MAGIC) + len(header))
+        self._segments = [_Segment(s.offset - shift, s.t_wall) for s in self._segments[drop:]]
+
+
+def _gpu_dict(g: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(g)
+    return {k: v for k, v in d.items() if v not in (None, [], {})}
