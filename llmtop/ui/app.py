@@ -1,0 +1,274 @@
+"""The llmtop Textual app: bindings, the poll worker and screen wiring only.
+
+One async worker (group ``poll``) ticks the source, then sleeps the rest of the interval;
+results arrive as ``SnapshotReady`` messages and are painted at most ``PAINT_MIN_S`` apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from llmtop.config import Config, Thresholds
+from llmtop.model import Snapshot
+from llmtop.ui import fmt
+from llmtop.ui.messages import PollFailed, SnapshotReady
+from llmtop.ui.replay_keys import REPLAY_ACTIONS, REPLAY_BINDINGS, ReplayActions
+from llmtop.ui.screens.overview import OverviewScreen
+from llmtop.ui.source import Source, replay_control
+from llmtop.ui.state import ViewState, next_interval
+from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
+from llmtop.ui.widgets.engines import COLUMNS
+from llmtop.verdict import Verdict, compute_verdict, growth_per_min
+
+__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "run_tui"]
+
+PAINT_MIN_S = 0.5
+"""Paint slow: at most two repaints a second, however fast the source ticks."""
+
+class LlmtopApp(ReplayActions, App):
+    """htop for LLM inference servers."""
+
+    CSS_PATH = "llmtop.tcss"
+    TITLE = "llmtop"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="quit_ctrl_c"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help"),
+        Binding("p", "pause", "Pause", id="pause"),
+        Binding("space", "pause", "Pause", show=False, id="pause_space"),
+        Binding("plus", "interval(1)", "Slower", key_display="+", show=False, id="slower"),
+        Binding("minus", "interval(-1)", "Faster", key_display="-", show=False, id="faster"),
+        Binding("r", "refresh_now", "Refresh", show=False, id="refresh"),
+        Binding("g", "gpus", "GPUs", id="gpus"),
+        Binding("l", "probe", "Probe", id="probe"),
+        Binding("t", "cycle_theme", "Theme", show=False, id="theme"),
+        Binding("ctrl+s", "screenshot", "Screenshot", show=False, id="screenshot"),
+        *REPLAY_BINDINGS,
+    ]
+
+    def __init__(self, source: Source, config: Config | None = None, *, autopoll: bool = True,
+                 clock: Callable[[], float] = time.time, theme: str | None = None) -> None:
+        super().__init__()
+        self.source = source
+        self.config = config or Config()
+        self.thresholds: Thresholds = self.config.thresholds
+        self.state = ViewState(interval_s=self.config.interval_s)
+        self.autopoll = autopoll
+        self.clock = clock
+        self.snapshot: Snapshot | None = None
+        self.verdict: Verdict = compute_verdict(None)
+        self.replay = replay_control(source)
+        self.first_data_at: float | None = None
+        self._wake = asyncio.Event()
+        self._last_paint = 0.0
+        self._paint_pending = False
+        self._last_verdict = ""
+        themes, self.theme_errors = load_themes()
+        for th in themes:
+            self.register_theme(th)
+        self.theme_names = [th.name for th in themes]
+        want = theme or ("mono" if "NO_COLOR" in os.environ else self.config.theme)
+        self.theme = want if want in self.theme_names else DEFAULT_THEME
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(GAUGE_DEFAULTS)
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self._theme_changed(None)
+        for line in self.theme_errors:
+            self.source.event("warn", None, line)
+        self.push_screen(OverviewScreen())
+        if self.autopoll:
+            self._poll_loop()
+
+    # -- polling ------------------------------------------------------------------------------
+    @work(group="poll", exclusive=True, exit_on_error=False)
+    async def _poll_loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            await self.poll_once()
+            self._wake.clear()
+            delay = max(0.0, self.state.interval_s - (time.monotonic() - started))
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except TimeoutError:
+                pass
+
+    async def poll_once(self) -> None:
+        """One tick; an exception becomes an event-log line and polling carries on."""
+        try:
+            snap = await self.source.tick()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the poller must survive anything
+            self.post_message(PollFailed(f"poller: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(SnapshotReady(snap))
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self.snapshot = message.snapshot
+        self._update_verdict()
+        if self.state.paused and self.first_data_at is not None:
+            return
+        self.request_paint()
+
+    def on_poll_failed(self, message: PollFailed) -> None:
+        try:
+            self.source.event("error", None, message.text)
+        except Exception:
+            pass
+        self.request_paint()
+
+    def request_paint(self, *, force: bool = False) -> None:
+        wait = PAINT_MIN_S - (time.monotonic() - self._last_paint)
+        if force or wait <= 0:
+            self.paint()
+        elif not self._paint_pending:
+            self._paint_pending = True
+            self.set_timer(wait, self.paint)
+
+    def paint(self) -> None:
+        self._paint_pending = False
+        self._last_paint = time.monotonic()
+        for screen in self.screen_stack:
+            fn = getattr(screen, "refresh_data", None)
+            if fn is not None and (screen is self.screen or isinstance(screen, OverviewScreen)):
+                fn()
+        if self.first_data_at is None and self.snapshot is not None:
+            self.first_data_at = time.monotonic()
+
+    def _update_verdict(self) -> None:
+        snap = self.snapshot
+        growth = {}
+        if snap is not None:
+            for row in snap.engines:
+                g = growth_per_min(self.source.series(row.key, "waiting"), self.state.interval_s)
+                if g is not None:
+                    growth[row.key] = g
+        self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth)
+        if self.verdict.text != self._last_verdict and snap is not None:
+            if self._last_verdict:
+                level = ("info", "warn", "error")[self.verdict.level]
+                self.source.event(level, None, f"verdict: {self.verdict.text}")
+            self._last_verdict = self.verdict.text
+
+    def trend(self, key: str, field: str) -> str:
+        return fmt.trend_arrow(self.source.series(key, field))
+
+    def replay_badge(self) -> str | None:
+        if self.replay is None:
+            return None
+        mark = "\u25b6" if getattr(self.replay, "playing", True) else "\u2016"
+        pos = self.replay.position_wall
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(pos)) if pos else "?"
+        return f"REPLAY {mark} x{getattr(self.replay, 'speed', 1):g} {when}"
+
+    def _theme_changed(self, _theme: Any) -> None:
+        th = self.current_theme
+        fmt.set_palette({**GAUGE_DEFAULTS, **th.variables, "accent": th.accent or th.primary})
+        if self.snapshot is not None:
+            for screen in self.screen_stack:
+                fn = getattr(screen, "refresh_data", None)
+                if fn is not None:
+                    fn(force=True)
+
+    # -- actions ------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in REPLAY_ACTIONS and self.replay is None:
+            return False
+        if action == "probe" and self.replay is not None:
+            return None
+        return True
+
+    def action_help(self) -> None:
+        from llmtop.ui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_pause(self) -> None:
+        if self.replay is not None:
+            self.replay.toggle_play()
+        else:
+            self.state.paused = not self.state.paused
+        self.request_paint(force=True)
+
+    def action_interval(self, direction: int) -> None:
+        self.state.interval_s = next_interval(self.state.interval_s, direction)
+        self.notify(f"refresh every {self.state.interval_s:g}s", timeout=2)
+        self._wake.set()
+        self.request_paint(force=True)
+
+    def action_refresh_now(self) -> None:
+        if self.autopoll:
+            self._wake.set()
+        else:
+            self.run_worker(self.poll_once(), group="refresh")
+        if self.state.paused:
+            self.request_paint(force=True)
+
+    def cycle_sort(self) -> None:
+        keys = [c.key for c in COLUMNS]
+        cur = keys.index(self.state.sort_column) if self.state.sort_column in keys else -1
+        visible = self.screen.query("EnginesTable")
+        names = [c.key for c in visible.first().visible_columns()] if visible else keys
+        nxt = next((k for k in keys[cur + 1:] + keys[: cur + 1] if k in names), keys[0])
+        self.state.sort_column = nxt
+        if isinstance(self.screen, OverviewScreen):
+            self.screen._reorder()
+
+    def action_gpus(self) -> None:
+        from llmtop.ui.screens.gpu import GpuScreen
+
+        if not isinstance(self.screen, GpuScreen):
+            self.push_screen(GpuScreen())
+
+    def action_probe(self) -> None:
+        from llmtop.ui.screens.probe import ProbeScreen
+
+        if isinstance(self.screen, ProbeScreen):
+            return
+        target = None
+        for screen in self.screen_stack:
+            if isinstance(screen, OverviewScreen):
+                target = screen.selected_target()
+        self.push_screen(ProbeScreen(target))
+
+    def action_cycle_theme(self) -> None:
+        names = self.theme_names
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_screenshot(self) -> None:
+        path = self.save_screenshot(path=os.getcwd())
+        self.notify(f"screenshot saved: {path}", timeout=5)
+
+
+def run_tui(config: Config, *, demo: Any = None, record_path: str | None = None,
+            args: Any = None) -> int:
+    """Run the TUI on a live Monitor (or the demo); returns the exit status."""
+    from llmtop.ui.live import make_source
+
+    source, problems = make_source(config, demo=demo, record_path=record_path)
+    app = LlmtopApp(source, config, theme=getattr(args, "theme", None))
+    for line in problems:
+        source.event("error", None, line)
+    try:
+        app.run()
+    finally:
+        try:
+            asyncio.run(source.aclose())
+        except Exception:
+            pass
+    return app.return_code or 0

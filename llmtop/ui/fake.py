@@ -1,0 +1,213 @@
+"""A network-free ``Source`` built from model objects: tests, screenshots and docs use it.
+
+``FakeSource.demo(scenario)`` gives fixed, deterministic data for vLLM + SGLang + Triton and
+two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"`` or ``"pressure"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from llmtop.model import EngineRow, Event, GpuProcess, GpuRecord, Quantiles, Snapshot
+from llmtop.parse.exposition import Family, Sample
+
+__all__ = ["FROZEN_TIME", "FakeSource", "demo_snapshot"]
+
+FROZEN_TIME = 1_795_000_000.0
+"""A fixed wall clock (2026-11-18 11:06:40 UTC) for deterministic screens."""
+
+GIB = 1024**3
+
+
+def _q(p50: float, p95: float, n: float = 100.0) -> Quantiles:
+    return Quantiles(p50=p50, p90=p50 + (p95 - p50) * 0.8, p95=p95, p99=p95 * 1.3,
+                     mean=p50 * 1.1, count=n)
+
+
+def _vllm(kv: float = 0.62, waiting: float = 3, state: str = "ok") -> EngineRow:
+    ranks = [
+        EngineRow(key=f"vllm@127.0.0.1:8000|llama-3.1-8b|{i}", target="vllm@127.0.0.1:8000",
+                  engine="vllm", model="llama-3.1-8b", rank=str(i), running=12 + i,
+                  waiting=waiting / 2, max_running=128, kv_cache_usage=kv - 0.02 * i,
+                  generation_tokens_per_s=910.0 + 40 * i, requests_per_s=3.1,
+                  ttft_s=_q(0.18, 0.41), itl_s=_q(0.021, 0.034))
+        for i in range(2)
+    ]
+    return EngineRow(
+        key="vllm@127.0.0.1:8000|llama-3.1-8b", target="vllm@127.0.0.1:8000", engine="vllm",
+        engine_version="0.11.0", model="llama-3.1-8b", state=state, last_ok_age_s=0.4,
+        running=25, waiting=waiting, max_running=256, kv_cache_usage=kv,
+        kv_capacity_tokens=524288, prefix_hit_rate=0.43, ttft_s=_q(0.18, 0.42),
+        itl_s=_q(0.021, 0.035), tpot_s=_q(0.022, 0.031), e2e_s=_q(4.1, 7.9),
+        queue_s=_q(0.01, 0.09), prompt_tokens_per_s=5230.0, generation_tokens_per_s=1862.0,
+        requests_per_s=6.2, preemptions_per_s=0.0, errors_per_s=0.0,
+        finished={"stop": 301.0, "length": 60.0, "abort": 2.0}, ranks=ranks,
+        lifetime={"ttft_s": _q(0.2, 0.5, 9000), "itl_s": _q(0.02, 0.04, 9e5),
+                  "tpot_s": _q(0.022, 0.033, 9000), "e2e_s": _q(4.0, 8.2, 9000),
+                  "queue_s": _q(0.01, 0.1, 9000), "prompt_len": _q(512, 1900, 9000),
+                  "gen_len": _q(180, 512, 9000), "prefix_hit_rate": 0.38},
+        info={"block_size": "16", "num_gpu_blocks": "32768", "cache_dtype": "auto",
+              "enable_prefix_caching": "True", "gpu_memory_utilization": "0.9"},
+    )
+
+
+def _sglang(state: str = "ok") -> EngineRow:
+    return EngineRow(
+        key="sglang@127.0.0.1:30000|qwen2.5-7b", target="sglang@127.0.0.1:30000",
+        engine="sglang", engine_version="0.5.3", model="qwen2.5-7b", state=state,
+        last_ok_age_s=0.3, running=14, waiting=0, max_running=None, kv_cache_usage=0.35,
+        prefix_hit_rate=0.71, ttft_s=_q(0.09, 0.22), itl_s=_q(0.015, 0.024),
+        generation_tokens_per_s=1204.0, requests_per_s=4.8, preemptions_per_s=0.0,
+        errors_per_s=0.0, finished={"stop": 240.0}, info={"page_size": "1"},
+    )
+
+
+def _triton(state: str = "ok") -> EngineRow:
+    down = state != "ok"
+    return EngineRow(
+        key="triton@127.0.0.1:8002|ensemble", target="triton@127.0.0.1:8002", engine="triton",
+        engine_version="2.59.0", model="ensemble", state=state,
+        error="connection refused" if down else None, last_ok_age_s=14.0 if down else 0.5,
+        running=4, waiting=1, max_running=64, kv_cache_usage=None, prefix_hit_rate=None,
+        ttft_s=None, itl_s=None, e2e_s=Quantiles(mean=1.9, count=40),
+        generation_tokens_per_s=None, requests_per_s=2.0, preemptions_per_s=None,
+        errors_per_s=0.0,
+    )
+
+
+def _gpus() -> list[GpuRecord]:
+    out = []
+    for i, (util, used, temp, thr, owner) in enumerate(
+        ((0.87, 61, 71, [], "vllm@127.0.0.1:8000"),
+         (0.54, 38, 64, [], "sglang@127.0.0.1:30000"))
+    ):
+        out.append(GpuRecord(
+            host="", index=i, source="demo", uuid=f"GPU-demo-{i}", name="NVIDIA H100 80GB HBM3",
+            util=util, mem_util=util * 0.6, mem_used_bytes=used * GIB, mem_total_bytes=80 * GIB,
+            mem_free_bytes=(80 - used) * GIB, power_w=420.0 - 100 * i, power_limit_w=700.0,
+            temp_c=temp, temp_slowdown_c=87, sm_clock_mhz=1755 - 200 * i,
+            sm_clock_max_mhz=1980, mem_clock_mhz=2619, throttle=thr, fan_pct=None,
+            processes=[GpuProcess(pid=4100 + i, name="python3", used_bytes=(used - 1) * GIB,
+                                  engine_target=owner)],
+        ))
+    return out
+
+
+def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
+    """A fixed snapshot: vLLM + SGLang + Triton and two GPUs, shaped by ``scenario``."""
+    vllm = _vllm()
+    triton = _triton()
+    gpus = _gpus()
+    gpu_error = None
+    if scenario == "pressure":
+        vllm = _vllm(kv=0.97, waiting=31)
+        vllm.preemptions_per_s = 4.0
+        vllm.ttft_s = _q(0.9, 1.8)
+        gpus[0].throttle = ["power cap"]
+    if scenario == "down":
+        triton = _triton(state="down")
+    if scenario == "no_gpu":
+        gpus = []
+        gpu_error = "NVML library not found (no NVIDIA driver?)"
+    return Snapshot(time=t, window_s=10.0, engines=[vllm, _sglang(), triton], gpus=gpus,
+                    gpu_error=gpu_error)
+
+
+def _wave(n: int, base: float, amp: float, gap_at: tuple[int, ...] = ()) -> list[float | None]:
+    out: list[float | None] = [base + amp * math.sin(i / 6.0) for i in range(n)]
+    for g in gap_at:
+        if 0 <= g < n:
+            out[g] = None
+    return out
+
+
+def _families() -> tuple[dict[str, Family], dict[str, Family]]:
+    now: dict[str, Family] = {}
+    prev: dict[str, Family] = {}
+    rows = [
+        ("vllm:num_requests_running", "gauge", 25.0, 24.0),
+        ("vllm:num_requests_waiting", "gauge", 3.0, 2.0),
+        ("vllm:kv_cache_usage_perc", "gauge", 0.62, 0.61),
+        ("vllm:generation_tokens_total", "counter", 1_203_400.0, 1_201_538.0),
+        ("vllm:prompt_tokens_total", "counter", 3_450_000.0, 3_444_770.0),
+        ("vllm:num_preemptions_total", "counter", 12.0, 12.0),
+    ]
+    for name, typ, v_now, v_prev in rows:
+        lab = {"model_name": "llama-3.1-8b"}
+        now[name] = Family(name, typ, "", [Sample(name, lab, v_now)])
+        prev[name] = Family(name, typ, "", [Sample(name, lab, v_prev)])
+    return now, prev
+
+
+class FakeSource:
+    """A ``Source`` that returns fixed snapshots; ``tick`` can be given a function of the
+    tick number (``snapshots=lambda n: ...``) to script changes."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot | None = None,
+        *,
+        snapshots: Callable[[int], Snapshot] | None = None,
+        host: str = "demo-host",
+        events: list[Event] | None = None,
+        fail_on: set[int] | None = None,
+        replay: Any = None,
+    ) -> None:
+        self._snap = snapshot or demo_snapshot()
+        self._snapshots = snapshots
+        self.host = host
+        self.ticks = 0
+        self._fail_on = fail_on or set()
+        self.replay = replay
+        self._events: list[Event] = list(events) if events is not None else [
+            Event(FROZEN_TIME - 60, "info", "vllm@127.0.0.1:8000", "up: vllm 0.11.0"),
+            Event(FROZEN_TIME - 42, "info", "sglang@127.0.0.1:30000", "up: sglang 0.5.3"),
+            Event(FROZEN_TIME - 30, "warn", "triton@127.0.0.1:8002", "restarted"),
+        ]
+        self.now_families, self.prev_families = _families()
+
+    @classmethod
+    def demo(cls, scenario: str = "ok", **kw: Any) -> FakeSource:
+        return cls(demo_snapshot(scenario), **kw)
+
+    async def tick(self) -> Snapshot:
+        n = self.ticks
+        self.ticks += 1
+        if n in self._fail_on:
+            raise RuntimeError(f"simulated poller failure at tick {n}")
+        if self._snapshots is not None:
+            self._snap = self._snapshots(n)
+        return self._snap
+
+    def snapshot(self, window_s: float) -> Snapshot | None:
+        snap = replace(self._snap, window_s=window_s)
+        return snap
+
+    def series(self, key: str, field: str) -> list[float | None]:
+        row = next((r for r in self._snap.engines if r.key == key), None)
+        if row is None or row.state != "ok":
+            return [None] * 10
+        base = {"ttft_p50": 0.18, "ttft_p95": 0.42, "itl_p95": 0.035, "gen_tps": 1800.0,
+                "running": 25.0, "waiting": 3.0, "kv": 0.6, "preempt": 0.0}.get(field, 1.0)
+        return _wave(120, base, base * 0.3, gap_at=(40, 41, 42))
+
+    def gpu_series(self, key: str, field: str) -> list[float | None]:
+        return _wave(120, 0.6, 0.25, gap_at=(70,))
+
+    def events(self) -> list[Event]:
+        return list(self._events)
+
+    def event(self, level: str, target: str | None, text: str) -> None:
+        t = self._snap.time if self._snap is not None else FROZEN_TIME
+        self._events.append(Event(t, level, target, text))
+
+    def raw_families(self, target: str) -> tuple[dict, dict, float]:
+        if not target.startswith("vllm"):
+            return {}, {}, 0.0
+        return self.now_families, self.prev_families, 1.0
+
+    async def aclose(self) -> None:
+        return None

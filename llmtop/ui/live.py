@@ -1,0 +1,72 @@
+"""Build the live ``Source`` for ``run_tui``: a Monitor (plus the recorder hook when asked)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import deque
+from typing import Any
+
+from llmtop.config import Config
+from llmtop.model import Event, Snapshot
+from llmtop.ui.source import MonitorSource
+
+__all__ = ["NullSource", "make_source"]
+
+
+class NullSource:
+    """Shown when the monitor cannot start: empty snapshots, the reason in the event log."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self._events: deque[Event] = deque(maxlen=200)
+
+    async def tick(self) -> Snapshot:
+        return Snapshot(time=time.time(), window_s=10.0, gpu_error="no monitor")
+
+    def snapshot(self, window_s: float) -> Snapshot | None:
+        return None
+
+    def series(self, key: str, field: str) -> list[float | None]:
+        return []
+
+    def gpu_series(self, key: str, field: str) -> list[float | None]:
+        return []
+
+    def events(self) -> list[Event]:
+        return list(self._events)
+
+    def event(self, level: str, target: str | None, text: str) -> None:
+        self._events.append(Event(time.time(), level, target, text))
+
+    def raw_families(self, target: str) -> tuple[dict, dict, float]:
+        return {}, {}, 0.0
+
+    async def aclose(self) -> None:
+        return None
+
+
+def make_source(config: Config, *, demo: Any = None,
+                record_path: str | None = None) -> tuple[Any, list[str]]:
+    """The source to poll, and error lines to show in the event log."""
+    host = socket.gethostname()
+    problems: list[str] = []
+    try:
+        from llmtop.monitor import Monitor
+    except ImportError as exc:
+        src = NullSource(host)
+        src.event("error", None, f"monitor unavailable: {exc}")
+        return src, problems
+    monitor = Monitor.from_config(config, demo=demo)
+    if record_path:
+        try:
+            from llmtop.record.live import attach
+        except ImportError:
+            problems.append(f"--record {record_path}: recording is not available in this build")
+        else:
+            try:
+                wrapped = attach(monitor, record_path, config)
+                monitor = wrapped if wrapped is not None else monitor
+            except Exception as exc:
+                problems.append(f"--record {record_path}: {type(exc).__name__}: {exc}")
+    return MonitorSource(monitor, host=host), problems

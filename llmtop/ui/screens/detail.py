@@ -1,0 +1,275 @@
+"""Engine detail (Enter) and the raw metrics browser (``m`` there)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from llmtop.model import LATENCY_KINDS, EngineRow, Quantiles
+from llmtop.ui import fmt
+
+if TYPE_CHECKING:
+    from llmtop.ui.app import LlmtopApp
+
+__all__ = ["WINDOWS", "EngineDetailScreen", "RawMetricsScreen", "family_rows"]
+
+WINDOWS = (("10s", 10.0), ("1m", 60.0), ("5m", 300.0))
+"""Latency windows of the detail table; lifetime is added (and labelled) after them."""
+
+SCALARS = ("target", "engine", "engine_version", "model", "state", "error", "http_status",
+           "last_ok_age_s", "running", "waiting", "max_running", "kv_cache_usage",
+           "kv_capacity_tokens", "prefix_hit_rate", "prompt_tokens_per_s",
+           "generation_tokens_per_s", "requests_per_s", "preemptions_per_s", "errors_per_s")
+PCT = {"kv_cache_usage", "prefix_hit_rate"}
+
+
+def _find(rows: list[EngineRow], key: str) -> EngineRow | None:
+    for r in rows:
+        if r.key == key:
+            return r
+        for rr in r.ranks:
+            if rr.key == key:
+                return rr
+    return None
+
+
+def _scalar(name: str, v: object) -> str:
+    if v is None:
+        return fmt.DASH
+    if name in PCT and isinstance(v, float):
+        return fmt.fmt_pct(v)
+    if name.endswith("_per_s") and isinstance(v, float):
+        return fmt.fmt_rate(v)
+    if name == "last_ok_age_s" and isinstance(v, float):
+        return f"{v:.1f}s ago"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _qrow(label: str, q: Quantiles | None, unit_s: bool = True) -> list[str]:
+    def f(name: str) -> str:
+        if q is None:
+            return fmt.DASH
+        if unit_s:
+            return fmt.quantile_text(q, name)
+        v = getattr(q, name)
+        return fmt.DASH if v is None else fmt.fmt_num(v)
+    n = fmt.DASH if q is None else fmt.fmt_num(q.count)
+    return [label, f("p50"), f("p90"), f("p95"), f("p99"), f("mean"), n]
+
+
+def latency_table(row: EngineRow, windows: dict[str, EngineRow | None]) -> Table:
+    t = Table(title="Latency by window (lifetime = since process start)",
+              title_justify="left", box=None, padding=(0, 1), header_style="bold")
+    for c in ("kind / window", "p50", "p90", "p95", "p99", "mean", "n"):
+        t.add_column(c, justify="left" if c.startswith("kind") else "right", no_wrap=True)
+    for kind in LATENCY_KINDS:
+        attr = f"{kind}_s"
+        for wname, wrow in windows.items():
+            q = getattr(wrow, attr, None) if wrow is not None else None
+            t.add_row(*_qrow(f"{kind.upper():<5} {wname}", q))
+        life = row.lifetime.get(attr)
+        t.add_row(*_qrow(f"{kind.upper():<5} lifetime", life if isinstance(life, Quantiles)
+                         else None), end_section=True)
+    return t
+
+
+def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> Group:
+    head = Text(f"{row.target}  {row.model or ''}", style="bold")
+    head.append("  ")
+    head.append_text(fmt.badge(row))
+    if row.error:
+        head.append(f"  {row.error}", style=fmt.S("gauge-crit"))
+    fields_t = Table(title="Fields (window of the overview)", title_justify="left", box=None,
+                     show_header=False, padding=(0, 1))
+    fields_t.add_column(style="bold", no_wrap=True)
+    fields_t.add_column()
+    for name in SCALARS:
+        fields_t.add_row(name, _scalar(name, getattr(row, name)))
+    life_scalars = {k: v for k, v in row.lifetime.items() if not isinstance(v, Quantiles)}
+    for k, v in sorted(life_scalars.items()):
+        fields_t.add_row(f"lifetime {k}", _scalar(k, v))
+    fin = Table(title="Finish reasons (window)", title_justify="left", box=None,
+                show_header=False, padding=(0, 1))
+    fin.add_column(style="bold")
+    fin.add_column(justify="right")
+    for reason, n in sorted((row.finished or {}).items(), key=lambda kv: -kv[1]):
+        fin.add_row(reason, fmt.fmt_num(n))
+    if not row.finished:
+        fin.add_row("none reported", "")
+    tok = Table(title="Token lengths (lifetime)", title_justify="left", box=None,
+                padding=(0, 1), header_style="bold")
+    for c in ("", "p50", "p90", "p95", "p99", "mean", "n"):
+        tok.add_column(c, justify="right" if c else "left")
+    for k, label in (("prompt_len", "prompt"), ("gen_len", "generated")):
+        q = row.lifetime.get(k)
+        tok.add_row(*_qrow(label, q if isinstance(q, Quantiles) else None, unit_s=False))
+    cache = Table(title="Cache configuration", title_justify="left", box=None,
+                  show_header=False, padding=(0, 1))
+    cache.add_column(style="bold")
+    cache.add_column()
+    for k, v in sorted(row.info.items()):
+        cache.add_row(k, v)
+    if not row.info:
+        cache.add_row("not reported", "")
+    parts: list = [head, Text(""), latency_table(row, windows), Text(""), fields_t, Text(""),
+                   fin, Text(""), tok, Text(""), cache]
+    if row.ranks:
+        ranks = Table(title="Data-parallel ranks", title_justify="left", box=None,
+                      padding=(0, 1), header_style="bold")
+        for c in ("rank", "run", "wait", "KV", "TTFT95", "ITL95", "tok/s"):
+            ranks.add_column(c, justify="right")
+        for r in row.ranks:
+            ranks.add_row(r.rank or "?", fmt.fmt_num(r.running), fmt.fmt_num(r.waiting),
+                          fmt.fmt_pct(r.kv_cache_usage), fmt.quantile_text(r.ttft_s, "p95"),
+                          fmt.quantile_text(r.itl_s, "p95"), fmt.fmt_num(
+                              r.generation_tokens_per_s))
+        parts += [Text(""), ranks]
+    parts += [Text(""), Text("m: raw metrics browser \u00b7 esc: back", style="dim")]
+    return Group(*parts)
+
+
+class EngineDetailScreen(Screen):
+    """Everything about one row."""
+
+    app: LlmtopApp
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="detail_back"),
+        Binding("m", "raw", "Raw metrics", id="raw"),
+    ]
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Engine detail: {self.key.replace('|', '  ')}", classes="title")
+        with VerticalScroll(classes="detail-body"):
+            yield Static(id="detail-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_data()
+        self.query_one(VerticalScroll).focus()
+
+    def current_row(self) -> EngineRow | None:
+        snap = self.app.snapshot
+        return _find(snap.engines, self.key) if snap is not None else None
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        row = self.current_row()
+        body = self.query_one("#detail-body", Static)
+        if row is None:
+            body.update(Text(f"{self.key}: not in the latest snapshot", style="dim"))
+            return
+        windows: dict[str, EngineRow | None] = {}
+        for name, secs in WINDOWS:
+            try:
+                snap = self.app.source.snapshot(secs)
+            except Exception:
+                snap = None
+            windows[name] = _find(snap.engines, self.key) if snap is not None else None
+        body.update(detail_renderable(row, windows))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_raw(self) -> None:
+        row = self.current_row()
+        target = row.target if row is not None else self.key.split("|")[0]
+        self.app.push_screen(RawMetricsScreen(target))
+
+
+def family_rows(now: dict, prev: dict, dt: float) -> list[tuple[str, str, str, str, str]]:
+    """(family, type, labels, value, rate/s) for every sample; rates for counters only."""
+    out = []
+    for name in sorted(now):
+        fam = now[name]
+        before = {}
+        if name in prev and dt > 0:
+            before = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                      for s in prev[name].samples}
+        for s in fam.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            rate = ""
+            if fam.type == "counter" and dt > 0:
+                old = before.get((s.name, tuple(sorted(s.labels.items()))))
+                if old is not None and s.value >= old:
+                    rate = fmt.fmt_rate((s.value - old) / dt)
+            out.append((s.name, fam.type, labels, f"{s.value:g}", rate))
+    return out
+
+
+class RawMetricsScreen(Screen):
+    """Every family the target exposes, filterable, with values and counter rates."""
+
+    app: LlmtopApp
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="raw_back"),
+        Binding("slash", "filter", "Filter", key_display="/", id="raw_filter"),
+    ]
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+        self.filter_text = ""
+        self._shown: list[tuple[str, str, str, str, str]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Raw metrics: {self.target}", classes="title")
+        yield Input(placeholder="filter families (substring)", id="raw-filter")
+        yield DataTable(id="raw-table", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#raw-table", DataTable)
+        for c in ("metric", "type", "labels", "value", "rate/s"):
+            t.add_column(c, key=c)
+        self.refresh_data()
+        t.focus()
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        try:
+            now, prev, dt = self.app.source.raw_families(self.target)
+        except Exception as exc:
+            now, prev, dt = {}, {}, 0.0
+            self.query_one(".title", Static).update(f"Raw metrics: {self.target}: {exc}")
+        rows = [r for r in family_rows(now, prev, dt)
+                if self.filter_text.lower() in (r[0] + " " + r[2]).lower()]
+        if not rows and not now:
+            rows = [("no raw families kept for this target (down or never scraped)",
+                     "", "", "", "")]
+        if rows == self._shown:
+            return
+        t = self.query_one("#raw-table", DataTable)
+        if [r[:3] for r in rows] == [r[:3] for r in self._shown]:
+            for i, (old, new) in enumerate(zip(self._shown, rows, strict=True)):
+                for col, a, b in (("value", old[3], new[3]), ("rate/s", old[4], new[4])):
+                    if a != b:
+                        t.update_cell(str(i), col, b)
+        else:
+            t.clear()
+            for i, r in enumerate(rows):
+                t.add_row(*r, key=str(i))
+        self._shown = rows
+
+    @on(Input.Changed, "#raw-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.refresh_data()
+
+    def action_filter(self) -> None:
+        self.query_one("#raw-filter", Input).focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

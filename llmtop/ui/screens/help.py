@@ -1,0 +1,97 @@
+"""Help (generated from every screen's BINDINGS, so it cannot drift) and the replay seek box."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+__all__ = ["HelpScreen", "SeekScreen", "binding_sections"]
+
+
+def binding_sections() -> list[tuple[str, list[Binding]]]:
+    """(section title, bindings) for the app and each screen, in help order."""
+    from llmtop.ui.app import REPLAY_ACTIONS, LlmtopApp
+    from llmtop.ui.screens.detail import EngineDetailScreen, RawMetricsScreen
+    from llmtop.ui.screens.gpu import GpuScreen
+    from llmtop.ui.screens.overview import OverviewScreen
+    from llmtop.ui.screens.probe import ProbeScreen
+
+    app_b = list(Binding.make_bindings(LlmtopApp.BINDINGS))
+    replay = [b for b in app_b if b.action.split("(")[0] in REPLAY_ACTIONS]
+    general = [b for b in app_b if b not in replay]
+    return [
+        ("Everywhere", general),
+        ("Overview", list(Binding.make_bindings(OverviewScreen.BINDINGS))),
+        ("Engine detail", list(Binding.make_bindings(EngineDetailScreen.BINDINGS))),
+        ("Raw metrics", list(Binding.make_bindings(RawMetricsScreen.BINDINGS))),
+        ("GPU detail", list(Binding.make_bindings(GpuScreen.BINDINGS))),
+        ("Load probe", list(Binding.make_bindings(ProbeScreen.BINDINGS))),
+        ("Replay only (llmtop replay FILE; p/space play/pause)", replay),
+        ("Help", list(Binding.make_bindings(HelpScreen.BINDINGS))),
+    ]
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, scrollable at 80x24."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="help_close"),
+        Binding("question_mark", "close", "Close", key_display="?", show=False,
+                id="help_close_q"),
+        Binding("q", "close", "Close", show=False, id="help_close_quit"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="help_down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="help_up"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Static(self._render_help(), id="help-text")
+
+    def _render_help(self) -> Table:
+        t = Table.grid(padding=(0, 2))
+        t.add_column(justify="right", min_width=10, no_wrap=True)
+        t.add_column()
+        t.add_row(Text("llmtop", style="bold"), Text("htop for LLM inference servers. "
+                  "None = not reported, shown as \u2013. Esc goes back."))
+        for title, bindings in binding_sections():
+            t.add_row("", "")
+            t.add_row("", Text(title, style="bold underline"))
+            for b in bindings:
+                keys = b.key_display or self.app.get_key_display(b)
+                desc = b.description + (f": {b.tooltip}" if b.tooltip else "")
+                t.add_row(Text(keys, style="bold"), desc)
+        return t
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_scroll(self, n: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=n, animate=False)
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()
+
+
+class SeekScreen(ModalScreen[str | None]):
+    """Replay: type a time (``HH:MM[:SS]``) or an offset (``+5m``, ``-90s``)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="seek_cancel")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="seek-box"):
+            yield Label("Seek to HH:MM[:SS] or an offset (+5m, -90s); Enter to go")
+            yield Input(placeholder="03:12 or -10m", id="seek-input")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,176 @@
+"""The overview: header + verdict, engines table, GPU lines, sparklines, event log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from llmtop.ui import fmt
+from llmtop.ui.source import SPARK_FIELDS
+from llmtop.ui.widgets.engines import WIDE_MIN_WIDTH, EnginesTable
+from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkPanel
+
+if TYPE_CHECKING:
+    from llmtop.ui.app import LlmtopApp
+
+__all__ = ["TALL_MIN_HEIGHT", "OverviewScreen"]
+
+TALL_MIN_HEIGHT = 34
+"""Terminal height from which the sparklines panel is shown."""
+
+_SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s,
+              "gen_tps": fmt.fmt_num, "running": fmt.fmt_num, "waiting": fmt.fmt_num,
+              "kv": fmt.fmt_pct}
+
+
+class OverviewScreen(Screen):
+    """The default screen."""
+
+    app: LlmtopApp
+
+    BINDINGS = [
+        Binding("s", "sort_next", "Sort", tooltip="sort by the next column", id="sort"),
+        Binding("S", "sort_reverse", "Order", tooltip="reverse the sort order",
+                id="sort_reverse"),
+        Binding("slash", "filter", "Filter", key_display="/", id="filter"),
+        Binding("enter", "details", "Details", id="details"),
+        Binding("f", "toggle_ranks", "Ranks", tooltip="fold per-rank rows out/in", id="ranks"),
+        Binding("escape", "back", "Back", show=False, tooltip="clear the filter", id="back"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield EnginesTable(id="engines")
+        yield Static("GPUs", id="gpu-title", classes="section")
+        yield GpuPanel(id="gpus")
+        with Horizontal(id="bottom"):
+            yield SparkPanel(id="sparks")
+            yield EventLog(id="events")
+        yield Input(placeholder="filter: target, engine, model or state", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(EnginesTable).focus()
+        self._apply_size(self.app.size.width, self.app.size.height)
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_size(event.size.width, event.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        wide = width >= WIDE_MIN_WIDTH
+        self.set_class(wide, "-wide")
+        self.set_class(height >= TALL_MIN_HEIGHT, "-tall")
+        if self.query_one(EnginesTable).set_wide(wide):
+            self.refresh_data(force=True)
+
+    # -- painting -----------------------------------------------------------------------------
+    def refresh_data(self, *, force: bool = False) -> None:
+        """Paint the latest snapshot (called by the app at most a few times a second)."""
+        app = self.app
+        snap = app.snapshot
+        st = app.state
+        self.query_one(HeaderBar).show(
+            host=app.source.host, now=snap.time if snap else app.clock(),
+            interval_s=st.interval_s, paused=st.paused, verdict=app.verdict,
+            replay=app.replay_badge(), window=f"latency over {_window(snap)}")
+        if snap is None:
+            return
+        table = self.query_one(EnginesTable)
+        if force:
+            table.repaint_all()
+        table.update_rows(
+            snap.engines, sort_column=st.sort_column, sort_reverse=st.sort_reverse,
+            filter_text=st.filter_text, show_ranks=st.show_ranks, th=app.thresholds,
+            trend=app.trend)
+        self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, app.thresholds,
+                                      wide=self.has_class("-wide"))
+        if self.has_class("-tall"):
+            self._paint_sparks()
+        self.query_one(EventLog).set_events(app.source.events())
+
+    def _paint_sparks(self) -> None:
+        row = self.query_one(EnginesTable).selected_row()
+        if row is None:
+            self.query_one(SparkPanel).set_series("no engine selected", [])
+            return
+        series = []
+        for field, label in SPARK_FIELDS:
+            values = list(self.app.source.series(row.key, field))
+            last = next((v for v in reversed(values) if v is not None), None)
+            series.append((label, values, _SPARK_FMT.get(field, fmt.fmt_num)(last)))
+        self.query_one(SparkPanel).set_series(f"{fmt.row_name(row)}  (last minutes)", series)
+
+    @on(DataTable.RowHighlighted)
+    def _row_moved(self) -> None:
+        if self.has_class("-tall"):
+            self._paint_sparks()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_details()
+
+    # -- actions ------------------------------------------------------------------------------
+    def action_sort_next(self) -> None:
+        self.app.cycle_sort()
+
+    def action_sort_reverse(self) -> None:
+        self.app.state.sort_reverse = not self.app.state.sort_reverse
+        self._reorder()
+
+    def _reorder(self) -> None:
+        self.query_one(EnginesTable).order_dirty = True
+        self.refresh_data()
+
+    def action_toggle_ranks(self) -> None:
+        self.app.state.show_ranks = not self.app.state.show_ranks
+        self._reorder()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = self.app.state.filter_text
+        box.add_class("-open")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.app.state.filter_text = event.value
+        self._reorder()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self.query_one("#filter", Input).remove_class("-open")
+        self.query_one(EnginesTable).focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_class("-open") or self.app.state.filter_text:
+            box.value = ""
+            self.app.state.filter_text = ""
+            box.remove_class("-open")
+            self.query_one(EnginesTable).focus()
+            self._reorder()
+
+    def action_details(self) -> None:
+        row = self.query_one(EnginesTable).selected_row()
+        if row is not None:
+            from llmtop.ui.screens.detail import EngineDetailScreen
+
+            self.app.push_screen(EngineDetailScreen(row.key))
+
+    def selected_target(self) -> str | None:
+        row = self.query_one(EnginesTable).selected_row()
+        return row.target if row is not None else None
+
+
+def _window(snap) -> str:
+    if snap is None:
+        return fmt.DASH
+    w = snap.window_s
+    return f"{w:g}s" if w < 60 else f"{w / 60:g}m"

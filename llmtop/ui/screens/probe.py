@@ -1,0 +1,283 @@
+"""The load probe screen (``l``): a form, then live client-side curves beside the target's
+server-side metrics. The probe runs in its own process via ``llmtop.loadgen.api``."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Checkbox, Footer, Input, Label, Select, Static
+
+from llmtop.ui import fmt
+
+if TYPE_CHECKING:
+    from llmtop.ui.app import LlmtopApp
+
+__all__ = ["POLL_S", "ProbeScreen", "build_options", "step_chart"]
+
+POLL_S = 0.5
+"""How often the screen reads the probe's progress queue."""
+
+FIELDS = (
+    ("concurrency", "concurrency", "4"),
+    ("duration", "duration s", "60"),
+    ("max_requests", "max requests", "0"),
+    ("prompt_tokens", "prompt tok", "512"),
+    ("output_tokens", "output tok", "128"),
+    ("ttft_slo", "TTFT SLO s", ""),
+)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def build_options(values: dict[str, Any], options_cls: Any) -> Any:
+    """Map the form onto ``ProbeOptions``, passing only the fields it accepts (both the
+    ``duration`` and ``duration_s`` spellings are offered)."""
+    aliases = {"duration": "duration_s", "ttft_slo": "ttft_slo_s", "url": "target"}
+    offered = dict(values)
+    for a, b in aliases.items():
+        if a in values:
+            offered.setdefault(b, values[a])
+    if dataclasses.is_dataclass(options_cls):
+        accepted = {f.name for f in dataclasses.fields(options_cls)}
+    else:
+        accepted = set(inspect.signature(options_cls).parameters)
+    return options_cls(**{k: v for k, v in offered.items() if k in accepted})
+
+
+def step_chart(steps: list[dict], width: int) -> Table:
+    """Throughput and TTFT p95 against concurrency, one row per finished step."""
+    t = Table(box=None, padding=(0, 1), header_style="bold", title="Client side (per step)",
+              title_justify="left")
+    for c in ("conc", "ach", "tok/s", "", "TTFT95", "", "err"):
+        t.add_column(c, justify="right" if c not in ("",) else "left", no_wrap=True)
+    if not steps:
+        t.add_row(fmt.DASH, "", "", "", "", "", "")
+        return t
+    bw = max(3, (width - 36) // 2)
+    tps_max = max((_get(s, "output_tokens_per_s") or 0) for s in steps) or 1.0
+    ttfts = [(_get(s, "ttft_s") or {}).get("p95") for s in steps]
+    ttft_max = max((v or 0) for v in ttfts) or 1.0
+    for s, ttft in zip(steps, ttfts, strict=True):
+        conc = _get(s, "concurrency", _get(s, "rate"))
+        tps = _get(s, "output_tokens_per_s")
+        errs = sum((_get(s, "errors") or {}).values())
+        bound = " client-bound" if _get(s, "client_bound") else ""
+        t.add_row(fmt.fmt_num(conc), fmt.fmt_num(_get(s, "achieved_concurrency"), 1),
+                  fmt.fmt_num(tps), fmt.bar(None if tps is None else tps / tps_max, bw,
+                                            "gauge-ok"),
+                  fmt.fmt_s(ttft), fmt.bar(None if ttft is None else ttft / ttft_max, bw,
+                                           "gauge-warn"),
+                  f"{errs}{bound}")
+    return t
+
+
+class ProbeScreen(Screen):
+    """Form -> run -> curves. Esc stops a running probe (results stay), else goes back."""
+
+    app: LlmtopApp
+    BINDINGS = [
+        Binding("escape", "stop_or_back", "Stop/Back", id="probe_stop"),
+        Binding("ctrl+r", "start", "Start", id="probe_start"),
+    ]
+
+    def __init__(self, target: str | None, *, starter: Callable[[Any], Any] | None = None,
+                 options_cls: Any = None) -> None:
+        super().__init__()
+        self.target = target
+        self.starter = starter
+        self.options_cls = options_cls
+        self.handle: Any = None
+        self.steps: list[dict] = []
+        self.progress: Any = None
+        self.status = "ready: fill the form, Enter or ctrl+r starts"
+        self.report: dict | None = None
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Load probe: {self.target or 'no target selected'}", classes="title")
+        with Vertical(id="probe-form"):
+            with Horizontal():
+                for key, label, default in FIELDS[:3]:
+                    yield Label(label)
+                    yield Input(default, id=f"pf-{key}", restrict=r"[0-9.]*")
+            with Horizontal():
+                for key, label, default in FIELDS[3:]:
+                    yield Label(label)
+                    yield Input(default, id=f"pf-{key}", restrict=r"[0-9.]*")
+            with Horizontal():
+                yield Checkbox("sweep 1,2,4,8\u2026", value=False, id="pf-sweep")
+                yield Select([("completions", "completions"), ("chat", "chat")],
+                             value="completions", allow_blank=False, id="pf-endpoint")
+        yield Static(id="probe-status")
+        with Horizontal(id="probe-results"):
+            yield Static(id="probe-steps")
+            yield Static(id="probe-server")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#pf-concurrency", Input).focus()
+        self.refresh_data()
+
+    # -- form -> probe ------------------------------------------------------------------------
+    def form_values(self) -> dict[str, Any]:
+        vals: dict[str, Any] = {}
+        for key, _, _ in FIELDS:
+            raw = self.query_one(f"#pf-{key}", Input).value.strip()
+            if not raw:
+                continue
+            num = float(raw)
+            vals[key] = int(num) if key not in ("duration", "ttft_slo") else num
+        if vals.get("max_requests") == 0:
+            vals.pop("max_requests")
+        vals["sweep"] = self.query_one("#pf-sweep", Checkbox).value
+        vals["endpoint"] = self.query_one("#pf-endpoint", Select).value
+        vals["url"] = self._url()
+        vals["yes"] = True
+        key = self.app.config.api_key
+        if key:
+            vals["api_key"] = key
+        return vals
+
+    def _url(self) -> str | None:
+        for t in self.app.config.targets:
+            if t.name == self.target:
+                return t.base_url
+        return None
+
+    def on_input_submitted(self) -> None:
+        self.action_start()
+
+    def action_start(self) -> None:
+        if self.handle is not None:
+            return
+        if self.target is None:
+            self._set_status("select a target on the overview first", error=True)
+            return
+        try:
+            values = self.form_values()
+            starter, opts_cls = self.starter, self.options_cls
+            if starter is None or opts_cls is None:
+                from llmtop.loadgen import api
+
+                starter = starter or api.start_probe
+                opts_cls = opts_cls or api.ProbeOptions
+            self.handle = starter(build_options(values, opts_cls))
+        except ImportError:
+            self._set_status("the load probe is not available in this build", error=True)
+            return
+        except Exception as exc:
+            self._set_status(f"could not start: {type(exc).__name__}: {exc}", error=True)
+            return
+        self.steps, self.report = [], None
+        self._set_status(f"running against {values.get('url')} \u2026 (esc stops)")
+        self.app.source.event("info", self.target, "probe started")
+        self._timer = self.set_interval(POLL_S, self.poll_probe)
+
+    def poll_probe(self) -> None:
+        if self.handle is None:
+            return
+        try:
+            events = self.handle.poll()
+        except Exception as exc:
+            events = [{"kind": "error", "text": f"{type(exc).__name__}: {exc}"}]
+        done = False
+        for ev in events:
+            kind = _get(ev, "kind", _get(ev, "type", ""))
+            step = _get(ev, "step")
+            if isinstance(step, dict):
+                self.steps.append(step)
+            elif kind == "step" and _get(ev, "data"):
+                self.steps.append(_get(ev, "data"))
+            if kind == "progress":
+                self.progress = ev
+            if kind in ("done", "finished", "error", "stopped"):
+                done = True
+                if kind == "error":
+                    self._set_status(f"probe error: {_get(ev, 'text', _get(ev, 'error'))}",
+                                     error=True)
+        if done:
+            self._finish("finished")
+        self.refresh_data()
+
+    def _finish(self, how: str) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        try:
+            self.report = self.handle.result() if self.handle is not None else None
+        except Exception:
+            self.report = None
+        if self.report and self.report.get("steps"):
+            self.steps = list(self.report["steps"])
+        self.handle = None
+        sat = (self.report or {}).get("saturation")
+        extra = f"; saturation at {_get(sat, 'concurrency')}" if sat else ""
+        self._set_status(f"probe {how}{extra}; results below (esc: back)")
+        self.app.source.event("info", self.target, f"probe {how}")
+
+    def action_stop_or_back(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.stop()
+            finally:
+                self._finish("stopped")
+            self.refresh_data()
+        else:
+            self.app.pop_screen()
+
+    def _set_status(self, text: str, *, error: bool = False) -> None:
+        self.status = text
+        style = fmt.S("gauge-crit") if error else ""
+        self.query_one("#probe-status", Static).update(Text(text, style=style))
+
+    # -- painting -----------------------------------------------------------------------------
+    def refresh_data(self, *, force: bool = False) -> None:
+        half = max(30, self.app.size.width // 2 - 2)
+        self.query_one("#probe-status", Static).update(self._status_text())
+        self.query_one("#probe-steps", Static).update(step_chart(self.steps, half))
+        self.query_one("#probe-server", Static).update(self._server_side(half))
+
+    def _status_text(self) -> Text:
+        t = Text(self.status)
+        p = self.progress
+        if p is not None and self.handle is not None:
+            t.append(f"\nstep {_get(p, 'step_index', '?')}  conc "
+                     f"{fmt.fmt_num(_get(p, 'achieved_concurrency'), 1)}/"
+                     f"{fmt.fmt_num(_get(p, 'concurrency'))}  done {_get(p, 'requests', 0)}  "
+                     f"tok/s {fmt.fmt_num(_get(p, 'output_tokens_per_s'))}  "
+                     f"TTFT p95 {fmt.fmt_s(_get(p, 'ttft_p95'))}", style="dim")
+        return t
+
+    def _server_side(self, width: int) -> Text:
+        t = Text("Server side (llmtop's own metrics)\n", style="bold")
+        snap = self.app.snapshot
+        rows = [r for r in (snap.engines if snap else []) if r.target == self.target]
+        if not rows:
+            t.append("no data for this target", style="dim")
+            return t
+        spark_w = max(8, width - 22)
+        for r in rows:
+            for field, label, f in (("running", "running", fmt.fmt_num),
+                                    ("waiting", "waiting", fmt.fmt_num),
+                                    ("kv", "KV", fmt.fmt_pct), ("preempt", "preempt/s",
+                                                                fmt.fmt_rate)):
+                values = self.app.source.series(r.key, field)
+                last = next((v for v in reversed(values) if v is not None), None)
+                t.append(f"{label:<10}")
+                t.append(fmt.sparkline(values, spark_w), style=fmt.S("accent"))
+                t.append(f" {f(last)}\n")
+        return t

@@ -1,0 +1,175 @@
+"""What the UI needs from a data source: the ``Source`` protocol, and the live adapter.
+
+The app never imports ``llmtop.monitor`` directly; ``MonitorSource`` adapts a Monitor (or a
+replay source with the same shape) and tests drive the app with ``ui.fake.FakeSource``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Protocol, runtime_checkable
+
+from llmtop.model import Event, GpuRecord, Snapshot
+
+__all__ = [
+    "SPARK_FIELDS",
+    "MonitorSource",
+    "ReplayControl",
+    "Source",
+    "gpu_key",
+    "replay_control",
+]
+
+SPARK_FIELDS = (
+    ("ttft_p50", "TTFT p50"),
+    ("ttft_p95", "TTFT p95"),
+    ("itl_p95", "ITL p95"),
+    ("gen_tps", "gen tok/s"),
+    ("running", "running"),
+    ("waiting", "waiting"),
+    ("kv", "KV"),
+)
+"""Sparkline series of the selected engine: (field asked of ``Source.series``, label)."""
+
+
+def gpu_key(g: GpuRecord) -> str:
+    """Stable key of one GPU: ``host#index`` (host empty for local GPUs)."""
+    return f"{g.host}#{g.index}"
+
+
+@runtime_checkable
+class ReplayControl(Protocol):
+    """Playback controls a replay source offers (issue 7)."""
+
+    is_replay: bool
+    position_wall: float | None
+    playing: bool
+    speed: float
+
+    def toggle_play(self) -> None: ...
+    def set_speed(self, x: float) -> None: ...
+    def step(self, n: int) -> None: ...
+    def jump(self, seconds: float) -> None: ...
+    def seek(self, text: str) -> str | None: ...
+
+
+class Source(Protocol):
+    """The data the app renders. All methods but ``tick``/``aclose`` are cheap and sync."""
+
+    host: str
+    """Shown in the header."""
+
+    async def tick(self) -> Snapshot: ...
+    def snapshot(self, window_s: float) -> Snapshot | None: ...
+    def series(self, key: str, field: str) -> list[float | None]: ...
+    def gpu_series(self, key: str, field: str) -> list[float | None]: ...
+    def events(self) -> list[Event]: ...
+    def event(self, level: str, target: str | None, text: str) -> None: ...
+    def raw_families(self, target: str) -> tuple[dict, dict, float]: ...
+    async def aclose(self) -> None: ...
+
+
+def replay_control(source: Any) -> ReplayControl | None:
+    """The source's replay control, or None for a live source."""
+    ctl = getattr(source, "replay", None)
+    if ctl is not None and getattr(ctl, "is_replay", False):
+        return ctl
+    if getattr(source, "is_replay", False) and hasattr(source, "toggle_play"):
+        return source
+    return None
+
+
+_ROW_FIELD = {
+    "ttft_p50": ("ttft_s", "p50"),
+    "ttft_p95": ("ttft_s", "p95"),
+    "itl_p95": ("itl_s", "p95"),
+    "gen_tps": ("generation_tokens_per_s", None),
+    "running": ("running", None),
+    "waiting": ("waiting", None),
+    "kv": ("kv_cache_usage", None),
+    "preempt": ("preemptions_per_s", None),
+}
+
+
+class MonitorSource:
+    """Adapts ``llmtop.monitor.Monitor`` (or a replay source) to ``Source``.
+
+    The store's own ``series`` is used when it knows a field; otherwise a small ring per
+    row (filled from each tick's snapshot) answers, so sparklines never depend on naming.
+    """
+
+    def __init__(self, monitor: Any, *, host: str, history: int = 600) -> None:
+        self.monitor = monitor
+        self.host = host
+        self.replay = replay_control(monitor)
+        self._rings: dict[tuple[str, str], deque[float | None]] = {}
+        self._history = history
+        self._local_events: deque[Event] = deque(maxlen=500)
+
+    @property
+    def store(self) -> Any:
+        return getattr(self.monitor, "store", None)
+
+    async def tick(self) -> Snapshot:
+        snap = await self.monitor.tick()
+        self._remember(snap)
+        return snap
+
+    def _remember(self, snap: Snapshot) -> None:
+        seen = set()
+        for row in snap.engines:
+            for r in (row, *row.ranks):
+                for field, (attr, q) in _ROW_FIELD.items():
+                    v = getattr(r, attr, None)
+                    if q is not None:
+                        v = getattr(v, q, None) if v is not None else None
+                    ring = self._rings.get((r.key, field))
+                    if ring is None:
+                        ring = self._rings[(r.key, field)] = deque(maxlen=self._history)
+                    ring.append(v)
+                    seen.add((r.key, field))
+        for k, ring in self._rings.items():
+            if k not in seen:
+                ring.append(None)
+
+    def snapshot(self, window_s: float) -> Snapshot | None:
+        store = self.store
+        fn = getattr(store, "snapshot", None) or getattr(self.monitor, "snapshot", None)
+        return fn(window_s) if fn is not None else None
+
+    def series(self, key: str, field: str) -> list[float | None]:
+        ring = self._rings.get((key, field))
+        return list(ring) if ring is not None else []
+
+    def gpu_series(self, key: str, field: str) -> list[float | None]:
+        fn = getattr(self.store, "gpu_series", None)
+        try:
+            return list(fn(key, field)) if fn is not None else []
+        except (KeyError, ValueError):
+            return []
+
+    def events(self) -> list[Event]:
+        evs = getattr(self.store, "events", None)
+        merged = list(evs) if evs is not None else []
+        if self._local_events:
+            merged = sorted([*merged, *self._local_events], key=lambda e: e.t_wall)
+        return merged
+
+    def event(self, level: str, target: str | None, text: str) -> None:
+        fn = getattr(self.store, "event", None)
+        if fn is not None:
+            fn(level, target, text)
+        else:
+            self._local_events.append(Event(time.time(), level, target, text))
+
+    def raw_families(self, target: str) -> tuple[dict, dict, float]:
+        fn = getattr(self.store, "raw_families", None)
+        if fn is None:
+            return {}, {}, 0.0
+        return fn(target)
+
+    async def aclose(self) -> None:
+        fn = getattr(self.monitor, "aclose", None)
+        if fn is not None:
+            await fn()

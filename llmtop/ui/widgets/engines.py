@@ -1,0 +1,251 @@
+"""The engines table: stable rows keyed by ``EngineRow.key``, cells updated in place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from llmtop.config import Thresholds
+from llmtop.model import EngineRow
+from llmtop.ui import fmt
+from llmtop.ui.fmt import DASH, S
+
+__all__ = ["COLUMNS", "SORT_KEYS", "Column", "EnginesTable", "row_matches"]
+
+WIDE_MIN_WIDTH = 120
+"""Terminal width from which the lesser columns are shown."""
+
+STATE_ORDER = {"down": 0, "unauthorized": 1, "http_error": 2, "bad_payload": 3, "stale": 4,
+               "restarted": 5, "ok": 6}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    narrow: int | None
+    """Width at < 120 columns; None = folded away."""
+    wide: int
+
+
+COLUMNS = (
+    Column("name", "ENGINE  MODEL", 15, 30),
+    Column("state", "STATE", 9, 12),
+    Column("run", "RUN", 6, 8),
+    Column("wait", "WAIT", 4, 5),
+    Column("kv", "KV", 9, 13),
+    Column("pfx", "PFX%", None, 4),
+    Column("ttft", "TTFT95", 7, 8),
+    Column("itl", "ITL95", 6, 8),
+    Column("gen", "TOK/S", 5, 6),
+    Column("rps", "REQ/S", None, 5),
+    Column("pre", "PRE/S", None, 5),
+    Column("err", "ERR/S", None, 5),
+)
+
+
+def _none_last(v: float | None) -> tuple[int, float]:
+    return (1, 0.0) if v is None else (0, -v)
+
+
+SORT_KEYS: dict[str, Callable[[EngineRow], object]] = {
+    "name": lambda r: fmt.row_name(r),
+    "state": lambda r: STATE_ORDER.get(r.state, 0),
+    "run": lambda r: _none_last(r.running),
+    "wait": lambda r: _none_last(r.waiting),
+    "kv": lambda r: _none_last(r.kv_cache_usage),
+    "pfx": lambda r: _none_last(r.prefix_hit_rate),
+    "ttft": lambda r: _none_last(r.ttft_s.p95 if r.ttft_s else None),
+    "itl": lambda r: _none_last(r.itl_s.p95 if r.itl_s else None),
+    "gen": lambda r: _none_last(r.generation_tokens_per_s),
+    "rps": lambda r: _none_last(r.requests_per_s),
+    "pre": lambda r: _none_last(r.preemptions_per_s),
+    "err": lambda r: _none_last(r.errors_per_s),
+}
+"""Sort key per column: the worst/largest first (state: broken first), None last."""
+
+
+def row_matches(row: EngineRow, text: str) -> bool:
+    """The ``/`` filter: a case-insensitive substring of target, engine, model or state."""
+    if not text:
+        return True
+    hay = " ".join(x or "" for x in (row.target, row.engine, row.model, row.state)).lower()
+    return text.lower() in hay
+
+
+class EnginesTable(DataTable):
+    """One row per target and model (plus fold-out rank rows)."""
+
+    DEFAULT_CSS = """
+    EnginesTable { height: auto; max-height: 60%; }
+    """
+
+    def __init__(self, **kw) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=1, **kw)
+        self._wide: bool | None = None
+        self._order: list[str] = []
+        self._cells: dict[tuple[str, str], Text] = {}
+        self._rows: dict[str, EngineRow] = {}
+        self._top: set[str] = set()
+        self._rank_keys: set[str] = set()
+        self.order_dirty = True
+
+    # -- layout -----------------------------------------------------------------------------
+    def visible_columns(self) -> list[Column]:
+        return [c for c in COLUMNS if self._wide or c.narrow is not None]
+
+    def set_wide(self, wide: bool) -> bool:
+        """Switch the column set; returns True when the table had to be rebuilt."""
+        if wide == self._wide:
+            return False
+        self._wide = wide
+        self.clear(columns=True)
+        for c in self.visible_columns():
+            label = Text(c.label, justify="left" if c.key in ("name", "state") else "right")
+            self.add_column(label, width=c.wide if wide else c.narrow, key=c.key)
+        self._order = []
+        self._cells.clear()
+        self.order_dirty = True
+        return True
+
+    # -- data -------------------------------------------------------------------------------
+    def update_rows(
+        self,
+        rows: list[EngineRow],
+        *,
+        sort_column: str,
+        sort_reverse: bool,
+        filter_text: str,
+        show_ranks: bool,
+        th: Thresholds,
+        trend: Callable[[str, str], str],
+    ) -> None:
+        """Reconcile with a snapshot: add/remove rows only on a change of the row set or order,
+        otherwise ``update_cell`` only the cells whose text changed."""
+        if self._wide is None:
+            self.set_wide(False)
+        flat: list[EngineRow] = []
+        for r in rows:
+            if not row_matches(r, filter_text):
+                continue
+            flat.append(r)
+        top = {r.key for r in flat}
+        ranks = {rr.key for r in flat for rr in r.ranks} if show_ranks else set()
+        if self.order_dirty or top != self._top or ranks != self._rank_keys:
+            self._top, self._rank_keys = top, ranks
+            keyf = SORT_KEYS.get(sort_column, SORT_KEYS["name"])
+            flat.sort(key=keyf, reverse=sort_reverse)  # type: ignore[arg-type]
+            order: list[str] = []
+            for r in flat:
+                order.append(r.key)
+                if show_ranks:
+                    order.extend(rr.key for rr in r.ranks)
+            self._rebuild(order)
+            self.order_dirty = False
+        self._rows = {}
+        for r in rows:
+            self._rows[r.key] = r
+            for rr in r.ranks:
+                self._rows[rr.key] = rr
+        for key in self._order:
+            row = self._rows.get(key)
+            if row is not None:
+                self._paint_row(row, th, trend)
+
+    def _rebuild(self, order: list[str]) -> None:
+        cursor_key = self.selected_key
+        self.clear(columns=False)
+        self._cells.clear()
+        ncols = len(self.visible_columns())
+        for key in order:
+            self.add_row(*([Text("")] * ncols), key=key)
+        self._order = order
+        if cursor_key in order:
+            self.move_cursor(row=order.index(cursor_key), animate=False)
+
+    @property
+    def selected_key(self) -> str | None:
+        if not self._order or self.cursor_row < 0 or self.cursor_row >= len(self._order):
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+
+    def selected_row(self) -> EngineRow | None:
+        key = self.selected_key
+        return self._rows.get(key) if key else None
+
+    def _paint_row(self, row: EngineRow, th: Thresholds, trend: Callable[[str, str], str]) -> None:
+        wide = bool(self._wide)
+        for c in self.visible_columns():
+            cell = self._cell(row, c.key, wide, th, trend)
+            k = (row.key, c.key)
+            if self._cells.get(k) != cell:
+                self._cells[k] = cell
+                self.update_cell(row.key, c.key, cell, update_width=False)
+
+    def _cell(self, r: EngineRow, col: str, wide: bool, th: Thresholds,
+              trend: Callable[[str, str], str]) -> Text:
+        stale = r.state != "ok" and r.state != "restarted"
+        t = self._raw_cell(r, col, wide, th, trend)
+        if stale and col not in ("name", "state"):
+            t.stylize("dim")
+        return t
+
+    def _raw_cell(self, r: EngineRow, col: str, wide: bool, th: Thresholds,
+                  trend: Callable[[str, str], str]) -> Text:
+        R = "right"
+        if col == "name":
+            return Text(fmt.row_name(r), overflow="ellipsis", no_wrap=True)
+        if col == "state":
+            if r.rank is not None:
+                return Text("")
+            return fmt.badge(r, short=not wide)
+        if col == "run":
+            if r.running is None:
+                return Text(DASH, justify=R)
+            s = fmt.fmt_num(r.running)
+            if r.max_running is not None:
+                s += f"/{fmt.fmt_num(r.max_running)}"
+            return Text(s, justify=R)
+        if col == "wait":
+            style = S("gauge-warn") if (r.waiting or 0) > 0 else ""
+            return Text(fmt.fmt_num(r.waiting), style=style, justify=R)
+        if col == "kv":
+            kv = r.kv_cache_usage
+            style = fmt.level_style(kv, th.kv_warn, th.kv_crit)
+            t = fmt.bar(kv, 8 if wide else 4, style)
+            t.append(f" {fmt.fmt_pct(kv):>4}", style=S(style) if kv is not None else "")
+            return t
+        if col == "pfx":
+            return Text(fmt.fmt_pct(r.prefix_hit_rate), justify=R)
+        if col in ("ttft", "itl"):
+            q = r.ttft_s if col == "ttft" else r.itl_s
+            slo = th.ttft_slo_s if col == "ttft" else th.itl_slo_s
+            v = q.p95 if q is not None else None
+            style = S("gauge-crit") if (v is not None and slo and v > slo) else ""
+            t = Text(fmt.quantile_text(q, "p95"), style=style, justify=R)
+            if v is not None:
+                t.append(trend(r.key, "ttft_p95" if col == "ttft" else "itl_p95"), style="dim")
+            else:
+                t.append(" ")
+            return t
+        if col == "gen":
+            return Text(fmt.fmt_num(r.generation_tokens_per_s), justify=R)
+        if col == "rps":
+            return Text(fmt.fmt_rate(r.requests_per_s), justify=R)
+        if col == "pre":
+            v = r.preemptions_per_s
+            return Text(fmt.fmt_rate(v), style=S("gauge-warn") if v else "", justify=R)
+        if col == "err":
+            v = r.errors_per_s
+            return Text(fmt.fmt_rate(v), style=S("gauge-crit") if v else "", justify=R)
+        return Text(DASH)
+
+    def repaint_all(self) -> None:
+        """Forget cached cells (theme change): the next update repaints every cell."""
+        self._cells.clear()

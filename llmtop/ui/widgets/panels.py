@@ -1,0 +1,214 @@
+"""Text panels of the overview: header, GPU lines, sparklines, event log.
+
+Each panel keeps the last thing it drew and only calls ``update``/``refresh`` on a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from llmtop.config import Thresholds
+from llmtop.model import Event, GpuRecord
+from llmtop.ui import fmt
+from llmtop.ui.fmt import DASH, S
+from llmtop.verdict import CRIT, OK, WARN, Verdict, short_target
+
+__all__ = ["EventLog", "GpuPanel", "HeaderBar", "SparkPanel", "gpu_line", "short_gpu_name"]
+
+THROTTLE_ABBREV = {
+    "power": "PWR", "thermal": "THM", "hw": "HW", "sync": "SYNC", "display": "DSP",
+    "sw": "SW", "slowdown": "SLOW",
+}
+
+
+class Painted(Static):
+    """A Static that skips identical updates."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._last: object = None
+
+    def paint(self, content: Text | str) -> None:
+        if content != self._last:
+            self._last = content
+            self.update(content)
+
+
+class HeaderBar(Painted):
+    DEFAULT_CSS = "HeaderBar { height: 2; padding: 0 1; }"
+
+    def show(self, *, host: str, now: float, interval_s: float, paused: bool,
+             verdict: Verdict, replay: str | None, window: str) -> None:
+        t = Text()
+        t.append("llmtop", style="bold")
+        t.append(f"  {host}  ")
+        t.append(fmt.clock(now))
+        t.append(f"  every {interval_s:g}s  ")
+        t.append(window, style="dim")
+        if paused:
+            t.append("  PAUSED", style=S("gauge-warn bold reverse"))
+        if replay:
+            t.append(f"  {replay}", style=S("accent bold reverse"))
+        t.append("\n")
+        style = {OK: "gauge-ok", WARN: "gauge-warn", CRIT: "gauge-crit"}[verdict.level]
+        t.append(verdict.text, style=S(style + " bold"))
+        t.no_wrap = True
+        t.overflow = "ellipsis"
+        self.paint(t)
+
+
+def short_gpu_name(name: str | None) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100``."""
+    if not name:
+        return "GPU"
+    words = [w for w in name.replace("NVIDIA", "").replace("GeForce", "").split() if w]
+    return words[0] if words else name
+
+
+def _throttle_flags(reasons: Sequence[str] | None) -> str:
+    if reasons is None:
+        return ""
+    out = []
+    for r in reasons:
+        low = r.lower()
+        if low in ("idle", "gpu idle", "none"):
+            continue
+        tag = next((v for k, v in THROTTLE_ABBREV.items() if k in low), r[:4].upper())
+        if tag not in out:
+            out.append(tag)
+    return ",".join(out)
+
+
+def _gib(v: float | None) -> str:
+    if v is None:
+        return DASH
+    g = v / 1024**3
+    return f"{g:.0f}" if g >= 10 else f"{g:.1f}"
+
+
+def gpu_line(g: GpuRecord, th: Thresholds, *, wide: bool) -> Text:
+    """One GPU: SM util bar, VRAM bar, power/limit, temperature, clock, throttle, owner."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{g.host + ':' if g.host else ''}{g.index} ", style="bold")
+    t.append(f"{short_gpu_name(g.name):<5.5} ")
+    if g.error:
+        t.append(f"error: {g.error}", style=S("gauge-crit"))
+        return t
+    bw = 10 if wide else 5
+    ustyle = fmt.level_style(g.util, th.util_warn, th.util_crit)
+    t.append("SM ")
+    t.append_text(fmt.bar(g.util, bw, ustyle))
+    t.append(f" {fmt.fmt_pct(g.util):>4} ")
+    mem = None
+    if g.mem_used_bytes is not None and g.mem_total_bytes:
+        mem = g.mem_used_bytes / g.mem_total_bytes
+    t.append("MEM ")
+    t.append_text(fmt.bar(mem, bw, fmt.level_style(mem, th.kv_warn, th.kv_crit)))
+    t.append(f" {_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}G ")
+    pw = DASH if g.power_w is None else f"{g.power_w:.0f}"
+    pl = "" if g.power_limit_w is None else f"/{g.power_limit_w:.0f}"
+    t.append(f"{pw}{pl}W ")
+    temp = DASH if g.temp_c is None else f"{g.temp_c:.0f}°C"
+    hot = g.temp_c is not None and g.temp_slowdown_c and g.temp_c >= g.temp_slowdown_c - 5
+    t.append(f"{temp} ", style=S("gauge-crit") if hot else "")
+    if wide or not g.processes:
+        t.append(DASH if g.sm_clock_mhz is None else f"{g.sm_clock_mhz:.0f}MHz")
+    flags = _throttle_flags(g.throttle)
+    if flags:
+        t.append(f" {flags}", style=S("gauge-warn bold"))
+    owners = sorted({short_target(p.engine_target) for p in g.processes if p.engine_target})
+    if owners:
+        t.append(" " + ",".join(owners), style=S("accent"))
+    return t
+
+
+class GpuPanel(Painted):
+    DEFAULT_CSS = "GpuPanel { height: auto; padding: 0 1; }"
+
+    def show(self, gpus: Sequence[GpuRecord], error: str | None, th: Thresholds,
+             *, wide: bool) -> None:
+        if not gpus:
+            reason = error or "no GPUs reported"
+            self.paint(Text(f"GPU unavailable: {reason}", style="dim", no_wrap=True,
+                            overflow="ellipsis"))
+            return
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for i, g in enumerate(gpus):
+            if i:
+                out.append("\n")
+            out.append_text(gpu_line(g, th, wide=wide))
+        self.paint(out)
+
+
+class SparkPanel(Static):
+    """Sparklines of the selected engine; gaps stay blank. Renders to its own width."""
+
+    DEFAULT_CSS = "SparkPanel { height: auto; padding: 0 1; }"
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.title = ""
+        self.series: list[tuple[str, list[float | None], str]] = []
+
+    def set_series(self, title: str, series: list[tuple[str, list[float | None], str]]) -> None:
+        """``series``: (label, values, formatted last value). A fresh list every time."""
+        if title != self.title or series != self.series:
+            self.title = title
+            self.series = series
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        width = max(10, self.size.width - 2)
+        t = Text(no_wrap=True, overflow="crop")
+        t.append(self.title or "no engine selected", style="bold")
+        label_w, val_w = 10, 8
+        spark_w = max(4, width - label_w - val_w - 2)
+        for label, values, last in self.series:
+            t.append(f"\n{label:<{label_w}.{label_w}}")
+            t.append(fmt.sparkline(values, spark_w), style=S("accent"))
+            t.append(f" {last:>{val_w}}")
+        return t
+
+
+class EventLog(Static):
+    """The newest events that fit, deduplicated (repeats collapse to a count)."""
+
+    DEFAULT_CSS = "EventLog { height: 1fr; padding: 0 1; }"
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.lines: list[tuple[float, str, str | None, str, int]] = []
+
+    def set_events(self, events: Sequence[Event]) -> None:
+        lines: list[tuple[float, str, str | None, str, int]] = []
+        for e in events[-200:]:
+            if lines and lines[-1][1:4] == (e.level, e.target, e.text):
+                last = lines[-1]
+                lines[-1] = (e.t_wall, last[1], last[2], last[3], last[4] + 1)
+            else:
+                lines.append((e.t_wall, e.level, e.target, e.text, 1))
+        if lines != self.lines:
+            self.lines = lines
+            self.refresh()
+
+    def render(self) -> Text:
+        h = max(1, self.size.height)
+        t = Text(no_wrap=True, overflow="ellipsis")
+        shown = self.lines[-h:]
+        if not shown:
+            t.append("no events yet", style="dim")
+        for i, (tw, level, target, text, n) in enumerate(shown):
+            if i:
+                t.append("\n")
+            t.append(fmt.clock(tw) + " ", style="dim")
+            style = {"warn": "gauge-warn", "error": "gauge-crit"}.get(level, "")
+            t.append(f"{level:<5} ", style=S(style) if style else "dim")
+            if target:
+                t.append(short_target(target) + " ", style=S("accent"))
+            t.append(text)
+            if n > 1:
+                t.append(f" \u00d7{n}", style="dim")
+        return t
