@@ -1,0 +1,174 @@
+"""Rich output of ``llmtop probe``: a live progress display and the final summary table.
+
+Fed only with probe events and report dicts (``docs/probe.md``); never sees the API key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from llmtop.loadgen.options import ProbeOptions, redact_url
+
+__all__ = ["ProbeLiveView", "print_summary", "summary_table"]
+
+DASH = "\u2013"
+"""Shown for a value that was not measured (None)."""
+
+
+def _ms(v: float | None) -> str:
+    return DASH if v is None else f"{v * 1000:.0f}"
+
+
+def _num(v: float | None, digits: int = 1) -> str:
+    return DASH if v is None else f"{v:.{digits}f}"
+
+
+def _load(d: dict[str, Any]) -> str:
+    if d.get("concurrency"):
+        return f"c={d['concurrency']}"
+    if d.get("rate"):
+        return f"{d['rate']:g}/s"
+    return DASH
+
+
+def _errors(errs: dict[str, int] | None) -> str:
+    if not errs:
+        return "0"
+    return " ".join(f"{k}:{v}" for k, v in sorted(errs.items()))
+
+
+def summary_table(report: dict[str, Any], title: str | None = None) -> Table:
+    """One row per step; latencies in ms except E2E (s). ``*`` marks a partial step."""
+    t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+              caption="latencies in ms (E2E in s); * = partial step", caption_justify="left")
+    for col in ("step", "load", "achvd", "req/s", "tok/s", "good/s", "ttft50", "ttft95",
+                "itl50", "tpot50", "e2e95", "errors", "client"):
+        t.add_column(col, justify="left" if col in ("errors", "client") else "right")
+    for s in report.get("steps", []):
+        client = "BOUND" if s.get("client_bound") else "ok"
+        if s.get("client_cpu") is not None:
+            client += f" {s['client_cpu']:.2f}c"
+        t.add_row(
+            f"{s['index']}{'*' if s.get('partial') else ''}", _load(s),
+            _num(s.get("achieved_concurrency")), _num(s.get("requests_per_s"), 2),
+            _num(s.get("output_tokens_per_s"), 0), _num(s.get("goodput_per_s"), 2),
+            _ms(s["ttft_s"]["p50"]), _ms(s["ttft_s"]["p95"]), _ms(s["itl_s"]["p50"]),
+            _ms(s["tpot_s"]["p50"]), _num(s["e2e_s"]["p95"], 2), _errors(s.get("errors")),
+            Text(client, style="red" if s.get("client_bound") else ""))
+    return t
+
+
+def _verdicts(report: dict[str, Any]) -> list[Text]:
+    out = []
+    sat, mx, sla = (report.get("saturation"), report.get("max_throughput"),
+                    report.get("sla_boundary"))
+    if sat:
+        out.append(Text(f"Saturation point: {_load(sat)} (knee {sat['knee_load']:.1f}), "
+                        f"{sat['output_tokens_per_s']:.0f} out tok/s", style="bold"))
+    elif report.get("options", {}).get("sweep"):
+        out.append(Text("Saturation point: not found (no accepted knee)"))
+    if mx:
+        out.append(Text(f"Max throughput: {mx['output_tokens_per_s']:.0f} out tok/s, "
+                        f"{mx['requests_per_s']:.2f} req/s at {_load(mx)}"))
+    if sla and sla.get("met"):
+        out.append(Text(f"SLA boundary: {_load(sla)}, goodput {sla['goodput_per_s']:.2f} req/s"))
+    elif sla:
+        out.append(Text("SLA boundary: no step met the SLO", style="yellow"))
+    if any(s.get("client_bound") for s in report.get("steps", [])):
+        out.append(Text("Some steps were client-bound: the client, not the server, was the "
+                        "limit there (see client_bound_reasons).", style="red"))
+    out.append(Text(f"stop reason: {report.get('stop_reason')}", style="dim"))
+    return out
+
+
+def print_summary(report: dict[str, Any], console: Console | None = None) -> None:
+    """The final table and verdict lines."""
+    console = console or Console()
+    title = f"llmtop probe · {report.get('target')} · {report.get('model')}"
+    console.print(summary_table(report, title))
+    for line in _verdicts(report):
+        console.print(line)
+
+
+class ProbeLiveView:
+    """Live display: step, achieved/target load, requests, tok/s, TTFT p50/p95, errors."""
+
+    def __init__(self, options: ProbeOptions, console: Console | None = None) -> None:
+        self.options = options
+        self.console = console or Console(stderr=True)
+        self.target = redact_url(options.url)
+        self.model: str | None = options.model
+        self.state = "preparing"
+        self.step: dict[str, Any] = {}
+        self.progress: dict[str, Any] = {}
+        self.done: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self._live: Live | None = None
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[ProbeLiveView]:
+        with Live(self.render(), console=self.console, refresh_per_second=4,
+                  transient=True) as lv:
+            self._live = lv
+            try:
+                yield self
+            finally:
+                self._live = None
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self._refresh()
+
+    def update(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("type")
+        if kind == "prepared":
+            self.model = ev.get("model")
+            self.state = f"running ({ev.get('endpoint')}, prompts by {ev['calibration']['method']})"
+        elif kind == "step_started":
+            self.step = ev
+            self.progress = {}
+        elif kind == "progress":
+            self.progress = ev
+        elif kind == "step_done":
+            self.done.append(ev["step"])
+        elif kind == "error":
+            self.notes.append(f"error: {ev.get('message')}")
+        elif kind == "finished":
+            self.state = "finished"
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def render(self) -> Group:
+        p = self.progress
+        head = Text(f"llmtop probe → {self.target}  model {self.model or '?'}  · {self.state}",
+                    style="bold")
+        g = Table.grid(padding=(0, 2))
+        for _ in range(8):
+            g.add_column()
+        if self.step:
+            n = self.step.get("steps_planned")
+            step = f"{self.step['step'] + 1}/{n}" if n else str(self.step["step"] + 1)
+            target = _load(self.step)
+            g.add_row("step", step, "phase", p.get("phase", "warmup"), "target", target,
+                      "achieved", _num(p.get("achieved_concurrency")))
+            g.add_row("in flight", str(p.get("in_flight", DASH)), "requests",
+                      f"{p.get('requests_done', 0)} ({p.get('requests_total', 0)} total)",
+                      "out tok/s", _num(p.get("output_tokens_per_s"), 0), "TTFT p50/p95",
+                      f"{_ms(p.get('ttft_p50_s'))}/{_ms(p.get('ttft_p95_s'))} ms")
+            g.add_row("errors", _errors(p.get("errors")), "", "", "", "", "", "")
+        parts: list[Any] = [head, g]
+        if self.done:
+            parts.append(summary_table({"steps": self.done[-12:]}))
+        parts.extend(Text(n, style="yellow") for n in self.notes[-3:])
+        return Group(*parts)

@@ -1,0 +1,148 @@
+"""The probe for other layers (CLI, TUI): ``start_probe(options) -> ProbeHandle``.
+
+The load runs in a separate process (``worker.py``), so neither the caller's event loop nor
+its GIL ever limits it. ``ProbeHandle.poll()`` never blocks; events are dicts with a
+``type``: ``preparing``, ``prepared``, ``step_started``, ``progress`` (every ~0.5 s),
+``step_done`` (``step``: the step dict), ``error`` (``message``) and, always last,
+``finished`` (``report``: the report dict, or None when the probe could not start).
+Shapes are documented in ``docs/probe.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from llmtop.loadgen.options import ProbeOptions
+
+__all__ = ["ProbeEvent", "ProbeHandle", "ProbeOptions", "start_probe"]
+
+ProbeEvent = dict[str, Any]
+
+
+class ProbeHandle:
+    """A running (or finished) probe."""
+
+    def __init__(self, proc: Any, conn: Any) -> None:
+        self._proc = proc
+        self._conn = conn
+        self._result: dict[str, Any] | None = None
+        self._finished = False
+        self._stop_sent = False
+        self.steps: list[dict[str, Any]] = []
+        """Every ``step_done`` step seen so far (a partial report can be built from these)."""
+        self.errors: list[str] = []
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def poll(self) -> list[ProbeEvent]:
+        """Events that arrived since the last call; never blocks."""
+        events: list[ProbeEvent] = []
+        if self._conn is None:
+            return events
+        try:
+            while self._conn.poll():
+                ev = self._conn.recv()
+                events.append(ev)
+                kind = ev.get("type")
+                if kind == "step_done":
+                    self.steps.append(ev["step"])
+                elif kind == "error":
+                    self.errors.append(ev.get("message", ""))
+                elif kind == "finished":
+                    self._result = ev.get("report")
+                    self._finished = True
+        except (EOFError, OSError):
+            self._on_dead(events)
+        if not self._finished and self._proc.poll() is not None and not self._conn.poll():
+            self._on_dead(events)
+        return events
+
+    def _on_dead(self, events: list[ProbeEvent]) -> None:
+        if not self._finished:
+            self._finished = True
+            msg = "probe process ended without a report"
+            self.errors.append(msg)
+            events.append({"type": "error", "t": time.time(), "message": msg})
+            events.append({"type": "finished", "t": time.time(), "report": None})
+        self._close_conn()
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+
+    def stop(self) -> None:
+        """Ask the probe to stop now (in-flight requests are cancelled, the report is built)."""
+        if self._stop_sent or self._finished or self._conn is None:
+            return
+        self._stop_sent = True
+        try:
+            self._conn.send({"cmd": "stop"})
+        except (OSError, BrokenPipeError):
+            pass
+
+    def wait(self, timeout: float | None = None) -> list[ProbeEvent]:
+        """Block until finished (or ``timeout``); returns the events seen meanwhile."""
+        end = None if timeout is None else time.monotonic() + timeout
+        events: list[ProbeEvent] = []
+        while not self._finished:
+            if end is not None and time.monotonic() >= end:
+                break
+            if self._conn is not None:
+                self._conn.poll(0.1 if end is None else max(0.0, min(0.1, end - time.monotonic())))
+            events.extend(self.poll())
+        if self._finished:
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+        return events
+
+    def result(self) -> dict[str, Any] | None:
+        """The final report once ``finished`` arrived, else None."""
+        return self._result
+
+    def kill(self) -> None:
+        """Last resort: terminate the process (no report)."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+        self._close_conn()
+        self._finished = True
+
+
+def start_probe(options: ProbeOptions) -> ProbeHandle:
+    """Validate ``options`` and start the probe process.
+
+    The worker is a fresh interpreter (``python -m llmtop.loadgen.worker FD``) in its own
+    session, so the terminal's Ctrl-C reaches only the caller, which then calls ``stop()``.
+    The options (API key included) travel over the socket, never on the command line.
+    """
+    options.validate()
+    parent_sock, child_sock = socket.socketpair()
+    fd = child_sock.fileno()
+    quiet = not os.environ.get("LLMTOP_DEBUG")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llmtop.loadgen.worker", str(fd)], pass_fds=(fd,),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL if quiet else None,
+            stderr=subprocess.DEVNULL if quiet else None, start_new_session=True)
+    finally:
+        child_sock.close()
+    conn = Connection(parent_sock.detach())
+    conn.send(options.to_dict())
+    return ProbeHandle(proc, conn)

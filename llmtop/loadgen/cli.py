@@ -1,0 +1,184 @@
+"""``llmtop probe URL [options]``: the headless load probe.
+
+Asks before sending load to a non-loopback host (``--yes`` skips; a non-interactive stdin
+without ``--yes`` refuses). Ctrl-C stops at once and still writes the partial report; a
+second Ctrl-C kills the worker. The API key comes from ``--api-key``, ``LLMTOP_API_KEY`` or
+the config file, and is never printed or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llmtop.errors import ConfigError
+from llmtop.loadgen.options import ProbeOptions, is_loopback_host, parse_shared_prefix, split_url
+
+__all__ = ["build_parser", "confirm_target", "main", "options_from_args", "resolve_api_key"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``llmtop probe`` argument parser (the interface scripts depend on)."""
+    p = argparse.ArgumentParser(
+        prog="llmtop probe",
+        description="Send OpenAI-compatible streaming load to URL and measure TTFT, ITL, "
+        "TPOT, throughput and where the server saturates (see docs/probe.md).")
+    a = p.add_argument
+    a("url", metavar="URL", help="server URL, e.g. http://127.0.0.1:8000 (or .../v1/completions)")
+    a("--concurrency", type=int, default=None, metavar="N",
+      help="requests in flight (closed loop); with --rate: a cap on requests in flight")
+    a("--rate", type=float, default=None, metavar="R", help="requests per second (open loop)")
+    a("--poisson", action="store_true", help="Poisson arrivals with --rate")
+    a("--sweep", action="store_true",
+      help="concurrency ladder 1,2,4,... up to --max-concurrency (with --rate: R,2R,4R,...)")
+    a("--max-concurrency", type=int, default=256, metavar="N", help="sweep bound (default 256)")
+    a("--duration", type=float, default=None, metavar="S",
+      help="total time bound (default 60 s; sweep 600 s)")
+    a("--max-requests", type=int, default=None, metavar="N", help="total request bound")
+    a("--prompt-tokens", type=int, default=256, metavar="N", help="prompt length (default 256)")
+    a("--output-tokens", type=int, default=128, metavar="N", help="output length (default 128)")
+    a("--length-dist", default="fixed", choices=["fixed", "uniform", "normal"],
+      help="length distribution of prompts and outputs (default fixed)")
+    a("--shared-prefix", default=None, metavar="N:P",
+      help="N shared prefixes of P tokens, each followed by a unique suffix")
+    a("--endpoint", default=None, choices=["completions", "chat"],
+      help="default: from the URL path, else detected")
+    a("--model", default=None, metavar="M", help="default: the first model of /v1/models")
+    a("--api-key", default=None, metavar="K",
+      help="bearer token (or LLMTOP_API_KEY, or the config file); never printed")
+    a("--ttft-slo", type=float, default=None, metavar="S", help="TTFT SLO (p95), seconds")
+    a("--itl-slo", type=float, default=None, metavar="S", help="per-request ITL SLO (p95)")
+    a("--tpot-slo", type=float, default=None, metavar="S", help="TPOT SLO (p95), seconds")
+    a("--max-error-rate", type=float, default=0.5, metavar="F",
+      help="stop when the error rate exceeds F (default 0.5)")
+    a("--warmup", type=float, default=None, metavar="S",
+      help="warm-up per step, excluded (default 3 s in a sweep, else 0)")
+    a("--step-duration", type=float, default=10.0, metavar="S",
+      help="measurement window per sweep step (default 10 s)")
+    a("--json", default=None, metavar="FILE", help="write the JSON report")
+    a("--csv", default=None, metavar="FILE", help="write one CSV row per step")
+    a("--md", default=None, metavar="FILE", help="write a Markdown summary")
+    a("--yes", action="store_true", help="do not ask before loading a non-loopback host")
+    a("--insecure", action="store_true", help="do not verify TLS certificates")
+    return p
+
+
+def resolve_api_key(flag: str | None, env: dict[str, str] | None = None) -> str | None:
+    """``--api-key``, else ``LLMTOP_API_KEY``, else the config file's ``api_key``."""
+    if flag:
+        return flag
+    env = os.environ if env is None else env
+    if env.get("LLMTOP_API_KEY"):
+        return env["LLMTOP_API_KEY"]
+    try:  # the config loader may not exist in every build; never fatal
+        from llmtop.cli import build_parser as main_parser
+        from llmtop.settings import build_config  # type: ignore[import-not-found]
+
+        return build_config(main_parser().parse_args([])).api_key
+    except Exception:
+        return None
+
+
+def confirm_target(host: str, *, yes: bool, interactive: bool,
+                   ask: Callable[[str], str] | None = None) -> tuple[bool, str | None]:
+    """May load go to ``host``? Returns ``(allowed, message)``; asks only when interactive."""
+    if is_loopback_host(host) or yes:
+        return True, None
+    if not interactive:
+        return False, (f"refusing to send load to non-loopback host {host!r} without --yes "
+                       "(stdin is not a terminal)")
+    answer = (ask or input)(f"Send load to {host}? This may disturb a production server. "
+                            "[y/N] ")
+    if answer.strip().lower() in ("y", "yes"):
+        return True, None
+    return False, "aborted"
+
+
+def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptions:
+    """Parsed flags -> validated ``ProbeOptions``."""
+    return ProbeOptions(
+        url=ns.url, concurrency=ns.concurrency, rate=ns.rate, poisson=ns.poisson,
+        sweep=ns.sweep, max_concurrency=ns.max_concurrency, duration=ns.duration,
+        max_requests=ns.max_requests, prompt_tokens=ns.prompt_tokens,
+        output_tokens=ns.output_tokens, length_dist=ns.length_dist,
+        shared_prefix=parse_shared_prefix(ns.shared_prefix) if ns.shared_prefix else None,
+        endpoint=ns.endpoint, model=ns.model, api_key=api_key, ttft_slo=ns.ttft_slo,
+        itl_slo=ns.itl_slo, tpot_slo=ns.tpot_slo, max_error_rate=ns.max_error_rate,
+        warmup=ns.warmup, step_duration=ns.step_duration, insecure=ns.insecure,
+    ).validate()
+
+
+def partial_report(options: ProbeOptions, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A report built in this process from the steps seen, when the worker gave none."""
+    from llmtop.loadgen import knee
+    from llmtop.loadgen.options import redact_url
+
+    slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
+    return {"target": redact_url(options.url), "model": options.model, "started": None,
+            "options": options.to_json(), "steps": steps,
+            "saturation": knee.saturation(steps) if options.sweep else None,
+            "max_throughput": knee.max_throughput(steps),
+            "sla_boundary": knee.sla_boundary(steps, slo, options.max_error_rate),
+            "stop_reason": "stopped", "partial": True}
+
+
+def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
+    """Run the probe with the live display; write the reports; return the exit code."""
+    from llmtop.console.probe_view import ProbeLiveView, print_summary
+    from llmtop.loadgen.api import start_probe
+    from llmtop.loadgen.report import write_reports
+
+    stops = [0]
+
+    def on_sigint(_sig: int, _frm: Any) -> None:
+        stops[0] += 1
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    handle = start_probe(options)
+    view = ProbeLiveView(options)
+    report = None
+    t_stop = None
+    try:
+        with view.live():
+            while not handle.finished:
+                if stops[0] == 1 and t_stop is None:
+                    t_stop = time.monotonic()
+                    handle.stop()
+                    view.note("stopping: cancelling requests in flight…")
+                if stops[0] >= 2 or (t_stop is not None and time.monotonic() - t_stop > 10):
+                    handle.kill()
+                    break
+                for ev in handle.wait(0.1):
+                    view.update(ev)
+        report = handle.result()
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if not handle.finished:
+            handle.kill()
+    for msg in handle.errors:
+        print(f"llmtop probe: {msg}", file=sys.stderr)
+    if report is None and handle.steps:
+        report = partial_report(options, handle.steps)
+    if report is None:
+        return 130 if stops[0] else 2
+    print_summary(report)
+    written = write_reports(report, json_path=ns.json, csv_path=ns.csv, md_path=ns.md)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 130 if stops[0] else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``llmtop probe``."""
+    ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    options = options_from_args(ns, resolve_api_key(ns.api_key))
+    _base, host, _ep = split_url(options.url)
+    ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
+    if not ok:
+        raise ConfigError(msg or "aborted")
+    return run(options, ns)

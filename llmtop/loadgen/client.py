@@ -1,0 +1,240 @@
+"""The streaming hot path: one OpenAI-compatible streaming request -> one ``Result``.
+
+Chosen by measurement (``benchmarks/probe_client.py``): aiohttp reading raw chunks
+(``iter_any``), SSE events split here on blank lines, JSON decoded with orjson when it is
+importable (stdlib json otherwise). Every event is timestamped with the arrival time of the
+chunk that carried it (``time.perf_counter``). Runs only inside the worker process.
+
+Error classes: ``http_<status>``, ``connect``, ``timeout``, ``truncated_stream`` (the stream
+ended before ``[DONE]`` and before a finish reason), ``malformed_event`` (a ``data:`` line
+that is not JSON; the request counts as failed), ``stream_error`` (an ``error`` object in the
+stream), ``client_error`` (anything else, e.g. TLS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from array import array
+from typing import Any
+
+import aiohttp
+
+try:  # orjson is optional: measurably faster per event (see benchmarks/README-probe.md)
+    import orjson
+
+    _loads = orjson.loads
+
+    def _dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+
+    JSON_LIB = "orjson"
+except ImportError:  # pragma: no cover - exercised where orjson is missing
+    import json
+
+    _loads = json.loads
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    JSON_LIB = "json"
+
+__all__ = ["JSON_LIB", "Result", "StreamClient", "dumps", "parse_retry_after"]
+
+dumps = _dumps
+_perf = time.perf_counter
+
+
+class Result:
+    """One finished (or failed) request. Times are ``perf_counter`` seconds."""
+
+    __slots__ = (
+        "error",
+        "gaps",
+        "n_content",
+        "output_tokens",
+        "prompt_tokens",
+        "retry_after",
+        "t_end",
+        "t_first",
+        "t_last",
+        "t_send",
+    )
+
+    def __init__(self, t_send: float) -> None:
+        self.t_send = t_send
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.t_end = t_send
+        self.n_content = 0
+        self.output_tokens: int | None = None
+        """From ``usage.completion_tokens``; else the number of content events."""
+        self.prompt_tokens: int | None = None
+        self.error: str | None = None
+        self.retry_after: float | None = None
+        self.gaps = array("d")
+        """Per-chunk inter-token gaps (between consecutive content events)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def tokens(self) -> int:
+        return self.output_tokens if self.output_tokens is not None else self.n_content
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` (delta seconds or an HTTP date) -> seconds to wait, or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        dt = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if dt is None:
+        return None
+    return max(0.0, dt.timestamp() - (time.time() if now is None else now))
+
+
+class StreamClient:
+    """A pooled aiohttp session bound to one endpoint URL."""
+
+    def __init__(self, endpoint_url: str, *, api_key: str | None = None, insecure: bool = False,
+                 timeout_s: float = 300.0) -> None:
+        self.endpoint_url = endpoint_url
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._connector = aiohttp.TCPConnector(limit=0, ssl=False if insecure else None,
+                                               ttl_dns_cache=300)
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(10.0, timeout_s),
+                                              sock_read=min(60.0, timeout_s))
+        self.session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout,
+                                             auto_decompress=False)
+
+    async def aclose(self) -> None:
+        await self.session.close()
+
+    async def request(self, body: bytes) -> Result:
+        """Send one streaming request (``body`` is the JSON payload); never raises except
+        ``CancelledError``."""
+        res = Result(_perf())
+        try:
+            async with self.session.post(self.endpoint_url, data=body,
+                                         headers=self._headers) as resp:
+                if resp.status != 200:
+                    res.error = f"http_{resp.status}"
+                    if resp.status in (429, 503):
+                        res.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+                    await resp.read()
+                    res.t_end = _perf()
+                    return res
+                await self._read_stream(resp.content, res)
+        except asyncio.CancelledError:
+            raise
+        except (aiohttp.ClientConnectorError, ConnectionRefusedError) as exc:
+            res.error = "timeout" if isinstance(exc, asyncio.TimeoutError) else "connect"
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            res.error = "timeout"
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
+                ConnectionResetError):
+            res.error = "truncated_stream" if res.n_content or res.t_first else "connect"
+        except aiohttp.ClientError:
+            res.error = "client_error"
+        except OSError:
+            res.error = "connect"
+        res.t_end = _perf()
+        return res
+
+    @staticmethod
+    async def _read_stream(content: aiohttp.StreamReader, res: Result) -> None:
+        """Read raw chunks, split SSE events, update ``res``. Sets ``res.error`` itself."""
+        buf = b""
+        done = False
+        finished = False
+        loads = _loads
+        gaps_append = res.gaps.append
+        t_last = None
+        n_content = 0
+        async for chunk in content.iter_any():
+            t = _perf()
+            if buf:
+                chunk = buf + chunk
+            if b"\r" in chunk:
+                if chunk[-1:] == b"\r":  # a CRLF may straddle two chunks: keep the CR
+                    chunk, buf = chunk[:-1], b"\r"
+                else:
+                    buf = b""
+                chunk = chunk.replace(b"\r\n", b"\n")
+            else:
+                buf = b""
+            events = chunk.split(b"\n\n")
+            rest = events.pop()
+            if rest:
+                buf = rest + buf if buf else rest
+            for ev in events:
+                if not ev.startswith(b"data:"):
+                    if b"\ndata:" not in ev:
+                        continue  # comment, event:, id:, retry: lines only
+                    ev = b"\n".join(ln[5:].lstrip(b" ") for ln in ev.split(b"\n")
+                                    if ln.startswith(b"data:"))
+                    data = ev
+                else:
+                    if b"\n" in ev:
+                        data = b"\n".join(ln[5:].lstrip(b" ") for ln in ev.split(b"\n")
+                                          if ln.startswith(b"data:"))
+                    else:
+                        data = ev[5:].lstrip(b" ")
+                if data[:6] == b"[DONE]":
+                    done = True
+                    continue
+                try:
+                    obj = loads(data)
+                except ValueError:
+                    res.error = "malformed_event"
+                    res.n_content = n_content
+                    res.t_last = t_last
+                    return
+                choices = obj.get("choices")
+                if choices:
+                    c = choices[0]
+                    text = c.get("text")
+                    if text is None:
+                        d = c.get("delta")
+                        if d:
+                            text = d.get("content") or d.get("reasoning_content")
+                    if text:
+                        n_content += 1
+                        if t_last is None:
+                            res.t_first = t
+                        else:
+                            gaps_append(t - t_last)
+                        t_last = t
+                    if c.get("finish_reason"):
+                        finished = True
+                usage = obj.get("usage")
+                if usage:
+                    ct = usage.get("completion_tokens")
+                    if ct is not None:
+                        res.output_tokens = int(ct)
+                    pt = usage.get("prompt_tokens")
+                    if pt is not None:
+                        res.prompt_tokens = int(pt)
+                elif "error" in obj and not choices:
+                    res.error = "stream_error"
+                    res.n_content = n_content
+                    res.t_last = t_last
+                    return
+        res.n_content = n_content
+        res.t_last = t_last
+        if not done and not finished:
+            res.error = "truncated_stream"
+        elif res.output_tokens is None:
+            res.output_tokens = n_content

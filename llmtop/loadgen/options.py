@@ -1,0 +1,212 @@
+"""Probe options: one frozen dataclass shared by the CLI, the TUI and the worker process.
+
+``ProbeOptions.to_json()`` is what reports store: it never contains the API key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from llmtop.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_DURATION_S",
+    "DEFAULT_SWEEP_DURATION_S",
+    "ProbeOptions",
+    "is_loopback_host",
+    "parse_shared_prefix",
+    "split_url",
+]
+
+DEFAULT_DURATION_S = 60.0
+"""Bound of a fixed-load run when neither --duration nor --max-requests is given."""
+DEFAULT_SWEEP_DURATION_S = 600.0
+"""Total time budget of a sweep when --duration is not given."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeOptions:
+    """Everything one probe run needs. Times in seconds, SLOs in seconds."""
+
+    url: str
+    """Server URL: ``http://host:port``, optionally ending in ``/v1`` or the endpoint path."""
+    concurrency: int | None = None
+    """Closed loop: this many requests in flight. With ``rate``: a cap on requests in flight."""
+    rate: float | None = None
+    """Open loop: requests per second (the first rung of the ladder with ``sweep``)."""
+    poisson: bool = False
+    """Poisson arrivals instead of constant spacing (with ``rate``)."""
+    sweep: bool = False
+    """Concurrency ladder 1, 2, 4, ... up to ``max_concurrency`` (or a rate ladder R, 2R, ...)."""
+    max_concurrency: int = 256
+    duration: float | None = None
+    """Total time bound (seconds). None: 60 s for a fixed load, 600 s for a sweep."""
+    max_requests: int | None = None
+    """Total request bound (requests sent, warm-up included)."""
+    prompt_tokens: int = 256
+    output_tokens: int = 128
+    length_dist: str = "fixed"
+    """``fixed`` | ``uniform`` (0.5x..1.5x) | ``normal`` (sd 0.2x), for prompt and output."""
+    shared_prefix: tuple[int, int] | None = None
+    """``(N, P)``: N shared prefixes of P tokens, each prompt = prefix + unique suffix."""
+    endpoint: str | None = None
+    """``completions`` | ``chat`` | None (detect)."""
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token. Never written to reports, logs or the screen."""
+    ttft_slo: float | None = None
+    itl_slo: float | None = None
+    tpot_slo: float | None = None
+    max_error_rate: float = 0.5
+    """Stop when a step's (or a fixed run's) error rate exceeds this fraction."""
+    warmup: float | None = None
+    """Warm-up per step (excluded from stats). None: 3 s in a sweep, 0 otherwise."""
+    step_duration: float = 10.0
+    """Measurement window per sweep step."""
+    insecure: bool = False
+    request_timeout: float = 300.0
+    """Per-request timeout (seconds); also the longest gap allowed between two chunks / 5."""
+    seed: int = 0
+    progress_interval: float = 0.5
+
+    # ----- derived -------------------------------------------------------------------------
+    @property
+    def total_duration(self) -> float | None:
+        """The effective time bound (default bounds applied)."""
+        if self.duration is not None:
+            return self.duration
+        if self.sweep:
+            return DEFAULT_SWEEP_DURATION_S
+        if self.max_requests is not None:
+            return None
+        return DEFAULT_DURATION_S
+
+    @property
+    def effective_warmup(self) -> float:
+        if self.warmup is not None:
+            return self.warmup
+        return 3.0 if self.sweep else 0.0
+
+    def validate(self) -> ProbeOptions:
+        """Raise ``ConfigError`` on inconsistent options; return self."""
+        split_url(self.url)
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ConfigError("--concurrency must be >= 1")
+        if self.rate is not None and self.rate <= 0:
+            raise ConfigError("--rate must be > 0")
+        if self.poisson and self.rate is None:
+            raise ConfigError("--poisson needs --rate")
+        if self.max_concurrency < 1:
+            raise ConfigError("--max-concurrency must be >= 1")
+        if self.duration is not None and self.duration <= 0:
+            raise ConfigError("--duration must be > 0")
+        if self.max_requests is not None and self.max_requests < 1:
+            raise ConfigError("--max-requests must be >= 1")
+        if self.prompt_tokens < 1 or self.output_tokens < 1:
+            raise ConfigError("--prompt-tokens and --output-tokens must be >= 1")
+        if self.length_dist not in ("fixed", "uniform", "normal"):
+            raise ConfigError("--length-dist must be fixed, uniform or normal")
+        if self.endpoint not in (None, "completions", "chat"):
+            raise ConfigError("--endpoint must be completions or chat")
+        if not 0 <= self.max_error_rate <= 1:
+            raise ConfigError("--max-error-rate must be between 0 and 1")
+        if self.step_duration <= 0:
+            raise ConfigError("--step-duration must be > 0")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """Options as stored in reports: no API key, the URL without credentials."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "api_key":
+                continue
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        out["url"] = redact_url(self.url)
+        out["api_key_set"] = self.api_key is not None
+        out["total_duration"] = self.total_duration
+        out["effective_warmup"] = self.effective_warmup
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields (API key included) for handing to the worker process; never log it."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProbeOptions:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        if kw.get("shared_prefix") is not None:
+            kw["shared_prefix"] = tuple(kw["shared_prefix"])
+        return cls(**kw)
+
+
+def parse_shared_prefix(text: str) -> tuple[int, int]:
+    """``"N:P"`` -> ``(N, P)``; raises ``ConfigError``."""
+    try:
+        n, p = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise ConfigError(f"--shared-prefix wants N:P (e.g. 4:512), got {text!r}") from None
+    if n < 1 or p < 1:
+        raise ConfigError("--shared-prefix N:P needs N >= 1 and P >= 1")
+    return n, p
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+_ENDPOINT_SUFFIXES = (
+    ("/v1/chat/completions", "chat"),
+    ("/v1/completions", "completions"),
+    ("/chat/completions", "chat"),
+    ("/completions", "completions"),
+)
+
+
+def split_url(url: str) -> tuple[str, str, str | None]:
+    """``url`` -> ``(base_url, host, endpoint_from_path)``.
+
+    ``base_url`` is scheme://host:port plus any path prefix before ``/v1``; raises
+    ``ConfigError`` when the URL is not http(s).
+    """
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"not an http(s) URL: {redact_url(url)!r}")
+    path = parts.path.rstrip("/")
+    endpoint = None
+    for suffix, ep in _ENDPOINT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            endpoint = ep
+            break
+    if path.endswith("/v1"):
+        path = path[:-3]
+    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, path, "", "")), parts.hostname, endpoint
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost, 127.0.0.0/8 and ::1 (the only hosts load goes to without asking)."""
+    h = host.strip("[]").lower()
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False

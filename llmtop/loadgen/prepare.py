@@ -1,0 +1,163 @@
+"""Before the load: model, endpoint, ``ignore_eos`` support and prompt-length calibration.
+
+Runs in the worker process. The model comes from ``/v1/models`` unless given; the endpoint
+from the URL path or ``--endpoint``, else a one-token probe of ``/v1/completions`` (falling
+back to ``/v1/chat/completions`` on 404/405/400). A 400/422 with ``ignore_eos`` set is retried
+without it. Prompt length is calibrated with ``/tokenize`` where it answers, else from
+``usage.prompt_tokens`` of two probe requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from llmtop.errors import LlmtopError
+from llmtop.loadgen.client import StreamClient, _loads, dumps
+from llmtop.loadgen.options import ProbeOptions, split_url
+from llmtop.loadgen.prompts import Calibration, sample_text
+
+__all__ = ["ENDPOINT_PATHS", "Prepared", "ProbeSetupError", "prepare"]
+
+ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+_SMALL, _LARGE = 64, 320
+_TRANSIENT = ("connect", "timeout", "truncated_stream", "malformed_event", "stream_error")
+
+
+class ProbeSetupError(LlmtopError):
+    """The server cannot be probed (unreachable, no model, no streaming endpoint)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What the server supports, resolved once before the load."""
+
+    base_url: str
+    endpoint: str
+    endpoint_url: str
+    model: str
+    ignore_eos: bool
+    calibration: Calibration
+
+
+def _headers(options: ProbeOptions) -> dict[str, str]:
+    h = {"Content-Type": "application/json"}
+    if options.api_key:
+        h["Authorization"] = f"Bearer {options.api_key}"
+    return h
+
+
+async def _get_model(session: aiohttp.ClientSession, base: str, options: ProbeOptions) -> str:
+    try:
+        async with session.get(base + "/v1/models", headers=_headers(options)) as r:
+            if r.status != 200:
+                raise ProbeSetupError(f"GET /v1/models answered HTTP {r.status}; pass --model")
+            data = _loads(await r.read())
+    except aiohttp.ClientError as exc:
+        raise ProbeSetupError(f"cannot reach {base}: {type(exc).__name__}") from None
+    except ValueError:
+        raise ProbeSetupError("GET /v1/models did not return JSON; pass --model") from None
+    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+    if not models:
+        raise ProbeSetupError("the server lists no model; pass --model")
+    return str(models[0])
+
+
+def _probe_body(model: str, endpoint: str, text: str, ignore_eos: bool) -> bytes:
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return dumps(body)
+
+
+async def _tokenize(session: aiohttp.ClientSession, base: str, options: ProbeOptions,
+                    model: str, endpoint: str, text: str) -> int | None:
+    body: dict[str, Any] = {"model": model}
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    try:
+        async with session.post(base + "/tokenize", data=dumps(body),
+                                headers=_headers(options)) as r:
+            if r.status != 200:
+                return None
+            data = _loads(await r.read())
+    except (aiohttp.ClientError, ValueError):
+        return None
+    if isinstance(data, dict):
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        toks = data.get("tokens") or data.get("input_ids")
+        if isinstance(toks, list):
+            return len(toks)
+    return None
+
+
+def _fit(n1: int, n2: int) -> Calibration | None:
+    ratio = (n2 - n1) / (_LARGE - _SMALL)
+    if ratio <= 0:
+        return None
+    return Calibration(method="", ratio=ratio, overhead=max(0.0, n1 - ratio * _SMALL))
+
+
+async def prepare(options: ProbeOptions) -> Prepared:
+    """Resolve model, endpoint and calibration; raises ``ProbeSetupError``."""
+    base, _host, ep_from_url = split_url(options.url)
+    timeout = aiohttp.ClientTimeout(total=min(30.0, options.request_timeout))
+    async with aiohttp.ClientSession(
+        timeout=timeout, connector=aiohttp.TCPConnector(ssl=False if options.insecure else None)
+    ) as session:
+        model = options.model or await _get_model(session, base, options)
+        candidates = [options.endpoint or ep_from_url] if (options.endpoint or ep_from_url) \
+            else ["completions", "chat"]
+        chosen = None
+        ignore_eos = True
+        last_err = None
+        texts = (sample_text(_SMALL, options.seed, 1), sample_text(_LARGE, options.seed, 2))
+        usage_counts: list[int | None] = []
+        for ep in candidates:
+            client = StreamClient(base + ENDPOINT_PATHS[ep], api_key=options.api_key,
+                                  insecure=options.insecure,
+                                  timeout_s=min(60.0, options.request_timeout))
+            try:
+                res = await client.request(_probe_body(model, ep, texts[0], True))
+                if res.error in ("http_400", "http_422"):
+                    res2 = await client.request(_probe_body(model, ep, texts[0], False))
+                    if res2.ok:
+                        res, ignore_eos = res2, False
+                if res.ok:
+                    chosen = ep
+                    usage_counts.append(res.prompt_tokens)
+                    res3 = await client.request(_probe_body(model, ep, texts[1], ignore_eos))
+                    usage_counts.append(res3.prompt_tokens if res3.ok else None)
+                    break
+                if res.error in ("http_429", "http_503") or (
+                        len(candidates) == 1 and options.model and res.error in _TRANSIENT):
+                    chosen = ep  # exists but busy (or down): the run counts the errors
+                    usage_counts = [None, None]
+                    break
+                last_err = res.error
+            finally:
+                await client.aclose()
+        if chosen is None:
+            raise ProbeSetupError(f"no streaming endpoint answered ({last_err}); "
+                                  "check the URL, --endpoint and --model")
+        cal = None
+        n1 = await _tokenize(session, base, options, model, chosen, texts[0])
+        n2 = await _tokenize(session, base, options, model, chosen, texts[1]) if n1 else None
+        if n1 and n2 and (c := _fit(n1, n2)):
+            cal = Calibration("tokenize", c.ratio, c.overhead)
+        elif usage_counts[0] and usage_counts[1] and (c := _fit(usage_counts[0],
+                                                               usage_counts[1])):
+            cal = Calibration("usage", c.ratio, c.overhead)
+        else:
+            cal = Calibration("assumed")
+    return Prepared(base, chosen, base + ENDPOINT_PATHS[chosen], model, ignore_eos, cal)

@@ -1,0 +1,130 @@
+"""Reports: JSON (the full report), CSV (one row per step) and Markdown (a summary).
+
+Pure formatting plus file writes; the report dict never carries the API key.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CSV_COLUMNS", "to_csv", "to_json", "to_markdown", "write_reports"]
+
+_LAT = ("ttft_s", "itl_s", "itl_request_s", "tpot_s", "e2e_s")
+_Q = ("p50", "p90", "p95", "p99", "mean")
+CSV_COLUMNS = (
+    "index", "concurrency", "rate", "achieved_concurrency", "achieved_rate", "requests",
+    "errors_total", "error_rate", "output_tokens", "prompt_tokens", "duration_s",
+    "requests_per_s", "output_tokens_per_s", "goodput_per_s",
+    *(f"{k}_{q}" for k in _LAT for q in _Q),
+    "errors", "retry_after_count", "client_bound", "client_cpu", "loop_lag_ms", "partial",
+)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def to_json(report: dict[str, Any]) -> str:
+    """The report as JSON text (NaN/Inf become null)."""
+    return json.dumps(_clean(report), indent=2, sort_keys=False) + "\n"
+
+
+def _row(step: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for c in CSV_COLUMNS:
+        if c == "errors":
+            row[c] = ";".join(f"{k}={v}" for k, v in sorted(step.get("errors", {}).items()))
+        elif c == "retry_after_count":
+            row[c] = (step.get("retry_after") or {}).get("count", 0)
+        elif any(c.startswith(k + "_") and c[len(k) + 1:] in _Q for k in _LAT):
+            k, q = c.rsplit("_", 1)
+            row[c] = (step.get(k) or {}).get(q)
+        else:
+            row[c] = step.get(c)
+    return row
+
+
+def to_csv(report: dict[str, Any]) -> str:
+    """One row per step, latencies flattened (``ttft_s_p95``...)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    w.writeheader()
+    for s in report.get("steps", []):
+        w.writerow({k: ("" if v is None else v) for k, v in _row(s).items()})
+    return buf.getvalue()
+
+
+def _f(v: Any, scale: float = 1.0, digits: int = 1) -> str:
+    if v is None:
+        return "\u2013"  # None: not measured
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v * scale:.{digits}f}"
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """A human summary: header, one table row per step, saturation and SLA boundary."""
+    lines = [f"# llmtop probe: {report.get('target')}", "",
+             f"- model: `{report.get('model')}` ({report.get('endpoint')})",
+             f"- started: {report.get('started')}",
+             f"- stop reason: {report.get('stop_reason')}", ""]
+    lines += ["| step | load | achieved | req/s | out tok/s | goodput/s | TTFT p50 ms "
+              "| TTFT p95 ms | ITL p50 ms | TPOT p50 ms | E2E p95 s | errors | client-bound |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in report.get("steps", []):
+        load = f"c={s['concurrency']}" if s.get("concurrency") else f"{s.get('rate')}/s"
+        errs = ", ".join(f"{k}: {v}" for k, v in sorted(s.get("errors", {}).items())) or "0"
+        lines.append(
+            f"| {s['index']}{' (partial)' if s.get('partial') else ''} | {load} "
+            f"| {_f(s.get('achieved_concurrency'))} | {_f(s.get('requests_per_s'), 1, 2)} "
+            f"| {_f(s.get('output_tokens_per_s'), 1, 0)} | {_f(s.get('goodput_per_s'), 1, 2)} "
+            f"| {_f(s['ttft_s']['p50'], 1000)} | {_f(s['ttft_s']['p95'], 1000)} "
+            f"| {_f(s['itl_s']['p50'], 1000)} | {_f(s['tpot_s']['p50'], 1000)} "
+            f"| {_f(s['e2e_s']['p95'], 1, 2)} | {errs} | {_f(s.get('client_bound'))} |")
+    lines.append("")
+    sat = report.get("saturation")
+    mx = report.get("max_throughput")
+    sla = report.get("sla_boundary")
+    if sat:
+        load = sat.get("concurrency") or sat.get("rate")
+        lines.append(f"**Saturation point:** {load} (knee at {sat['knee_load']:.1f}), "
+                     f"{sat['output_tokens_per_s']:.0f} output tok/s")
+    else:
+        lines.append("**Saturation point:** not found")
+    if mx:
+        load = mx.get("concurrency") or mx.get("rate")
+        lines.append(f"**Max throughput:** {mx['output_tokens_per_s']:.0f} output tok/s "
+                     f"at {load}")
+    if sla and sla.get("met"):
+        load = sla.get("concurrency") or sla.get("rate")
+        lines.append(f"**SLA boundary:** {load}, goodput {sla['goodput_per_s']:.2f} req/s "
+                     f"(SLO {sla['slo']})")
+    elif sla:
+        lines.append(f"**SLA boundary:** no step met the SLO ({sla['slo']})")
+    if any(s.get("client_bound") for s in report.get("steps", [])):
+        lines.append("")
+        lines.append("> Some steps were client-bound: the client, not the server, was the "
+                     "limit there.")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(report: dict[str, Any], *, json_path: str | None = None,
+                  csv_path: str | None = None, md_path: str | None = None) -> list[str]:
+    """Write the requested files; returns the paths written."""
+    out = []
+    for path, fn in ((json_path, to_json), (csv_path, to_csv), (md_path, to_markdown)):
+        if path:
+            Path(path).write_text(fn(report), encoding="utf-8")
+            out.append(path)
+    return out

@@ -1,0 +1,429 @@
+"""Load shapes and step scheduling, inside the worker process.
+
+- Fixed concurrency (closed loop): N workers, each sends its next request when the last ends.
+- Rate (open loop): constant or Poisson arrivals; ``concurrency`` caps requests in flight.
+- Sweep: a concurrency ladder 1, 2, 4, ... up to ``max_concurrency`` (or a rate ladder R, 2R,
+  4R, ... with ``rate``). Load carries over between steps (workers are added, never restarted);
+  each step has a warm-up (excluded) and a measurement window. A request belongs to the window
+  in which it completes. Stop rules, after each step: error rate > bound, TTFT p95 > SLO,
+  throughput gain < 5 % over two steps (``plateau``), time or request budget used.
+
+Retry-After on 429/503 pauses all sending until it passes (capped at 60 s); each pause is
+counted per step. ``stop()`` cancels requests in flight at once; the report is still built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from llmtop.loadgen import knee
+from llmtop.loadgen.client import JSON_LIB, Result, StreamClient
+from llmtop.loadgen.options import ProbeOptions, redact_url
+from llmtop.loadgen.prepare import Prepared
+from llmtop.loadgen.prompts import PromptFactory
+from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
+
+__all__ = ["PLATEAU_GAIN", "Runner", "ladder", "plateau_reached"]
+
+PLATEAU_GAIN = 0.05
+RETRY_AFTER_CAP_S = 60.0
+ERROR_BACKOFF_S = 0.05
+MIN_ERRORS_FOR_STOP = 20
+_perf = time.perf_counter
+
+
+def ladder(options: ProbeOptions) -> list[tuple[int | None, float | None]]:
+    """The steps as ``(concurrency, rate)``."""
+    if not options.sweep:
+        if options.rate is not None:
+            return [(None, options.rate)]
+        return [(options.concurrency or 1, None)]
+    if options.rate is not None:
+        return [(None, options.rate * 2**k) for k in range(10)]
+    steps, c = [], 1
+    while c < options.max_concurrency:
+        steps.append((c, None))
+        c *= 2
+    steps.append((options.max_concurrency, None))
+    return steps
+
+
+def plateau_reached(tputs: list[float], gain: float = PLATEAU_GAIN) -> bool:
+    """True when neither of the last two steps beat the best before them by ``gain``."""
+    if len(tputs) < 3:
+        return False
+    best = max(tputs[:-2])
+    return best > 0 and all(t < (1 + gain) * best for t in tputs[-2:])
+
+
+class Runner:
+    """Runs one probe; ``emit(event)`` gets every event (see docs/probe.md)."""
+
+    def __init__(self, options: ProbeOptions, prepared: Prepared,
+                 emit: Callable[[dict[str, Any]], None]) -> None:
+        self.o = options
+        self.p = prepared
+        self.emit = emit
+        self.factory = PromptFactory(
+            model=prepared.model, endpoint=prepared.endpoint, calibration=prepared.calibration,
+            prompt_tokens=options.prompt_tokens, output_tokens=options.output_tokens,
+            length_dist=options.length_dist, shared_prefix=options.shared_prefix,
+            ignore_eos=prepared.ignore_eos, seed=options.seed)
+        self.slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
+        self.steps: list[dict[str, Any]] = []
+        self.stop_reason: str | None = None
+        self.started = time.time()
+        self._t0 = _perf()
+        total = options.total_duration
+        self._deadline = self._t0 + total if total is not None else math.inf
+        self._sent = 0
+        self._completed = 0
+        self._inflight = 0
+        self._area = 0.0
+        self._area_t = self._t0
+        self._drain: tuple[float, float] | None = None
+        self._resume_at = 0.0
+        self._window: list[Result] | None = None
+        self._w_start = self._t0
+        self._w_area0 = 0.0
+        self._w_cpu0 = time.process_time()
+        self._w_ttft: list[float] = []
+        self._w_sent = 0
+        self._w_tokens = 0
+        self._w_errors: dict[str, int] = {}
+        self._ra_count = 0
+        self._ra_wait = 0.0
+        self._lags: list[float] = []
+        self._dispatch_lags: list[float] = []
+        self._target_conc = 0
+        self._target_rate: float | None = None
+        self._cap: asyncio.Semaphore | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._workers: list[asyncio.Task[Any]] = []
+        self._wake = asyncio.Event()
+        self._step_idx = 0
+        self._phase = "setup"
+        self.cancelled_in_flight = 0
+        self.client = StreamClient(prepared.endpoint_url, api_key=options.api_key,
+                                   insecure=options.insecure, timeout_s=options.request_timeout)
+
+    # ----- control ---------------------------------------------------------------------------
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop at once (cancels requests in flight); safe to call more than once."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._wake.set()
+
+    def _budget_done(self) -> str | None:
+        if self.o.max_requests is not None and self._completed >= self.o.max_requests:
+            return "max_requests"
+        if _perf() >= self._deadline:
+            return "duration"
+        return None
+
+    def _may_send(self) -> bool:
+        if self.stop_reason is not None or _perf() >= self._deadline:
+            return False
+        if self.o.max_requests is not None and self._sent >= self.o.max_requests:
+            if self._drain is None:
+                self._mark(0)
+                self._drain = (_perf(), self._area)
+            return False
+        return True
+
+    def _mark(self, delta: int) -> None:
+        t = _perf()
+        self._area += self._inflight * (t - self._area_t)
+        self._area_t = t
+        self._inflight += delta
+
+    # ----- requests --------------------------------------------------------------------------
+    async def _send(self) -> Result:
+        self._sent += 1
+        self._w_sent += 1
+        body = self.factory.next_payload()
+        self._mark(1)
+        try:
+            res = await self.client.request(body)
+        finally:
+            self._mark(-1)
+        self._on_result(res)
+        return res
+
+    def _on_result(self, res: Result) -> None:
+        self._completed += 1
+        if self._window is not None:
+            self._window.append(res)
+            if res.error is None:
+                self._w_tokens += res.tokens
+                if res.t_first is not None:
+                    self._w_ttft.append(res.t_first - res.t_send)
+            else:
+                self._w_errors[res.error] = self._w_errors.get(res.error, 0) + 1
+        if res.retry_after is not None:
+            now = _perf()
+            new = now + min(res.retry_after, RETRY_AFTER_CAP_S)
+            ext = new - max(self._resume_at, now)
+            self._ra_count += 1
+            if ext > 0:
+                self._ra_wait += ext
+                self._resume_at = new
+        if self.o.max_requests is not None and self._completed >= self.o.max_requests:
+            self._wake.set()
+
+    async def _pause_if_asked(self) -> bool:
+        """Honour Retry-After; True when a pause happened."""
+        wait = self._resume_at - _perf()
+        if wait > 0:
+            await asyncio.sleep(min(wait, max(0.0, self._deadline - _perf())))
+            return True
+        return False
+
+    async def _closed_worker(self, i: int) -> None:
+        while i < self._target_conc and self._may_send():
+            if await self._pause_if_asked():
+                continue
+            res = await self._send()
+            if res.error in ("connect", "timeout", "client_error"):
+                await asyncio.sleep(ERROR_BACKOFF_S)
+
+    async def _one(self) -> None:
+        try:
+            await self._send()
+        finally:
+            if self._cap is not None:
+                self._cap.release()
+
+    async def _dispatcher(self) -> None:
+        rng = random.Random(self.o.seed + 17)
+        next_t = _perf()
+        while True:
+            rate = self._target_rate or 1.0
+            next_t += rng.expovariate(rate) if self.o.poisson else 1.0 / rate
+            delay = next_t - _perf()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not self._may_send():
+                return
+            if await self._pause_if_asked():
+                next_t = _perf()
+                continue
+            if self._window is not None:
+                self._dispatch_lags.append(max(0.0, _perf() - next_t))
+            if self._cap is not None:
+                await self._cap.acquire()
+                if not self._may_send():
+                    self._cap.release()
+                    return
+            t = asyncio.get_running_loop().create_task(self._one())
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    async def _lag_monitor(self) -> None:
+        interval = 0.1
+        while True:
+            t = _perf()
+            await asyncio.sleep(interval)
+            self._lags.append(max(0.0, _perf() - t - interval))
+
+    async def _progress(self) -> None:
+        while True:
+            await asyncio.sleep(self.o.progress_interval)
+            self.emit(self.progress_event())
+            errs = sum(self._w_errors.values())
+            n = len(self._window) if self._window is not None else 0
+            if (errs >= MIN_ERRORS_FOR_STOP and self._window is not None
+                    and error_rate(n - errs, errs) > self.o.max_error_rate):
+                self.stop("error_rate")
+
+    def progress_event(self) -> dict[str, Any]:
+        now = _perf()
+        w = self._window
+        elapsed = now - self._w_start if w is not None else 0.0
+        q = percentiles(self._w_ttft) if w is not None else {}
+        area = self._area + self._inflight * (now - self._area_t)
+        return {
+            "type": "progress", "t": time.time(), "step": self._step_idx, "phase": self._phase,
+            "concurrency": self._target_conc or None, "rate": self._target_rate,
+            "in_flight": self._inflight,
+            "achieved_concurrency": (area - self._w_area0) / elapsed if elapsed > 0 else None,
+            "requests_done": len(w) if w is not None else 0, "requests_sent": self._sent,
+            "requests_total": self._completed,
+            "output_tokens_per_s": self._w_tokens / elapsed if elapsed > 0 else None,
+            "ttft_p50_s": q.get("p50"), "ttft_p95_s": q.get("p95"),
+            "errors": dict(self._w_errors), "elapsed_s": now - self._t0,
+        }
+
+    # ----- steps -----------------------------------------------------------------------------
+    async def _wait(self, seconds: float | None) -> None:
+        end = _perf() + seconds if seconds is not None else math.inf
+        end = min(end, self._deadline)
+        while self.stop_reason is None and self._budget_done() is None:
+            rem = end - _perf()
+            if rem <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), min(rem, 1.0))
+            except asyncio.TimeoutError:
+                pass
+
+    def _open_window(self) -> None:
+        self._mark(0)
+        self._window = []
+        self._w_ttft = []
+        self._w_sent = 0
+        self._w_tokens = 0
+        self._w_errors = {}
+        self._ra_count = 0
+        self._ra_wait = 0.0
+        self._lags = []
+        self._dispatch_lags = []
+        self._drain = None
+        self._w_start = _perf()
+        self._w_area0 = self._area
+        self._w_cpu0 = time.process_time()
+
+    def _close_window(self, conc: int | None, rate: float | None, planned: float | None,
+                      ) -> dict[str, Any]:
+        self._mark(0)
+        t_end = _perf()
+        dur = t_end - self._w_start
+        cpu = (time.process_time() - self._w_cpu0) / dur if dur > 0 else None
+        if self._drain is not None and self._drain[0] > self._w_start:
+            d_t, d_area = self._drain
+            achieved = (d_area - self._w_area0) / (d_t - self._w_start) if d_t > self._w_start \
+                else None
+        else:
+            achieved = (self._area - self._w_area0) / dur if dur > 0 else None
+        lags = self._lags
+        step = summarize_step(
+            self._window or [], duration_s=dur, slo=self.slo, concurrency=conc, rate=rate,
+            achieved_concurrency=achieved, achieved_rate=self._w_sent / dur if dur > 0 else None,
+            client_cpu=cpu,
+            loop_lag_ms=1000 * sum(lags) / len(lags) if lags else None,
+            loop_lag_max_ms=1000 * max(lags) if lags else None,
+            retry_after_count=self._ra_count, retry_after_wait_s=self._ra_wait,
+            dispatch_lag_ms=(1000 * sum(self._dispatch_lags) / len(self._dispatch_lags)
+                             if self._dispatch_lags else None),
+            index=self._step_idx)
+        step["partial"] = bool(self.stop_reason in ("stopped", "error_rate")
+                               or (planned is not None and dur < 0.98 * planned))
+        self._window = None
+        return step
+
+    def _set_load(self, conc: int | None, rate: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        if rate is None:
+            self._target_conc = conc or 1
+            while len(self._workers) < self._target_conc:
+                self._workers.append(loop.create_task(self._closed_worker(len(self._workers))))
+            return
+        first = self._target_rate is None
+        self._target_rate = rate
+        self._target_conc = 0
+        if first:
+            cap = self.o.concurrency or (self.o.max_concurrency if self.o.sweep else None)
+            self._cap = asyncio.Semaphore(cap) if cap else None
+            self._workers.append(loop.create_task(self._dispatcher()))
+
+    def _sweep_stop(self) -> str | None:
+        last = self.steps[-1]
+        if last["error_rate"] > self.o.max_error_rate:
+            return "error_rate"
+        p95 = last["ttft_s"]["p95"]
+        if self.o.ttft_slo is not None and p95 is not None and p95 > self.o.ttft_slo:
+            return "ttft_slo"
+        if plateau_reached([s["output_tokens_per_s"] for s in self.steps]):
+            return "plateau"
+        return None
+
+    async def run(self) -> dict[str, Any]:
+        """Run every step; always returns the (possibly partial) report."""
+        loop = asyncio.get_running_loop()
+        aux = [loop.create_task(self._lag_monitor()), loop.create_task(self._progress())]
+        plan = ladder(self.o)
+        try:
+            for idx, (conc, rate) in enumerate(plan):
+                if self.stop_reason is not None:
+                    break
+                if (b := self._budget_done()) is not None:
+                    self.stop_reason = b
+                    break
+                self._step_idx = idx
+                warm = self.o.effective_warmup
+                planned = self.o.step_duration if self.o.sweep else None
+                if planned is None and self.o.duration is not None:
+                    planned = max(0.0, self.o.duration - warm)
+                self.emit({"type": "step_started", "t": time.time(), "step": idx,
+                           "concurrency": conc, "rate": rate, "warmup_s": warm,
+                           "duration_s": planned, "steps_planned": len(plan)})
+                self._set_load(conc, rate)
+                if warm > 0:
+                    self._phase = "warmup"
+                    await self._wait(warm)
+                    if self.stop_reason is not None:
+                        break
+                self._phase = "measure"
+                self._open_window()
+                await self._wait(planned)
+                step = self._close_window(conc, rate, planned)
+                self.steps.append(step)
+                self.emit({"type": "step_done", "t": time.time(), "step": step})
+                if self.stop_reason is None and self.o.sweep:
+                    self.stop_reason = self._sweep_stop()
+                if self.stop_reason is None and (b := self._budget_done()) is not None:
+                    self.stop_reason = b
+            else:
+                if self.stop_reason is None:
+                    self.stop_reason = "ladder_done" if self.o.sweep else "done"
+        finally:
+            if self._window is not None:  # stopped during a window: keep what it measured
+                step = self._close_window(self._target_conc or None, self._target_rate, None)
+                step["partial"] = True
+                self.steps.append(step)
+                self.emit({"type": "step_done", "t": time.time(), "step": step})
+            self.cancelled_in_flight = self._inflight
+            for t in (*self._workers, *self._tasks, *aux):
+                t.cancel()
+            await asyncio.gather(*self._workers, *self._tasks, *aux, return_exceptions=True)
+            await self.client.aclose()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        """The JSON report (see docs/probe.md)."""
+        sweep = self.o.sweep
+        return {
+            "target": redact_url(self.p.endpoint_url),
+            "model": self.p.model,
+            "endpoint": self.p.endpoint,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "started_unix": self.started,
+            "duration_s": _perf() - self._t0,
+            "options": self.o.to_json(),
+            "prompt_calibration": self.p.calibration.to_json(),
+            "ignore_eos": self.p.ignore_eos,
+            "client": {"library": "aiohttp", "json": JSON_LIB, "loop": _loop_name(),
+                       "process": "separate"},
+            "steps": self.steps,
+            "saturation": knee.saturation(self.steps) if sweep else None,
+            "max_throughput": knee.max_throughput(self.steps),
+            "sla_boundary": knee.sla_boundary(self.steps, self.slo, self.o.max_error_rate),
+            "stop_reason": self.stop_reason,
+            "partial": self.stop_reason in ("stopped", "error_rate"),
+            "requests_sent": self._sent,
+            "requests_completed": self._completed,
+            "cancelled_in_flight": self.cancelled_in_flight,
+        }
+
+
+def _loop_name() -> str:
+    try:
+        return type(asyncio.get_running_loop()).__module__.split(".")[0]
+    except RuntimeError:
+        return "asyncio"
