@@ -1,0 +1,130 @@
+"""A simulated GPU per demo engine, driven by that engine's batch.
+
+Memory = weights + the engine's reserved KV pool + activations (reserved at start, as vLLM's
+``gpu_memory_utilization`` does); SM utilization = share of wall time the engine spent in
+steps; power follows utilization and batch size; temperature follows power with a ~20 s lag;
+under sustained power near the limit the SM clock drops and ``power cap`` is reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any
+
+from llmtop.demo.sim import Engine
+
+__all__ = ["SimGpu"]
+
+
+class SimGpu:
+    """One simulated GPU attached to one engine."""
+
+    def __init__(self, index: int, engine: Engine, target_name: str):
+        self.index = index
+        self.engine = engine
+        self.target_name = target_name
+        p = engine.profile
+        digest = hashlib.sha1(f"llmtop-demo-{index}".encode()).hexdigest()
+        self.uuid = (f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-"
+                     f"{digest[20:32]}")
+        self.name = p.gpu_name
+        self.mem_total_bytes = p.mem_total_bytes
+        self.power_limit_w = p.power_limit_w
+        self.util = 0.0
+        self.power_w = p.power_idle_w
+        self.temp_c = p.temp_ambient_c + 3.0
+        self.energy_j = 0.0
+        self.sm_clock_mhz = p.sm_clock_max_mhz
+        self.throttle: list[str] = []
+        self._hot_s = 0.0
+        self._last = (time.monotonic(), engine.busy_s)
+
+    @property
+    def mem_used_bytes(self) -> int:
+        e = self.engine
+        p = e.profile
+        kv = e.pool.total * e.settings.block_size * p.kv_bytes_per_token
+        return int(p.weights_bytes + p.activation_bytes + kv + 512 * 1024 * 1024)
+
+    def update(self) -> None:
+        """Advance the GPU state to now (call every ~0.5 s)."""
+        now = time.monotonic()
+        t0, busy0 = self._last
+        dt = now - t0
+        if dt <= 0:
+            return
+        e = self.engine
+        busy = e.busy_s
+        if busy < busy0:  # engine restarted
+            busy0 = busy
+        self._last = (now, busy)
+        p = e.profile
+        inst = min(1.0, max(0.0, (busy - busy0) / dt))
+        a = min(1.0, dt / 1.0)
+        self.util += (inst - self.util) * a
+        batch_frac = min(1.0, e.last_batch / max(1, e.settings.max_num_seqs))
+        load = self.util * (0.55 + 0.45 * batch_frac)
+        target_w = p.power_idle_w + (p.power_limit_w * 1.02 - p.power_idle_w) * load
+        self.power_w += (target_w - self.power_w) * min(1.0, dt / 2.0)
+        if self.power_w >= p.power_limit_w * 0.97:
+            self._hot_s += dt
+        else:
+            self._hot_s = max(0.0, self._hot_s - 2 * dt)
+        capped = self._hot_s > 5.0
+        self.power_w = min(self.power_w, p.power_limit_w)
+        self.throttle = ["power cap"] if capped else []
+        want_clock = p.sm_clock_max_mhz * (0.88 if capped else 1.0)
+        self.sm_clock_mhz += (want_clock - self.sm_clock_mhz) * min(1.0, dt / 3.0)
+        target_t = p.temp_ambient_c + 3.0 + 45.0 * (self.power_w - p.power_idle_w) / (
+            p.power_limit_w - p.power_idle_w)
+        self.temp_c += (target_t - self.temp_c) * min(1.0, dt / 20.0)
+        self.energy_j += self.power_w * dt
+
+    def record(self) -> dict[str, Any]:
+        """The GPU as ``GpuRecord`` fields (JSON), source ``demo``."""
+        p = self.engine.profile
+        used = self.mem_used_bytes
+        return {
+            "host": "127.0.0.1",
+            "index": self.index,
+            "source": "demo",
+            "uuid": self.uuid,
+            "name": self.name,
+            "pci_bus_id": f"00000000:{0x18 + 0x10 * self.index:02X}:00.0",
+            "util": round(self.util, 3),
+            "mem_util": round(min(1.0, self.util * 0.8), 3),
+            "mem_used_bytes": used,
+            "mem_free_bytes": self.mem_total_bytes - used,
+            "mem_reserved_bytes": 0,
+            "mem_total_bytes": self.mem_total_bytes,
+            "power_w": round(self.power_w, 1),
+            "power_limit_w": self.power_limit_w,
+            "energy_j": round(self.energy_j, 1),
+            "temp_c": round(self.temp_c, 1),
+            "temp_slowdown_c": 87.0,
+            "temp_shutdown_c": 92.0,
+            "mem_temp_c": round(self.temp_c + 6.0, 1),
+            "fan_pct": None,
+            "sm_clock_mhz": round(self.sm_clock_mhz),
+            "sm_clock_max_mhz": p.sm_clock_max_mhz,
+            "mem_clock_mhz": p.mem_clock_max_mhz,
+            "mem_clock_max_mhz": p.mem_clock_max_mhz,
+            "throttle": list(self.throttle),
+            "pcie_tx_bytes_s": None,
+            "pcie_rx_bytes_s": None,
+            "ecc_corrected": 0,
+            "ecc_uncorrected": 0,
+            "xid": None,
+            "mig_mode": False,
+            "mig_instances": [],
+            "extra": {},
+            "processes": [{
+                "pid": os.getpid(),
+                "name": f"{self.engine.kind} (llmtop demo)",
+                "used_bytes": used - 512 * 1024 * 1024,
+                "engine_target": self.target_name,
+            }],
+            "error": None,
+        }

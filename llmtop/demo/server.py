@@ -1,0 +1,327 @@
+"""aiohttp apps of the demo engines, the GPU JSON endpoint and the fault scenarios.
+
+:class:`DemoServer` builds one :class:`~llmtop.demo.sim.Engine` per requested engine, one
+aiohttp app per engine on its own 127.0.0.1 port (metrics and OpenAI API on the same port;
+real Triton splits HTTP 8000 / metrics 8002, the demo serves both on one port), plus a small
+control app whose ``GET /gpus`` returns the simulated GPUs as ``{"gpus": [GpuRecord JSON]}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
+from llmtop.demo.gpu import SimGpu
+from llmtop.demo.profiles import DEFAULT_PROFILE, PROFILES, engine_settings
+from llmtop.demo.scenarios import BackgroundTraffic, get_scenario
+from llmtop.demo.sim import Engine
+
+__all__ = ["ENGINE_KINDS", "DemoServer"]
+
+ENGINE_KINDS = ("vllm", "sglang", "triton")
+_OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "triton": "tensorrt_llm"}
+_SLOW_METRICS_S = 3.0
+_GARBAGE = (b"\x00\x01garbage ::: {{ not prometheus }} 12 34\n%%%% demo scenario 'garbage' "
+            b"%%%%\n}{ \xff\xfe junk=\n")
+
+
+def _bind(port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(256)
+    s.setblocking(False)
+    return s
+
+
+class _EngineSite:
+    def __init__(self, kind: str, engine: Engine, gpu: SimGpu | None, port: int):
+        self.kind = kind
+        self.engine = engine
+        self.gpu = gpu
+        self.port = port
+        self.runner: web.AppRunner | None = None
+        self.site: web.SockSite | None = None
+        self.fault: str | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.kind}@127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def listen(self, sock: socket.socket | None = None) -> None:
+        assert self.runner is not None
+        sock = sock or _bind(self.port)
+        self.port = sock.getsockname()[1]
+        self.site = web.SockSite(self.runner, sock)
+        await self.site.start()
+
+    async def unlisten(self) -> None:
+        if self.site is not None:
+            await self.site.stop()
+            self.site = None
+
+
+class DemoServer:
+    """The demo engines, their HTTP servers, background traffic and scenario faults."""
+
+    def __init__(self, engines: Sequence[str] = ENGINE_KINDS, ports: Sequence[int] = (),
+                 *, scenario: str | None = None, seed: int = 0, background: bool = True,
+                 profile: str | None = None, fault_after: float = 10.0,
+                 fault_every: float = 30.0, gpu_port: int = 0):
+        for k in engines:
+            if k not in ENGINE_KINDS:
+                raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
+        self.kinds = list(engines)
+        self.ports = list(ports) + [0] * (len(self.kinds) - len(ports))
+        self.scenario = get_scenario(scenario)
+        self.seed = seed
+        self.background = background
+        self.profile = PROFILES[profile] if profile else DEFAULT_PROFILE
+        self.fault_after = fault_after
+        self.fault_every = fault_every
+        self.gpu_port = gpu_port
+        self.sites: list[_EngineSite] = []
+        self.traffic: BackgroundTraffic | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._gpu_runner: web.AppRunner | None = None
+        self.gpu_url = ""
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        sc = self.scenario
+        for i, kind in enumerate(self.kinds):
+            changes: dict[str, Any] = {}
+            if kind in sc.kv_blocks:
+                changes["num_gpu_blocks"] = sc.kv_blocks[kind]
+            settings = engine_settings(kind, **changes)
+            fmt = _FORMATS[kind]
+            engine = Engine(kind, settings, self.profile, fmt.HIST_BOUNDS,
+                            split=getattr(fmt, "SPLIT", frozenset()), seed=self.seed + i)
+            sock = _bind(self.ports[i])
+            es = _EngineSite(kind, engine, None, sock.getsockname()[1])
+            es.gpu = SimGpu(i, engine, es.target)
+            if i == 0 and sc.name in ("garbage", "slow"):
+                es.fault = sc.name
+            es.runner = web.AppRunner(self._app(es), access_log=None, handle_signals=False)
+            await es.runner.setup()
+            await es.listen(sock)
+            engine.start()
+            self.sites.append(es)
+        gapp = web.Application()
+        gapp.router.add_get("/gpus", self._gpus)
+        gapp.router.add_get("/", self._gpus)
+        self._gpu_runner = web.AppRunner(gapp, access_log=None, handle_signals=False)
+        await self._gpu_runner.setup()
+        gsock = _bind(self.gpu_port)
+        await web.SockSite(self._gpu_runner, gsock).start()
+        self.gpu_url = f"http://127.0.0.1:{gsock.getsockname()[1]}/gpus"
+        loop = asyncio.get_running_loop()
+        if self.background:
+            self.traffic = BackgroundTraffic([s.engine for s in self.sites], sc, self.seed)
+            self.traffic.start()
+        self._tasks.append(loop.create_task(self._gpu_loop()))
+        if sc.name in ("restart", "down") and self.sites:
+            self._tasks.append(loop.create_task(self._fault_loop(sc.name)))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+        self._tasks.clear()
+        if self.traffic is not None:
+            await self.traffic.close()
+        for s in self.sites:
+            await s.engine.close()
+            if s.runner is not None:
+                await s.runner.cleanup()
+        if self._gpu_runner is not None:
+            await self._gpu_runner.cleanup()
+
+    def info(self) -> dict[str, Any]:
+        """What a client needs: per engine target, URLs; the GPU URL; the pid."""
+        return {
+            "pid": os.getpid(),
+            "scenario": self.scenario.name,
+            "gpu_url": self.gpu_url,
+            "engines": [{
+                "engine": s.kind,
+                "target": s.target,
+                "port": s.port,
+                "base_url": s.base_url,
+                "metrics_url": s.base_url + "/metrics",
+                "api_base": s.base_url + "/v1",
+                "model": s.engine.model,
+                "max_num_seqs": s.engine.settings.max_num_seqs,
+            } for s in self.sites],
+        }
+
+    # -- background loops -------------------------------------------------------------------
+    async def _gpu_loop(self) -> None:
+        while True:
+            for s in self.sites:
+                if s.gpu is not None:
+                    s.gpu.update()
+            await asyncio.sleep(0.5)
+
+    async def _fault_loop(self, kind: str) -> None:
+        es = self.sites[0]
+        await asyncio.sleep(self.fault_after)
+        while True:
+            if kind == "restart":
+                es.engine.restart()
+            elif es.site is not None:
+                await es.unlisten()
+            else:
+                try:
+                    await es.listen()
+                except OSError:
+                    pass  # port taken meanwhile: stay down, retry next period
+            await asyncio.sleep(self.fault_every)
+
+    # -- HTTP -------------------------------------------------------------------------------
+    async def _gpus(self, request: web.Request) -> web.Response:
+        return web.json_response({"gpus": [s.gpu.record() for s in self.sites if s.gpu]})
+
+    def _app(self, es: _EngineSite) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        e = es.engine
+        kind = es.kind
+        r = app.router
+
+        def bind(fn: Callable[..., Any]) -> Callable[[web.Request], Any]:
+            async def handler(request: web.Request) -> Any:
+                return await fn(request, e)
+            return handler
+
+        r.add_get("/metrics", self._metrics_handler(es))
+        r.add_post("/v1/completions", bind(openai.completions))
+        r.add_post("/v1/chat/completions", bind(openai.chat_completions))
+        r.add_get("/v1/models", lambda req: web.json_response(_models(es)))
+        if kind == "vllm":
+            r.add_get("/health", _ok)
+            r.add_get("/version", lambda req: web.json_response({"version": "0.33.0"}))
+            r.add_get("/load", lambda req: web.json_response(
+                {"server_load": len(e.running) + len(e.waiting)}))
+            r.add_post("/tokenize", bind(_tokenize))
+        elif kind == "sglang":
+            r.add_get("/health", _ok)
+            r.add_get("/health_generate", _ok)
+            for path in ("/server_info", "/get_server_info"):
+                r.add_get(path, lambda req: web.json_response(_sglang_server_info(e)))
+            for path in ("/model_info", "/get_model_info"):
+                r.add_get(path, lambda req: web.json_response(
+                    {"model_path": e.model, "tokenizer_path": e.model, "is_generation": True}))
+            r.add_get("/v1/loads", lambda req: web.json_response(_sglang_loads(e)))
+        else:
+            r.add_get("/v2", lambda req: web.json_response({
+                "name": "triton", "version": "2.59.0",
+                "extensions": ["classification", "sequence", "model_repository",
+                               "model_repository(unload_dependents)", "schedule_policy",
+                               "model_configuration", "system_shared_memory",
+                               "cuda_shared_memory", "binary_tensor_data", "parameters",
+                               "statistics", "trace", "logging"]}))
+            r.add_get("/v2/health/ready", _ok)
+            r.add_get("/v2/health/live", _ok)
+            r.add_get("/health/ready", _ok)
+            r.add_get("/v2/models/{name}/ready", _ok)
+        return app
+
+    def _metrics_handler(self, es: _EngineSite) -> Callable[[web.Request], Any]:
+        fmt = _FORMATS[es.kind]
+
+        async def handler(request: web.Request) -> web.Response:
+            if es.fault == "garbage":
+                return web.Response(body=_GARBAGE, content_type="text/plain")
+            if es.fault == "slow":
+                await asyncio.sleep(_SLOW_METRICS_S)
+            if es.kind == "triton":
+                body = formats_triton.render(es.engine, es.gpu)
+            else:
+                body = fmt.render(es.engine)
+            return web.Response(body=body, headers={"Content-Type": fmt.CONTENT_TYPE})
+        return handler
+
+
+_FORMATS: dict[str, Any] = {"vllm": formats_vllm, "sglang": formats_sglang,
+                            "triton": formats_triton}
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def _tokenize(request: web.Request, e: Engine) -> web.Response:
+    try:
+        body = await request.json()
+    except ValueError:
+        return openai.error_response(400, "Invalid JSON body")
+    words = openai.prompt_words(body, chat="messages" in body) or []
+    return web.json_response({"count": len(words), "max_model_len": e.settings.max_model_len,
+                              "tokens": [hash(w) % 128000 for w in words],
+                              "token_strs": None})
+
+
+def _models(es: _EngineSite) -> dict[str, Any]:
+    e = es.engine
+    created = int(e.start_time)
+    card: dict[str, Any] = {"id": e.model, "object": "model", "created": created,
+                            "owned_by": _OWNED_BY[es.kind]}
+    if es.kind == "vllm":
+        card.update({"root": e.model, "parent": None,
+                     "max_model_len": e.settings.max_model_len,
+                     "permission": [{"id": "modelperm-demo", "object": "model_permission",
+                                     "created": created, "allow_create_engine": False,
+                                     "allow_sampling": True, "allow_logprobs": True,
+                                     "allow_search_indices": False, "allow_view": True,
+                                     "allow_fine_tuning": False, "organization": "*",
+                                     "group": None, "is_blocking": False}]})
+    elif es.kind == "sglang":
+        card.update({"root": e.model, "max_model_len": e.settings.max_model_len})
+    return {"object": "list", "data": [card]}
+
+
+def _sglang_server_info(e: Engine) -> dict[str, Any]:
+    s = e.settings
+    return {
+        "model_path": e.model, "tokenizer_path": e.model, "host": "127.0.0.1",
+        "served_model_name": e.model, "context_length": s.max_model_len,
+        "max_running_requests": s.max_num_seqs, "max_total_tokens": e.kv_capacity_tokens,
+        "chunked_prefill_size": s.max_num_batched_tokens, "page_size": 1,
+        "mem_fraction_static": s.gpu_memory_utilization, "tp_size": 1, "dp_size": 1,
+        "enable_metrics": True, "schedule_policy": "fcfs", "version": "0.5.23",
+        "max_total_num_tokens": e.kv_capacity_tokens,
+        "internal_states": [{"last_gen_throughput": round(e.gen_tput, 2),
+                             "avg_spec_accept_length": None}],
+    }
+
+
+def _sglang_loads(e: Engine) -> dict[str, Any]:
+    s = e.settings
+    used = e.pool.used * s.block_size
+    return {
+        "timestamp": time.time(), "version": "0.5.23", "accelerator": "cuda",
+        "num_accelerators": 1,
+        "loads": [{
+            "dp_rank": 0, "num_running_reqs": len(e.running), "num_waiting_reqs": len(e.waiting),
+            "num_used_tokens": used, "num_total_tokens": e.kv_capacity_tokens,
+            "max_total_num_tokens": e.kv_capacity_tokens, "max_running_requests": s.max_num_seqs,
+            "token_usage": round(e.kv_usage(), 4), "gen_throughput": round(e.gen_tput, 2),
+            "cache_hit_rate": round(e.last_hit_rate, 4),
+            "utilization": 0.0,
+        }],
+    }

@@ -1,0 +1,590 @@
+"""Discrete-time continuous-batching simulation of one inference engine.
+
+One :class:`Engine` per simulated server. Its scheduler loop is a single asyncio task that
+runs in real time: it plans a step (decode rows + prefill chunks under a token budget),
+computes the step's duration from the profile (:mod:`llmtop.demo.profiles`), sleeps once
+for the whole batch, then applies the step: every running request gains one token and the
+consumers that wait on a request are woken (one future per request per step, no
+per-token timers).
+
+Model:
+
+- an arrival queue (FCFS) and a running set capped at ``max_num_seqs``;
+- a KV cache of fixed-size blocks (:class:`KVPool`) holding the tokens of running requests;
+- a prefix cache: full prompt blocks are keyed by a chained hash of their words; blocks of
+  finished requests stay cached (evictable, LRU) and later prompts with the same prefix
+  reuse them (their prefill is skipped);
+- pressure: vLLM preempts the newest running request (its blocks are freed and it is
+  recomputed later), SGLang does the same and calls it a retraction (the radix cache is
+  evicted first, by the shared LRU), Triton/TRT-LLM reserves blocks for the whole request
+  at admission (never preempts) and rejects new requests once its queue is full.
+
+Tokens are whitespace-separated words; the sim only counts them, the API layer writes the
+text. Statistics go into :class:`Stats` (plain counters and histograms, bucket bounds given
+by the engine's format module) and are rendered at scrape time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from bisect import bisect_left
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Sequence
+
+from llmtop.demo.profiles import EngineSettings, Profile
+
+__all__ = ["Engine", "Hist", "KVPool", "Rejected", "Request", "Stats", "prompt_hashes"]
+
+
+class Rejected(Exception):
+    """The engine refused a request (queue full); the API answers 503."""
+
+
+class Hist:
+    """A Prometheus-style histogram: ``counts[i]`` observations ``<= bounds[i]`` (last: +Inf)."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]):
+        self.bounds = tuple(bounds)
+        self.counts = [0.0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+        self.count = 0.0
+
+    def observe(self, v: float, n: float = 1.0) -> None:
+        self.counts[bisect_left(self.bounds, v)] += n
+        self.sum += v * n
+        self.count += n
+
+    def cumulative(self) -> list[float]:
+        out, acc = [], 0.0
+        for c in self.counts:
+            acc += c
+            out.append(acc)
+        return out
+
+
+class Stats:
+    """Counters and histograms of one engine since its (simulated) process start.
+
+    ``hist_bounds`` names the histograms the engine exposes; observations of other names are
+    dropped. Keys in ``split`` are also kept per ``is_streaming`` (``key:true``/``key:false``).
+    """
+
+    def __init__(self, hist_bounds: dict[str, Sequence[float]],
+                 split: frozenset[str] = frozenset()):
+        self.bounds = hist_bounds
+        self.split = split
+        self.c: defaultdict[str, float] = defaultdict(float)
+        self.h: dict[str, Hist] = {}
+        self.created = time.time()
+
+    def inc(self, key: str, v: float = 1.0, streaming: bool | None = None) -> None:
+        self.c[key] += v
+        if streaming is not None and key in self.split:
+            self.c[f"{key}:{'true' if streaming else 'false'}"] += v
+
+    def obs(self, key: str, v: float, n: float = 1.0, streaming: bool | None = None) -> None:
+        b = self.bounds.get(key)
+        if b is None:
+            return
+        if key in self.split:
+            key = f"{key}:{'true' if streaming else 'false'}"
+        h = self.h.get(key)
+        if h is None:
+            h = self.h[key] = Hist(b)
+        h.observe(v, n)
+
+    def hist(self, key: str) -> Hist:
+        """The histogram ``key`` (an empty one when never observed)."""
+        h = self.h.get(key)
+        if h is None:
+            h = self.h[key] = Hist(self.bounds.get(key.split(":")[0], ()))
+        return h
+
+
+def prompt_hashes(words: Sequence[str], block_size: int) -> list[int]:
+    """Chained hashes of the full blocks of a prompt (vLLM's block-hash scheme)."""
+    out: list[int] = []
+    parent = 0
+    for i in range(len(words) // block_size):
+        parent = hash((parent, *words[i * block_size:(i + 1) * block_size]))
+        out.append(parent)
+    return out
+
+
+class KVPool:
+    """Fixed pool of KV blocks with a prefix cache (hash -> refcount) and LRU eviction."""
+
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True):
+        self.total = num_blocks
+        self.block_size = block_size
+        self.prefix_caching = prefix_caching
+        self.free = num_blocks
+        self.cached: dict[int, int] = {}
+        self.lru: OrderedDict[int, None] = OrderedDict()
+        self.evictions = 0
+
+    @property
+    def used(self) -> int:
+        return self.total - self.free - len(self.lru)
+
+    def available(self) -> int:
+        return self.free + len(self.lru)
+
+    def match(self, hashes: Sequence[int]) -> int:
+        if not self.prefix_caching:
+            return 0
+        n = 0
+        for h in hashes:
+            if h not in self.cached:
+                break
+            n += 1
+        return n
+
+    def take(self, n: int) -> bool:
+        if n <= 0:
+            return True
+        if n > self.free + len(self.lru):
+            return False
+        short = n - self.free
+        for _ in range(max(0, short)):
+            h, _v = self.lru.popitem(last=False)
+            del self.cached[h]
+            self.free += 1
+            self.evictions += 1
+        self.free -= n
+        return True
+
+    def ref(self, h: int) -> None:
+        rc = self.cached[h]
+        if rc == 0:
+            del self.lru[h]
+        self.cached[h] = rc + 1
+
+    def promote(self, h: int) -> bool:
+        """Turn one anonymous block holding a full prompt block into a cached one.
+
+        Returns False when the hash is already cached (the caller then references that
+        block and frees its own copy).
+        """
+        if not self.prefix_caching:
+            return True
+        if h in self.cached:
+            self.ref(h)
+            self.free += 1
+            return False
+        self.cached[h] = 1
+        return True
+
+    def release(self, anon: int, hashes: Sequence[int]) -> None:
+        self.free += anon
+        for h in hashes:
+            rc = self.cached.get(h)
+            if rc is None:
+                continue
+            rc -= 1
+            self.cached[h] = rc
+            if rc == 0:
+                self.lru[h] = None
+
+    def reset(self) -> None:
+        self.free = self.total
+        self.cached.clear()
+        self.lru.clear()
+
+
+class Request:
+    """One request inside the engine."""
+
+    __slots__ = (
+        "admitted_t", "anon", "arrival", "background", "cached_tokens", "computed",
+        "counted_prompt", "failed", "finish_reason", "finish_t", "first_token_t", "hashes",
+        "ignore_eos", "last_token_t", "max_tokens", "n_preempt", "output", "prefill_target",
+        "prompt_len", "refs", "rid", "stream", "target_len", "waiter",
+    )
+
+    def __init__(self, rid: int, prompt_len: int, hashes: list[int], max_tokens: int,
+                 target_len: int, *, stream: bool, ignore_eos: bool, background: bool,
+                 arrival: float):
+        self.rid = rid
+        self.prompt_len = prompt_len
+        self.hashes = hashes
+        self.max_tokens = max_tokens
+        self.target_len = target_len
+        self.stream = stream
+        self.ignore_eos = ignore_eos
+        self.background = background
+        self.arrival = arrival
+        self.admitted_t: float | None = None
+        self.first_token_t: float | None = None
+        self.last_token_t = 0.0
+        self.finish_t: float | None = None
+        self.finish_reason: str | None = None
+        self.failed = False
+        self.output = 0
+        self.computed = 0
+        self.prefill_target = prompt_len
+        self.cached_tokens = 0
+        self.counted_prompt = False
+        self.anon = 0
+        self.refs: list[int] = []
+        self.n_preempt = 0
+        self.waiter: asyncio.Future[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    async def wait(self) -> None:
+        """Wait until the engine changes this request (new tokens, finish, abort)."""
+        fut = asyncio.get_running_loop().create_future()
+        self.waiter = fut
+        try:
+            await fut
+        finally:
+            self.waiter = None
+
+    def _wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+
+class Engine:
+    """One simulated engine: queue, running batch, KV pool, stats, scheduler task."""
+
+    def __init__(self, kind: str, settings: EngineSettings, profile: Profile,
+                 hist_bounds: dict[str, Sequence[float]], *, split: frozenset[str] = frozenset(),
+                 seed: int = 0, clock: Callable[[], float] = time.time):
+        self.kind = kind
+        self.settings = settings
+        self.profile = profile
+        self.model = settings.served_model_name or profile.model
+        self.hist_bounds = hist_bounds
+        self.split = split
+        self.rng = random.Random(seed)
+        self.clock = clock
+        self.pool = KVPool(settings.kv_blocks(profile), settings.block_size,
+                           settings.prefix_caching)
+        self.reserve_full = kind == "triton"
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.stats = Stats(hist_bounds, split)
+        self.start_time = time.time()
+        self.next_rid = 0
+        self.bg_inflight = 0
+        self.busy_s = 0.0
+        self.steps = 0
+        self.last_batch = 0
+        self.last_step_tokens = 0
+        self.last_hit_rate = 0.0
+        self.gen_tput = 0.0
+        self._tput_acc = (0.0, time.monotonic())
+        self.deferred = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.closed = False
+
+    # -- public API -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.pool.total * self.settings.block_size
+
+    def natural_length(self) -> int:
+        """Output length at which a request would emit EOS (log-normal, median ~180)."""
+        return max(1, int(self.rng.lognormvariate(math.log(180), 0.8)))
+
+    def submit(self, words: Sequence[str] | int, max_tokens: int, *, stream: bool = True,
+               ignore_eos: bool = False, background: bool = False,
+               hashes: list[int] | None = None) -> Request:
+        """Queue a request. ``words`` is the prompt (or just its length, for no caching)."""
+        if isinstance(words, int):
+            plen, hs = words, (hashes or [])
+        else:
+            plen = len(words)
+            hs = hashes if hashes is not None else prompt_hashes(words, self.settings.block_size)
+        mq = self.settings.max_queue
+        if mq is not None and len(self.waiting) >= mq:
+            self.stats.inc("rejected")
+            raise Rejected("queue full")
+        target = max_tokens if ignore_eos else min(max_tokens, self.natural_length())
+        self.next_rid += 1
+        r = Request(self.next_rid, max(1, plen), hs, max_tokens, max(1, target), stream=stream,
+                    ignore_eos=ignore_eos, background=background, arrival=self.clock())
+        if background:
+            self.bg_inflight += 1
+        self.waiting.append(r)
+        self.stats.obs("max_tokens", max_tokens)
+        self.stats.obs("n", 1)
+        self._wake.set()
+        return r
+
+    def abort(self, r: Request) -> None:
+        """Client went away: drop the request and free its blocks."""
+        if r.done:
+            return
+        if r in self.running:
+            self.running.remove(r)
+            self.pool.release(r.anon, r.refs)
+            r.anon, r.refs = 0, []
+        else:
+            try:
+                self.waiting.remove(r)
+            except ValueError:
+                pass
+        self._finish(r, "abort", self.clock())
+
+    def restart(self) -> None:
+        """Simulated process restart: in-flight requests fail, stats and caches reset."""
+        for r in [*self.running, *self.waiting]:
+            r.failed = True
+            r.finish_reason = "abort"
+            if r.background:
+                self.bg_inflight -= 1
+            r._wake()
+        self.running.clear()
+        self.waiting.clear()
+        self.pool.reset()
+        self.stats = Stats(self.hist_bounds, self.split)
+        self.start_time = time.time()
+        self.gen_tput = 0.0
+
+    # -- gauges -----------------------------------------------------------------------------
+    def kv_usage(self) -> float:
+        return self.pool.used / self.pool.total if self.pool.total else 0.0
+
+    def used_tokens(self) -> int:
+        return sum(r.computed + max(0, r.output - 1) for r in self.running)
+
+    # -- scheduler --------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_t = loop.time()
+        while not self.closed:
+            if not self.running and not self.waiting:
+                self._wake.clear()
+                self.last_batch = 0
+                await self._wake.wait()
+                next_t = loop.time()
+                continue
+            rows = self._schedule()
+            dur = self._duration(rows)
+            now = loop.time()
+            next_t = max(next_t, now - 0.05) + dur
+            await asyncio.sleep(max(0.0, next_t - now))
+            self.busy_s += dur
+            self.steps += 1
+            self._apply(rows, self.clock())
+
+    def _duration(self, rows: list[tuple[Request, int, bool]]) -> float:
+        p = self.profile
+        n = len(rows)
+        ctx = 0
+        prefill = 0
+        for r, k, is_prefill in rows:
+            if is_prefill:
+                prefill += k
+            else:
+                ctx += r.computed + r.output
+        if n == 0:
+            return p.step_base_s
+        return (p.step_base_s + n * p.per_seq_s + ctx * p.per_ctx_token_s
+                + prefill * p.per_prefill_token_s)
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.settings.block_size)
+
+    def _preempt_one(self, now: float) -> bool:
+        """Free the newest running request's blocks and put it back in front of the queue."""
+        if not self.running:
+            return False
+        victim = self.running.pop()
+        self.pool.release(victim.anon, victim.refs)
+        victim.anon, victim.refs = 0, []
+        victim.n_preempt += 1
+        # recompute: prompt and the tokens generated so far are prefilled again
+        victim.prefill_target = victim.prompt_len + victim.output
+        victim.computed = 0
+        self.waiting.appendleft(victim)
+        if self.kind == "sglang":
+            self.stats.inc("retracted")
+            self.stats.inc("retracted_input_tokens", victim.prompt_len)
+            self.stats.inc("retracted_output_tokens", victim.output)
+        else:
+            self.stats.inc("preemptions")
+        return True
+
+    def _schedule(self) -> list[tuple[Request, int, bool]]:
+        now = self.clock()
+        st = self.settings
+        budget = st.max_num_batched_tokens
+        rows: list[tuple[Request, int, bool]] = []
+        bs = st.block_size
+        # running requests first (decode rows, then unfinished prefill chunks)
+        i = 0
+        while i < len(self.running):
+            r = self.running[i]
+            if r.computed < r.prefill_target:
+                k = min(r.prefill_target - r.computed, budget)
+                if k > 0:
+                    rows.append((r, k, True))
+                    budget -= k
+                i += 1
+                continue
+            if not self.reserve_full:
+                length = r.computed + r.output  # tokens in KV after this step's token
+                if length % bs == 0:
+                    while not self.pool.take(1):
+                        if not self._preempt_one(now) or r not in self.running:
+                            break
+                    if r not in self.running:
+                        continue
+            rows.append((r, 1, False))
+            budget -= 1
+            i += 1
+        # admit waiting requests
+        self.deferred = 0
+        while self.waiting and len(self.running) < st.max_num_seqs and budget > 0:
+            r = self.waiting[0]
+            hit = self.pool.match(r.hashes)
+            hit = min(hit, (r.prefill_target - 1) // bs)
+            need_tokens = r.prefill_target + 1
+            if self.reserve_full:
+                need_tokens = r.prompt_len + r.max_tokens
+            need = self._blocks_for(need_tokens) - hit
+            if not self.pool.take(need):
+                break
+            self.waiting.popleft()
+            for h in r.hashes[:hit]:
+                self.pool.ref(h)
+            r.refs = list(r.hashes[:hit])
+            r.anon = need
+            r.computed = hit * bs
+            if r.admitted_t is None:
+                r.admitted_t = now
+                r.cached_tokens = hit * bs
+                self.stats.inc("prefix_queries", r.prompt_len)
+                self.stats.inc("prefix_hits", hit * bs)
+                if r.prompt_len:
+                    self.last_hit_rate = hit * bs / r.prompt_len
+            self.running.append(r)
+            k = min(r.prefill_target - r.computed, budget)
+            rows.append((r, k, True))
+            budget -= k
+        return rows
+
+    def _apply(self, rows: list[tuple[Request, int, bool]], now: float) -> None:
+        st = self.stats
+        gen = 0
+        prefill_tokens = 0
+        finished: list[Request] = []
+        for r, k, is_prefill in rows:
+            if r.done:
+                continue
+            if is_prefill:
+                r.computed += k
+                prefill_tokens += k
+                if r.computed < r.prefill_target:
+                    continue
+                # prefill complete: cache the full prompt blocks, sample the first token
+                if self.pool.prefix_caching:
+                    start = len(r.refs)
+                    for h in r.hashes[start:]:
+                        if self.pool.promote(h):
+                            r.anon -= 1
+                        r.refs.append(h)
+                if r.first_token_t is None:
+                    r.first_token_t = now
+                    st.obs("ttft", now - r.arrival, streaming=r.stream)
+                    st.obs("queue", (r.admitted_t or now) - r.arrival)
+                if not r.counted_prompt:
+                    r.counted_prompt = True
+                    st.inc("prompt_tokens", r.prompt_len, streaming=r.stream)
+                    st.inc("prompt_tokens_cached", r.cached_tokens)
+                    st.obs("prompt_len", r.prompt_len)
+                    st.obs("prefill_kv_computed", r.prompt_len - r.cached_tokens)
+                    st.obs("uncached_prompt_len", r.prompt_len - r.cached_tokens)
+                r.output += 1
+                r.last_token_t = now
+                gen += 1
+            else:
+                gap = now - r.last_token_t
+                st.obs("itl", gap)
+                r.output += 1
+                r.last_token_t = now
+                gen += 1
+            if r.output >= r.target_len:
+                finished.append(r)
+            else:
+                r._wake()
+        st.inc("generation_tokens", gen)
+        st.inc("prefill_compute_tokens", prefill_tokens)
+        st.obs("iteration_tokens", prefill_tokens + sum(1 for _r, _k, p in rows if not p))
+        st.inc("exec_count")
+        self.last_batch = len(rows)
+        self.last_step_tokens = gen + prefill_tokens
+        # generation throughput, SGLang-style (tokens over the last ~2 s)
+        acc, t0 = self._tput_acc
+        acc += gen
+        mono = time.monotonic()
+        if mono - t0 >= 2.0:
+            self.gen_tput = acc / (mono - t0)
+            acc, t0 = 0.0, mono
+        self._tput_acc = (acc, t0)
+        for r in finished:
+            self.running.remove(r)
+            self.pool.release(r.anon, r.refs)
+            r.anon, r.refs = 0, []
+            reason = "length" if r.output >= r.max_tokens else "stop"
+            self._finish(r, reason, now)
+
+    def _finish(self, r: Request, reason: str, now: float) -> None:
+        st = self.stats
+        r.finish_reason = reason
+        r.finish_t = now
+        if r.background:
+            self.bg_inflight -= 1
+        st.inc(f"finished:{reason}")
+        st.inc("requests", streaming=r.stream)
+        st.inc("gen_tokens_req", r.output, streaming=r.stream)
+        if reason == "abort":
+            st.inc("aborted")
+        e2e = now - r.arrival
+        st.obs("e2e", e2e, streaming=r.stream)
+        st.inc("e2e_us", e2e * 1e6)
+        if r.admitted_t is not None:
+            st.inc("queue_us", (r.admitted_t - r.arrival) * 1e6)
+            st.obs("inference", now - r.admitted_t)
+            if r.first_token_t is not None:
+                st.obs("prefill", r.first_token_t - r.admitted_t)
+                st.obs("decode", now - r.first_token_t)
+                st.inc("compute_us", (now - r.admitted_t) * 1e6)
+        else:
+            st.inc("queue_us", e2e * 1e6)
+        if r.first_token_t is not None and r.output > 1:
+            st.obs("tpot", (now - r.first_token_t) / (r.output - 1), streaming=r.stream)
+        st.obs("gen_len", r.output)
+        st.obs("max_gen_len", r.max_tokens)
+        st.obs("num_preemptions", r.n_preempt)
+        if reason != "abort":
+            st.inc("success")
+        r._wake()
