@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 
 from aiohttp import web
 
@@ -61,3 +63,30 @@ def free_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+HEADER = (
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout"
+    " inode\n"
+)
+
+
+def proc_row(local: str, st: str, inode: int) -> str:
+    """One /proc/net/tcp line: local address as kernel hex, state (0A = LISTEN), inode."""
+    return f"   0: {local} 00000000:0000 {st} 00000000:00000000 00:00000000 00000000  1000        0 {inode} 1 0000000000000000 100 0 0 10 0\n"  # noqa: E501
+
+
+def fake_proc(root: Path, procs: dict[int, tuple[list[str], list[int]]],
+              tcp: Sequence[str], tcp6: Sequence[str] = ()) -> Path:
+    """procs: pid -> (argv, socket inodes)."""
+    (root / "net").mkdir(parents=True)
+    (root / "net" / "tcp").write_text(HEADER + "".join(tcp))
+    (root / "net" / "tcp6").write_text(HEADER + "".join(tcp6))
+    for pid, (argv, inodes) in procs.items():
+        d = root / str(pid)
+        (d / "fd").mkdir(parents=True)
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        for i, inode in enumerate(inodes):
+            os.symlink(f"socket:[{inode}]", d / "fd" / str(i + 3))
+        os.symlink("/dev/null", d / "fd" / "0")
+    return root
