@@ -48,7 +48,7 @@ def test_docs_json_verbatim_is_not_json():
 
 
 def test_full_json_uses_newest_iteration():
-    s = trtllm.normalize(_body("trtllm-serve-SYNTHETIC-metrics-json-full.txt"))
+    s = trtllm.normalize(_body("trtllm-serve-SYNTHETIC-metrics-full.json"))
     (m,) = s.models
     assert m.model == "default"
     assert m.gauges == {
