@@ -66,7 +66,7 @@ def normalize(
     """llama.cpp ``/metrics`` text -> ``EngineSample(engine="llamacpp")``."""
     fams = parse(body, want=lambda n: n.startswith("llamacpp:"))
     idx = sample_index(fams)
-    if not idx:
+    if not fams:
         raise ParseError("no llamacpp:* series")
     m = ModelSample(model=identity_model(identity))
     for name, key in _GAUGES.items():

@@ -53,8 +53,9 @@ def normalize(
     body: str, *, headers: dict | None = None, identity: dict | None = None
 ) -> EngineSample:
     """TGI ``/metrics`` text -> ``EngineSample(engine="tgi")``."""
-    idx = sample_index(parse(body, want=lambda n: n.startswith("tgi_")))
-    if not idx:
+    fams = parse(body, want=lambda n: n.startswith("tgi_"))
+    idx = sample_index(fams)
+    if not fams:
         raise ParseError("no tgi_* series")
     m = ModelSample(model=identity_model(identity))
     for name, key in (("tgi_batch_current_size", "running"), ("tgi_queue_size", "waiting")):

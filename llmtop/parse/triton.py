@@ -93,7 +93,7 @@ def normalize(
     """Triton ``/metrics`` text -> ``EngineSample(engine="triton")``."""
     fams = parse(body, want=lambda n: n.startswith(_PREFIXES))
     idx = sample_index(fams)
-    if not idx:
+    if not fams:  # HELP/TYPE-only families (no model loaded yet) still say "Triton"
         raise ParseError("no nv_* or vllm:* series: not a Triton metrics payload")
 
     models: dict[str, ModelSample] = {}

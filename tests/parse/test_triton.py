@@ -209,3 +209,13 @@ def test_counter_reset_pair_reports_raw_values():
 def test_garbage_raises(body):
     with pytest.raises(ParseError):
         triton.normalize(body)
+
+
+def test_help_type_only_payload_is_triton_without_models():
+    body = (
+        "# HELP nv_inference_request_success Number of successful inference requests\n"
+        "# TYPE nv_inference_request_success counter\n"
+    )
+    s = triton.normalize(body)
+    assert s.models == []
+    assert s.gpus == []
