@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from history.fakes import body, fake_detect, fake_normalize, gpu_sample, raw
 
 from llmtop.config import Config, Target
 from llmtop.history.store import Store
 from llmtop.model import GpuSample
 from llmtop.monitor import Monitor
+from tests.history.fakes import body, fake_detect, fake_normalize, gpu_sample, raw
 
 
 class FakeClock:

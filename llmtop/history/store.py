@@ -152,6 +152,16 @@ class Store:
             return None
         return ts.recent[-1].sample
 
+    @property
+    def now_mono(self) -> float | None:
+        """The newest monotonic time ingested or committed (None before any)."""
+        return self._now_mono
+
+    @property
+    def now_wall(self) -> float | None:
+        """The wall-clock time that goes with ``now_mono``."""
+        return self._now_wall
+
     def _tick_time(self, t_mono: float, t_wall: float) -> None:
         if self._now_mono is None or t_mono >= self._now_mono:
             self._now_mono, self._now_wall = t_mono, t_wall

@@ -1,0 +1,156 @@
+"""Rich rendering of one ``Snapshot`` for ``llmtop --once`` (no Textual).
+
+``DASH`` (an en dash) stands for a value the engine does not report (None); ``<x``/``>x``
+mark latency quantiles that are only bounds (lowest bucket / +Inf bucket).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
+
+__all__ = ["DASH", "build_table", "fmt_latency", "print_once", "state_badge"]
+
+DASH = "\u2013"
+
+_BADGES = {
+    "ok": ("ok", "green"),
+    "down": ("DOWN", "bold red"),
+    "http_error": ("HTTP", "bold red"),
+    "unauthorized": ("UNAUTHORIZED", "bold red"),
+    "bad_payload": ("BAD PAYLOAD", "bold red"),
+    "stale": ("STALE", "yellow"),
+    "restarted": ("RESTARTED", "yellow"),
+}
+
+
+def state_badge(row: EngineRow) -> Text:
+    """ok / DOWN / STALE 12s / BAD PAYLOAD / RESTARTED / HTTP 503 / UNAUTHORIZED."""
+    word, style = _BADGES.get(row.state, (row.state.upper(), "bold"))
+    if row.state == "http_error" and row.http_status:
+        word = f"HTTP {row.http_status}"
+    if row.state == "stale" and row.last_ok_age_s is not None:
+        word = f"STALE {row.last_ok_age_s:.0f}s"
+    return Text(word, style=style)
+
+
+def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return DASH if v is None else fmt.format(v)
+
+
+def _pct(v: float | None) -> str:
+    return DASH if v is None else f"{100 * v:.0f}%"
+
+
+def _rate(v: float | None) -> str:
+    if v is None:
+        return DASH
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def _secs(v: float) -> str:
+    if v < 1.0:
+        return f"{v * 1000:.0f} ms" if v >= 0.01 else f"{v * 1000:.1f} ms"
+    return f"{v:.2f} s"
+
+
+def fmt_latency(q: Quantiles | None, name: str) -> str:
+    """One quantile (``p50``...) of a ``Quantiles`` as text; ``DASH`` when unknown."""
+    if q is None:
+        return DASH
+    v = getattr(q, name)
+    if v is None:
+        return DASH
+    prefix = "<" if name in q.below else ">" if name in q.above else ""
+    return prefix + _secs(v)
+
+
+def _running(row: EngineRow) -> str:
+    if row.running is None and row.waiting is None:
+        return DASH
+    run = _num(row.running)
+    if row.running is not None and row.max_running is not None:
+        run = f"{run}/{row.max_running:.0f}"
+    return f"{run} · {_num(row.waiting)}"
+
+
+def build_table(snap: Snapshot) -> Table:
+    """The engines table: one row per target x model."""
+    t = Table(title=None, box=None, header_style="bold", pad_edge=False, expand=False)
+    for name, justify in (
+        ("target", "left"), ("engine", "left"), ("model", "left"), ("state", "left"),
+        ("run · wait", "right"), ("KV", "right"), ("prefix", "right"), ("TTFT p50", "right"),
+        ("TTFT p95", "right"), ("ITL p95", "right"), ("gen tok/s", "right"),
+        ("req/s", "right"), ("preempt/s", "right"), ("err/s", "right"),
+    ):
+        t.add_column(name, justify=justify, no_wrap=name != "model")  # type: ignore[arg-type]
+    for row in snap.engines:
+        engine = row.engine or "?"
+        if row.engine_version:
+            engine = f"{engine} {row.engine_version}"
+        dim = "dim" if row.state not in ("ok", "restarted") else ""
+        cells = [
+            _running(row), _pct(row.kv_cache_usage), _pct(row.prefix_hit_rate),
+            fmt_latency(row.ttft_s, "p50"), fmt_latency(row.ttft_s, "p95"),
+            fmt_latency(row.itl_s, "p95"), _rate(row.generation_tokens_per_s),
+            _rate(row.requests_per_s), _rate(row.preemptions_per_s), _rate(row.errors_per_s),
+        ]
+        t.add_row(row.target, engine, row.model or DASH, state_badge(row),
+                  *(Text(c, style=dim) for c in cells))
+    return t
+
+
+def _gpu_line(g: GpuRecord) -> str:
+    parts = [f"GPU {g.host or 'local'}:{g.index}"]
+    if g.name:
+        parts.append(g.name)
+    if g.error:
+        return " · ".join([*parts, f"error: {g.error}"])
+    parts.append(f"util {_pct(g.util)}")
+    if g.mem_used_bytes is not None and g.mem_total_bytes:
+        parts.append(f"mem {g.mem_used_bytes / 2**30:.1f}/{g.mem_total_bytes / 2**30:.1f} GiB")
+    elif g.mem_used_bytes is not None:
+        parts.append(f"mem {g.mem_used_bytes / 2**30:.1f} GiB")
+    if g.power_w is not None:
+        lim = f"/{g.power_limit_w:.0f}" if g.power_limit_w else ""
+        parts.append(f"{g.power_w:.0f}{lim} W")
+    if g.temp_c is not None:
+        parts.append(f"{g.temp_c:.0f}°C")
+    if g.throttle:
+        parts.append("throttle: " + ", ".join(g.throttle))
+    owners = sorted({p.engine_target for p in g.processes if p.engine_target})
+    if owners:
+        parts.append("used by " + ", ".join(owners))
+    parts.append(f"({g.source})")
+    return " · ".join(parts)
+
+
+def print_once(snap: Snapshot, *, file: TextIO | None = None) -> None:
+    """Print the table, problem notes, GPU lines and the GPU error line."""
+    interactive = bool(file is not None and getattr(file, "isatty", lambda: False)())
+    console = Console(file=file, highlight=False, width=None if interactive else 160,
+                      no_color=not interactive)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time)) if snap.time else ""
+    console.print(Text(f"llmtop --once · window {snap.window_s:.2f} s · {when}", style="bold"))
+    if snap.engines:
+        console.print(build_table(snap))
+    else:
+        console.print("no targets")
+    for row in snap.engines:
+        if row.error and row.state != "ok":
+            console.print(Text(f"  {row.target}: {state_badge(row).plain} — {row.error}",
+                               style="red" if row.state != "stale" else "yellow"))
+    for g in snap.gpus:
+        console.print(_gpu_line(g))
+    if snap.gpu_error:
+        console.print(Text(f"GPUs: unavailable — {snap.gpu_error}", style="yellow"))

@@ -1,0 +1,116 @@
+"""``llmtop --once``: scrape, wait ``window_s``, scrape again, print one table or one JSON object.
+
+The JSON schema is ``docs/json-schema.md`` (``Snapshot.to_json``); scripts depend on it.
+Exit status: 0 when at least one target could be read, 1 when none could (or none was
+found). ``--gpu-required`` with unreadable GPUs raises ``GpuRequiredError``. Never a
+traceback: unexpected errors are left to ``cli.main``, which prints one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import sys
+from typing import Any, TextIO
+
+from llmtop import __version__
+from llmtop.config import Config
+from llmtop.errors import GpuRequiredError
+from llmtop.model import Snapshot
+
+__all__ = ["NO_TARGETS_MESSAGE", "run_once", "snapshot_json"]
+
+NO_TARGETS_MESSAGE = (
+    "no inference engines found on localhost; give a TARGET such as 127.0.0.1:8000"
+)
+
+
+def run_once(
+    config: Config,
+    *,
+    window_s: float = 1.0,
+    as_json: bool = False,
+    demo: Any = None,
+    monitor: Any = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run ``--once`` and return the exit status (see the module docstring).
+
+    ``monitor`` replaces the real one (tests); ``out``/``err`` default to stdout/stderr.
+    """
+    return asyncio.run(_run(config, window_s=window_s, as_json=as_json, demo=demo,
+                            monitor=monitor, out=out or sys.stdout, err=err or sys.stderr))
+
+
+async def _targets(config: Config) -> Config:
+    if config.targets or not config.discover:
+        return config
+    try:
+        from llmtop.discover import discover
+    except ImportError:  # discovery not available in this build
+        return config
+    found = await discover(config)
+    return dataclasses.replace(config, targets=tuple(found))
+
+
+async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, monitor: Any,
+               out: TextIO, err: TextIO) -> int:
+    if monitor is None:
+        config = await _targets(config)
+        if not config.targets:
+            print(f"llmtop: {NO_TARGETS_MESSAGE}", file=err)
+            return 1
+        from llmtop.monitor import Monitor
+
+        monitor = Monitor.from_config(config, demo)
+    window_s = max(0.0, float(window_s))
+    wait = 2 * float(config.timeout_s) + 1.5  # first contact also probes identity
+    try:
+        first = await monitor.tick(timeout_s=wait)
+        if config.gpu_required and first.gpu_error:
+            raise GpuRequiredError(f"cannot read the GPUs: {first.gpu_error}")
+        t0 = monitor.store.now_mono
+        await asyncio.sleep(window_s)
+        await monitor.tick(timeout_s=wait)
+        t1 = monitor.store.now_mono
+        # the window actually covered (ticks are stamped with their scrape times)
+        elapsed = t1 - t0 if t0 is not None and t1 is not None and t1 > t0 else window_s
+        snap = monitor.store.snapshot(round(elapsed, 3))
+    finally:
+        await monitor.aclose()
+    if config.gpu_required and snap.gpu_error:
+        raise GpuRequiredError(f"cannot read the GPUs: {snap.gpu_error}")
+    if as_json:
+        print(snapshot_json(snap), file=out)
+    else:
+        from llmtop.console.once_table import print_once
+
+        print_once(snap, file=out)
+    if not any(r.last_ok_age_s is not None for r in snap.engines):
+        if as_json or not snap.engines:
+            reasons = "; ".join(f"{r.target}: {r.error or r.state}" for r in snap.engines)
+            print(f"llmtop: no target could be read ({reasons or 'no targets'})", file=err)
+        return 1
+    return 0
+
+
+def snapshot_json(snap: Snapshot) -> str:
+    """The ``--once --json`` text of a snapshot (NaN/Inf can never leak: null instead)."""
+    doc = snap.to_json(__version__)
+    try:
+        return json.dumps(doc, indent=2, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(doc), indent=2, allow_nan=False)
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
