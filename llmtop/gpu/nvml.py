@@ -136,6 +136,7 @@ class NvmlSampler:
         self.host = hostname if hostname is not None else socket.gethostname()
         self._attributor = attributor if attributor is not None else Attributor(proc=proc)
         self._proc = proc
+        self._names: dict[int, tuple[int, str | None, str | None]] = {}
         self._lock = threading.Lock()
         self._initialized = False
         self._closed = False
@@ -229,6 +230,9 @@ class NvmlSampler:
             return [], self._fail(None, reasons.NO_GPUS, now)
         records = [self._device(i, now) for i in range(count)]
         procs = [p for r in records for p in r.processes]
+        if len(self._names) > 4096:  # forget pids no GPU holds any more
+            live = {p.pid for p in procs}
+            self._names = {k: v for k, v in self._names.items() if k in live}
         if procs and self._targets:
             self._attributor.attribute(procs, self._targets)
         if all(r.error for r in records):
@@ -462,15 +466,21 @@ class NvmlSampler:
         return sorted(by_pid.values(), key=lambda p: -(p.used_bytes or 0))
 
     def _describe(self, pid: int, used: int | None) -> GpuProcess:
-        if not procfs.pid_exists(pid, self._proc):
+        """Name and command line from /proc, cached per pid while ``/proc/<pid>`` is the same
+        directory (its inode time changes when the pid is reused)."""
+        try:
+            key = os.stat(f"{self._proc}/{pid}").st_ctime_ns if pid > 0 else None
+        except OSError:
+            key = None
+        if key is None:
+            self._names.pop(pid, None)
             return GpuProcess(pid=pid, name=NOT_VISIBLE, used_bytes=used, visible=False)
-        argv = procfs.read_cmdline(pid, self._proc)
-        name = procfs.read_comm(pid, self._proc)
-        if argv and not name:
-            name = os.path.basename(argv[0])
-        return GpuProcess(
-            pid=pid,
-            name=name,
-            used_bytes=used,
-            cmdline=" ".join(argv) if argv else None,
-        )
+        hit = self._names.get(pid)
+        if hit is None or hit[0] != key:
+            argv = procfs.read_cmdline(pid, self._proc)
+            name = procfs.read_comm(pid, self._proc)
+            if argv and not name:
+                name = os.path.basename(argv[0])
+            hit = (key, name, " ".join(argv) if argv else None)
+            self._names[pid] = hit
+        return GpuProcess(pid=pid, name=hit[1], used_bytes=used, cmdline=hit[2])

@@ -484,3 +484,24 @@ def test_to_json_shape():
     j = s.sample().gpus[0].to_json()
     assert j["source"] == "nvml" and j["throttle"] == ["power cap"]
     assert j["mem_total_bytes"] == 80 * GiB and j["processes"] == []
+
+
+def test_process_names_are_cached_across_ticks(monkeypatch):
+    from llmtop.gpu import nvml as nvml_mod
+
+    reads = {"n": 0}
+    real = nvml_mod.procfs.read_cmdline
+
+    def counting(pid, proc="/proc"):
+        reads["n"] += 1
+        return real(pid, proc)
+
+    monkeypatch.setattr(nvml_mod.procfs, "read_cmdline", counting)
+    me = os.getpid()
+    _, s, _ = make(
+        [FakeDevice(compute=[FakeProc(me, GiB)]), FakeDevice(compute=[FakeProc(me, GiB)])]
+    )
+    for _ in range(3):
+        out = s.sample()
+    assert reads["n"] == 1
+    assert all(g.processes[0].cmdline for g in out.gpus)
