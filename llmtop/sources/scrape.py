@@ -222,7 +222,8 @@ class Scraper:
             c = httpx.AsyncClient(
                 http1=True,
                 http2=False,
-                verify=key[0],
+                # SSL_CERT_FILE/SSL_CERT_DIR always count; proxies only for remote targets
+                verify=httpx.create_ssl_context(verify=key[0], trust_env=True),
                 trust_env=not key[1],
                 timeout=httpx.Timeout(self._config.timeout_s),
                 limits=httpx.Limits(
