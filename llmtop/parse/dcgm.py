@@ -87,13 +87,11 @@ def normalize(
     host_default = identity_host(identity)
     gpus: dict[tuple[str, str, str], _Gpu] = {}
     driver: str | None = None
-    seen = False
     for fam in fams.values():
         for s in fam.samples:
             name = s.name.removesuffix("_total")  # a typed counter may come back as X_total
             if not name.startswith("DCGM_FI_"):
                 continue
-            seen = True
             gpu = _gpu_for(gpus, s, host_default)
             if gpu is None:
                 continue
@@ -108,8 +106,8 @@ def normalize(
                 gpu.instances.setdefault(key, {})[name] = s.value
             else:
                 gpu.values[name] = s.value
-    if not seen and body.strip() and not fams:
-        raise ParseError("no DCGM_FI_* series")
+    if not fams:
+        raise ParseError("no DCGM_* families: not a DCGM exporter payload")
     records = [_record(g) for g in sorted(gpus.values(), key=lambda g: (g.host, g.index))]
     extra: dict[str, Any] = {}
     if driver:
