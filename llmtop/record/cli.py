@@ -1,0 +1,180 @@
+"""``llmtop record FILE [TARGET ...]`` (headless recorder) and ``llmtop replay FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from llmtop.errors import RecordingError
+
+__all__ = ["record_main", "replay_main"]
+
+log = logging.getLogger("llmtop.record")
+
+
+def _record_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llmtop record",
+        description="Record raw scrapes and GPU samples to FILE, headless, until SIGTERM/Ctrl-C.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="as for llmtop; none: autodiscover on localhost")
+    p.add_argument("--interval", type=float, default=None, metavar="S", help="default 1")
+    p.add_argument("--timeout", type=float, default=None, metavar="S")
+    p.add_argument("--retention", type=float, default=None, metavar="HOURS",
+                   help="drop data older than this (whole 5-minute segments)")
+    p.add_argument("--max-size", default=None, metavar="SIZE",
+                   help="cap the file size, e.g. 200M; the oldest data is dropped first")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="stop after S seconds (default: run until stopped)")
+    p.add_argument("--config", default=None, metavar="FILE")
+    p.add_argument("--api-key", default=None, metavar="KEY")
+    p.add_argument("--insecure", action="store_true")
+    p.add_argument("--no-discover", action="store_true")
+    p.add_argument("--demo", action="store_true", help="record the built-in demo engines")
+    p.add_argument("--demo-scenario", default=None, metavar="NAME")
+    return p
+
+
+def record_main(argv: Sequence[str]) -> int:
+    """Entry point of ``llmtop record``."""
+    from llmtop.record.recorder import parse_size
+    from llmtop.settings import build_config
+
+    args = _record_parser().parse_args(list(argv))
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s llmtop-record: %(message)s")
+    max_bytes = parse_size(args.max_size)
+    retention_s = args.retention * 3600 if args.retention is not None else None
+    if retention_s is not None and retention_s <= 0:
+        raise RecordingError("--retention must be positive")
+    config = build_config(args)
+    demo = None
+    try:
+        if args.demo:
+            from llmtop.demo.launcher import start_demo
+
+            demo = start_demo(scenario=args.demo_scenario, config=config)
+            config = demo.apply(config)
+        return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
+                                   demo))
+    finally:
+        if demo is not None:
+            demo.stop()
+
+
+async def _record(config: Any, path: str, retention_s: float | None, max_bytes: int | None,
+                  duration: float | None, demo: Any) -> int:
+    from llmtop.monitor import Monitor
+    from llmtop.record.live import RecordingMonitor
+    from llmtop.record.recorder import Recorder
+
+    if not config.targets and config.discover:
+        from llmtop.discover import discover
+
+        config = dataclasses.replace(config, targets=tuple(await discover(config)))
+    if not config.targets:
+        log.error("no inference engines found on localhost; give a TARGET")
+        return 1
+    recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes)
+    monitor = RecordingMonitor(Monitor.from_config(config, demo), recorder)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    log.info("recording %d target(s) every %gs to %s: %s", len(config.targets),
+             config.interval_s, path, ", ".join(t.name for t in config.targets))
+    started = time.monotonic()
+    deadline = started + duration if duration else None
+    seen_events = 0
+    last_stats = started
+    try:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            await monitor.tick()
+            events = list(monitor.store.events)
+            for ev in events[seen_events:]:
+                log.info("%s%s", f"{ev.target}: " if ev.target else "", ev.text)
+            seen_events = len(events)
+            now = time.monotonic()
+            if now - last_stats >= 300:
+                hours = (now - started) / 3600
+                log.info("%d ticks, %.2f MB written (%.2f MB/h)", monitor.monitor.ticks,
+                         recorder.bytes_written / 1e6, recorder.bytes_written / 1e6 / hours)
+                last_stats = now
+            if deadline is not None and now >= deadline:
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.0, config.interval_s - (now - t0)))
+            except TimeoutError:
+                pass
+    finally:
+        await monitor.aclose()
+    log.info("stopped after %.0fs; %.2f MB written to %s", time.monotonic() - started,
+             recorder.bytes_written / 1e6, path)
+    return 0
+
+
+def _replay_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llmtop replay",
+        description="Open a recording in the TUI (keys: p play/pause, x speed, , . step, "
+        "[ ] ±1 min, { } ±10 min, : seek), or print one --once snapshot from it.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--at", default=None, metavar="TIME",
+                   help="HH:MM[:SS] (local) or an offset from the start (90, 5m, 1h)")
+    p.add_argument("--once", action="store_true",
+                   help="print the snapshot --once would have printed at --at, and exit")
+    p.add_argument("--json", action="store_true", help="with --once: one JSON object")
+    p.add_argument("--window", type=float, default=1.0, metavar="S",
+                   help="with --once: the window --once used (default 1)")
+    p.add_argument("--speed", type=float, default=1.0, choices=(1.0, 10.0, 60.0))
+    p.add_argument("--theme", default=None)
+    return p
+
+
+def replay_main(argv: Sequence[str]) -> int:
+    """Entry point of ``llmtop replay``."""
+    from llmtop.record.reader import Recording
+    from llmtop.record.replay import ReplaySource, parse_when, snapshot_at
+
+    args = _replay_parser().parse_args(list(argv))
+    rec = Recording.open(args.file)
+    if rec.problem:
+        print(f"llmtop: {args.file}: {rec.problem}", file=sys.stderr)
+    if rec.start is None:
+        raise RecordingError(f"{args.file}: the recording holds no data")
+    try:
+        at = parse_when(args.at, rec) if args.at else rec.end
+    except ValueError as exc:
+        raise RecordingError(str(exc)) from exc
+    if args.once:
+        snap = snapshot_at(rec, at, args.window)
+        if args.json:
+            from llmtop.once import snapshot_json
+
+            print(snapshot_json(snap))
+        else:
+            from llmtop.console.once_table import print_once
+
+            print_once(snap, file=sys.stdout)
+        return 0
+    source = ReplaySource(rec)
+    source.speed = args.speed
+    if args.at:
+        source.seek(args.at)
+    from llmtop.ui.app import run_source
+
+    return run_source(source, source.config, host=source.host, theme=args.theme)

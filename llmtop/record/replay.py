@@ -1,0 +1,213 @@
+"""Replay a recording through the live code path: the same ``Store``, parsing and derivation.
+
+``ReplaySource`` has the shape of a ``Monitor`` (``tick()``, ``store``, ``aclose()``) plus
+the playback controls the TUI binds (play/pause, speed, step, jump, seek).
+``snapshot_at`` rebuilds exactly what a live ``--once`` printed at a recorded moment.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+from llmtop.config import Config, Target
+from llmtop.errors import RecordingError
+from llmtop.history.store import Store
+from llmtop.model import GpuSample, RawScrape, Snapshot
+from llmtop.record.reader import Item, Recording, Tick
+
+__all__ = ["SPEEDS", "ReplaySource", "config_from_header", "parse_when", "snapshot_at"]
+
+SPEEDS = (1.0, 10.0, 60.0)
+LOOKBACK_S = 330.0
+"""History fed before a seek target, so windows and sparklines have data (5 min + slack)."""
+WINDOW_S = 10.0
+
+_OFFSET = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)\s*([smh]?)$")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+def config_from_header(rec: Recording, base: Config | None = None) -> Config:
+    """A Config with the recorded targets and interval (thresholds etc. from ``base``)."""
+    import dataclasses
+
+    base = base or Config()
+    targets = tuple(
+        Target(name=t["name"], base_url=t.get("url") or "", engine=t.get("engine"))
+        for t in rec.header.get("targets", [])
+    )
+    interval = float(rec.header.get("interval") or base.interval_s)
+    return dataclasses.replace(base, targets=targets, interval_s=interval, discover=False)
+
+
+def parse_when(text: str, rec: Recording, position: float | None = None) -> float:
+    """``HH:MM[:SS]`` (local time, on the recording's days) or an offset (``+90``, ``-5m``,
+    ``1h``: from ``position`` when signed, else from the start). Raises ValueError."""
+    text = text.strip()
+    if rec.start is None or rec.end is None:
+        raise ValueError("the recording has no data")
+    m = _CLOCK.match(text)
+    if m:
+        hh, mm, ss = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        if hh > 23 or mm > 59 or ss > 59:
+            raise ValueError(f"not a time of day: {text!r}")
+        day = datetime.fromtimestamp(rec.start)
+        for add in range(0, int((rec.end - rec.start) // 86400) + 2):
+            cand = day.replace(hour=hh, minute=mm, second=ss).timestamp() + add * 86400
+            if rec.start - 1 <= cand <= rec.end + 1:
+                return cand
+        raise ValueError(f"{text} is outside the recording ({_span(rec)})")
+    m = _OFFSET.match(text)
+    if m:
+        sign, num, unit = m.group(1), float(m.group(2)), m.group(3) or "s"
+        secs = num * {"s": 1, "m": 60, "h": 3600}[unit]
+        if sign:
+            ref = position if position is not None else rec.start
+            return ref + (secs if sign == "+" else -secs)
+        return rec.start + secs
+    raise ValueError(f"cannot read {text!r}: use HH:MM[:SS] or an offset like +90, -5m, 1h")
+
+
+def _span(rec: Recording) -> str:
+    f = "%H:%M:%S"
+    return (f"{time.strftime(f, time.localtime(rec.start or 0))}–"
+            f"{time.strftime(f, time.localtime(rec.end or 0))}")
+
+
+def _feed(store: Store, item: Item) -> None:
+    if isinstance(item, RawScrape):
+        store.ingest(item)
+    elif isinstance(item, GpuSample):
+        store.ingest_gpus(item)
+    elif isinstance(item, Tick):
+        store.commit(item.t_mono, item.t_wall)
+
+
+def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | None = None
+                ) -> Snapshot:
+    """The snapshot a live ``--once --window window_s`` would have printed at ``at``.
+
+    Uses the last recorded tick at or before ``at`` and the tick closest to ``window_s``
+    before it, feeding only those two ticks' items into a fresh store, as ``--once`` does.
+    """
+    ticks = [(i, r) for i, r in enumerate(rec.records) if r.get("k") == "tick"]
+    if len(ticks) < 2:
+        raise RecordingError(f"{rec.path}: fewer than two recorded ticks")
+    before = [t for t in ticks if t[1]["w"] <= at + 1e-6]
+    if len(before) < 2:
+        raise RecordingError(f"no two recorded ticks at or before that time ({_span(rec)})")
+    b_idx, b = before[-1]
+    a_idx, a = min(before[:-1], key=lambda t: abs((b["m"] - t[1]["m"]) - window_s))
+    prev_a = max((i for i, _ in ticks if i < a_idx), default=-1)
+    prev_b = max((i for i, _ in ticks if i < b_idx), default=-1)
+    store = Store(config_from_header(rec, config))
+    for item in rec.items(prev_a + 1, a_idx + 1):
+        _feed(store, item)
+    for item in rec.items(prev_b + 1, b_idx + 1):
+        _feed(store, item)
+    elapsed = b["m"] - a["m"]
+    return store.snapshot(round(elapsed if elapsed > 0 else window_s, 3))
+
+
+class ReplaySource:
+    """Drives a ``Store`` from a recording at ×1/×10/×60, with seeking. Monitor-shaped."""
+
+    is_replay = True
+
+    def __init__(self, rec: Recording, config: Config | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rec = rec
+        self.config = config_from_header(rec, config)
+        self.host = str(rec.header.get("host") or "recording")
+        self.replay = self
+        self.speed = 1.0
+        self.playing = True
+        self._clock = clock
+        self._last_clock: float | None = None
+        self.store = Store(self.config)
+        self._next = 0
+        self._it: Iterator[Item] | None = None
+        self.position_wall: float | None = rec.start
+        if rec.problem:
+            self.store.event("warn", None, rec.problem)
+
+    # -- feeding ---------------------------------------------------------------------------
+    def _feed_until(self, t_wall: float) -> None:
+        """Feed every record with time <= ``t_wall``."""
+        if self._it is None:
+            self._it = self.rec.items(self._next)
+        times = self.rec.times
+        while self._next < len(times) and times[self._next] <= t_wall:
+            item = next(self._it)
+            self._next += 1
+            _feed(self.store, item)
+        self.position_wall = t_wall
+
+    def _restart_at(self, t_wall: float) -> None:
+        self.store = Store(self.config)
+        self._next = self.rec.index_at(t_wall - LOOKBACK_S)
+        self._it = None
+        self._feed_until(t_wall)
+
+    def _goto(self, t_wall: float) -> None:
+        start, end = self.rec.start, self.rec.end
+        if start is None or end is None:
+            return
+        t_wall = min(max(t_wall, start), end)
+        if self.position_wall is not None and t_wall >= self.position_wall:
+            self._feed_until(t_wall)
+        else:
+            self._restart_at(t_wall)
+
+    async def tick(self) -> Snapshot:
+        now = self._clock()
+        if self.playing and self._last_clock is not None and self.position_wall is not None:
+            self._goto(self.position_wall + (now - self._last_clock) * self.speed)
+            if self.rec.end is not None and self.position_wall >= self.rec.end:
+                self.playing = False
+                self.store.event("info", None, "end of recording")
+        elif self.position_wall is not None and self._next == 0:
+            self._feed_until(self.position_wall)
+        self._last_clock = now
+        return self.store.snapshot(WINDOW_S)
+
+    async def aclose(self) -> None:
+        return None
+
+    # -- controls (ReplayControl) ----------------------------------------------------------
+    def toggle_play(self) -> None:
+        self.playing = not self.playing
+        self._last_clock = self._clock()
+
+    def set_speed(self, x: float) -> None:
+        self.speed = float(x)
+
+    def step(self, n: int) -> None:
+        """Move ``n`` recorded ticks forward or back (pauses playback)."""
+        self.playing = False
+        ticks = [r["w"] for r in self.rec.records if r.get("k") == "tick"]
+        if not ticks or self.position_wall is None:
+            return
+        import bisect
+
+        pos = self.position_wall
+        if n > 0:
+            i = bisect.bisect_right(ticks, pos + 1e-9)
+            self._goto(ticks[min(len(ticks) - 1, i + n - 1)])
+        elif n < 0:
+            i = bisect.bisect_left(ticks, pos - 1e-9)
+            self._goto(ticks[max(0, i + n)])
+
+    def jump(self, seconds: float) -> None:
+        if self.position_wall is not None:
+            self._goto(self.position_wall + seconds)
+
+    def seek(self, text: str) -> str | None:
+        """Go to ``HH:MM[:SS]`` or an offset; returns an error message or None."""
+        try:
+            self._goto(parse_when(text, self.rec, self.position_wall))
+        except ValueError as exc:
+            return str(exc)
+        return None
