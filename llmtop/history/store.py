@@ -455,7 +455,13 @@ class Store:
         return self._series.get(key, field)
 
     def gpu_series(self, gpu_key: str, field: str) -> list[float | None]:
-        """Sparkline values of a GPU (``host:index``, ``GPU_SERIES_FIELDS``)."""
+        """Sparkline values of a GPU (``host:index``, ``GPU_SERIES_FIELDS``).
+
+        ``host#index`` is accepted too (the UI's GPU key).
+        """
+        if "#" in gpu_key:
+            host, _, index = gpu_key.rpartition("#")
+            gpu_key = f"{host}:{index}"
         return self._gpu_series.get(gpu_key, field)
 
     def series_times(self) -> list[float]:

@@ -237,6 +237,7 @@ def test_gpus_and_gpu_error_and_series():
     snap = s.snapshot(10.0)
     assert snap.gpu_error.startswith("NVML library not found")
     assert s.gpu_series("local:0", "util") == [0.5, None]
+    assert s.gpu_series("local#0", "util") == [0.5, None]
     assert any(e.text.startswith("GPU unavailable: NVML") for e in s.events)
 
 
