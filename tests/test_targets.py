@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmtop.errors import ConfigError
 from llmtop.targets import format_hostport, make_target, parse_target
@@ -82,3 +84,31 @@ def test_make_target_and_hostport():
     t = make_target("::1", 8000, engine="sglang")
     assert t.name == "sglang@[::1]:8000" and t.base_url == "http://[::1]:8000"
     assert format_hostport("h", None) == "h"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_any_text_gives_a_target_or_a_config_error(spec):
+    try:
+        t = parse_target(spec)
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert t.port is not None and 0 < t.port < 65536 and t.host
+        assert t.base_url.startswith(("http://", "https://"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["127.0.0.1", "localhost", "gpu-1.example", "::1", "10.0.0.5"]),
+    st.integers(1, 65535),
+    st.sampled_from([None, "vllm", "sglang", "triton", "dcgm"]),
+    st.sampled_from(["", "/metrics", "/prometheus/metrics"]),
+)
+def test_roundtrip_parts(host, port, engine, path):
+    hp = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    spec = (f"{engine}@" if engine else "") + hp + path
+    t = parse_target(spec)
+    assert (t.host, t.port, t.engine) == (host, port, engine)
+    assert t.metrics_path == (path or None)
+    assert t.name == (f"{engine}@{hp}" if engine else hp)

@@ -469,3 +469,19 @@ async def test_scrape_never_raises_on_odd_transport_errors():
 
     raw = await _scrape(_t(1), transport=httpx.MockTransport(handler))
     assert raw.status == "down" and raw.error
+
+
+async def test_unhinted_triton_found_by_identity_falls_back_to_8002():
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v2" and request.url.port == 8000:
+            return httpx.Response(200, json={"name": "triton", "version": "2.50.0"})
+        if request.url.port == 8002 and request.url.path == "/metrics":
+            return httpx.Response(200, text="nv_inference_count 1\n")
+        return httpx.Response(404)
+
+    t = parse_target("gpu1:8000")
+    s = Scraper(Config(targets=(t,)), transport=httpx.MockTransport(handler))
+    raw = await s.scrape(t)
+    await s.aclose()
+    assert raw.status == "ok" and raw.url == "http://gpu1:8002/metrics"
+    assert raw.engine_hint == "triton" and raw.identity["triton"]["version"] == "2.50.0"
