@@ -15,7 +15,9 @@ One ``ModelSample`` per ``model`` label (versions summed; ``info["version"]`` li
   ``request_type``, KV usage/capacity from ``kv_cache_block_type``, cumulative ``reused`` blocks
   as ``prefix_hits`` tokens (no misses exist, so no ``prefix_queries``), token counters and
   length histograms from ``nv_llm_{input,output}_token_len``.
-* Triton vLLM backend (``vllm:*`` with ``model``/``version`` labels, §6.3).
+* Triton vLLM backend (``vllm:*`` with ``model``/``version`` labels, §6.3), through
+  ``vllm.normalize_families`` when present. Triton's own values win, except that a histogram
+  with more buckets replaces a coarser or mean-only one (vLLM's e2e beats the µs counter).
 * ``nv_gpu_*``/``nv_energy_consumption`` -> ``GpuRecord(source="triton")``, index in order of
   first appearance, host from ``identity["host"]``.
 
@@ -288,7 +290,7 @@ def _vllm_backend(fams: dict[str, Any], idx: dict[str, list[Sample]], ms: Any) -
     for base, key in _VLLM_HISTS.items():
         for (m,), h in common.build_hists(hist_family(idx, base), ("model",)).items():
             if m:
-                ms(m).hists.setdefault(key, h)
+                _merge(ms(m), ModelSample(model=m, hists={key: h}))
 
 
 def _merge(into: ModelSample, src: ModelSample) -> None:
@@ -297,7 +299,9 @@ def _merge(into: ModelSample, src: ModelSample) -> None:
     for k, v in src.counters.items():
         into.counters.setdefault(k, v)
     for k, h in src.hists.items():
-        into.hists.setdefault(k, h)
+        cur = into.hists.get(k)
+        if cur is None or len(h.bounds) > len(cur.bounds):  # finer buckets win
+            into.hists[k] = h
     for k, s in src.info.items():
         into.info.setdefault(k, s)
 

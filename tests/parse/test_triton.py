@@ -219,3 +219,56 @@ def test_help_type_only_payload_is_triton_without_models():
     s = triton.normalize(body)
     assert s.models == []
     assert s.gpus == []
+
+
+REAL_SHAPE = """# HAND-MADE: the real server shape (_bucket suffix) beside vLLM-backend series
+# TYPE nv_inference_first_response_histogram_ms histogram
+nv_inference_first_response_histogram_ms_count{model="vllm_model",version="1"} 4
+nv_inference_first_response_histogram_ms_sum{model="vllm_model",version="1"} 900
+nv_inference_first_response_histogram_ms_bucket{model="vllm_model",version="1",le="100"} 1
+nv_inference_first_response_histogram_ms_bucket{model="vllm_model",version="1",le="500"} 3
+nv_inference_first_response_histogram_ms_bucket{model="vllm_model",version="1",le="+Inf"} 4
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{model="vllm_model",version="1"} 4
+# TYPE nv_inference_request_duration_us counter
+nv_inference_request_duration_us{model="vllm_model",version="1"} 2000000
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{model="vllm_model",version="1",le="0.5"} 3
+vllm:time_to_first_token_seconds_bucket{model="vllm_model",version="1",le="+Inf"} 4
+vllm:time_to_first_token_seconds_sum{model="vllm_model",version="1"} 0.85
+vllm:time_to_first_token_seconds_count{model="vllm_model",version="1"} 4
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{model="vllm_model",version="1",le="1"} 2
+vllm:e2e_request_latency_seconds_bucket{model="vllm_model",version="1",le="+Inf"} 4
+vllm:e2e_request_latency_seconds_sum{model="vllm_model",version="1"} 1.9
+vllm:e2e_request_latency_seconds_count{model="vllm_model",version="1"} 4
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{model="vllm_model",version="1"} 64
+"""
+
+
+def _check_real_shape(m):
+    # Triton's TTFT histogram has more buckets than the backend's here; for e2e the vLLM
+    # histogram beats Triton's mean-only µs counter.
+    assert m.hists["ttft"] == Hist((0.1, 0.5, math.inf), (1.0, 3.0, 4.0), 0.9, 4.0)
+    assert m.hists["e2e"] == Hist((1.0, math.inf), (2.0, 4.0), 1.9, 4.0)
+    assert m.counters["requests"] == 4.0
+    assert m.counters["generation_tokens"] == 64.0
+    assert m.info["version"] == "1"
+
+
+def test_real_shape_with_vllm_backend():
+    (m,) = triton.normalize(REAL_SHAPE).models
+    _check_real_shape(m)
+
+
+def test_vllm_backend_fallback_without_vllm_adapter(monkeypatch):
+    import llmtop.parse.vllm as vllm_mod
+
+    monkeypatch.delattr(vllm_mod, "normalize_families", raising=False)
+    (m,) = triton.normalize(REAL_SHAPE).models
+    _check_real_shape(m)
+    vm = triton.normalize(fixture_text("triton-vllm_backend-readme.txt")).models[0]
+    assert vm.counters == {"prompt_tokens": 10.0, "generation_tokens": 16.0}
+    assert vm.hists["itl"].count == 15.0
+    assert vm.hists["prompt_len"].sum == 10.0
