@@ -285,7 +285,7 @@ class Attributor:
             if names:
                 return True, (next(iter(names)) if len(names) == 1 else None)
         for node in chain:  # rule 2: nearest engine-titled ancestor with listeners below
-            if node == 1 or scan.engine(node) is None:
+            if scan.engine(node) is None:
                 continue
             hits = {n for lp, ch in listener_chains.items() if node in ch for n in listeners[lp]}
             if hits:
@@ -300,7 +300,7 @@ class Attributor:
             assert p.pid is not None
             root, eng = None, None
             for node in scan.chain(p.pid):
-                e = scan.engine(node) if node != 1 else None
+                e = scan.engine(node)
                 if e is not None and (eng is None or e == eng):
                     root, eng = node, e
             if eng is not None and root is not None:
