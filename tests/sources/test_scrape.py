@@ -485,3 +485,19 @@ async def test_unhinted_triton_found_by_identity_falls_back_to_8002():
     await s.aclose()
     assert raw.status == "ok" and raw.url == "http://gpu1:8002/metrics"
     assert raw.engine_hint == "triton" and raw.identity["triton"]["version"] == "2.50.0"
+
+
+async def test_connections_are_kept_alive_between_scrapes():
+    peers: list[object] = []
+
+    async def metrics(req):
+        peers.append(req.transport.get_extra_info("peername"))
+        return web.Response(text=METRICS)
+
+    async with http_server({"/metrics": metrics}) as port:
+        t = _t(port, engine="dcgm")  # dcgm: no identity probes, only /metrics
+        s = Scraper(Config(targets=(t,)))
+        for _ in range(3):
+            assert (await s.scrape(t)).status == "ok"
+        await s.aclose()
+    assert len(peers) == 3 and len(set(peers)) == 1
