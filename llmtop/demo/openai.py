@@ -192,7 +192,9 @@ async def _stream(request: web.Request, engine: Engine, r: Any, rid: str, create
                             "completion_tokens": r.output})
             tail = f'{head}"choices":[],"usage":{usage}}}\n\n'
         await resp.write((tail + "data: [DONE]\n\n").encode())
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:
+        engine.abort(r)  # client went away: free the slot, nothing left to answer
+    except asyncio.CancelledError:
         engine.abort(r)
         raise
     return resp

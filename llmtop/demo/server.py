@@ -211,24 +211,29 @@ class DemoServer:
         r.add_get("/metrics", self._metrics_handler(es))
         r.add_post("/v1/completions", bind(openai.completions))
         r.add_post("/v1/chat/completions", bind(openai.chat_completions))
-        r.add_get("/v1/models", lambda req: web.json_response(_models(es)))
+        def js(fn: Callable[[], Any]) -> Callable[[web.Request], Any]:
+            async def handler(request: web.Request) -> web.Response:
+                return web.json_response(fn())
+            return handler
+
+        r.add_get("/v1/models", js(lambda: _models(es)))
         if kind == "vllm":
             r.add_get("/health", _ok)
-            r.add_get("/version", lambda req: web.json_response({"version": "0.33.0"}))
-            r.add_get("/load", lambda req: web.json_response(
+            r.add_get("/version", js(lambda: {"version": "0.33.0"}))
+            r.add_get("/load", js(lambda:
                 {"server_load": len(e.running) + len(e.waiting)}))
             r.add_post("/tokenize", bind(_tokenize))
         elif kind == "sglang":
             r.add_get("/health", _ok)
             r.add_get("/health_generate", _ok)
             for path in ("/server_info", "/get_server_info"):
-                r.add_get(path, lambda req: web.json_response(_sglang_server_info(e)))
+                r.add_get(path, js(lambda: _sglang_server_info(e)))
             for path in ("/model_info", "/get_model_info"):
-                r.add_get(path, lambda req: web.json_response(
+                r.add_get(path, js(lambda:
                     {"model_path": e.model, "tokenizer_path": e.model, "is_generation": True}))
-            r.add_get("/v1/loads", lambda req: web.json_response(_sglang_loads(e)))
+            r.add_get("/v1/loads", js(lambda: _sglang_loads(e)))
         else:
-            r.add_get("/v2", lambda req: web.json_response({
+            r.add_get("/v2", js(lambda: {
                 "name": "triton", "version": "2.59.0",
                 "extensions": ["classification", "sequence", "model_repository",
                                "model_repository(unload_dependents)", "schedule_policy",

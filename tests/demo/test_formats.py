@@ -1,0 +1,140 @@
+"""The demo's /metrics against the real engines' fixtures: names, types, labels, buckets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import fixture_text
+from tests.demo.conftest import stream_request
+
+DATA = Path(__file__).parent / "data"
+
+
+def shape(text: str) -> dict[str, tuple[str, frozenset[str], tuple[str, ...]]]:
+    """family -> (type, label names, bucket bounds) (ignoring any '# source' comment lines)."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        labels: set[str] = set()
+        les: list[str] = []
+        for s in fam.samples:
+            labels |= set(s.labels)
+            if s.name.endswith("_bucket") and s.labels.get("le") not in les:
+                les.append(s.labels["le"])
+        labels.discard("le")
+        out[fam.name] = (fam.type, frozenset(labels), tuple(les))
+    return out
+
+
+def helps(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name, _sp, doc = line[7:].partition(" ")
+            out[name] = doc
+    return out
+
+
+async def _exercise(server) -> dict[str, str]:
+    """Send a few streaming/non-streaming requests to every engine, return /metrics bodies."""
+    out = {}
+    async with aiohttp.ClientSession() as s:
+        for es in server.sites:
+            for chat in (False, True):
+                await stream_request(s, es.base_url, chat=chat, prompt="a b c " * 30,
+                                     max_tokens=5)
+            async with s.post(es.base_url + "/v1/completions",
+                              json={"prompt": "a b c " * 30, "max_tokens": 3}) as r:
+                assert r.status == 200
+            async with s.get(es.base_url + "/metrics") as r:
+                assert r.status == 200
+                out[es.kind] = await r.text()
+    return out
+
+
+def _compare(demo: str, real: str, *, min_families: int) -> None:
+    d, r = shape(demo), shape(real)
+    assert len(d) >= min_families
+    missing = sorted(set(d) - set(r))
+    assert not missing, f"families not in the real engine's output: {missing}"
+    for name, (typ, labels, les) in d.items():
+        rt, rl, rles = r[name]
+        assert typ == rt, name
+        assert labels == rl, (name, labels, rl)
+        assert les == rles, (name, les, rles)
+    rh, dh = helps(real), helps(demo)
+    for name, doc in dh.items():
+        assert rh.get(name) == doc, name
+
+
+async def test_vllm_matches_fixture(demo_factory):
+    server = await demo_factory(("vllm",))
+    bodies = await _exercise(server)
+    real = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    _compare(bodies["vllm"], real, min_families=70)
+    # every family of the real vLLM output is there (the fixture is a full 0.33.0 render)
+    assert set(shape(real)) == set(shape(bodies["vllm"]))
+    assert "vllm:prompt_tokens_created{" in bodies["vllm"]
+    assert 'vllm:request_success_total{engine="0",finished_reason="length",model_name=' \
+        in bodies["vllm"]
+
+
+async def test_sglang_matches_fixture(demo_factory):
+    server = await demo_factory(("sglang",))
+    bodies = await _exercise(server)
+    body = bodies["sglang"]
+    _compare(body, fixture_text("sglang-generated-v0.5.23-metrics_collector.txt"),
+             min_families=70)
+    assert "_created" not in body  # multiprocess mode
+    assert 'sglang:num_retracted_reqs{engine_type="unified",model_name=' in body
+    assert ',pid="' in body
+    assert 'is_streaming="true"' in body and 'is_streaming="false"' in body
+
+
+async def test_triton_matches_fixture(demo_factory):
+    server = await demo_factory(("triton",))
+    server.sites[0].gpu.update()
+    bodies = await _exercise(server)
+    body = bodies["triton"]
+    real = fixture_text("triton-trtllm_backend-readme.txt") + (DATA / "triton-nv_gpu-reference.txt"
+                                                               ).read_text()
+    _compare(body, real, min_families=20)
+    assert "_created" not in body and "_total{" not in body
+    assert 'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="tokens_per",model=' \
+        '"tensorrt_llm",version="1"} 64\n' in body
+    assert "nv_inference_request_success{model=\"tensorrt_llm\",version=\"1\"} 3\n" in body
+
+
+async def test_counters_monotonic_and_histograms_consistent(demo_factory):
+    server = await demo_factory(("vllm",))
+    async with aiohttp.ClientSession() as s:
+        base = server.sites[0].base_url
+        await stream_request(s, base, max_tokens=4)
+        async with s.get(base + "/metrics") as r:
+            a = shape_values(await r.text())
+        await stream_request(s, base, max_tokens=4)
+        async with s.get(base + "/metrics") as r:
+            b = shape_values(await r.text())
+    for k, v in a.items():
+        if k.endswith("_total") or k.endswith("_count") or "_bucket" in k:
+            assert b[k] >= v, k
+    assert b["vllm:generation_tokens_total"] == 8.0
+    assert b["vllm:request_success_total|length"] == 2.0
+    assert b["vllm:time_to_first_token_seconds_count"] == 2.0
+
+
+def shape_values(text: str) -> dict[str, float]:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = s.name
+            if "finished_reason" in s.labels:
+                key += "|" + s.labels["finished_reason"]
+            elif "le" in s.labels:
+                key += "|" + s.labels["le"]
+            elif s.labels.get("source"):
+                key += "|" + s.labels["source"]
+            out[key] = s.value
+    return out
