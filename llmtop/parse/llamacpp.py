@@ -60,6 +60,12 @@ def start_time_from_headers(headers: dict | None) -> float | None:
     return None
 
 
+def _build_info(identity: dict | None) -> str | None:
+    """``/props`` ``build_info`` (e.g. ``b4567-1a2b3c4d``) when no version was learned."""
+    v = (identity or {}).get("build_info")
+    return v if isinstance(v, str) and v else None
+
+
 def normalize(
     body: str, *, headers: dict | None = None, identity: dict | None = None
 ) -> EngineSample:
@@ -87,7 +93,7 @@ def normalize(
             extra[key] = v
     return EngineSample(
         engine="llamacpp",
-        version=identity_version(identity),
+        version=identity_version(identity) or _build_info(identity),
         start_time=start_time_from_headers(headers),
         models=[m],
         extra=extra,
