@@ -127,7 +127,7 @@ class NvmlSampler:
         attributor: Attributor | None = None,
         proc: str = procfs.PROC,
     ):
-        self._nvml = nvml
+        self._nvml: Any = nvml
         self._targets = tuple(targets)
         self._clock = clock
         self._wall = wall
@@ -150,7 +150,7 @@ class NvmlSampler:
 
     def _load(self) -> Any:
         if self._nvml is None:
-            import pynvml  # lazy: importing llmtop must not need the NVIDIA driver
+            import pynvml  # type: ignore[import-untyped]  # lazy: no driver needed to import
 
             self._nvml = pynvml
         return self._nvml
@@ -267,13 +267,13 @@ class NvmlSampler:
                 return rec
             self._fill(rec, dev, now)
         except GpuLost:
-            dev = self._devs.get(index)
-            if dev is not None:
-                if dev.lost_at is None:
-                    dev.lost_at = now
-                rec.uuid = _s(dev.static.get("uuid"))
-                rec.name = _s(dev.static.get("name"))
-                rec.pci_bus_id = _s(dev.static.get("pci"))
+            lost = self._devs.get(index)
+            if lost is not None:
+                if lost.lost_at is None:
+                    lost.lost_at = now
+                rec.uuid = _s(lost.static.get("uuid"))
+                rec.name = _s(lost.static.get("name"))
+                rec.pci_bus_id = _s(lost.static.get("pci"))
             rec.error = reasons.GPU_LOST
             rec.processes = []
         return rec
