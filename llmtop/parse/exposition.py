@@ -53,9 +53,16 @@ _LABEL_VALUE = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 # Fast path: ``name{l="v",...} value [timestamp]`` with single spaces and no oddities.
 _FAST_RE = re.compile(
     r"([a-zA-Z_:][a-zA-Z0-9_:]*)"
-    r"(?:\{((?:" + _LABEL_NAME + "=" + _LABEL_VALUE + r", *)*"
-    r"(?:" + _LABEL_NAME + "=" + _LABEL_VALUE + r")?)\})?"
-    r"[ \t]+([^ \t]+)(?:[ \t]+([^ \t]+))?\Z",
+    r"(?:\{((?:"
+    + _LABEL_NAME
+    + "="
+    + _LABEL_VALUE
+    + r"(?:, *"
+    + _LABEL_NAME
+    + "="
+    + _LABEL_VALUE
+    + r")*,?)?)\})?"
+    r"[ \t]+([^ \t\r]+)(?:[ \t]+([^ \t\r]+))?\Z",
     re.DOTALL,
 )
 _PAIR_RE = re.compile("(" + _LABEL_NAME + ')="([^"\\\\]*(?:\\\\.[^"\\\\]*)*)"', re.DOTALL)
@@ -262,122 +269,239 @@ def _looks_like_json(text: str) -> bool:
     return text.lstrip()[:1] in ("[", "{")
 
 
+class _LineError(ValueError):
+    def __init__(self, offset: int, msg: str) -> None:
+        super().__init__(msg)
+        self.offset = offset
+
+
+class _Parser:
+    """The state machine of ``prometheus_client.parser``, fed by comment lines and by chunks
+    of sample lines (the text between two comment lines)."""
+
+    __slots__ = ("allowed", "doc", "name", "out", "samples", "typ", "want", "wanted")
+
+    def __init__(self, want: Callable[[str], bool] | None) -> None:
+        self.want = want
+        self.out: dict[str, Family] = {}
+        self.name = ""  # current family as declared by HELP/TYPE ("" = none)
+        self.doc = ""
+        self.typ = "unknown"
+        self.samples: list[Sample] = []
+        self.allowed: tuple[str, ...] = ()
+        self.wanted: bool | None = None  # decision for the current family, made lazily
+
+    def flush(self) -> None:
+        fname, samples = self.name, self.samples
+        if not fname:
+            return
+        if self.typ == "counter":
+            if fname.endswith("_total"):
+                fname = fname[:-6]
+            else:
+                for s in samples:
+                    s.name += "_total"
+        if self.want is not None and not self.want(fname):
+            return
+        fam = self.out.get(fname)
+        if fam is None:
+            self.out[fname] = Family(fname, self.typ, self.doc, samples)
+        else:
+            fam.samples.extend(samples)
+
+    def comment(self, line: str) -> None:
+        if line.isascii() and '"' not in line:
+            parts = line.split(None, 3)
+        else:
+            parts = _split_quoted(line, 3)
+        if len(parts) < 2:
+            return
+        kind = parts[1]
+        cand = ""
+        if len(parts) > 2:
+            if kind != "TYPE" and kind != "HELP":
+                return
+            cand, quoted = _unquote(parts[2])
+            if not quoted and not _NAME_RE.match(cand):
+                raise ValueError(f"invalid metric name {cand[:40]!r}")
+        if kind == "HELP":
+            if cand != self.name:
+                self.flush()
+                self.name, self.typ, self.samples, self.allowed = cand, "unknown", [], (cand,)
+                self.wanted = None
+            self.doc = (
+                _HELP_ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], parts[3])
+                if len(parts) == 4
+                else ""
+            )
+        elif kind == "TYPE":
+            if len(parts) < 4:
+                raise ValueError("TYPE line without a type")
+            if cand != self.name:
+                self.flush()
+                self.name, self.doc, self.samples = cand, "", []
+            typ = "unknown" if parts[3] == "untyped" else parts[3]
+            if typ not in _TYPES:
+                raise ValueError(f"invalid metric type {typ[:40]!r}")
+            self.typ = typ
+            self.allowed = tuple(cand + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
+            self.wanted = None
+
+    def help_type(self, kind: str, cand: str, rest: str) -> None:
+        """``# HELP cand rest`` or ``# TYPE cand rest`` with a plain name (the common case)."""
+        if kind == "HELP":
+            if cand != self.name:
+                self.flush()
+                self.name, self.typ, self.samples, self.allowed = cand, "unknown", [], (cand,)
+                self.wanted = None
+            if "\\" in rest:
+                rest = _HELP_ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], rest)
+            self.doc = rest
+            return
+        if not rest:
+            raise ValueError("TYPE line without a type")
+        if cand != self.name:
+            self.flush()
+            self.name, self.doc, self.samples = cand, "", []
+        typ = "unknown" if rest == "untyped" else rest
+        if typ not in _TYPES:
+            raise ValueError(f"invalid metric type {typ[:40]!r}")
+        self.typ = typ
+        self.allowed = tuple(cand + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
+        self.wanted = None
+
+    def skippable(self, chunk: str) -> bool:
+        """True when the current family is not wanted and every line of ``chunk`` is one of
+        its samples (so no line would start a family of its own)."""
+        if self.want is None or not self.name:
+            return False
+        if self.wanted is None:
+            fname = self.name
+            if self.typ == "counter" and fname.endswith("_total"):
+                fname = fname[:-6]
+            self.wanted = self.want(fname)
+        if self.wanted:
+            return False
+        nlines = chunk.count("\n") + (chunk[-1:] != "\n")
+        c = "\n" + chunk
+        hits = 0
+        for a in self.allowed:
+            hits += c.count("\n" + a + "{") + c.count("\n" + a + " ")
+        return hits == nlines
+
+    def chunk(self, text: str, start: int, end: int) -> None:
+        chunk = text[start:end]
+        if self.skippable(chunk):
+            return
+        off = start
+        fast = _FAST_RE.match
+        pairs_of = _PAIR_RE.findall
+        emit = self.emit
+        for raw in chunk.split("\n"):
+            try:
+                m = fast(raw)
+                if m is not None:
+                    name, inner, val, ts = m.groups()
+                    labels: dict[str, str] = {}
+                    if inner:
+                        if "\\" in inner or "__" in inner:
+                            emit(*_parse_sample(raw))
+                            off += len(raw) + 1
+                            continue
+                        pairs = pairs_of(inner)
+                        labels = dict(pairs)
+                        if len(labels) != len(pairs):
+                            raise ValueError("duplicate label name")
+                    value = _value(val)
+                    if ts is not None:
+                        _value(ts)
+                    if name in self.allowed:
+                        self.samples.append(Sample(name, labels, value))
+                    else:
+                        emit(name, labels, value)
+                else:
+                    line = raw.strip()
+                    if line:
+                        if line[0] == "#":
+                            self.comment(line)
+                        else:
+                            emit(*_parse_sample(line))
+            except (ValueError, IndexError) as exc:
+                raise _LineError(off, str(exc)) from None
+            off += len(raw) + 1
+
+    def emit(self, sname: str, labels: dict[str, str], value: float) -> None:
+        if sname in self.allowed:
+            self.samples.append(Sample(sname, labels, value))
+            return
+        self.flush()
+        self.name, self.doc, self.typ, self.samples, self.allowed = "", "", "unknown", [], ()
+        self.wanted = None
+        if self.want is None or self.want(sname):
+            fam = self.out.get(sname)
+            if fam is None:
+                self.out[sname] = Family(sname, "unknown", "", [Sample(sname, labels, value)])
+            else:
+                fam.samples.append(Sample(sname, labels, value))
+
+
 def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Family]:
     """Parse exposition text. ``want(family_name)`` may skip families (None keeps all).
 
     ``family_name`` is the name the family will have in the result (a counter without its
-    ``_total``). Skipped families are not validated line by line.
+    ``_total``). Lines of skipped families are matched by name only, not validated.
     """
     if not text or text.isspace():
         raise ParseError("empty body")
-    head = text.lstrip()[:1]
-    if head == "<":
+    if text.lstrip()[:1] == "<":
         raise ParseError("HTML page, not metrics")
-    lines = text.split("\n")
     ends_nl = text.endswith("\n")
-    last = len(lines) - 1
-    out: dict[str, Family] = {}
-
-    name = ""  # current family as declared by HELP/TYPE ("" = none)
-    doc = ""
-    typ = "unknown"
-    samples: list[Sample] = []
-    allowed: tuple[str, ...] = ()
-    wanted: bool | None = None  # decision for the current family, made lazily
-
-    def flush(fname: str, fdoc: str, ftyp: str, fsamples: list[Sample]) -> None:
-        if ftyp == "counter":
-            if fname.endswith("_total"):
-                fname = fname[:-6]
-            else:
-                for s in fsamples:
-                    s.name += "_total"
-        if want is not None and not want(fname):
-            return
-        fam = out.get(fname)
-        if fam is None:
-            out[fname] = Family(fname, ftyp, fdoc, fsamples)
-        else:
-            fam.samples.extend(fsamples)
-
-    def final_name(fname: str, ftyp: str) -> str:
-        if ftyp == "counter" and fname.endswith("_total"):
-            return fname[:-6]
-        return fname
-
-    for idx, raw in enumerate(lines):
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            if line[0] == "#":
-                if line.isascii() and '"' not in line:
-                    parts = line.split(None, 3)
+    last_start = text.rfind("\n") + 1
+    p = _Parser(want)
+    n = len(text)
+    pos = 0
+    try:
+        if not ends_nl:
+            tail = text[last_start:].strip()
+            if tail and tail[0] != "#":
+                try:
+                    _parse_sample(tail)  # a cut last line, even in a skipped family
+                except (ValueError, IndexError) as exc:
+                    raise _LineError(last_start, str(exc)) from None
+        # Comment lines start at column 0 with "#"; the text between them is sample lines.
+        c = 0 if text[0] == "#" else text.find("\n#") + 1
+        while c > 0 or (c == 0 and pos == 0 and text[0] == "#"):
+            if c > pos:
+                p.chunk(text, pos, c)
+            e = text.find("\n", c)
+            if e < 0:
+                e = n
+            line = text[c:e]
+            try:
+                head = line[:7]
+                if head == "# HELP " or head == "# TYPE ":
+                    rest = line[7:]
+                    sp = rest.find(" ")
+                    name = rest if sp < 0 else rest[:sp]
+                    if "\r" not in line and (name == p.name or _NAME_RE.match(name)):
+                        doc = "" if sp < 0 else rest[sp + 1 :].lstrip(_WS).rstrip()
+                        p.help_type(line[2:6], name, doc)
+                    else:
+                        p.comment(line.strip())
                 else:
-                    parts = _split_quoted(line, 3)
-                if len(parts) < 2:
-                    continue
-                kind = parts[1]
-                cand = ""
-                if len(parts) > 2:
-                    if kind != "TYPE" and kind != "HELP":
-                        continue
-                    cand, quoted = _unquote(parts[2])
-                    if not quoted and not _NAME_RE.match(cand):
-                        raise ValueError(f"invalid metric name {cand[:40]!r}")
-                if kind == "HELP":
-                    if cand != name:
-                        if name:
-                            flush(name, doc, typ, samples)
-                        name, typ, samples, allowed = cand, "unknown", [], (cand,)
-                        wanted = None
-                    doc = (
-                        _HELP_ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], parts[3])
-                        if len(parts) == 4
-                        else ""
-                    )
-                elif kind == "TYPE":
-                    if len(parts) < 4:
-                        raise ValueError("TYPE line without a type")
-                    if cand != name:
-                        if name:
-                            flush(name, doc, typ, samples)
-                        name, doc, samples = cand, "", []
-                    typ = "unknown" if parts[3] == "untyped" else parts[3]
-                    if typ not in _TYPES:
-                        raise ValueError(f"invalid metric type {typ[:40]!r}")
-                    allowed = tuple(name + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
-                    wanted = None
-                continue
-            # A sample line.
-            if want is not None:
-                if wanted is None:
-                    wanted = bool(name) and want(final_name(name, typ))
-                if not wanted and name:
-                    sname = _sample_name(line)
-                    if sname in allowed:
-                        if idx == last and not ends_nl:
-                            _parse_sample(line)  # a cut last line must still be caught
-                        continue
-            sname, labels, value = _parse_sample(line)
-            if sname in allowed:
-                samples.append(Sample(sname, labels, value))
-                continue
-            if name:
-                flush(name, doc, typ, samples)
-            name, doc, typ, samples, allowed, wanted = "", "", "unknown", [], (), None
-            if want is None or want(sname):
-                fam = out.get(sname)
-                if fam is None:
-                    out[sname] = Family(sname, "unknown", "", [Sample(sname, labels, value)])
-                else:
-                    fam.samples.append(Sample(sname, labels, value))
-        except (ValueError, IndexError) as exc:
-            if (idx == 0 or (not out and not samples)) and _looks_like_json(text):
-                raise ParseError("JSON, not Prometheus text") from None
-            if idx == last and not ends_nl:
-                raise ParseError("truncated body") from None
-            raise ParseError(f"line {idx + 1}: {str(exc)[:120] or 'invalid line'}") from None
-    if name:
-        flush(name, doc, typ, samples)
-    return out
+                    p.comment(line.strip())
+            except (ValueError, IndexError) as exc:
+                raise _LineError(c, str(exc)) from None
+            pos = e + 1
+            c = text.find("\n#", e) + 1 if e < n else 0
+        if pos < n:
+            p.chunk(text, pos, n)
+    except _LineError as exc:
+        lineno = text.count("\n", 0, exc.offset) + 1
+        if (lineno == 1 or not p.out) and _looks_like_json(text):
+            raise ParseError("JSON, not Prometheus text") from None
+        if exc.offset >= last_start and not ends_nl:
+            raise ParseError("truncated body") from None
+        raise ParseError(f"line {lineno}: {str(exc)[:120] or 'invalid line'}") from None
+    p.flush()
+    return p.out

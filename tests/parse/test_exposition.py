@@ -13,11 +13,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from llmtop.parse.exposition import ParseError, parse
 from tests.conftest import FIXTURES, fixture_text
 
+
+def _is_prometheus_text(path: Path) -> bool:
+    body = [ln for ln in path.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")]
+    first = next((ln.strip() for ln in body if ln.strip()), "")
+    return not first.startswith(("{", "[", "<"))
+
+
 PROM_FIXTURES = sorted(
     p.name
     for p in (FIXTURES / "metrics").glob("*.txt")
-    if not p.name.startswith(("ollama-", "trtllm-serve-docs-metrics-json"))
-    and not p.name.startswith("edge-")
+    if _is_prometheus_text(p) and not p.name.startswith("edge-truncated")
 )
 
 
