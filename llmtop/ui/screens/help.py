@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -50,9 +53,9 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(self._render_help(), id="help-text")
+            yield Static(self.help_table(), id="help-text")
 
-    def _render_help(self) -> Table:
+    def help_table(self) -> Table:
         t = Table.grid(padding=(0, 2))
         t.add_column(justify="right", min_width=10, no_wrap=True)
         t.add_column()
@@ -66,6 +69,12 @@ class HelpScreen(ModalScreen[None]):
                 desc = b.description + (f": {b.tooltip}" if b.tooltip else "")
                 t.add_row(Text(keys, style="bold"), desc)
         return t
+
+    def plain_text(self, width: int = 70) -> str:
+        """The help as plain text (tests, docs)."""
+        con = Console(width=width, record=True, file=io.StringIO())
+        con.print(self.help_table())
+        return con.export_text()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,35 @@
+"""Help is generated from BINDINGS: it lists every key and scrolls at 80x24."""
+
+from __future__ import annotations
+
+from llmtop.ui.app import LlmtopApp
+from llmtop.ui.screens.help import HelpScreen, binding_sections
+
+from .conftest import first_paint, make_app
+
+
+def test_every_app_binding_is_in_a_section():
+    listed = {b.id for _, bs in binding_sections() for b in bs}
+    for b in LlmtopApp.BINDINGS:
+        assert b.id in listed, b
+
+
+async def test_help_lists_every_binding_and_scrolls():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        plain = app.screen.plain_text()
+        for _, bindings in binding_sections():
+            for b in bindings:
+                assert b.description in plain, b
+        scroller = app.screen.query_one("#help-box")
+        assert scroller.max_scroll_y > 0
+        await pilot.press("j", "j", "j")
+        await pilot.pause()
+        assert scroller.scroll_y > 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)

@@ -1,0 +1,107 @@
+"""The probe screen against a fake loadgen.api (its documented contract, no process)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmtop.config import Config, Target
+from llmtop.ui.fake import FakeSource
+from llmtop.ui.screens.probe import ProbeScreen, build_options
+
+from .conftest import first_paint, make_app
+
+
+@dataclass
+class Options:
+    target: str
+    concurrency: int = 1
+    sweep: bool = False
+    duration_s: float | None = None
+    max_requests: int | None = None
+    prompt_tokens: int = 256
+    output_tokens: int = 128
+    endpoint: str = "completions"
+    ttft_slo_s: float | None = None
+    yes: bool = False
+
+
+def _step(c: int, tps: float, ttft: float) -> dict:
+    q = {"p50": ttft / 2, "p90": ttft, "p95": ttft, "p99": ttft, "mean": ttft / 2}
+    return {"concurrency": c, "achieved_concurrency": c * 0.98, "requests": 10 * c,
+            "output_tokens": 1000 * c, "duration_s": 10.0, "requests_per_s": c,
+            "output_tokens_per_s": tps, "goodput_per_s": c, "ttft_s": q, "itl_s": q,
+            "tpot_s": q, "e2e_s": q, "errors": {}, "client_bound": False, "client_cpu": 0.1,
+            "loop_lag_ms": 1.0}
+
+
+class FakeHandle:
+    def __init__(self, options):
+        self.options = options
+        self.polls = 0
+        self.stopped = False
+
+    def poll(self):
+        self.polls += 1
+        if self.polls == 1:
+            return [{"kind": "step", "step": _step(1, 100.0, 0.1)}]
+        if self.polls == 2:
+            return [{"kind": "progress", "concurrency": 2, "achieved_concurrency": 2.0,
+                     "requests": 5}]
+        return []
+
+    def stop(self):
+        self.stopped = True
+
+    def result(self):
+        return {"target": self.options.target, "steps": [_step(1, 100.0, 0.1)],
+                "saturation": None, "sla_boundary": None}
+
+
+def test_build_options_passes_only_accepted_fields():
+    o = build_options({"url": "http://127.0.0.1:8000", "concurrency": 8, "duration": 30.0,
+                       "bogus": 1}, Options)
+    assert o.target == "http://127.0.0.1:8000" and o.duration_s == 30.0 and o.concurrency == 8
+
+
+async def test_probe_runs_charts_and_esc_stops_keeping_results():
+    handles = []
+
+    def starter(opts):
+        handles.append(FakeHandle(opts))
+        return handles[-1]
+
+    cfg = Config(targets=(Target("vllm@127.0.0.1:8000", "http://127.0.0.1:8000"),))
+    app = make_app(config=cfg)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        screen = ProbeScreen("vllm@127.0.0.1:8000", starter=starter, options_cls=Options)
+        app.push_screen(screen)
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert handles and handles[0].options.target == "http://127.0.0.1:8000"
+        assert handles[0].options.concurrency == 4
+        screen.poll_probe()
+        screen.poll_probe()
+        await pilot.pause()
+        assert len(screen.steps) == 1
+        await pilot.press("escape")
+        await pilot.pause()
+        assert handles[0].stopped
+        assert app.screen is screen and screen.handle is None
+        assert screen.steps and "stopped" in screen.status
+        assert any("probe" in e.text for e in app.source.events())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is not screen
+
+
+async def test_probe_without_target_says_so():
+    app = make_app(source=FakeSource.demo())
+    async with app.run_test() as pilot:
+        await first_paint(app, pilot)
+        screen = ProbeScreen(None, starter=lambda o: None, options_cls=Options)
+        app.push_screen(screen)
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        assert "select a target" in screen.status

@@ -1,0 +1,67 @@
+"""Snapshot tests (pytest-textual-snapshot) at 80x24 and 160x48, from fixed FakeSource data.
+
+Deterministic: frozen data and clock (UTC), fixed host name, TEXTUAL_ANIMATIONS=none, no
+focused Input (no cursor blink). Update with ``pytest tests/ui --snapshot-update`` and review
+the SVG diff.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import first_paint, make_app
+
+SIZES = [(80, 24), (160, 48)]
+
+
+def _run(*keys: str):
+    async def run_before(pilot) -> None:
+        await first_paint(pilot.app, pilot)
+        for k in keys:
+            await pilot.press(k)
+            await pilot.pause()
+        pilot.app.paint()
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_overview(snap_compare, size):
+    assert snap_compare(make_app("ok"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_overview_pressure(snap_compare, size):
+    assert snap_compare(make_app("pressure"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_no_gpu(snap_compare, size):
+    assert snap_compare(make_app("no_gpu"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_target_down(snap_compare, size):
+    assert snap_compare(make_app("down"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_help(snap_compare, size):
+    assert snap_compare(make_app("ok"), terminal_size=size, run_before=_run("question_mark"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_light_theme(snap_compare, size):
+    assert snap_compare(make_app("ok", theme="light"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_engine_detail(snap_compare, size):
+    assert snap_compare(make_app("ok"), terminal_size=size,
+                        run_before=_run("down", "down", "enter"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_detail(snap_compare, size):
+    assert snap_compare(make_app("ok"), terminal_size=size, run_before=_run("g"))
