@@ -296,3 +296,20 @@ def test_truncated_or_mangled_never_crashes(name):
             triton.normalize(body, identity={"host": "h"})
         except ParseError:
             pass
+
+
+def test_cpu_and_pinned_memory_go_to_extra():
+    body = (
+        "# TYPE nv_cpu_utilization gauge\nnv_cpu_utilization 0.25\n"
+        "# TYPE nv_cpu_memory_total_bytes gauge\nnv_cpu_memory_total_bytes 6.7e+10\n"
+        "# TYPE nv_cpu_memory_used_bytes gauge\nnv_cpu_memory_used_bytes NaN\n"
+        "# TYPE nv_pinned_memory_pool_total_bytes gauge\n"
+        "nv_pinned_memory_pool_total_bytes 268435456\n"
+    )
+    s = triton.normalize(body)
+    assert s.models == []
+    assert s.extra["cpu"] == {
+        "util": 0.25,
+        "mem_total_bytes": 6.7e10,
+        "pinned_total_bytes": 268435456.0,
+    }
