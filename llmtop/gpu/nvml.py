@@ -126,6 +126,7 @@ class NvmlSampler:
         hostname: str | None = None,
         attributor: Attributor | None = None,
         proc: str = procfs.PROC,
+        host_pid_namespace: bool | None = None,
     ):
         self._nvml: Any = nvml
         self._targets = tuple(targets)
@@ -137,6 +138,10 @@ class NvmlSampler:
         self._attributor = attributor if attributor is not None else Attributor(proc=proc)
         self._proc = proc
         self._names: dict[int, tuple[int, str | None, str | None]] = {}
+        if host_pid_namespace is None:
+            host_pid_namespace = procfs.in_initial_pid_namespace(proc) is not False
+        self._pids_match = host_pid_namespace
+        """False inside a container's PID namespace: NVML's host pids cannot be looked up."""
         self._lock = threading.Lock()
         self._initialized = False
         self._closed = False
@@ -469,7 +474,9 @@ class NvmlSampler:
         """Name and command line from /proc, cached per pid while ``/proc/<pid>`` is the same
         directory (its inode time changes when the pid is reused)."""
         try:
-            key = os.stat(f"{self._proc}/{pid}").st_ctime_ns if pid > 0 else None
+            key = (
+                os.stat(f"{self._proc}/{pid}").st_ctime_ns if pid > 0 and self._pids_match else None
+            )
         except OSError:
             key = None
         if key is None:

@@ -3,16 +3,36 @@
 Linux only; elsewhere (or where /proc is not readable) every reader returns None and never
 raises. Listening sockets come from ``llmtop.sources.procnet`` (shared with discovery).
 
-    read_comm / read_cmdline / read_ppid / pid_exists
+    read_comm / read_cmdline / read_ppid / pid_exists / in_initial_pid_namespace
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["PROC", "pid_exists", "read_cmdline", "read_comm", "read_ppid"]
+__all__ = [
+    "PROC",
+    "in_initial_pid_namespace",
+    "pid_exists",
+    "read_cmdline",
+    "read_comm",
+    "read_ppid",
+]
 
 PROC = "/proc"
+_INIT_PID_NS = "pid:[4026531836]"  # PROC_PID_INIT_INO (0xEFFFFFFC): the kernel's initial namespace
+
+
+def in_initial_pid_namespace(proc: str = PROC) -> bool | None:
+    """True on the host, False inside a container's own PID namespace, None if unknown.
+
+    The NVIDIA driver does not translate pids into PID namespaces: NVML always reports host
+    pids. Inside a nested namespace a matching ``/proc/<pid>`` is a different process.
+    """
+    try:
+        return os.readlink(f"{proc}/self/ns/pid") == _INIT_PID_NS
+    except OSError:
+        return None
 
 
 def pid_exists(pid: int, proc: str = PROC) -> bool:

@@ -29,6 +29,7 @@ def make(devices=None, **kw):
         devices, **{k: kw.pop(k) for k in ("init_error", "count_error", "missing") if k in kw}
     )
     clock = kw.pop("clock", Clock())
+    kw.setdefault("host_pid_namespace", True)  # as on a host, wherever the tests run
     return fake, NvmlSampler(nvml=fake, clock=clock, hostname="box", **kw), clock
 
 
@@ -505,3 +506,25 @@ def test_process_names_are_cached_across_ticks(monkeypatch):
         out = s.sample()
     assert reads["n"] == 1
     assert all(g.processes[0].cmdline for g in out.gpus)
+
+
+def test_inside_a_container_pid_namespace_no_pid_is_trusted():
+    """NVML reports host pids; inside a nested PID namespace /proc/<pid> is someone else."""
+    me = os.getpid()
+    _, s, _ = make([FakeDevice(compute=[FakeProc(me, GiB)])], host_pid_namespace=False)
+    (p,) = s.sample().gpus[0].processes
+    assert p.visible is False and p.name == NOT_VISIBLE and p.cmdline is None
+    assert p.pid == me and p.used_bytes == GiB
+
+
+def test_pid_namespace_detection(tmp_path):
+    from llmtop.gpu import proc as procfs
+
+    assert procfs.in_initial_pid_namespace() in (True, False, None)
+    (tmp_path / "self" / "ns").mkdir(parents=True)
+    (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[4026531836]")
+    assert procfs.in_initial_pid_namespace(str(tmp_path)) is True
+    (tmp_path / "self" / "ns" / "pid").unlink()
+    (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[4026532198]")
+    assert procfs.in_initial_pid_namespace(str(tmp_path)) is False
+    assert procfs.in_initial_pid_namespace(str(tmp_path / "nope")) is None
