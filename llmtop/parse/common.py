@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from llmtop.model import Hist, ModelSample
 from llmtop.parse.exposition import Family, Sample
@@ -198,14 +199,13 @@ def hist_family(index: dict[str, list[Sample]], base: str) -> Family | None:
     return Family(base, "histogram", samples=samples)
 
 
-def identity_host(identity: dict | None) -> str:
+def identity_host(identity: dict[str, Any] | None) -> str:
     """The target host passed by the store as ``identity["host"]`` ("" when absent)."""
-    if identity and isinstance(identity.get("host"), str):
-        return identity["host"]
-    return ""
+    host = identity.get("host") if identity else None
+    return host if isinstance(host, str) else ""
 
 
-def identity_version(identity: dict | None) -> str | None:
+def identity_version(identity: dict[str, Any] | None) -> str | None:
     """An engine version string from identity endpoints, when one was learned."""
     if not identity:
         return None
@@ -215,7 +215,7 @@ def identity_version(identity: dict | None) -> str | None:
     return None
 
 
-def identity_model(identity: dict | None, default: str = "default") -> str:
+def identity_model(identity: dict[str, Any] | None, default: str = "default") -> str:
     """The served model name for single-model engines without a model label.
 
     Looks at ``model_id`` (TGI ``/info``), ``model``, ``model_path`` (llama.cpp ``/props``)

@@ -80,7 +80,10 @@ class _Gpu:
 
 
 def normalize(
-    body: str, *, headers: dict | None = None, identity: dict | None = None
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """DCGM exporter text -> ``EngineSample(engine="dcgm", models=[], gpus=[...])``."""
     fams = parse(body, want=lambda n: n.startswith("DCGM_"))

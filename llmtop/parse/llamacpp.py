@@ -14,7 +14,7 @@ from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
 from llmtop.parse.common import identity_model, identity_version, is_finite, sample_index
-from llmtop.parse.exposition import ParseError, parse
+from llmtop.parse.exposition import ParseError, Sample, parse
 
 __all__ = ["normalize"]
 
@@ -39,14 +39,14 @@ _EXTRA = {
 }
 
 
-def _value(idx: dict, name: str) -> float | None:
+def _value(idx: dict[str, list[Sample]], name: str) -> float | None:
     for s in idx.get(name, ()):
         if is_finite(s.value):
             return s.value
     return None
 
 
-def start_time_from_headers(headers: dict | None) -> float | None:
+def start_time_from_headers(headers: dict[str, str] | None) -> float | None:
     """``Process-Start-Time-Unix`` (any case) as a float, or None."""
     if not headers:
         return None
@@ -60,14 +60,17 @@ def start_time_from_headers(headers: dict | None) -> float | None:
     return None
 
 
-def _build_info(identity: dict | None) -> str | None:
+def _build_info(identity: dict[str, Any] | None) -> str | None:
     """``/props`` ``build_info`` (e.g. ``b4567-1a2b3c4d``) when no version was learned."""
     v = (identity or {}).get("build_info")
     return v if isinstance(v, str) and v else None
 
 
 def normalize(
-    body: str, *, headers: dict | None = None, identity: dict | None = None
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """llama.cpp ``/metrics`` text -> ``EngineSample(engine="llamacpp")``."""
     fams = parse(body, want=lambda n: n.startswith("llamacpp:"))

@@ -39,7 +39,8 @@ def _model(entry: Any) -> ModelSample:
         info["size_vram"] = str(int(vram))
     if size and vram is not None:
         info["vram_fraction"] = f"{vram / size:.4g}"
-    details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
+    raw_details = entry.get("details")
+    details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
     for src, key in (
         ("parameter_size", "parameter_size"),
         ("quantization_level", "quantization"),
@@ -60,7 +61,10 @@ def _model(entry: Any) -> ModelSample:
 
 
 def normalize(
-    body: str, *, headers: dict | None = None, identity: dict | None = None
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """``/api/ps`` JSON text -> ``EngineSample(engine="ollama")``; ParseError if not that shape."""
     try:

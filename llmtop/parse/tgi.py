@@ -30,7 +30,7 @@ from llmtop.parse.common import (
     is_finite,
     sample_index,
 )
-from llmtop.parse.exposition import ParseError, parse
+from llmtop.parse.exposition import ParseError, Sample, parse
 
 __all__ = ["normalize"]
 
@@ -44,13 +44,16 @@ _HISTS = {
 }
 
 
-def _value(idx: dict, name: str) -> float | None:
+def _value(idx: dict[str, list[Sample]], name: str) -> float | None:
     vals = [s.value for s in idx.get(name, ()) if is_finite(s.value)]
     return sum(vals) if vals else None
 
 
 def normalize(
-    body: str, *, headers: dict | None = None, identity: dict | None = None
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """TGI ``/metrics`` text -> ``EngineSample(engine="tgi")``."""
     fams = parse(body, want=lambda n: n.startswith("tgi_"))
@@ -99,7 +102,7 @@ def normalize(
     )
 
 
-def _requests(idx: dict, m: ModelSample) -> None:
+def _requests(idx: dict[str, list[Sample]], m: ModelSample) -> None:
     ok = _value(idx, "tgi_request_success")
     fails: dict[str, float] = {}
     for s in idx.get("tgi_request_failure", ()):

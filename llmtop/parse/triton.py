@@ -90,7 +90,10 @@ _GPU_FIELDS = {
 
 
 def normalize(
-    body: str, *, headers: dict | None = None, identity: dict | None = None
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """Triton ``/metrics`` text -> ``EngineSample(engine="triton")``."""
     fams = parse(body, want=lambda n: n.startswith(_PREFIXES))
@@ -141,35 +144,42 @@ def _version_key(v: str) -> tuple[int, str]:
     return (int(v), v) if v.isdigit() else (1 << 62, v)
 
 
-def _by_model(
-    idx: dict[str, list[Sample]], name: str, *, label: str | None = None
-) -> dict[str, dict[str, float]] | dict[str, float]:
-    """Sum ``name`` samples by model (NaN skipped); by (model -> label value) when ``label``."""
-    out: dict[str, Any] = {}
+def _by_model(idx: dict[str, list[Sample]], name: str) -> dict[str, float]:
+    """Sum ``name`` samples by ``model`` label (NaN skipped)."""
+    out: dict[str, float] = {}
+    for s in idx.get(name, ()):
+        m = s.labels.get("model")
+        if m is not None and s.value == s.value:
+            out[m] = out.get(m, 0.0) + s.value
+    return out
+
+
+def _by_model_label(
+    idx: dict[str, list[Sample]], name: str, label: str
+) -> dict[str, dict[str, float]]:
+    """Sum ``name`` samples by model, then by ``label`` value ('' when absent)."""
+    out: dict[str, dict[str, float]] = {}
     for s in idx.get(name, ()):
         m = s.labels.get("model")
         if m is None or s.value != s.value:
             continue
-        if label is None:
-            out[m] = out.get(m, 0.0) + s.value
-        else:
-            d = out.setdefault(m, {})
-            k = s.labels.get(label, "")
-            d[k] = d.get(k, 0.0) + s.value
+        d = out.setdefault(m, {})
+        k = s.labels.get(label, "")
+        d[k] = d.get(k, 0.0) + s.value
     return out
 
 
 def _core(idx: dict[str, list[Sample]], ms: Any, extra_models: dict[str, dict[str, Any]]) -> None:
     success = _by_model(idx, "nv_inference_request_success")
-    failure = _by_model(idx, "nv_inference_request_failure", label="reason")
+    failure = _by_model_label(idx, "nv_inference_request_failure", "reason")
     duration = _by_model(idx, "nv_inference_request_duration_us")
     queue = _by_model(idx, "nv_inference_queue_duration_us")
     pending = _by_model(idx, "nv_inference_pending_request_count")
     for m in set(success) | set(failure):
         sample = ms(m)
         ok = success.get(m)
-        fails = failure.get(m)
-        total_fail = sum(fails.values()) if fails else None
+        fails = failure.get(m, {})
+        total_fail = sum(fails.values()) if m in failure else None
         if ok is not None:
             sample.counters["finished:success"] = ok
         if total_fail is not None:
@@ -201,10 +211,10 @@ def _core(idx: dict[str, list[Sample]], ms: Any, extra_models: dict[str, dict[st
             extra_models.setdefault(m, {})[key] = v * scale
     for name, key in _SUMMARIES.items():
         for s in idx.get(name, ()):
-            m, q = s.labels.get("model"), s.labels.get("quantile")
-            if m is None or q is None or s.value != s.value:
+            mname, q = s.labels.get("model"), s.labels.get("quantile")
+            if mname is None or q is None or s.value != s.value:
                 continue
-            e = extra_models.setdefault(m, {}).setdefault("quantiles_s", {})
+            e = extra_models.setdefault(mname, {}).setdefault("quantiles_s", {})
             e.setdefault(key, {})[q] = s.value * _US
 
 
@@ -213,7 +223,7 @@ def _trt_llm(
 ) -> None:
     cats: dict[str, dict[str, dict[str, float]]] = {}  # family -> model -> category -> value
     for fam, label in _TRT_FAMILIES.items():
-        for m, d in _by_model(idx, fam, label=label).items():
+        for m, d in _by_model_label(idx, fam, label).items():
             cats.setdefault(fam, {})[m] = d
     for m, d in cats.get("nv_trt_llm_request_metrics", {}).items():
         sample = ms(m)

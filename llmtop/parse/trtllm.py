@@ -65,7 +65,10 @@ _TEXT_EXTRA = {
 
 
 def normalize(
-    body: str, *, headers: dict | None = None, identity: dict | None = None
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """trtllm-serve ``/metrics`` JSON or ``/prometheus/metrics`` text -> ``EngineSample``."""
     head = body.lstrip()[:1]
@@ -84,7 +87,7 @@ def _num(v: Any) -> float | None:
     return f if is_finite(f) else None
 
 
-def _from_json(body: str, identity: dict | None) -> EngineSample:
+def _from_json(body: str, identity: dict[str, Any] | None) -> EngineSample:
     try:
         data = json.loads(body)
     except ValueError as exc:
@@ -173,7 +176,7 @@ def _strip_index(idx: dict[str, list[Sample]]) -> dict[str, list[Sample]]:
     return out
 
 
-def _from_text(body: str, identity: dict | None) -> EngineSample:
+def _from_text(body: str, identity: dict[str, Any] | None) -> EngineSample:
     idx = _strip_index(sample_index(parse(body)))
     known = (*_TEXT_GAUGES, *_TEXT_COUNTERS, "request_success", "kv_cache_tokens_per_block")
     hist_names = tuple(h + "_count" for h in _TEXT_HISTS)
