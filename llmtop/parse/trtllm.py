@@ -5,10 +5,11 @@ iterations per call; an idle server returns ``[]``). The newest entry (highest `
 gives the gauges: running ``numActiveRequests``, waiting ``numQueuedRequests``, max_running
 ``maxNumActiveRequests``, kv_usage ``usedNumBlocks/maxNumBlocks``, kv_capacity_tokens
 ``maxNumBlocks*tokensPerBlock``. ``kvCacheStats.reusedBlocks``/``missedBlocks`` are the
-KV manager's cumulative totals (the per-iteration deltas live in ``kvCacheIterationStats``
-as ``iter*``), so they become the counters ``prefix_hits``/``prefix_queries`` in tokens
-(blocks x tokensPerBlock); ``cacheHitRate`` is kept as ``prefix_hit_rate_gauge``. No request
-or token counters exist in this payload (per-iteration values would be lost between polls).
+KV manager's cumulative totals (``getNumReusedBlocks()``; its ``cacheHitRate`` is computed
+from them; per-iteration deltas live in ``kvCacheIterationStats`` as ``iter*``), so they
+become the counters ``prefix_hits``/``prefix_queries`` in tokens (blocks x tokensPerBlock);
+``cacheHitRate`` is kept as ``prefix_hit_rate_gauge``. No request or token counters exist in
+this payload (per-iteration values would be lost between polls).
 Memory use, latencies and batching stats go to ``extra``.
 
 ``GET /prometheus/metrics`` uses ``trtllm_X`` names; Dynamo re-exports ``trtllm:X``; TRT-LLM
@@ -123,7 +124,7 @@ def _json_gauges(it: dict[str, Any], m: ModelSample, extra: dict[str, Any]) -> N
         mx, used, tpb = (
             _num(kv.get("maxNumBlocks")),
             _num(kv.get("usedNumBlocks")),
-            _num(kv.get("tokensPerBlock")),
+            _num(kv.get("tokensPerBlock", kv.get("toksPerBlock"))),
         )
         if mx and used is not None:
             m.gauges["kv_usage"] = used / mx
