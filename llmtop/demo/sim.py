@@ -471,11 +471,12 @@ class Engine:
             if self.reserve_full:
                 need_tokens = r.prompt_len + r.max_tokens
             need = self._blocks_for(need_tokens) - hit
+            for h in r.hashes[:hit]:  # pin the hit blocks before allocating (no self-eviction)
+                self.pool.ref(h)
             if not self.pool.take(need):
+                self.pool.release(0, r.hashes[:hit])
                 break
             self.waiting.popleft()
-            for h in r.hashes[:hit]:
-                self.pool.ref(h)
             r.refs = list(r.hashes[:hit])
             r.anon = need
             r.computed = hit * bs

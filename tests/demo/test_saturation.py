@@ -1,0 +1,71 @@
+"""A closed-loop aiohttp client against the demo vLLM (own process, no background traffic):
+throughput rises then plateaus, TTFT p95 rises at least 5x past the knee (max_num_seqs 64)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+
+from llmtop.demo.launcher import start_demo
+
+LEVELS = (1, 4, 16, 64, 256)
+WINDOW_S = 3.0
+
+
+async def closed_loop(base: str, concurrency: int, window_s: float) -> dict:
+    ttfts: list[float] = []
+    tokens = 0
+    t_end = time.perf_counter() + window_s
+
+    async def worker(s: aiohttp.ClientSession) -> None:
+        nonlocal tokens
+        while time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            first = True
+            async with s.post(base + "/v1/completions", json={
+                "prompt": "word " * 128, "max_tokens": 32, "ignore_eos": True, "stream": True,
+            }) as r:
+                async for chunk in r.content.iter_any():
+                    n = chunk.count(b'"text":"')
+                    if n and first:
+                        first = False
+                        ttfts.append(time.perf_counter() - t0)
+                    if time.perf_counter() < t_end:
+                        tokens += n
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        tasks = [asyncio.create_task(worker(s)) for _ in range(concurrency)]
+        await asyncio.sleep(window_s)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    ttfts.sort()
+    p95 = ttfts[min(len(ttfts) - 1, int(0.95 * len(ttfts)))] if ttfts else float("inf")
+    return {"c": concurrency, "tok_s": tokens / window_s, "ttft_p95": p95, "n": len(ttfts)}
+
+
+@pytest.mark.slow
+async def test_throughput_plateaus_and_ttft_climbs_past_knee():
+    demo = start_demo(engines=["vllm"], extra_args=["--no-background"])
+    try:
+        base = demo.targets[0].base_url
+        res = {}
+        for c in LEVELS:
+            res[c] = await closed_loop(base, c, WINDOW_S)
+            await asyncio.sleep(0.4)  # let aborted streams drain
+        print({c: (round(r["tok_s"]), round(r["ttft_p95"], 3), r["n"]) for c, r in res.items()})
+    finally:
+        demo.stop()
+    tput = {c: r["tok_s"] for c, r in res.items()}
+    ttft = {c: r["ttft_p95"] for c, r in res.items()}
+    # throughput rises ...
+    assert tput[4] > 2.5 * tput[1]
+    assert tput[64] > 1.3 * tput[16] > tput[4]
+    # ... then plateaus at the ceiling (max_num_seqs 64)
+    assert 0.75 * tput[64] <= tput[256] <= 1.25 * tput[64]
+    # TTFT flat before the knee, then steep
+    assert ttft[16] < 4 * ttft[1] + 0.05
+    assert ttft[256] >= 5 * ttft[64] and ttft[256] >= 5 * ttft[16]
