@@ -196,10 +196,17 @@ class NvmlSampler:
                 pass
 
     def close(self) -> None:
-        """Shut NVML down (once); later ``sample()`` calls report the sampler closed."""
-        with self._lock:
-            self._shutdown()
-            self._closed = True
+        """Shut NVML down (once); later ``sample()`` calls report the sampler closed.
+
+        Never blocks on a sample in flight (a lost GPU can stall NVML for seconds): the
+        sampling thread then shuts NVML down itself when it finishes.
+        """
+        self._closed = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._shutdown()
+            finally:
+                self._lock.release()
 
     # -- sampling ----------------------------------------------------------------------------
 
@@ -212,6 +219,8 @@ class NvmlSampler:
                 gpus, error = self._sample(t_mono)
             except Exception as e:  # belt and braces: a bug here must not kill the tick
                 gpus, error = [], f"GPU unavailable: internal error ({type(e).__name__}: {e})"
+            if self._closed:  # close() came while we were sampling
+                self._shutdown()
         return GpuSample(
             t_wall=t_wall,
             t_mono=t_mono,

@@ -528,3 +528,53 @@ def test_pid_namespace_detection(tmp_path):
     (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[4026532198]")
     assert procfs.in_initial_pid_namespace(str(tmp_path)) is False
     assert procfs.in_initial_pid_namespace(str(tmp_path / "nope")) is None
+
+
+def test_fake_follows_the_real_pynvml_names_and_signatures():
+    """Every fake function exists in nvidia-ml-py with the same positional parameters."""
+    import inspect
+
+    pynvml = pytest.importorskip("pynvml")
+    checked = 0
+    for name in dir(FakeNvml):
+        if not name.startswith("nvml") or not callable(getattr(FakeNvml, name)):
+            continue
+        real = getattr(pynvml, name, None)
+        assert real is not None, f"{name} is not in pynvml"
+        fake_params = list(inspect.signature(getattr(FakeNvml, name)).parameters)[1:]
+        real_params = list(inspect.signature(real).parameters)
+        assert len(fake_params) == len(real_params), (name, fake_params, real_params)
+        checked += 1
+    for name in dir(fk):
+        if name.startswith("NVMLError_"):
+            real_cls = getattr(pynvml, name)
+            assert getattr(fk, name).code == real_cls().value, name
+        if name.startswith(("NVML_", "nvmlClocksEventReason", "nvmlMemory_v2")):
+            assert getattr(fk, name) == getattr(pynvml, name), name
+    assert checked >= 25
+
+
+def test_close_during_an_in_flight_sample_does_not_block():
+    import threading
+
+    fake, s, _ = make()
+    s.sample()
+    entered, release = threading.Event(), threading.Event()
+    real = fake.nvmlDeviceGetUtilizationRates
+
+    def slow(h):
+        entered.set()
+        release.wait(5)
+        return real(h)
+
+    fake.nvmlDeviceGetUtilizationRates = slow  # type: ignore[method-assign]
+    t = threading.Thread(target=s.sample)
+    t.start()
+    assert entered.wait(5)
+    s.close()  # returns at once although the sample holds the lock
+    assert fake.calls["nvmlShutdown"] == 0
+    release.set()
+    t.join(5)
+    assert fake.calls["nvmlShutdown"] == 1 and fake.initialized == 0
+    assert s.sample().error is not None
+    assert fake.calls["nvmlShutdown"] == 1
