@@ -1,0 +1,308 @@
+"""vLLM ``/metrics`` -> ``EngineSample``, for every name generation from V0 to 0.33.
+
+Aliases (``../shared/METRICS.md`` §4.1, §4.2), first present wins:
+
+* kv_usage: ``kv_cache_usage_perc`` | ``gpu_cache_usage_perc`` (<= 0.11)
+* prefix_queries/prefix_hits: ``prefix_cache_*`` (tokens) | ``gpu_prefix_cache_*`` (V1 0.7-0.11;
+  blocks in 0.7); V0's gauge ``gpu_prefix_cache_hit_rate`` -> ``prefix_hit_rate_gauge``
+* itl: ``inter_token_latency_seconds`` | ``time_per_output_token_seconds`` (<= 0.11, same buckets)
+* tpot: ``request_time_per_output_token_seconds`` (>= 0.11)
+* swapped: ``num_requests_swapped`` (V0), kept apart from ``waiting``
+* kv_capacity_tokens: ``cache_config_info`` label ``kv_cache_size_tokens``, else
+  ``num_gpu_blocks * block_size``; its other labels go to ``ModelSample.info``
+* ``request_success_total{finished_reason}`` -> ``finished:<reason>``, ``requests`` (sum),
+  ``aborted`` (``abort``), ``errors`` (``error``); ``admission_rejections_total`` -> ``rejected``
+
+Labels: the model is ``model_name`` (Triton's vLLM backend: ``model``); data-parallel ranks are
+``engine``. ``models`` holds one aggregate per model; ``ranks`` the per-rank samples when the
+scrape has more than one ``engine`` value. NaN and infinite gauge/counter values are treated as
+not reported. ``*_created`` samples are never values; the earliest one is the start time when
+``process_start_time_seconds`` is absent (multi-API-server mode).
+
+The grouping helpers ``group_values``/``group_hists`` are shared by the SGLang and LMDeploy
+adapters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from llmtop.model import EngineSample, Hist, ModelSample
+from llmtop.parse.common import aggregate
+from llmtop.parse.exposition import Family, parse
+
+__all__ = ["WANTED", "group_hists", "group_values", "normalize", "normalize_families", "want"]
+
+_P = "vllm:"
+_GAUGES = {  # family -> gauge key; earlier aliases win
+    "num_requests_running": "running",
+    "num_requests_waiting": "waiting",
+    "num_requests_swapped": "swapped",
+    "gpu_prefix_cache_hit_rate": "prefix_hit_rate_gauge",
+}
+_KV_USAGE = ("kv_cache_usage_perc", "gpu_cache_usage_perc")
+_PREFIX = (("prefix_cache_queries", "prefix_cache_hits"),
+           ("gpu_prefix_cache_queries", "gpu_prefix_cache_hits"))  # fmt: skip
+_COUNTERS = {
+    "prompt_tokens": "prompt_tokens",
+    "generation_tokens": "generation_tokens",
+    "num_preemptions": "preemptions",
+}
+_HISTS: dict[str, tuple[str, ...]] = {
+    "ttft": ("time_to_first_token_seconds",),
+    "itl": ("inter_token_latency_seconds", "time_per_output_token_seconds"),
+    "tpot": ("request_time_per_output_token_seconds",),
+    "e2e": ("e2e_request_latency_seconds",),
+    "queue": ("request_queue_time_seconds",),
+    "prompt_len": ("request_prompt_tokens",),
+    "gen_len": ("request_generation_tokens",),
+}
+_COUNTER_FAMILIES = (
+    *_COUNTERS,
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "gpu_prefix_cache_queries",
+    "gpu_prefix_cache_hits",
+    "request_success",
+    "admission_rejections",
+)
+WANTED = frozenset(
+    [_P + n for n in (*_GAUGES, *_KV_USAGE, *_COUNTER_FAMILIES, "cache_config_info")]
+    + [_P + n for names in _HISTS.values() for n in names]
+    + [_P + n + "_created" for n in _COUNTER_FAMILIES]
+    + ["process_start_time_seconds"]
+)
+"""Family names this adapter reads (what ``parse(want=...)`` keeps)."""
+
+want = WANTED.__contains__
+
+Key = tuple[str, str | None]
+KeyFn = Callable[[dict[str, str]], "Key | None"]
+
+
+def _finite(v: float) -> bool:
+    return not (math.isnan(v) or math.isinf(v))
+
+
+def group_values(fam: Family | None, key: KeyFn, *, suffix: str = "_total") -> dict[Key, float]:
+    """Sum the finite samples named ``fam.name + suffix`` (or exactly ``fam.name``) by ``key``.
+
+    ``key(labels)`` returns the group, or None to drop the sample. Returns {} for no family.
+    """
+    out: dict[Key, float] = {}
+    if fam is None:
+        return out
+    names = (fam.name, fam.name + suffix) if suffix else (fam.name,)
+    for s in fam.samples:
+        if s.name not in names or not _finite(s.value):
+            continue
+        k = key(s.labels)
+        if k is not None:
+            out[k] = out.get(k, 0.0) + s.value
+    return out
+
+
+def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[Key, Hist]:
+    """One cumulative ``Hist`` per ``key`` group of a histogram family (series summed)."""
+    if fam is None:
+        return {}
+    base = fam.name
+    buckets: dict[Key, dict[float, float]] = {}
+    sums: dict[Key, float] = {}
+    counts: dict[Key, float] = {}
+    for s in fam.samples:
+        n = s.name
+        if n == base + "_bucket":
+            k = key(s.labels)
+            if k is None or math.isnan(s.value):
+                continue
+            try:
+                le = float(s.labels.get("le", "nan"))
+            except ValueError:
+                continue
+            if math.isnan(le):
+                continue
+            b = buckets.setdefault(k, {})
+            b[le] = b.get(le, 0.0) + s.value
+        elif n == base + "_sum" or n == base + "_count":
+            k = key(s.labels)
+            if k is None or math.isnan(s.value):
+                continue
+            d = sums if n[-4:] == "_sum" else counts
+            d[k] = d.get(k, 0.0) + s.value
+    out: dict[Key, Hist] = {}
+    for k in buckets.keys() | counts.keys():
+        b = buckets.get(k, {})
+        bounds = tuple(sorted(b))
+        cum = tuple(b[x] for x in bounds)
+        out[k] = Hist(
+            bounds=tuple(x if math.isinf(x) else x * scale for x in bounds),
+            cumulative=cum,
+            sum=sums.get(k, 0.0) * scale,
+            count=counts.get(k, cum[-1] if cum else 0.0),
+        )
+    return out
+
+
+def _num(s: str | None) -> float | None:
+    if s is None:
+        return None
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    return v if _finite(v) else None
+
+
+def _first(families: dict[str, Family], names: Iterable[str]) -> Family | None:
+    for n in names:
+        fam = families.get(_P + n)
+        if fam is not None and fam.samples:
+            return fam
+    return None
+
+
+def normalize_families(
+    families: dict[str, Family],
+    *,
+    model_labels: tuple[str, ...] = ("model_name", "model"),
+    rank_label: str = "engine",
+) -> EngineSample:
+    """Normalize parsed ``vllm:*`` families (also used by the Triton vLLM-backend adapter)."""
+    parts: dict[Key, ModelSample] = {}
+
+    def key(labels: dict[str, str]) -> Key | None:
+        for ml in model_labels:
+            m = labels.get(ml)
+            if m is not None:
+                return m, labels.get(rank_label)
+        return None
+
+    def part(k: Key) -> ModelSample:
+        p = parts.get(k)
+        if p is None:
+            p = parts[k] = ModelSample(model=k[0], rank=k[1])
+        return p
+
+    def put(kind: str, name: str, vals: dict[Key, Any]) -> None:
+        for k, v in vals.items():
+            getattr(part(k), kind)[name] = v
+
+    for fam_name, gkey in _GAUGES.items():
+        put("gauges", gkey, group_values(families.get(_P + fam_name), key, suffix=""))
+    put("gauges", "kv_usage", group_values(_first(families, _KV_USAGE), key, suffix=""))
+    for fam_name, ckey in _COUNTERS.items():
+        put("counters", ckey, group_values(families.get(_P + fam_name), key))
+    for qname, hname in _PREFIX:
+        q, h = families.get(_P + qname), families.get(_P + hname)
+        if q is not None and q.samples:
+            put("counters", "prefix_queries", group_values(q, key))
+            put("counters", "prefix_hits", group_values(h, key))
+            break
+    _finished(families.get(_P + "request_success"), key, part)
+    put("counters", "rejected", group_values(families.get(_P + "admission_rejections"), key))
+    for hkey, names in _HISTS.items():
+        put("hists", hkey, group_hists(_first(families, names), key))
+    _cache_config(families.get(_P + "cache_config_info"), parts, rank_label)
+
+    ranks_seen = {k[1] for k in parts if k[1] is not None}
+    by_model: dict[str, list[ModelSample]] = {}
+    for k, p in parts.items():
+        by_model.setdefault(k[0], []).append(p)
+    models = [aggregate(m, ps) for m, ps in by_model.items()]
+    ranks: list[ModelSample] = []
+    if len(ranks_seen) > 1:
+        ranks = sorted(
+            (p for k, p in parts.items() if k[1] is not None),
+            key=lambda p: (p.model, _rank_order(p.rank)),
+        )
+    return EngineSample(engine="vllm", start_time=_start_time(families), models=models, ranks=ranks)
+
+
+def _rank_order(rank: str | None) -> tuple[int, str]:
+    r = rank or ""
+    return (int(r), r) if r.isdigit() else (1 << 30, r)
+
+
+def _finished(fam: Family | None, key: KeyFn, part: Callable[[Key], ModelSample]) -> None:
+    if fam is None:
+        return
+    for s in fam.samples:
+        if s.name not in (fam.name, fam.name + "_total") or not _finite(s.value):
+            continue
+        k = key(s.labels)
+        if k is None:
+            continue
+        c = part(k).counters
+        reason = s.labels.get("finished_reason", "unknown")
+        fk = "finished:" + reason
+        c[fk] = c.get(fk, 0.0) + s.value
+        c["requests"] = c.get("requests", 0.0) + s.value
+        if reason == "abort":
+            c["aborted"] = c.get("aborted", 0.0) + s.value
+        elif reason == "error":
+            c["errors"] = c.get("errors", 0.0) + s.value
+
+
+def _cache_config(fam: Family | None, parts: dict[Key, ModelSample], rank_label: str) -> None:
+    """Apply ``cache_config_info`` (no model label) to the parts of the same rank."""
+    if fam is None:
+        return
+    for s in fam.samples:
+        if s.name != fam.name:
+            continue
+        labels = s.labels
+        rank = labels.get(rank_label)
+        cap = _num(labels.get("kv_cache_size_tokens"))
+        if cap is None:
+            blocks, size = _num(labels.get("num_gpu_blocks")), _num(labels.get("block_size"))
+            if blocks is not None and size is not None:
+                cap = blocks * size
+        info = {k: v for k, v in labels.items() if k != rank_label}
+        targets = [p for k, p in parts.items() if rank is None or k[1] == rank]
+        if not targets:  # e.g. an ``engine`` label here but none on the other series
+            targets = [p for k, p in parts.items() if k[1] is None]
+        for p in targets:
+            if cap is not None:
+                p.gauges["kv_capacity_tokens"] = cap
+            for k, v in info.items():
+                p.info.setdefault(k, v)
+
+
+def _start_time(families: dict[str, Family]) -> float | None:
+    fam = families.get("process_start_time_seconds")
+    if fam is not None:
+        for s in fam.samples:
+            if _finite(s.value) and s.value > 0:
+                return s.value
+    best: float | None = None
+    for n in _COUNTER_FAMILIES:
+        fam = families.get(_P + n + "_created")
+        if fam is None:
+            continue
+        for s in fam.samples:
+            if _finite(s.value) and s.value > 0 and (best is None or s.value < best):
+                best = s.value
+    return best
+
+
+def _version(identity: dict[str, Any] | None) -> str | None:
+    if isinstance(identity, dict):
+        v = identity.get("version")
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def normalize(
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
+) -> EngineSample:
+    """Parse and normalize one vLLM scrape. Raises ``ParseError`` on a bad payload."""
+    sample = normalize_families(parse(body, want=want))
+    sample.version = _version(identity)
+    return sample

@@ -1,0 +1,269 @@
+"""vLLM adapter: every normalized field on every fixture, exact values read from the text."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmtop.model import GAUGE_KEYS
+from llmtop.parse import vllm
+from llmtop.parse.exposition import ParseError, parse
+from tests.conftest import fixture_text
+
+
+def one(name: str, **kw):
+    s = vllm.normalize(fixture_text(name), **kw)
+    assert s.engine == "vllm"
+    assert len(s.models) == 1
+    return s, s.models[0]
+
+
+def test_generated_v0_33():
+    s, m = one("vllm-generated-v0.33.0-loggers.txt", identity={"version": "0.33.0"})
+    assert s.version == "0.33.0"
+    assert s.start_time == 1.79533399995e09  # process_start_time_seconds
+    assert s.ranks == []
+    assert m.model == "Qwen/Qwen3-0.6B"
+    assert m.gauges == {
+        "running": 3.0,
+        "waiting": 3.0,
+        "kv_usage": 0.43,
+        "kv_capacity_tokens": 446640.0,  # cache_config_info kv_cache_size_tokens
+    }
+    assert m.counters == {
+        "prompt_tokens": 3072.0,
+        "generation_tokens": 127.0,
+        "preemptions": 1.0,
+        "prefix_queries": 3072.0,
+        "prefix_hits": 2048.0,
+        "finished:stop": 1.0,
+        "finished:length": 1.0,
+        "finished:abort": 1.0,
+        "finished:error": 0.0,
+        "finished:repetition": 0.0,
+        "requests": 3.0,
+        "aborted": 1.0,
+        "errors": 0.0,
+        "rejected": 0.0,
+    }
+    assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len"}
+    ttft = m.hists["ttft"]
+    assert ttft.count == 3.0 and ttft.sum == 0.182
+    assert ttft.bounds[:8] == (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1)
+    assert ttft.bounds[-1] == math.inf and len(ttft.bounds) == 23
+    assert ttft.cumulative[:8] == (0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 2.0, 3.0)
+    assert (m.hists["itl"].count, m.hists["itl"].sum) == (124.0, 1.4879999999999982)
+    assert (m.hists["tpot"].count, m.hists["tpot"].sum) == (3.0, 0.06895833333333334)
+    assert (m.hists["e2e"].count, m.hists["e2e"].sum) == (3.0, 1.53)
+    assert (m.hists["queue"].count, m.hists["queue"].sum) == (3.0, 0.012)
+    pl = m.hists["prompt_len"]
+    assert (pl.count, pl.sum) == (3.0, 1324.0)
+    assert pl.bounds == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, math.inf)
+    assert pl.cumulative == (0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 3, 3)
+    assert (m.hists["gen_len"].count, m.hists["gen_len"].sum) == (3.0, 89.0)
+    assert m.info["block_size"] == "16"
+    assert m.info["num_gpu_blocks"] == "27915"
+    assert m.info["enable_prefix_caching"] == "True"
+    assert "engine" not in m.info
+    assert "swapped" not in m.gauges and "max_running" not in m.gauges
+
+
+def test_start_time_falls_back_to_earliest_created():
+    text = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    lines = text.split("\n")
+    i = lines.index(
+        "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds."
+    )
+    no_process = "\n".join(lines[:i] + lines[i + 3 :])
+    s = vllm.normalize(no_process)
+    assert s.start_time == 1.7953340009485707e09  # vllm:prefix_cache_queries_created
+    s2 = vllm.normalize(fixture_text("edge-vllm-missing-family.txt"))
+    assert s2.start_time == 1.7e09
+
+
+def test_docs_design_model_name_only():
+    s, m = one("vllm-docs-design-metrics.txt")
+    assert m.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert s.ranks == [] and s.start_time is None and s.version is None
+    assert m.gauges == {"running": 8.0}  # waiting/kv usage elided in the docs
+    assert m.counters == {
+        "generation_tokens": 27453.0,
+        "finished:stop": 1.0,
+        "finished:length": 131.0,
+        "finished:abort": 0.0,
+        "requests": 132.0,
+        "aborted": 0.0,
+    }
+    assert "errors" not in m.counters  # no "error" reason in that era: not reported, not 0
+    ttft = m.hists["ttft"]
+    assert ttft.bounds == (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1)
+    assert ttft.cumulative == (0.0, 0.0, 0.0, 13.0, 97.0, 123.0, 138.0, 140.0)
+    assert ttft.count == 140.0
+    assert set(m.hists) == {"ttft"}
+    assert "kv_capacity_tokens" not in m.gauges  # the docs comment the info line out
+
+
+def test_docs_usage_iteration_tokens_only():
+    s = vllm.normalize(fixture_text("vllm-docs-usage-metrics.txt"))
+    assert s.models == [] and s.ranks == []
+
+
+def test_real_cpu_v0_32_capture():
+    _s, m = one("vllm-real-cpu-v0.32.0-under-load.txt")
+    assert m.model == "tiny-llama"
+    assert m.gauges["running"] == 8.0 and m.gauges["waiting"] == 22.0
+    assert m.gauges["kv_capacity_tokens"] == 524288.0
+    assert m.counters["generation_tokens"] == 3641.0
+    assert m.counters["requests"] == 33.0
+
+
+def test_v0_era_names():
+    s, m = one("edge-vllm-v0-era.txt")
+    assert m.model == "qwenvl"
+    assert m.gauges == {
+        "running": 0.0,
+        "waiting": 0.0,
+        "swapped": 0.0,
+        "kv_usage": 0.0,  # gpu_cache_usage_perc
+        "prefix_hit_rate_gauge": 0.25,  # gpu_prefix_cache_hit_rate
+        "kv_capacity_tokens": 2048.0 * 16,  # num_gpu_blocks * block_size
+    }
+    assert m.counters == {
+        "prompt_tokens": 5120.0,
+        "generation_tokens": 800.0,
+        "preemptions": 4.0,
+        "finished:stop": 8.0,
+        "finished:length": 2.0,
+        "requests": 10.0,
+    }
+    itl = m.hists["itl"]  # time_per_output_token_seconds
+    assert itl.bounds == (0.01, 0.025, 2.5, math.inf)
+    assert itl.cumulative == (100.0, 700.0, 790.0, 790.0)
+    assert (itl.sum, itl.count) == (12.5, 790.0)
+    assert set(m.hists) == {"itl"}
+    assert s.start_time is None
+    assert m.info["num_gpu_blocks"] == "2048"
+
+
+def test_v1_0_7_era_gpu_prefix_counters():
+    s, m = one("edge-vllm-v1-0.7-era.txt")
+    assert s.start_time == 1.74262400557e09
+    assert m.gauges == {"running": 0.0, "waiting": 0.0, "kv_usage": 0.0}
+    assert m.counters["prefix_queries"] == 120.0
+    assert m.counters["prefix_hits"] == 30.0
+    assert m.counters["aborted"] == 2.0 and m.counters["requests"] == 9.0
+
+
+def test_new_prefix_names_win_over_deprecated():
+    text = (
+        "# TYPE vllm:gpu_prefix_cache_queries_total counter\n"
+        'vllm:gpu_prefix_cache_queries_total{engine="0",model_name="m"} 5.0\n'
+        "# TYPE vllm:prefix_cache_queries_total counter\n"
+        'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 32.0\n'
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.1\n'
+        "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+        'vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.9\n'
+    )
+    m = vllm.normalize(text).models[0]
+    assert m.counters["prefix_queries"] == 32.0
+    assert "prefix_hits" not in m.counters
+    assert m.gauges["kv_usage"] == 0.1
+
+
+def test_data_parallel_ranks():
+    s = vllm.normalize(fixture_text("edge-vllm-dp2.txt"))
+    assert len(s.models) == 1
+    m = s.models[0]
+    assert m.gauges == {
+        "running": 10.0,
+        "waiting": 1.0,
+        "kv_usage": 0.75,
+        "kv_capacity_tokens": 2000.0,
+    }
+    assert m.counters == {
+        "generation_tokens": 400.0,
+        "finished:stop": 8.0,
+        "finished:error": 1.0,
+        "requests": 9.0,
+        "errors": 1.0,
+        "rejected": 3.0,  # admission_rejections has no engine label: model level only
+    }
+    assert m.hists["ttft"].cumulative == (3.0, 9.0)
+    assert (m.hists["ttft"].sum, m.hists["ttft"].count) == (2.1, 9.0)
+    assert [r.rank for r in s.ranks] == ["0", "1"]
+    r0, r1 = s.ranks
+    assert r0.gauges == {
+        "running": 4.0,
+        "waiting": 1.0,
+        "kv_usage": 0.5,
+        "kv_capacity_tokens": 1000.0,
+    }
+    assert r1.counters == {"generation_tokens": 300.0, "finished:stop": 5.0, "finished:error": 1.0,
+                           "requests": 6.0, "errors": 1.0}  # fmt: skip
+    assert r0.hists["ttft"].cumulative == (1.0, 3.0)
+    assert "rejected" not in r0.counters
+
+
+def test_missing_families_are_absent_not_zero():
+    _s, m = one("edge-vllm-missing-family.txt")
+    assert m.gauges == {"running": 2.0}
+    assert m.counters == {"prompt_tokens": 10.0}
+    assert m.hists == {} and m.info == {}
+    for key in GAUGE_KEYS:
+        if key != "running":
+            assert key not in m.gauges
+
+
+def test_nan_and_inf_values():
+    _s, m = one("edge-nan-inf.txt")
+    assert "running" not in m.gauges  # NaN = no value
+    assert "waiting" not in m.gauges  # +Inf gauge is not a count
+    assert m.gauges["kv_usage"] == 0.25
+    e2e = m.hists["e2e"]
+    assert e2e.bounds == (0.3, 1.0, math.inf)
+    assert e2e.cumulative == (0.0, 2.0, 5.0)
+    assert (e2e.sum, e2e.count) == (12.0, 5.0)
+
+
+def test_counter_reset_pair_reads_both_sides_exactly():
+    a = vllm.normalize(fixture_text("edge-vllm-counter-reset-a.txt"))
+    b = vllm.normalize(fixture_text("edge-vllm-counter-reset-b.txt"))
+    assert a.models[0].counters["generation_tokens"] == 50000.0
+    assert b.models[0].counters["generation_tokens"] == 120.0
+    assert a.models[0].counters["requests"] == 400.0
+    assert b.models[0].counters["requests"] == 1.0
+    assert (a.start_time, b.start_time) == (1.7e09, 1.7000036e09)
+
+
+def test_triton_vllm_backend_via_normalize_families():
+    fams = parse(fixture_text("triton-vllm_backend-readme.txt"))
+    s = vllm.normalize_families(fams, model_labels=("model",))
+    assert len(s.models) == 1 and s.ranks == []
+    m = s.models[0]
+    assert m.model == "vllm_model"
+    assert m.gauges == {}
+    assert m.counters == {"prompt_tokens": 10.0, "generation_tokens": 16.0}
+    assert set(m.hists) == {"ttft", "itl", "e2e", "prompt_len", "gen_len"}
+    assert (m.hists["ttft"].count, m.hists["ttft"].sum) == (1.0, 0.03233122825622559)
+    assert m.hists["ttft"].bounds == (0.001, math.inf)
+    assert m.hists["ttft"].cumulative == (0.0, 1.0)
+    assert (m.hists["itl"].count, m.hists["itl"].sum) == (15.0, 0.04501533508300781)
+    assert m.hists["itl"].cumulative == (14.0, 15.0)
+    assert (m.hists["e2e"].count, m.hists["e2e"].sum) == (1.0, 0.08686184883117676)
+    assert (m.hists["prompt_len"].sum, m.hists["gen_len"].sum) == (10.0, 16.0)
+
+
+@pytest.mark.parametrize("name", ["edge-html-status-200.txt", "edge-truncated-body.txt"])
+def test_bad_payloads_raise(name):
+    text = fixture_text(name)
+    if name.startswith("edge-html"):
+        text = text.split("\n", 1)[1]
+    with pytest.raises(ParseError):
+        vllm.normalize(text)
+
+
+def test_want_lists_only_vllm_and_process_start():
+    assert "process_start_time_seconds" in vllm.WANTED
+    assert all(n.startswith("vllm:") for n in vllm.WANTED - {"process_start_time_seconds"})
