@@ -48,21 +48,19 @@ def _errors(errs: dict[str, int] | None) -> str:
 def summary_table(report: dict[str, Any], title: str | None = None) -> Table:
     """One row per step; latencies in ms except E2E (s). ``*`` marks a partial step."""
     t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
-              caption="latencies in ms (E2E in s); * = partial step", caption_justify="left")
+              caption="latencies in ms (E2E in s); * = partial step", caption_justify="left",
+              padding=(0, 1), collapse_padding=True, pad_edge=False)
     for col in ("step", "load", "achvd", "req/s", "tok/s", "good/s", "ttft50", "ttft95",
-                "itl50", "tpot50", "e2e95", "errors", "client"):
-        t.add_column(col, justify="left" if col in ("errors", "client") else "right")
+                "itl50", "e2e95", "err", "client"):
+        t.add_column(col, justify="right", no_wrap=True)
     for s in report.get("steps", []):
-        client = "BOUND" if s.get("client_bound") else "ok"
-        if s.get("client_cpu") is not None:
-            client += f" {s['client_cpu']:.2f}c"
         t.add_row(
             f"{s['index']}{'*' if s.get('partial') else ''}", _load(s),
             _num(s.get("achieved_concurrency")), _num(s.get("requests_per_s"), 2),
             _num(s.get("output_tokens_per_s"), 0), _num(s.get("goodput_per_s"), 2),
             _ms(s["ttft_s"]["p50"]), _ms(s["ttft_s"]["p95"]), _ms(s["itl_s"]["p50"]),
-            _ms(s["tpot_s"]["p50"]), _num(s["e2e_s"]["p95"], 2), _errors(s.get("errors")),
-            Text(client, style="red" if s.get("client_bound") else ""))
+            _num(s["e2e_s"]["p95"], 2), str(sum((s.get("errors") or {}).values())),
+            Text("BOUND", style="red") if s.get("client_bound") else Text("ok"))
     return t
 
 
@@ -84,7 +82,13 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
         out.append(Text("SLA boundary: no step met the SLO", style="yellow"))
     if any(s.get("client_bound") for s in report.get("steps", [])):
         out.append(Text("Some steps were client-bound: the client, not the server, was the "
-                        "limit there (see client_bound_reasons).", style="red"))
+                        "limit there.", style="red"))
+    for s in report.get("steps", []):
+        if s.get("errors"):
+            out.append(Text(f"step {s['index']} errors: {_errors(s['errors'])}", style="yellow"))
+        if s.get("client_bound_reasons"):
+            out.append(Text(f"step {s['index']} client-bound: "
+                            + "; ".join(s["client_bound_reasons"]), style="red"))
     out.append(Text(f"stop reason: {report.get('stop_reason')}", style="dim"))
     return out
 

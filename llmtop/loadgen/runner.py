@@ -3,7 +3,8 @@
 - Fixed concurrency (closed loop): N workers, each sends its next request when the last ends.
 - Rate (open loop): constant or Poisson arrivals; ``concurrency`` caps requests in flight.
 - Sweep: a concurrency ladder 1, 2, 4, ... up to ``max_concurrency`` (or a rate ladder R, 2R,
-  4R, ... with ``rate``). Load carries over between steps (workers are added, never restarted);
+  4R, ... with ``rate``). Load carries over between steps (workers are added, never restarted,
+  and new workers start spread over min(0.5 s, warm-up / 2));
   each step has a warm-up (excluded) and a measurement window. A request belongs to the window
   in which it completes. Stop rules, after each step: error rate > bound, TTFT p95 > SLO,
   throughput gain < 5 % over two steps (``plateau``), time or request budget used.
@@ -34,6 +35,8 @@ PLATEAU_GAIN = 0.05
 RETRY_AFTER_CAP_S = 60.0
 ERROR_BACKOFF_S = 0.05
 MIN_ERRORS_FOR_STOP = 20
+RAMP_S = 0.5
+"""New closed-loop workers of a step start spread over this (at most half the warm-up)."""
 _perf = time.perf_counter
 
 
@@ -184,7 +187,9 @@ class Runner:
             return True
         return False
 
-    async def _closed_worker(self, i: int) -> None:
+    async def _closed_worker(self, i: int, delay: float = 0.0) -> None:
+        if delay > 0:  # staggered start: new workers do not all send in the same instant
+            await asyncio.sleep(delay)
         while i < self._target_conc and self._may_send():
             if await self._pause_if_asked():
                 continue
@@ -321,8 +326,13 @@ class Runner:
         loop = asyncio.get_running_loop()
         if rate is None:
             self._target_conc = conc or 1
+            start = len(self._workers)
+            new = self._target_conc - start
+            spread = min(RAMP_S, self.o.effective_warmup / 2) if new > 1 else 0.0
             while len(self._workers) < self._target_conc:
-                self._workers.append(loop.create_task(self._closed_worker(len(self._workers))))
+                k = len(self._workers) - start
+                self._workers.append(loop.create_task(
+                    self._closed_worker(len(self._workers), spread * k / new)))
             return
         first = self._target_rate is None
         self._target_rate = rate

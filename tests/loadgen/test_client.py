@@ -1,0 +1,154 @@
+"""The hot path: SSE splitting, usage styles, and every error class."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+
+import pytest
+
+from llmtop.loadgen.client import Result, StreamClient, parse_retry_after
+from llmtop.loadgen.options import ProbeOptions
+from llmtop.loadgen.prompts import Calibration, PromptFactory
+
+from .conftest import probe
+
+
+class _Content:
+    def __init__(self, chunks):
+        self.chunks = chunks
+
+    async def iter_any(self):
+        for c in self.chunks:
+            yield c
+
+
+def _ev(text=None, usage=None, finish=None, chat=False, choices=True):
+    obj: dict = {"choices": []}
+    if choices:
+        c = {"index": 0, "finish_reason": finish}
+        if chat:
+            c["delta"] = {"content": text} if text is not None else {"role": "assistant"}
+        else:
+            c["text"] = text or ""
+        obj["choices"] = [c]
+    if usage:
+        obj["usage"] = {"prompt_tokens": 7, "completion_tokens": usage}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+async def _read(chunks):
+    r = Result(0.0)
+    await StreamClient._read_stream(_Content(chunks), r)
+    return r
+
+
+async def test_vllm_style_usage_chunk_and_split_events():
+    body = (_ev(chat=True) + _ev("a", chat=True) + _ev("b", chat=True)
+            + _ev("", finish="length", chat=True) + _ev(usage=5, choices=False)
+            + b"data: [DONE]\n\n")
+    # split at awkward places, including inside an event and between the two newlines
+    chunks = [body[:7], body[7:60], body[60:61], body[61:200], body[200:]]
+    r = await _read(chunks)
+    assert r.ok and r.n_content == 2 and r.output_tokens == 5 and r.prompt_tokens == 7
+    assert len(r.gaps) == 1
+
+
+async def test_llamacpp_usage_on_last_choice_chunk_and_crlf():
+    body = _ev("x") + _ev("y") + _ev("", finish="length", usage=2) + b"data: [DONE]\n\n"
+    body = body.replace(b"\n", b"\r\n")
+    r = await _read([body[:30], body[30:31], body[31:]])
+    assert r.ok and r.output_tokens == 2 and r.n_content == 2
+
+
+async def test_no_usage_counts_content_events_and_ignores_comments():
+    body = b": keep-alive\n\n" + _ev("x") + b"event: ping\ndata: " + _ev("y")[6:] + \
+        _ev("", finish="stop")
+    r = await _read([body])
+    assert r.ok and r.output_tokens == 2
+
+
+async def test_truncated_and_malformed():
+    r = await _read([_ev("x") + _ev("y")])
+    assert r.error == "truncated_stream"
+    r = await _read([_ev("x") + b"data: {not json\n\n" + _ev("y")])
+    assert r.error == "malformed_event"
+
+
+def test_parse_retry_after():
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+    assert parse_retry_after("soon") is None
+
+
+async def test_connection_refused_is_connect():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    c = StreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    try:
+        r = await c.request(b"{}")
+    finally:
+        await c.aclose()
+    assert r.error == "connect"
+
+
+def _opts(url, model, **kw):
+    base = {"concurrency": 2, "max_requests": 6, "output_tokens": 8, "prompt_tokens": 16,
+            "endpoint": "completions", "progress_interval": 0.2}
+    base.update(kw)
+    return ProbeOptions(url=url, model=model, **base)
+
+
+@pytest.mark.parametrize(("model", "cls"), [("fail-close", "truncated_stream"),
+                                            ("fail-malformed", "malformed_event"),
+                                            ("fail-503", "http_503")])
+async def test_error_classes_in_a_run(fast_mock, model, cls):
+    report, _ = await probe(_opts(fast_mock.url, model, max_error_rate=1.0))
+    step = report["steps"][0]
+    assert step["errors"].get(cls, 0) >= 1, step["errors"]
+    assert step["requests"] == 0
+
+
+async def test_429_retry_after_honoured_and_counted(fast_mock):
+    import httpx
+
+    # the first 3 requests of this model get 429 + Retry-After: 0.5 (the prepare probe is 1)
+    report, _ = await probe(_opts(fast_mock.url, "fail-429-3", concurrency=1, max_requests=5,
+                                  max_error_rate=1.0))
+    step = report["steps"][0]
+    assert step["errors"] == {"http_429": 2}
+    assert step["requests"] == 3
+    assert step["retry_after"]["count"] == 2
+    assert step["retry_after"]["wait_s"] >= 0.9
+    async with httpx.AsyncClient() as c:
+        arrivals = (await c.get(fast_mock.url + "/stats")).json()["arrivals"]["fail-429-3"]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals[1:])]
+    assert gaps[0] >= 0.45 and gaps[1] >= 0.45  # waited Retry-After before the next send
+
+
+async def test_connection_refused_run_counts_connect_and_stops_on_error_rate():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    report, _ = await probe(_opts(f"http://127.0.0.1:{port}", "m", concurrency=4,
+                                       max_requests=None, duration=5.0, max_error_rate=0.5))
+    step = report["steps"][0]
+    assert step["errors"].get("connect", 0) >= 20
+    assert report["stop_reason"] == "error_rate"
+
+
+def test_prompt_factory_lengths_and_prefixes():
+    cal = Calibration("tokenize", ratio=1.25, overhead=1)
+    f = PromptFactory(model="m", endpoint="chat", calibration=cal, prompt_tokens=101,
+                      output_tokens=10, shared_prefix=(2, 41))
+    a, b, c = f.text(), f.text(), f.text()
+    assert a.split("\n")[0] != b.split("\n")[0] and a.split("\n")[0] == c.split("\n")[0]
+    assert len(a.split("\n")[1].split()) == 2 + cal.words_for(101)
+    body = json.loads(f.payload("hi", 5))
+    assert body["messages"][0]["content"] == "hi" and body["ignore_eos"] is True
+    assert body["stream_options"] == {"include_usage": True}
