@@ -21,6 +21,8 @@ and revalidated with one ``readlink``, so a steady state costs a few small reads
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import os
 import socket
 import time
@@ -76,13 +78,30 @@ def engine_of(argv: Sequence[str] | None, comm: str | None = None) -> str | None
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _own_address(ip: str) -> bool:
+    """True when ``ip`` is an address of this machine (binding to it works; no traffic)."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
+    except ValueError:
+        return False
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.bind((ip, 0))
+        return True
+    except OSError:
+        return False
+
+
 def is_local_host(host: str, hostname: str | None = None) -> bool:
-    """True for loopback names/addresses and this machine's hostname."""
+    """True for loopback names/addresses, this machine's hostname and its own IP addresses."""
     h = (host or "").strip().strip("[]").lower()
     if h in _LOOPBACK or h.startswith("127."):
         return True
     me = (hostname if hostname is not None else socket.gethostname()).lower()
-    return bool(me) and (h == me or h.split(".", 1)[0] == me.split(".", 1)[0] == h)
+    if me and (h == me or h.split(".", 1)[0] == me.split(".", 1)[0] == h):
+        return True
+    return _own_address(h)
 
 
 def target_port(t: Target) -> int | None:

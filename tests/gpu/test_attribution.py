@@ -322,12 +322,24 @@ def test_engine_of_comm_only():
         ("0.0.0.0", True),
         ("box", True),
         ("BOX.example.com", True),
-        ("10.0.0.5", False),
+        ("192.0.2.1", False),  # TEST-NET-1: never ours
         ("gpu-node-7", False),
     ],
 )
 def test_is_local_host(host, local):
     assert is_local_host(host, "box.example.com") is local
+
+
+def test_own_non_loopback_address_is_local():
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # UDP connect: picks a source address, sends nothing
+        except OSError:
+            pytest.skip("no route")
+        mine = s.getsockname()[0]
+    assert is_local_host(mine, "box")
 
 
 def test_target_port_defaults():
