@@ -28,7 +28,7 @@ from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
 from llmtop.ui.widgets.engines import COLUMNS
 from llmtop.verdict import Verdict, compute_verdict, growth_per_min
 
-__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "run_tui"]
+__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "run_source", "run_tui"]
 
 PAINT_MIN_S = 0.5
 """Paint slow: at most two repaints a second, however fast the source ticks."""
@@ -261,14 +261,26 @@ def run_tui(config: Config, *, demo: Any = None, record_path: str | None = None,
     from llmtop.ui.live import make_source
 
     source, problems = make_source(config, demo=demo, record_path=record_path)
-    app = LlmtopApp(source, config, theme=getattr(args, "theme", None))
     for line in problems:
         source.event("error", None, line)
+    return _run(LlmtopApp(source, config, theme=getattr(args, "theme", None)))
+
+
+def run_source(monitor: Any, config: Config, *, host: str = "", theme: str | None = None
+               ) -> int:
+    """Run the TUI on any Monitor-shaped source (``llmtop replay`` passes a ReplaySource)."""
+    from llmtop.ui.source import MonitorSource
+
+    source = MonitorSource(monitor, host=host or "replay")
+    return _run(LlmtopApp(source, config, theme=theme))
+
+
+def _run(app: LlmtopApp) -> int:
     try:
         app.run()
     finally:
         try:
-            asyncio.run(source.aclose())
+            asyncio.run(app.source.aclose())
         except Exception:
             pass
     return app.return_code or 0

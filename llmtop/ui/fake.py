@@ -191,7 +191,7 @@ class FakeSource:
         if row is None or row.state != "ok":
             return [None] * 10
         base = {"ttft_p50": 0.18, "ttft_p95": 0.42, "itl_p95": 0.035, "gen_tps": 1800.0,
-                "running": 25.0, "waiting": 3.0, "kv": 0.6, "preempt": 0.0}.get(field, 1.0)
+                "running": 25.0, "waiting": 3.0, "kv": 0.6, "preempt_s": 0.0}.get(field, 1.0)
         return _wave(120, base, base * 0.3, gap_at=(40, 41, 42))
 
     def gpu_series(self, key: str, field: str) -> list[float | None]:

@@ -34,8 +34,9 @@ SPARK_FIELDS = (
 
 
 def gpu_key(g: GpuRecord) -> str:
-    """Stable key of one GPU: ``host#index`` (host empty for local GPUs)."""
-    return f"{g.host}#{g.index}"
+    """Stable key of one GPU: ``host:index`` (host empty for local GPUs), as the store keys
+    its GPU series."""
+    return f"{g.host}:{g.index}"
 
 
 @runtime_checkable
@@ -88,15 +89,15 @@ _ROW_FIELD = {
     "running": ("running", None),
     "waiting": ("waiting", None),
     "kv": ("kv_cache_usage", None),
-    "preempt": ("preemptions_per_s", None),
+    "preempt_s": ("preemptions_per_s", None),
 }
 
 
 class MonitorSource:
     """Adapts ``llmtop.monitor.Monitor`` (or a replay source) to ``Source``.
 
-    The store's own ``series`` is used when it knows a field; otherwise a small ring per
-    row (filled from each tick's snapshot) answers, so sparklines never depend on naming.
+    The store's own ``series`` answers sparklines; a source without one gets a small ring
+    per row, filled from each tick's snapshot.
     """
 
     def __init__(self, monitor: Any, *, host: str, history: int = 600) -> None:
@@ -106,6 +107,7 @@ class MonitorSource:
         self._rings: dict[tuple[str, str], deque[float | None]] = {}
         self._history = history
         self._local_events: deque[Event] = deque(maxlen=500)
+        self._store_series = getattr(self.store, "series", None)
 
     @property
     def store(self) -> Any:
@@ -113,7 +115,8 @@ class MonitorSource:
 
     async def tick(self) -> Snapshot:
         snap = await self.monitor.tick()
-        self._remember(snap)
+        if self._store_series is None:
+            self._remember(snap)
         return snap
 
     def _remember(self, snap: Snapshot) -> None:
@@ -139,6 +142,11 @@ class MonitorSource:
         return fn(window_s) if fn is not None else None
 
     def series(self, key: str, field: str) -> list[float | None]:
+        if self._store_series is not None:
+            try:
+                return list(self._store_series(key, field))
+            except (KeyError, ValueError):
+                return []
         ring = self._rings.get((key, field))
         return list(ring) if ring is not None else []
 

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = ["GpuScreen", "gpu_table"]
 
-HISTORY_FIELDS = (("util", "SM util", fmt.fmt_pct), ("mem_used_bytes", "VRAM", fmt.fmt_bytes),
-                  ("power_w", "power W", fmt.fmt_num), ("temp_c", "temp \u00b0C", fmt.fmt_num))
+HISTORY_FIELDS = (("util", "SM util", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
+                  ("power", "power W", fmt.fmt_num), ("temp", "temp \u00b0C", fmt.fmt_num))
+"""GPU series the store keeps (``GPU_SERIES_FIELDS``): field, label, format."""
 SKIP = {"processes", "extra", "mig_instances", "throttle"}
 
 

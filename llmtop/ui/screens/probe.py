@@ -273,7 +273,7 @@ class ProbeScreen(Screen):
         for r in rows:
             for field, label, f in (("running", "running", fmt.fmt_num),
                                     ("waiting", "waiting", fmt.fmt_num),
-                                    ("kv", "KV", fmt.fmt_pct), ("preempt", "preempt/s",
+                                    ("kv", "KV", fmt.fmt_pct), ("preempt_s", "preempt/s",
                                                                 fmt.fmt_rate)):
                 values = self.app.source.series(r.key, field)
                 last = next((v for v in reversed(values) if v is not None), None)

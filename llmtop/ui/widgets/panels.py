@@ -24,6 +24,10 @@ THROTTLE_ABBREV = {
 }
 
 
+LOCAL_HOSTS = ("", "127.0.0.1", "localhost", "::1")
+"""GPU hosts shown without a prefix."""
+
+
 class Painted(Static):
     """A Static that skips identical updates."""
 
@@ -92,7 +96,8 @@ def _gib(v: float | None) -> str:
 def gpu_line(g: GpuRecord, th: Thresholds, *, wide: bool) -> Text:
     """One GPU: SM util bar, VRAM bar, power/limit, temperature, clock, throttle, owner."""
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f"{g.host + ':' if g.host else ''}{g.index} ", style="bold")
+    host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
+    t.append(f"{host}{g.index} ", style="bold")
     t.append(f"{short_gpu_name(g.name):<5.5} ")
     if g.error:
         t.append(f"error: {g.error}", style=S("gauge-crit"))
