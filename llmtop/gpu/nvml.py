@@ -65,6 +65,16 @@ def nvml_query(nvml: Any, fn: str, *args: Any, default: Any = None, **kwargs: An
         return default
 
 
+class _NoHandle(Exception):
+    """NVML refused a device handle (not lost): the message is the record's error."""
+
+
+def _handle_error(nvml: Any, exc: BaseException) -> str:
+    if _is(nvml, exc, "NVMLError_NoPermission"):
+        return "no permission to open this GPU (check access to /dev/nvidia*)"
+    return f"cannot open this GPU ({str(exc).strip() or type(exc).__name__})"
+
+
 def _c(nvml: Any, name: str, fallback: int) -> int:
     v = getattr(nvml, name, fallback)
     return v if isinstance(v, int) else fallback
@@ -249,23 +259,30 @@ class NvmlSampler:
             self._names = {k: v for k, v in self._names.items() if k in live}
         if procs and self._targets:
             self._attributor.attribute(procs, self._targets)
-        if all(r.error for r in records):
+        if all(r.error == reasons.GPU_LOST for r in records):
             return records, reasons.GPU_LOST_ALL
+        if all(r.error for r in records):
+            return records, f"GPU unavailable: {records[0].error}"
         return records, None
 
     def _handle(self, index: int, now: float) -> _Dev:
+        """The device's cached handle; a lost GPU's handle is fetched afresh after retry_s.
+
+        Raises ``_NoHandle`` (not cached, so retried next tick) when NVML refuses the handle.
+        """
         dev = self._devs.get(index)
         if dev is not None and (dev.lost_at is None or now - dev.lost_at < self.retry_s):
             return dev
+        lost = False
         try:
-            handle = nvml_query(self._nvml, "nvmlDeviceGetHandleByIndex", index)
-            lost = False
-        except GpuLost:
+            handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception as e:
+            if not _is(self._nvml, e, "NVMLError_GpuIsLost"):
+                raise _NoHandle(_handle_error(self._nvml, e)) from e
             handle, lost = None, True
         fresh = _Dev(handle)
         if dev is not None:  # retrying a lost GPU: keep what we knew about it
             fresh.static = dict(dev.static)
-            lost = lost or (handle is None and dev.lost_at is not None)
         fresh.lost_at = now if lost else None
         self._devs[index] = fresh
         return fresh
@@ -276,10 +293,9 @@ class NvmlSampler:
             dev = self._handle(index, now)
             if dev.lost_at is not None:
                 raise GpuLost("still lost")
-            if dev.handle is None:
-                rec.error = "GPU handle unavailable"
-                return rec
             self._fill(rec, dev, now)
+        except _NoHandle as e:
+            rec.error = str(e)
         except GpuLost:
             lost = self._devs.get(index)
             if lost is not None:

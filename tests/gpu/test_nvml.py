@@ -578,3 +578,23 @@ def test_close_during_an_in_flight_sample_does_not_block():
     assert fake.calls["nvmlShutdown"] == 1 and fake.initialized == 0
     assert s.sample().error is not None
     assert fake.calls["nvmlShutdown"] == 1
+
+
+def test_handle_refused_for_one_gpu_is_a_record_error_and_retried():
+    d0 = FakeDevice()
+    d0.fail("nvmlDeviceGetHandleByIndex", fk.NVMLError_NoPermission)
+    _fake, s, _ = make([d0, FakeDevice(uuid="GPU-b")])
+    out = s.sample()
+    assert out.error is None
+    assert out.gpus[0].error == "no permission to open this GPU (check access to /dev/nvidia*)"
+    assert out.gpus[1].error is None
+    d0.ok("nvmlDeviceGetHandleByIndex")
+    assert s.sample().gpus[0].error is None  # retried on the next tick
+
+
+def test_every_handle_refused_gives_one_line():
+    d0 = FakeDevice()
+    d0.fail("nvmlDeviceGetHandleByIndex", fk.NVMLError_Unknown)
+    _, s, _ = make([d0])
+    out = s.sample()
+    assert out.error == "GPU unavailable: cannot open this GPU (Unknown Error)"
