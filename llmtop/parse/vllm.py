@@ -86,8 +86,11 @@ def _finite(v: float) -> bool:
     return not (math.isnan(v) or math.isinf(v))
 
 
-def group_values(fam: Family | None, key: KeyFn, *, suffix: str = "_total") -> dict[Key, float]:
-    """Sum the finite samples named ``fam.name + suffix`` (or exactly ``fam.name``) by ``key``.
+def group_values(
+    fam: Family | None, key: KeyFn, *, suffix: str = "_total", agg: str = "sum"
+) -> dict[Key, float]:
+    """Sum (``agg="max"``: max) the finite samples named ``fam.name + suffix`` (or exactly
+    ``fam.name``) by ``key``.
 
     ``key(labels)`` returns the group, or None to drop the sample. Returns {} for no family.
     """
@@ -99,7 +102,11 @@ def group_values(fam: Family | None, key: KeyFn, *, suffix: str = "_total") -> d
         if s.name not in names or not _finite(s.value):
             continue
         k = key(s.labels)
-        if k is not None:
+        if k is None:
+            continue
+        if agg == "max":
+            out[k] = max(out.get(k, s.value), s.value)
+        else:
             out[k] = out.get(k, 0.0) + s.value
     return out
 

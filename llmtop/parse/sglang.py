@@ -1,0 +1,157 @@
+"""SGLang ``/metrics`` (``--enable-metrics``) -> ``EngineSample``, old and new names.
+
+``../shared/METRICS.md`` §5, §5.1. Multiprocess exposition: no ``_created``, no
+``process_*``; gauges without a multiprocess mode carry a ``pid`` label (summed away).
+
+* model label: ``model_name`` (v0.4+) | ``name`` (v0.3.5); ranks: ``dp_rank``
+* only ``tp_rank``/``pp_rank``/``moe_ep_rank`` 0 (or absent) is read: with
+  ``--enable-metrics-for-all-schedulers`` every TP rank repeats the same scheduler values
+* other labels (``engine_type``, ``is_streaming``, ``pid``, ``cache_source``, ``priority``...)
+  are summed over; NaN values are not reported (``sglang:fwd_occupancy`` is NaN when idle)
+* running ``num_running_reqs``; waiting ``num_queue_reqs``; kv_usage ``token_usage`` (max);
+  kv_capacity_tokens ``max_total_num_tokens``; max_running ``max_running_requests`` (old builds)
+* prefix_hits = Σ ``cached_tokens_total`` (all ``cache_source``), prefix_queries =
+  ``prompt_tokens_total``, set only when the build has ``cached_tokens`` (the family with no
+  sample yet counts as 0 hits). The ``cache_hit_rate`` gauge (overwritten per prefill batch)
+  is only ``prefix_hit_rate_gauge``.
+* preemptions ``num_retracted_requests_total`` | ``num_retractions`` (counter, or a histogram's
+  ``_sum``); requests ``num_requests_total``; aborted ``num_aborted_requests_total``
+* ttft ``time_to_first_token_seconds``; itl ``inter_token_latency_seconds``; tpot
+  ``request_time_per_output_token_seconds``, else the old ``time_per_output_token_seconds``;
+  e2e ``e2e_request_latency_seconds``; queue ``queue_time_seconds``; prompt_len/gen_len
+  ``prompt_tokens_histogram``/``generation_tokens_histogram``
+
+Decision: the old ``sglang:time_per_output_token_seconds`` (v0.3-0.4) is mapped to ``tpot``, not
+``itl``. It was observed with the request's running mean (time since first token / tokens so
+far), i.e. per-request time-per-output-token semantics, not a single inter-token gap, so it is
+not comparable with the newer ``inter_token_latency_seconds`` (its ``_count`` grows with the
+number of streamed chunks: 7.4 M in the v0.4 docs sample for 7.6 M generated tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtop.model import EngineSample, ModelSample
+from llmtop.parse.common import aggregate
+from llmtop.parse.exposition import Family, parse
+from llmtop.parse.vllm import Key, group_hists, group_values
+
+__all__ = ["WANTED", "normalize", "normalize_families", "want"]
+
+_P = "sglang:"
+_GAUGES = {
+    "num_running_reqs": ("running", "sum"),
+    "num_queue_reqs": ("waiting", "sum"),
+    "token_usage": ("kv_usage", "max"),
+    "max_total_num_tokens": ("kv_capacity_tokens", "max"),
+    "max_running_requests": ("max_running", "max"),
+    "cache_hit_rate": ("prefix_hit_rate_gauge", "max"),
+}
+_COUNTERS = {
+    "prompt_tokens": "prompt_tokens",
+    "generation_tokens": "generation_tokens",
+    "num_requests": "requests",
+    "num_aborted_requests": "aborted",
+}
+_PREEMPT = ("num_retracted_requests", "num_retractions")
+_HISTS: dict[str, tuple[str, ...]] = {
+    "ttft": ("time_to_first_token_seconds",),
+    "itl": ("inter_token_latency_seconds",),
+    "tpot": ("request_time_per_output_token_seconds", "time_per_output_token_seconds"),
+    "e2e": ("e2e_request_latency_seconds",),
+    "queue": ("queue_time_seconds",),
+    "prompt_len": ("prompt_tokens_histogram",),
+    "gen_len": ("generation_tokens_histogram",),
+}
+WANTED = frozenset(
+    _P + n
+    for n in (
+        *_GAUGES,
+        *_COUNTERS,
+        *_PREEMPT,
+        "cached_tokens",
+        *(n for names in _HISTS.values() for n in names),
+    )
+)
+"""Family names this adapter reads."""
+
+want = WANTED.__contains__
+_MODEL_LABELS = ("model_name", "name")
+_ZERO_ONLY = ("tp_rank", "pp_rank", "moe_ep_rank")
+
+
+def _key(labels: dict[str, str]) -> Key | None:
+    for z in _ZERO_ONLY:
+        v = labels.get(z)
+        if v is not None and v != "0":
+            return None
+    for ml in _MODEL_LABELS:
+        m = labels.get(ml)
+        if m is not None:
+            return m, labels.get("dp_rank")
+    return None
+
+
+def _first(families: dict[str, Family], names: tuple[str, ...]) -> Family | None:
+    for n in names:
+        fam = families.get(_P + n)
+        if fam is not None and fam.samples:
+            return fam
+    return None
+
+
+def normalize_families(families: dict[str, Family]) -> EngineSample:
+    """Normalize parsed ``sglang:*`` families."""
+    parts: dict[Key, ModelSample] = {}
+
+    def put(kind: str, name: str, vals: dict[Key, Any]) -> None:
+        for k, v in vals.items():
+            p = parts.get(k)
+            if p is None:
+                p = parts[k] = ModelSample(model=k[0], rank=k[1])
+            getattr(p, kind)[name] = v
+
+    for fam_name, (gkey, agg) in _GAUGES.items():
+        put("gauges", gkey, group_values(families.get(_P + fam_name), _key, suffix="", agg=agg))
+    for fam_name, ckey in _COUNTERS.items():
+        put("counters", ckey, group_values(families.get(_P + fam_name), _key))
+    pre = _first(families, _PREEMPT)
+    if pre is not None:
+        sfx = "_sum" if pre.type in ("histogram", "summary") else "_total"
+        put("counters", "preemptions", group_values(pre, _key, suffix=sfx))
+    cached = families.get(_P + "cached_tokens")
+    if cached is not None:
+        hits = group_values(cached, _key)
+        queries = group_values(families.get(_P + "prompt_tokens"), _key)
+        put("counters", "prefix_queries", queries)
+        put("counters", "prefix_hits", {k: hits.get(k, 0.0) for k in queries} | hits)
+    for hkey, names in _HISTS.items():
+        put("hists", hkey, group_hists(_first(families, names), _key))
+
+    by_model: dict[str, list[ModelSample]] = {}
+    for k, p in parts.items():
+        by_model.setdefault(k[0], []).append(p)
+    ranks_seen = {k[1] for k in parts if k[1] is not None}
+    ranks: list[ModelSample] = []
+    if len(ranks_seen) > 1:
+        ranks = sorted(
+            (p for k, p in parts.items() if k[1] is not None),
+            key=lambda p: (p.model, int(p.rank) if (p.rank or "").isdigit() else 1 << 30),
+        )
+    return EngineSample(
+        engine="sglang", models=[aggregate(m, ps) for m, ps in by_model.items()], ranks=ranks
+    )
+
+
+def normalize(
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
+) -> EngineSample:
+    """Parse and normalize one SGLang scrape. Raises ``ParseError`` on a bad payload."""
+    sample = normalize_families(parse(body, want=want))
+    if isinstance(identity, dict) and isinstance(identity.get("version"), str):
+        sample.version = identity["version"] or None
+    return sample

@@ -1,0 +1,98 @@
+"""SGLang adapter: every normalized field on every fixture, exact values read from the text."""
+
+from __future__ import annotations
+
+import math
+
+from llmtop.parse import sglang
+from tests.conftest import fixture_text
+
+
+def test_generated_v0_5_23():
+    s = sglang.normalize(fixture_text("sglang-generated-v0.5.23-metrics_collector.txt"))
+    assert s.engine == "sglang" and s.ranks == [] and s.start_time is None and s.version is None
+    (m,) = s.models
+    assert m.model == "Qwen/Qwen3-0.6B"
+    assert m.gauges == {
+        "running": 3.0,
+        "waiting": 1.0,
+        "kv_usage": 0.0054,
+        "kv_capacity_tokens": 446640.0,
+        "prefix_hit_rate_gauge": 0.42,  # cache_hit_rate: fallback gauge only
+    }
+    assert m.counters == {
+        "prompt_tokens": 2048.0,  # is_streaming true + false
+        "generation_tokens": 123.0,  # 41 + 82
+        "requests": 2.0,
+        "aborted": 1.0,
+        "preemptions": 1.0,  # num_retracted_requests_total
+        "prefix_queries": 2048.0,  # prompt_tokens_total
+        "prefix_hits": 512.0,  # cached_tokens_total{cache_source="device"}
+    }
+    assert "max_running" not in m.gauges
+    assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len"}
+    assert (m.hists["ttft"].sum, m.hists["ttft"].count) == (0.714, 3.0)
+    assert m.hists["ttft"].bounds[:3] == (0.1, 0.2, 0.4)
+    assert m.hists["ttft"].bounds[-1] == math.inf
+    assert (m.hists["itl"].sum, m.hists["itl"].count) == (0.048, 4.0)
+    assert m.hists["tpot"].count == 2.0
+    assert math.isclose(m.hists["tpot"].sum, 0.0143 + 0.0151)
+    assert m.hists["e2e"].count == 2.0 and math.isclose(m.hists["e2e"].sum, 0.62 + 1.41)
+    assert (m.hists["queue"].sum, m.hists["queue"].count) == (0.016, 2.0)
+    assert m.hists["queue"].bounds[:3] == (0.0, 0.001, 0.005)
+    assert (m.hists["prompt_len"].sum, m.hists["prompt_len"].count) == (2048.0, 2.0)
+    assert (m.hists["gen_len"].sum, m.hists["gen_len"].count) == (123.0, 2.0)
+
+
+def test_docs_v0_4_sample():
+    s = sglang.normalize(
+        fixture_text("sglang-docs-production_metrics.txt"), identity={"version": "0.4.0"}
+    )
+    assert s.version == "0.4.0"
+    (m,) = s.models
+    assert m.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert m.gauges == {
+        "running": 162.0,
+        "waiting": 2826.0,
+        "kv_usage": 0.28,
+        "prefix_hit_rate_gauge": 0.007507552643049313,
+    }
+    # no cached_tokens in that era: no prefix counters (missing, not 0)
+    assert m.counters == {"prompt_tokens": 8.128902e06, "generation_tokens": 7.557572e06}
+    assert set(m.hists) == {"ttft", "tpot", "e2e"}  # old time_per_output_token -> tpot, no itl
+    assert (m.hists["ttft"].sum, m.hists["ttft"].count) == (2.3518979474117756e06, 11008.0)
+    assert (m.hists["tpot"].sum, m.hists["tpot"].count) == (866964.5791549598, 7.400757e06)
+    assert m.hists["tpot"].cumulative[:3] == (1.0, 73.0, 382.0)
+    assert (m.hists["e2e"].sum, m.hists["e2e"].count) == (3.116093850019932e06, 11228.0)
+
+
+def test_v0_3_name_label():
+    (m,) = sglang.normalize(fixture_text("edge-sglang-v0.3-name-label.txt")).models
+    assert m.model == "/models/Llama-3.2-3B/"
+    assert m.gauges == {
+        "running": 12.0,
+        "waiting": 5.0,
+        "kv_capacity_tokens": 500000.0,
+        "max_running": 4096.0,
+    }
+    assert m.counters == {"prompt_tokens": 70000.0}
+    assert m.hists["ttft"].bounds == (5.0, math.inf)
+    assert m.hists["ttft"].cumulative == (1029.0, 1029.0)
+    assert (m.hists["ttft"].sum, m.hists["ttft"].count) == (300.5, 1029.0)
+
+
+def test_dp_ranks_pid_nan_and_tp_duplicates():
+    s = sglang.normalize(fixture_text("edge-sglang-dp-pid.txt"))
+    (m,) = s.models
+    assert m.gauges == {"running": 8.0, "waiting": 2.0, "kv_usage": 0.6}  # tp_rank 1 ignored
+    assert m.counters == {
+        "preemptions": 7.0,  # num_retractions summed over pid
+        "prompt_tokens": 150.0,
+        "prefix_queries": 150.0,
+        "prefix_hits": 0.0,  # cached_tokens family present, no series yet
+    }
+    assert [r.rank for r in s.ranks] == ["0", "1"]
+    r0, r1 = s.ranks
+    assert r0.gauges == {"running": 3.0, "kv_usage": 0.2}  # waiting NaN: not reported
+    assert r1.gauges == {"running": 5.0, "waiting": 2.0, "kv_usage": 0.6}
+    assert r0.counters == {"preemptions": 3.0} and r1.counters == {"preemptions": 4.0}
