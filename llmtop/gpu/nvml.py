@@ -325,6 +325,7 @@ class NvmlSampler:
                 isinstance(e, TypeError)  # an older pynvml without this signature
                 or _is(self._nvml, e, "NVMLError_NotSupported")
                 or _is(self._nvml, e, "NVMLError_FunctionNotFound")
+                or _is(self._nvml, e, "NVMLLibraryMismatchError")  # driver older than pynvml
             ):
                 dev.unsupported.add(key)
             return None
@@ -475,7 +476,10 @@ class NvmlSampler:
             ("procs_compute", "nvmlDeviceGetComputeRunningProcesses"),
             ("procs_graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
         ):
-            got = self._q(dev, key, fn)
+            got = None if key in dev.unsupported else self._q(dev, key, fn)
+            if key in dev.unsupported:  # a driver without the _v3 entry points: use _v2
+                key, fn = f"{key}_v2", f"{fn}_v2"
+                got = self._q(dev, key, fn)
             if got:
                 raw.extend(got)
             for mh in mig_handles:  # in MIG mode per-instance lists may be all we may read

@@ -39,6 +39,7 @@ __all__ = [
     "NVMLError_NotSupported",
     "NVMLError_Uninitialized",
     "NVMLError_Unknown",
+    "NVMLLibraryMismatchError",
 ]
 
 # --- constants (same values as pynvml) -------------------------------------------------------
@@ -135,6 +136,10 @@ NVMLError_LibRmVersionMismatch = _err(
     "NVMLError_LibRmVersionMismatch", NVML_ERROR_LIB_RM_VERSION_MISMATCH
 )
 NVMLError_Unknown = _err("NVMLError_Unknown", NVML_ERROR_UNKNOWN)
+
+
+class NVMLLibraryMismatchError(Exception):
+    """pynvml raises this (not an NVMLError) when an unversioned call hits an older driver."""
 
 
 # --- return shapes ---------------------------------------------------------------------------
@@ -255,6 +260,7 @@ class FakeNvml:
     NVMLError_GpuIsLost = NVMLError_GpuIsLost
     NVMLError_LibRmVersionMismatch = NVMLError_LibRmVersionMismatch
     NVMLError_Unknown = NVMLError_Unknown
+    NVMLLibraryMismatchError = NVMLLibraryMismatchError
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
     NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
@@ -452,3 +458,11 @@ class FakeNvml:
     def nvmlDeviceGetGraphicsRunningProcesses(self, h: Any) -> list[FakeProc]:
         self._call("nvmlDeviceGetGraphicsRunningProcesses", h)
         return list(h.graphics)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any) -> list[FakeProc]:
+        self._call("nvmlDeviceGetComputeRunningProcesses_v2", handle)
+        return list(handle.compute)
+
+    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: Any) -> list[FakeProc]:
+        self._call("nvmlDeviceGetGraphicsRunningProcesses_v2", handle)
+        return list(handle.graphics)

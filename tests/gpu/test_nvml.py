@@ -598,3 +598,15 @@ def test_every_handle_refused_gives_one_line():
     _, s, _ = make([d0])
     out = s.sample()
     assert out.error == "GPU unavailable: cannot open this GPU (Unknown Error)"
+
+
+def test_old_driver_process_listing_falls_back_to_v2():
+    me = os.getpid()
+    dev = FakeDevice(compute=[FakeProc(me, GiB)])
+    dev.fail("nvmlDeviceGetComputeRunningProcesses", fk.NVMLLibraryMismatchError("use _v2"))
+    fake, s, _ = make([dev])
+    for _ in range(3):
+        procs = s.sample().gpus[0].processes
+        assert [p.pid for p in procs] == [me]
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 1
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 3
