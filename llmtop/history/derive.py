@@ -206,15 +206,17 @@ def hist_quantiles(bounds: Sequence[float], cumulative: Sequence[float], total_s
 
 def hist_delta(points: Sequence[tuple[float, Hist]]) -> Hist | None:
     """The windowed histogram: last minus first, clipped after a restart of this histogram
-    (a bucket layout change, or a decrease of the count or of any bucket).
+    (a bucket layout change, or a decrease of the count or of the +Inf bucket). A single
+    bucket going down alone is inconsistent data, not a restart: its delta is clipped at 0
+    and ``bucket_quantile`` makes the counts monotonic, as Prometheus does.
 
     None with fewer than 2 points after the last restart.
     """
     start = 0
     for i in range(1, len(points)):
         a, b = points[i - 1][1], points[i][1]
-        if a.bounds != b.bounds or _decreased(a.count, b.count) or any(
-            _decreased(x, y) for x, y in zip(a.cumulative, b.cumulative, strict=False)
+        if a.bounds != b.bounds or _decreased(a.count, b.count) or (
+            a.cumulative and b.cumulative and _decreased(a.cumulative[-1], b.cumulative[-1])
         ):
             start = i
     if len(points) - start < 2:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from llmtop.history.derive import derive_lifetime, derive_window
 from llmtop.model import EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 
-__all__ = ["Entry", "build_model_row", "clean_gpu", "clean_sample", "series_value"]
+__all__ = ["Entry", "build_model_row", "clean_gpu", "clean_sample", "series_value", "share_with"]
 
 _LATENCY_FIELDS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s",
                    "queue": "queue_s"}
@@ -77,6 +77,34 @@ def clean_sample(s: EngineSample) -> EngineSample:
         gpus=[clean_gpu(g) for g in s.gpus],
         extra=s.extra,
     )
+
+
+def _share_models(prev: list[ModelSample], cur: list[ModelSample]) -> None:
+    before = {(m.model, m.rank): m for m in prev}
+    for m in cur:
+        p = before.get((m.model, m.rank))
+        if p is None:
+            continue
+        if m.info == p.info:
+            m.info = p.info
+        for k, h in m.hists.items():
+            ph = p.hists.get(k)
+            if ph is None:
+                continue
+            if h.bounds == ph.bounds:
+                h.bounds = ph.bounds
+            if h.cumulative == ph.cumulative:
+                h.cumulative = ph.cumulative
+
+
+def share_with(prev: EngineSample | None, cur: EngineSample) -> EngineSample:
+    """Make ``cur`` reuse ``prev``'s unchanged bucket bounds, bucket counts and info dicts
+    (most of a scrape does not change from one second to the next): kept history then
+    costs a fraction of the memory. Values are not changed."""
+    if prev is not None:
+        _share_models(prev.models, cur.models)
+        _share_models(prev.ranks, cur.ranks)
+    return cur
 
 
 def build_model_row(

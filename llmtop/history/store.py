@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 
 from llmtop.config import Config
 from llmtop.history.derive import restart_reason, window_start
-from llmtop.history.rows import Entry, build_model_row, clean_gpu, clean_sample, series_value
+from llmtop.history.rows import (
+    Entry,
+    build_model_row,
+    clean_gpu,
+    clean_sample,
+    series_value,
+    share_with,
+)
 from llmtop.history.series import EventLog, SeriesBook
 from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
 from llmtop.parse.exposition import Family, ParseError
@@ -221,6 +228,7 @@ class Store:
 
     def _keep(self, ts: _Target, raw: RawScrape, sample: EngineSample) -> None:
         prev = ts.recent[-1].sample if ts.recent else None
+        share_with(prev, sample)
         if prev is not None:
             reason = restart_reason(prev, sample)
             if reason is not None:
