@@ -1,0 +1,95 @@
+"""Generate ``screenshots/*.svg``: one per main screen, and the overview in every theme.
+
+    .venv/bin/python scripts/screenshots.py            # fixed FakeSource data (deterministic)
+    .venv/bin/python scripts/screenshots.py --demo     # live demo engines (llmtop --demo)
+
+Uses ``App.save_screenshot`` after driving the app with a Pilot (no terminal needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+os.environ.setdefault("TZ", "UTC")
+time.tzset()
+
+from llmtop.config import Config  # noqa: E402
+from llmtop.ui.app import LlmtopApp  # noqa: E402
+from llmtop.ui.fake import FakeSource  # noqa: E402
+
+OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SIZE = (120, 36)
+
+SHOTS = [
+    # (file name, scenario, theme, keys)
+    ("overview-dark", "pressure", "dark", ()),
+    ("overview-light", "pressure", "light", ()),
+    ("overview-high-contrast", "pressure", "high-contrast", ()),
+    ("overview-mono", "pressure", "mono", ()),
+    ("overview-80x24", "down", "dark", ()),
+    ("engine-detail", "ok", "dark", ("down", "down", "enter")),
+    ("raw-metrics", "ok", "dark", ("down", "down", "enter", "m")),
+    ("gpu-detail", "ok", "dark", ("g",)),
+    ("help", "ok", "dark", ("question_mark",)),
+    ("probe", "ok", "dark", ("down", "down", "l")),
+]
+
+
+async def shoot(name: str, app: LlmtopApp, keys: tuple[str, ...], size: tuple[int, int],
+                ticks: int) -> Path:
+    async with app.run_test(size=size) as pilot:
+        for _ in range(ticks):
+            await app.poll_once()
+            await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        for k in keys:
+            await pilot.press(k)
+            await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
+    return OUT / f"{name}.svg"
+
+
+async def main_async(demo: bool) -> None:
+    OUT.mkdir(exist_ok=True)
+    handle = None
+    if demo:
+        from llmtop.demo.launcher import start_demo
+        from llmtop.ui.live import make_source
+
+        handle = start_demo()
+        config = handle.apply(Config(discover=False))
+    try:
+        for name, scenario, theme, keys in SHOTS:
+            size = (80, 24) if name.endswith("80x24") else SIZE
+            if handle is not None:
+                source, _ = make_source(config, demo=handle)
+                app = LlmtopApp(source, config, autopoll=False, theme=theme)
+                ticks = 5
+            else:
+                app = LlmtopApp(FakeSource.demo(scenario), Config(), autopoll=False,
+                                theme=theme)
+                ticks = 1
+            path = await shoot(name, app, keys, size, ticks)
+            print(f"wrote {path.relative_to(OUT.parent)}")
+    finally:
+        if handle is not None:
+            handle.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Generate screenshots/*.svg")
+    ap.add_argument("--demo", action="store_true", help="use the live demo engines")
+    asyncio.run(main_async(ap.parse_args().demo))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
