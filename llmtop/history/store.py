@@ -9,16 +9,14 @@ number. It never prints and never calls the UI.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from llmtop.config import Config
-from llmtop.history.derive import restart_reason, window_start
+from llmtop.history.derive import restart_reason
 from llmtop.history.rows import (
     Entry,
     build_model_row,
@@ -28,6 +26,7 @@ from llmtop.history.rows import (
     share_with,
 )
 from llmtop.history.series import EventLog, SeriesBook
+from llmtop.history.target import TargetHistory, identity_version, state_word
 from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
 from llmtop.parse.exposition import Family, ParseError
 
@@ -44,10 +43,6 @@ GPU_SERIES_FIELDS = ("util", "mem_used", "power", "temp")
 """Per-GPU sparkline series (``host:index`` keys)."""
 
 SERIES_WINDOW_S = 10.0
-FULL_KEEP_S = 330.0
-"""Every sample is kept this long (the 5 min window plus margin)."""
-THIN_STEP_S = 10.0
-"""Older samples (up to ``history_s``) are thinned to one per this many seconds."""
 MAX_SERIES_POINTS = 7200
 MAX_EVENTS = 500
 GOOD_STATES = ("ok", "restarted")
@@ -68,33 +63,6 @@ def _default_detect(body: str, content_type: str | None, identity: dict | None) 
     return detect.detect_engine(body, content_type, identity)
 
 
-@dataclass(slots=True)
-class _Target:
-    name: str
-    host: str
-    engine: str | None = None
-    hinted: bool = False
-    version: str | None = None
-    identity: dict[str, Any] | None = None
-    wants_identity: bool = True
-    recent: deque[Entry] = field(default_factory=deque)
-    old: deque[Entry] = field(default_factory=deque)
-    epoch: int = 0
-    status: str | None = None
-    """Status of the latest scrape after parsing (ok/down/http_error/unauthorized/bad_payload)."""
-    error: str | None = None
-    http_status: int | None = None
-    last_raw_mono: float | None = None
-    last_ok_mono: float | None = None
-    restart_mono: float | None = None
-    bodies: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=2))
-    fam_cache: dict[float, dict[str, Family]] = field(default_factory=dict)
-    models: dict[str, None] = field(default_factory=dict)
-    """Models in order of first appearance."""
-    prev_state: str | None = None
-    seen: bool = False
-
-
 class Store:
     """Per-target history and everything derived from it (see ``docs/ARCHITECTURE.md``)."""
 
@@ -110,7 +78,7 @@ class Store:
         self.keep_s = max(float(config.history_s), 300.0)
         self._normalize = normalize or _default_normalize
         self._detect = detect or _default_detect
-        self._targets: dict[str, _Target] = {}
+        self._targets: dict[str, TargetHistory] = {}
         self._hosts = {t.name: t.host for t in config.targets}
         self._engine_hints = {t.name: t.engine for t in config.targets if t.engine}
         for t in config.targets:
@@ -130,13 +98,13 @@ class Store:
 
     # ------------------------------------------------------------------ targets
 
-    def _target(self, name: str, url: str | None = None) -> _Target:
+    def _target(self, name: str, url: str | None = None) -> TargetHistory:
         ts = self._targets.get(name)
         if ts is None:
             host = self._hosts.get(name)
             if host is None:
                 host = (urlsplit(url).hostname if url else None) or ""
-            ts = _Target(name=name, host=host)
+            ts = TargetHistory(name=name, host=host)
             hint = self._engine_hints.get(name)
             if hint:
                 ts.engine, ts.hinted = hint, True
@@ -187,17 +155,17 @@ class Store:
         if raw.engine_hint and not ts.hinted:
             ts.engine, ts.hinted = raw.engine_hint, True
         if raw.status != "ok" or raw.body is None:
-            self._set_status(ts, raw.status if raw.status != "ok" else "bad_payload",
+            ts.set_status(raw.status if raw.status != "ok" else "bad_payload",
                              raw.error or ("empty body" if raw.status == "ok" else None),
                              raw.http_status)
             return
         sample, err = self._parse(ts, raw)
         if sample is None:
-            self._set_status(ts, "bad_payload", err, raw.http_status)
+            ts.set_status("bad_payload", err, raw.http_status)
             return
         self._keep(ts, raw, clean_sample(sample))
 
-    def _parse(self, ts: _Target, raw: RawScrape) -> tuple[EngineSample | None, str | None]:
+    def _parse(self, ts: TargetHistory, raw: RawScrape) -> tuple[EngineSample | None, str | None]:
         assert raw.body is not None
         ident = {"host": ts.host, **(ts.identity or {})}
         engine = ts.engine
@@ -223,10 +191,8 @@ class Store:
             engine = None  # a detected engine failed: the port may serve another now
         return None, "unparseable metrics"
 
-    def _set_status(self, ts: _Target, status: str, error: str | None, http: int | None) -> None:
-        ts.status, ts.error, ts.http_status = status, error, http
 
-    def _keep(self, ts: _Target, raw: RawScrape, sample: EngineSample) -> None:
+    def _keep(self, ts: TargetHistory, raw: RawScrape, sample: EngineSample) -> None:
         prev = ts.recent[-1].sample if ts.recent else None
         share_with(prev, sample)
         if prev is not None:
@@ -238,27 +204,19 @@ class Store:
                 self.event("warn", ts.name, f"RESTARTED ({reason})", t_wall=raw.t_wall)
         if not ts.seen:
             ts.seen = True
-            version = sample.version or _identity_version(ts.identity)
+            version = sample.version or identity_version(ts.identity)
             what = f"{sample.engine} {version}" if version else sample.engine
             self.event("info", ts.name, f"first seen: detected as {what}", t_wall=raw.t_wall)
-        ts.version = sample.version or _identity_version(ts.identity) or ts.version
+        ts.version = sample.version or identity_version(ts.identity) or ts.version
         for m in sample.models:
             ts.models.setdefault(m.model, None)
         ts.recent.append(Entry(raw.t_mono, raw.t_wall, sample, ts.epoch))
-        self._trim(ts, raw.t_mono)
+        ts.trim(raw.t_mono, self.keep_s)
         ts.bodies.append((raw.t_mono, raw.body or ""))
         ts.fam_cache = {k: v for k, v in ts.fam_cache.items() if any(k == b[0]
                                                                      for b in ts.bodies)}
-        self._set_status(ts, "ok", None, raw.http_status)
+        ts.set_status("ok", None, raw.http_status)
         ts.last_ok_mono = raw.t_mono
-
-    def _trim(self, ts: _Target, now: float) -> None:
-        while len(ts.recent) > 2 and ts.recent[0].t_mono < now - FULL_KEEP_S:
-            e = ts.recent.popleft()
-            if not ts.old or e.t_mono - ts.old[-1].t_mono >= THIN_STEP_S:
-                ts.old.append(e)
-        while ts.old and ts.old[0].t_mono < now - self.keep_s:
-            ts.old.popleft()
 
     def ingest_gpus(self, sample: GpuSample) -> None:
         """Keep the latest GPU sample (NVML, demo, or its error)."""
@@ -270,39 +228,10 @@ class Store:
 
     # ------------------------------------------------------------------ states
 
-    def _state(self, ts: _Target, t: float) -> tuple[str, str | None]:
-        if ts.status is None:
-            return "stale", "no data yet"
-        if ts.status != "ok":
-            return ts.status, ts.error
-        assert ts.last_ok_mono is not None
-        age = t - ts.last_ok_mono
-        if age > 3 * self.interval_s + 1e-9:
-            return "stale", f"no fresh data for {age:.0f}s"
-        if ts.restart_mono is not None and t - ts.restart_mono < max(10.0, 3 * self.interval_s):
-            return "restarted", None
-        return "ok", None
-
     # ------------------------------------------------------------------ rows
 
-    def _entries(self, ts: _Target, t_end: float) -> list[Entry]:
-        entries = list(ts.old) + list(ts.recent) if ts.old else list(ts.recent)
-        if entries and entries[-1].t_mono > t_end:
-            times = [e.t_mono for e in entries]
-            entries = entries[: bisect.bisect_right(times, t_end)]
-        return entries
-
-    def _window(self, ts: _Target, window_s: float, t_end: float) -> list[Entry]:
-        entries = self._entries(ts, t_end)
-        if not entries:
-            return []
-        times = [e.t_mono for e in entries]
-        i0 = window_start(times, times[-1], window_s)
-        epoch = entries[-1].epoch
-        return [e for e in entries[i0:] if e.epoch == epoch]
-
-    def _rows(self, ts: _Target, window_s: float, t: float) -> list[EngineRow]:
-        state, error = self._state(ts, t)
+    def _rows(self, ts: TargetHistory, window_s: float, t: float) -> list[EngineRow]:
+        state, error = ts.state(t, self.interval_s)
         base = {
             "target": ts.name,
             "engine": ts.engine,
@@ -312,7 +241,7 @@ class Store:
             "http_status": ts.http_status,
             "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
         }
-        window = self._window(ts, window_s, t)
+        window = ts.window(window_s, t)
         if not window:
             return [EngineRow(key=f"{ts.name}|", model=None, **base)]
         latest = window[-1].sample
@@ -423,7 +352,7 @@ class Store:
             was_good = prev is None or prev in GOOD_STATES
             if cur in GOOD_STATES:
                 if not was_good:
-                    self.event("info", name, f"recovered (was {_state_word(prev, None)})",
+                    self.event("info", name, f"recovered (was {state_word(prev, None)})",
                                t_wall=t_wall)
                 continue
             if prev == cur:
@@ -431,7 +360,7 @@ class Store:
             if cur == "stale" and ts.status is None:
                 continue  # not scraped yet: nothing to say
             level = "warn" if cur == "stale" else "error"
-            text = _state_word(cur, row.http_status)
+            text = state_word(cur, row.http_status)
             if cur == "stale":
                 text = "STALE: no fresh data"
             elif row.error:
@@ -484,36 +413,7 @@ class Store:
         ts = self._targets.get(target)
         if ts is None or not ts.bodies:
             return {}, {}, 0.0
-        parsed = [self._families(ts, t, body) for t, body in ts.bodies]
+        parsed = [ts.families(t, body) for t, body in ts.bodies]
         if len(parsed) == 1:
             return parsed[0], {}, 0.0
         return parsed[1], parsed[0], ts.bodies[1][0] - ts.bodies[0][0]
-
-    def _families(self, ts: _Target, t: float, body: str) -> dict[str, Family]:
-        fams = ts.fam_cache.get(t)
-        if fams is None:
-            from llmtop.parse.exposition import parse
-
-            try:
-                fams = parse(body)
-            except ParseError:
-                fams = {}
-            ts.fam_cache[t] = fams
-        return fams
-
-
-def _identity_version(identity: dict[str, Any] | None) -> str | None:
-    if not identity:
-        return None
-    v = identity.get("version")
-    return v if isinstance(v, str) and v else None
-
-
-def _state_word(state: str | None, http_status: int | None) -> str:
-    if state == "http_error":
-        return f"HTTP {http_status}" if http_status else "HTTP error"
-    if state == "unauthorized":
-        return f"UNAUTHORIZED (HTTP {http_status})" if http_status else "UNAUTHORIZED"
-    return {"down": "DOWN", "bad_payload": "BAD PAYLOAD", "stale": "STALE"}.get(
-        state or "", (state or "").upper()
-    )

@@ -1,0 +1,128 @@
+"""What the store keeps per target: samples (full, then thinned), status, bodies, identity.
+
+No clock: every method takes the time it needs.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtop.history.derive import window_start
+from llmtop.history.rows import Entry
+from llmtop.parse.exposition import Family, ParseError
+
+__all__ = ["FULL_KEEP_S", "THIN_STEP_S", "TargetHistory", "identity_version", "state_word"]
+
+FULL_KEEP_S = 330.0
+"""Every sample is kept this long (the 5 min window plus margin)."""
+THIN_STEP_S = 10.0
+"""Older samples (up to ``history_s``) are thinned to one per this many seconds."""
+
+
+@dataclass(slots=True)
+class TargetHistory:
+    """Everything the store keeps about one target."""
+
+    name: str
+    host: str
+    engine: str | None = None
+    hinted: bool = False
+    version: str | None = None
+    identity: dict[str, Any] | None = None
+    wants_identity: bool = True
+    recent: deque[Entry] = field(default_factory=deque)
+    old: deque[Entry] = field(default_factory=deque)
+    epoch: int = 0
+    status: str | None = None
+    """Status of the latest scrape after parsing (ok/down/http_error/unauthorized/bad_payload)."""
+    error: str | None = None
+    http_status: int | None = None
+    last_raw_mono: float | None = None
+    last_ok_mono: float | None = None
+    restart_mono: float | None = None
+    bodies: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=2))
+    fam_cache: dict[float, dict[str, Family]] = field(default_factory=dict)
+    models: dict[str, None] = field(default_factory=dict)
+    """Models in order of first appearance."""
+    prev_state: str | None = None
+    seen: bool = False
+
+    def set_status(self, status: str, error: str | None, http: int | None) -> None:
+        """Status of the latest scrape after parsing."""
+        self.status, self.error, self.http_status = status, error, http
+
+    def trim(self, now: float, keep_s: float) -> None:
+        """Keep every sample for ``FULL_KEEP_S``, then one per ``THIN_STEP_S`` up to ``keep_s``."""
+        while len(self.recent) > 2 and self.recent[0].t_mono < now - FULL_KEEP_S:
+            e = self.recent.popleft()
+            if not self.old or e.t_mono - self.old[-1].t_mono >= THIN_STEP_S:
+                self.old.append(e)
+        while self.old and self.old[0].t_mono < now - keep_s:
+            self.old.popleft()
+
+    def state(self, t: float, interval_s: float) -> tuple[str, str | None]:
+        """``(state, error)`` at monotonic time ``t``."""
+        if self.status is None:
+            return "stale", "no data yet"
+        if self.status != "ok":
+            return self.status, self.error
+        assert self.last_ok_mono is not None
+        age = t - self.last_ok_mono
+        if age > 3 * interval_s + 1e-9:
+            return "stale", f"no fresh data for {age:.0f}s"
+        if self.restart_mono is not None and t - self.restart_mono < max(10.0, 3 * interval_s):
+            return "restarted", None
+        return "ok", None
+
+    def entries(self, t_end: float) -> list[Entry]:
+        """Kept samples up to ``t_end``, oldest first."""
+        entries = list(self.old) + list(self.recent) if self.old else list(self.recent)
+        if entries and entries[-1].t_mono > t_end:
+            times = [e.t_mono for e in entries]
+            entries = entries[: bisect.bisect_right(times, t_end)]
+        return entries
+
+    def window(self, window_s: float, t_end: float) -> list[Entry]:
+        """Samples of the newest process (epoch) in the window ending at the newest sample."""
+        entries = self.entries(t_end)
+        if not entries:
+            return []
+        times = [e.t_mono for e in entries]
+        i0 = window_start(times, times[-1], window_s)
+        epoch = entries[-1].epoch
+        return [e for e in entries[i0:] if e.epoch == epoch]
+
+    def families(self, t: float, body: str) -> dict[str, Family]:
+        """Fully parsed families of one kept body (lazy, cached)."""
+        fams = self.fam_cache.get(t)
+        if fams is None:
+            from llmtop.parse.exposition import parse
+
+            try:
+                fams = parse(body)
+            except ParseError:
+                fams = {}
+            self.fam_cache[t] = fams
+        return fams
+
+
+def identity_version(identity: dict[str, Any] | None) -> str | None:
+    """The ``version`` an identity probe found, if any."""
+    if not identity:
+        return None
+    v = identity.get("version")
+    return v if isinstance(v, str) and v else None
+
+
+def state_word(state: str | None, http_status: int | None) -> str:
+    """DOWN / HTTP 503 / UNAUTHORIZED (HTTP 401) / BAD PAYLOAD / STALE."""
+    if state == "http_error":
+        return f"HTTP {http_status}" if http_status else "HTTP error"
+    if state == "unauthorized":
+        return f"UNAUTHORIZED (HTTP {http_status})" if http_status else "UNAUTHORIZED"
+    return {"down": "DOWN", "bad_payload": "BAD PAYLOAD", "stale": "STALE"}.get(
+        state or "", (state or "").upper()
+    )
