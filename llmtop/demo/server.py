@@ -198,7 +198,16 @@ class DemoServer:
         return web.json_response({"gpus": [s.gpu.record() for s in self.sites if s.gpu]})
 
     def _app(self, es: _EngineSite) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        @web.middleware
+        async def gone(request: web.Request, handler: Callable[..., Any]) -> Any:
+            # "down": new connections are refused (listener closed); a kept-alive connection
+            # is dropped on its next request, as when the server process has died
+            if es.site is None and request.transport is not None:
+                request.transport.close()
+                raise web.HTTPServiceUnavailable()
+            return await handler(request)
+
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[gone])
         e = es.engine
         kind = es.kind
         r = app.router

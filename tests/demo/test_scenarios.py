@@ -103,6 +103,19 @@ async def test_down_refuses_connections(demo_factory):
             assert r.status == 200
 
 
+async def test_down_drops_kept_alive_connections(demo_factory):
+    server = await demo_factory(("vllm",), scenario="down", fault_after=0.5, fault_every=600)
+    base = server.sites[0].base_url
+    async with aiohttp.ClientSession() as s:  # one pooled keep-alive connection
+        async with s.get(base + "/metrics") as r:
+            assert r.status == 200
+            await r.read()
+        await asyncio.sleep(0.9)
+        with pytest.raises(aiohttp.ClientError):
+            async with s.get(base + "/metrics") as r:
+                await r.read()
+
+
 async def test_down_comes_back(demo_factory):
     server = await demo_factory(("vllm",), scenario="down", fault_after=0.2, fault_every=0.6)
     base = server.sites[0].base_url
