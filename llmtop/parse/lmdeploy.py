@@ -1,0 +1,151 @@
+"""LMDeploy ``/metrics`` (``lmdeploy serve api_server``, port 23333) -> ``EngineSample``.
+
+``../shared/METRICS.md`` §10 and ``InternLM/lmdeploy lmdeploy/metrics/loggers.py``: vLLM-like
+names under ``lmdeploy:``, labels ``model_name`` and ``engine`` (the DP rank; DP > 1 usually
+means one API server per rank, so one rank per scrape). No ``_created`` series
+(``disable_created_metrics``) and no ``process_*`` start time.
+
+* running ``num_requests_running``; waiting ``num_requests_waiting``; kv_usage
+  ``gpu_cache_usage_perc`` (0..1); ``prefix_cache_hit_rate`` (a gauge) -> ``prefix_hit_rate_gauge``
+* prompt/generation tokens ``prompt_tokens_total``/``generation_tokens_total``; when the build
+  has ``cached_tokens_total``: prefix_hits = cached tokens, prefix_queries = prompt tokens
+* ``request_success_total{finished_reason}``: the reason is ``str(ResponseType.X)``
+  (``ResponseType.FINISH``...), normalized to lower case without the class name
+  (``finished:finish``, ``finished:cancel``...); ``requests`` = all, ``aborted`` = ``cancel``
+  (or ``abort``), ``errors`` = reasons containing ``error``
+* ttft ``time_to_first_token_seconds``; itl ``iter_token_latency``; tpot
+  ``time_per_output_token_seconds`` (per request); e2e ``e2e_request_latency_seconds``; queue
+  ``request_queue_time_seconds``; prompt_len/gen_len ``request_prompt_tokens``/
+  ``request_generation_tokens``
+* ``backend_config_info`` labels -> ``ModelSample.info``
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llmtop.model import EngineSample, ModelSample
+from llmtop.parse.common import aggregate
+from llmtop.parse.exposition import Family, parse
+from llmtop.parse.vllm import Key, group_hists, group_values
+
+__all__ = ["WANTED", "normalize", "normalize_families", "want"]
+
+_P = "lmdeploy:"
+_GAUGES = {
+    "num_requests_running": ("running", "sum"),
+    "num_requests_waiting": ("waiting", "sum"),
+    "gpu_cache_usage_perc": ("kv_usage", "max"),
+    "prefix_cache_hit_rate": ("prefix_hit_rate_gauge", "max"),
+}
+_COUNTERS = {"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens"}
+_HISTS = {
+    "ttft": "time_to_first_token_seconds",
+    "itl": "iter_token_latency",
+    "tpot": "time_per_output_token_seconds",
+    "e2e": "e2e_request_latency_seconds",
+    "queue": "request_queue_time_seconds",
+    "prompt_len": "request_prompt_tokens",
+    "gen_len": "request_generation_tokens",
+}
+WANTED = frozenset(
+    _P + n
+    for n in (
+        *_GAUGES,
+        *_COUNTERS,
+        *_HISTS.values(),
+        "cached_tokens",
+        "request_success",
+        "backend_config_info",
+    )
+)
+"""Family names this adapter reads."""
+
+want = WANTED.__contains__
+
+
+def _key(labels: dict[str, str]) -> Key | None:
+    m = labels.get("model_name")
+    return None if m is None else (m, labels.get("engine"))
+
+
+def _reason(raw: str) -> str:
+    return raw.rsplit(".", 1)[-1].lower() if raw.startswith("ResponseType.") else raw.lower()
+
+
+def normalize_families(families: dict[str, Family]) -> EngineSample:
+    """Normalize parsed ``lmdeploy:*`` families."""
+    parts: dict[Key, ModelSample] = {}
+
+    def part(k: Key) -> ModelSample:
+        p = parts.get(k)
+        if p is None:
+            p = parts[k] = ModelSample(model=k[0], rank=k[1])
+        return p
+
+    def put(kind: str, name: str, vals: dict[Key, Any]) -> None:
+        for k, v in vals.items():
+            getattr(part(k), kind)[name] = v
+
+    for fam_name, (gkey, agg) in _GAUGES.items():
+        put("gauges", gkey, group_values(families.get(_P + fam_name), _key, suffix="", agg=agg))
+    for fam_name, ckey in _COUNTERS.items():
+        put("counters", ckey, group_values(families.get(_P + fam_name), _key))
+    cached = families.get(_P + "cached_tokens")
+    if cached is not None:
+        hits = group_values(cached, _key)
+        queries = group_values(families.get(_P + "prompt_tokens"), _key)
+        put("counters", "prefix_queries", queries)
+        put("counters", "prefix_hits", {k: hits.get(k, 0.0) for k in queries} | hits)
+    succ = families.get(_P + "request_success")
+    if succ is not None:
+        for s in succ.samples:
+            if s.name != succ.name + "_total" or not math.isfinite(s.value):
+                continue
+            k = _key(s.labels)
+            if k is None:
+                continue
+            c = part(k).counters
+            reason = _reason(s.labels.get("finished_reason", "unknown"))
+            c["finished:" + reason] = c.get("finished:" + reason, 0.0) + s.value
+            c["requests"] = c.get("requests", 0.0) + s.value
+            if reason in ("cancel", "abort"):
+                c["aborted"] = c.get("aborted", 0.0) + s.value
+            elif "error" in reason:
+                c["errors"] = c.get("errors", 0.0) + s.value
+    for hkey, fam_name in _HISTS.items():
+        put("hists", hkey, group_hists(families.get(_P + fam_name), _key))
+    info = families.get(_P + "backend_config_info")
+    if info is not None:
+        for s in info.samples:
+            for p in parts.values():
+                for k, v in s.labels.items():
+                    p.info.setdefault(k, v)
+
+    by_model: dict[str, list[ModelSample]] = {}
+    for k, p in parts.items():
+        by_model.setdefault(k[0], []).append(p)
+    ranks_seen = {k[1] for k in parts if k[1] is not None}
+    ranks: list[ModelSample] = []
+    if len(ranks_seen) > 1:
+        ranks = sorted(
+            (p for k, p in parts.items() if k[1] is not None),
+            key=lambda p: (p.model, int(p.rank) if (p.rank or "").isdigit() else 1 << 30),
+        )
+    return EngineSample(
+        engine="lmdeploy", models=[aggregate(m, ps) for m, ps in by_model.items()], ranks=ranks
+    )
+
+
+def normalize(
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    identity: dict[str, Any] | None = None,
+) -> EngineSample:
+    """Parse and normalize one LMDeploy scrape. Raises ``ParseError`` on a bad payload."""
+    sample = normalize_families(parse(body, want=want))
+    if isinstance(identity, dict) and isinstance(identity.get("version"), str):
+        sample.version = identity["version"] or None
+    return sample
