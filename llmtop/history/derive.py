@@ -18,8 +18,9 @@ Rules (``METRICS.md`` §3):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample, Quantiles
 
@@ -278,11 +279,41 @@ class ModelWindow:
     """Finished requests by reason counted over the window (None = not reported)."""
 
 
-def _series(samples: Sequence[tuple[float, ModelSample]], key: str) -> list[Point] | None:
-    """Points of counter ``key``; None when the newest sample does not report it."""
-    if not samples or key not in samples[-1][1].counters:
+def _present(
+    samples: Sequence[tuple[float, ModelSample]],
+    get: Callable[[ModelSample], Any],
+    zero: Callable[[Any], Any],
+) -> list[tuple[float, Any]] | None:
+    """Points of one value; None when the newest sample does not report it.
+
+    A series that first appears after the window's first sample and is then always present
+    was created lazily (prometheus_client labels, SGLang multiprocess files): it was 0 at
+    the sample before, so that sample counts as ``zero(value)``. Samples in the window all
+    come from one process, so this never bridges a restart.
+    """
+    vals = [(t, get(m)) for t, m in samples]
+    if not vals or vals[-1][1] is None:
         return None
-    return [(t, m.counters[key]) for t, m in samples if key in m.counters]
+    first = next(i for i, (_, v) in enumerate(vals) if v is not None)
+    tail = vals[first:]
+    pts = [(t, v) for t, v in tail if v is not None]
+    if first > 0 and len(pts) == len(tail):
+        pts.insert(0, (vals[first - 1][0], zero(pts[0][1])))
+    return pts
+
+
+def _series(samples: Sequence[tuple[float, ModelSample]], key: str) -> list[Point] | None:
+    """Points of counter ``key`` (see ``_present``); None when the newest lacks it."""
+    return _present(samples, lambda m: m.counters.get(key), lambda v: 0.0)
+
+
+def _zero_hist(h: Hist) -> Hist:
+    return Hist(h.bounds, tuple(0.0 for _ in h.cumulative), 0.0, 0.0)
+
+
+def _prefix_pair(m: ModelSample) -> tuple[float, float] | None:
+    h, q = m.counters.get("prefix_hits"), m.counters.get("prefix_queries")
+    return None if h is None or q is None else (h, q)
 
 
 def _rate(samples: Sequence[tuple[float, ModelSample]], key: str) -> float | None:
@@ -321,17 +352,13 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]]) -> ModelWindow:
             fin[k.split(":", 1)[1]] = d[0] if d is not None else 0.0
         out.finished = fin if len(samples) >= 2 else None
     for key in last.hists:
-        pts = [(t, m.hists[key]) for t, m in samples if key in m.hists]
-        d = hist_delta(pts)
+        hp = _present(samples, lambda m, k=key: m.hists.get(k), _zero_hist)
+        d = hist_delta(hp) if hp else None
         out.quantiles[key] = None if d is None else hist_quantiles(d.bounds, d.cumulative,
                                                                     d.sum, d.count)
     if "prefix_hits" in last.counters and "prefix_queries" in last.counters:
-        pts3 = [
-            (t, m.counters["prefix_hits"], m.counters["prefix_queries"])
-            for t, m in samples
-            if "prefix_hits" in m.counters and "prefix_queries" in m.counters
-        ]
-        out.prefix_hit_rate = prefix_hit_rate(pts3)
+        pp = _present(samples, _prefix_pair, lambda v: (0.0, 0.0)) or []
+        out.prefix_hit_rate = prefix_hit_rate([(t, h, q) for t, (h, q) in pp])
     else:
         out.prefix_hit_rate = last.gauges.get("prefix_hit_rate_gauge")
     return out

@@ -265,12 +265,13 @@ class Store:
 
     def _gpus(self) -> list[GpuRecord]:
         out: list[GpuRecord] = []
-        seen: set[tuple[str, int, str]] = set()
+        seen: set[object] = set()
         sources = [self._gpu.gpus] if self._gpu is not None else []
         sources += [ts.recent[-1].sample.gpus for ts in self._targets.values() if ts.recent]
         for gpus in sources:
             for g in gpus:
-                k = (g.host, g.index, g.source)
+                # the same GPU seen twice (NVML and Triton's nv_gpu_*): keep the first
+                k: object = g.uuid or (g.host, g.index, g.source)
                 if k not in seen:
                     seen.add(k)
                     out.append(g)

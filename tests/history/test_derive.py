@@ -234,3 +234,25 @@ def test_derive_lifetime():
     assert life["finished"] == {"stop": 9.0, "abort": 1.0}
     assert life["uptime_s"] == 60.0
     assert "generation_tokens" not in life  # not reported: absent, never 0
+
+
+def test_lazily_created_series_count_from_zero():
+    # SGLang/prometheus_client create labelled series on first use: absent, then present
+    s0 = _ms(counters={"prompt_tokens": 100.0})
+    s1 = _ms(counters={"prompt_tokens": 200.0, "generation_tokens": 50.0,
+                       "prefix_hits": 5.0, "prefix_queries": 20.0},
+             hists={"ttft": H((1, 2, 2, 2), 0.3)})
+    w = derive.derive_window([(0.0, s0), (1.0, s1)])
+    assert w.rates["generation_tokens_per_s"] == pytest.approx(50.0)
+    assert w.prefix_hit_rate == pytest.approx(0.25)
+    assert w.quantiles["ttft"].count == 2
+
+
+def test_intermittently_missing_counter_is_not_zeroed():
+    s0 = _ms(counters={"generation_tokens": 100.0})
+    gap = _ms(counters={})
+    s2 = _ms(counters={"generation_tokens": 300.0})
+    w = derive.derive_window([(0.0, s0), (1.0, gap), (2.0, s2)])
+    assert w.rates["generation_tokens_per_s"] == pytest.approx(100.0)
+    w = derive.derive_window([(0.0, gap), (1.0, s0), (2.0, gap), (3.0, s2)])
+    assert w.rates["generation_tokens_per_s"] == pytest.approx(100.0)  # no zero inserted

@@ -299,3 +299,17 @@ def test_history_is_bounded():
     assert len(ts.recent) <= 335 and len(ts.old) <= 31
     assert len(s.series_times()) <= 300
     assert s.row("a|m", 300.0).generation_tokens_per_s == pytest.approx(100.0)
+
+
+def test_same_gpu_from_two_sources_is_listed_once():
+    from llmtop.model import EngineSample, GpuRecord, GpuSample
+
+    def norm(engine, text, **kw):
+        return EngineSample("triton", gpus=[GpuRecord("127.0.0.1", 0, "triton", uuid="GPU-1"),
+                                            GpuRecord("127.0.0.1", 1, "triton", uuid="GPU-2")])
+
+    s = Store(Config(), normalize=norm, detect=lambda *a: "triton")
+    s.ingest_gpus(GpuSample(0.0, 0.0, gpus=[GpuRecord("", 0, "nvml", uuid="GPU-1")]))
+    s.ingest(raw("t", 0.0, "x"))
+    assert [(g.source, g.uuid) for g in s.snapshot(10.0).gpus] == [
+        ("nvml", "GPU-1"), ("triton", "GPU-2")]
