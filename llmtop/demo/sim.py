@@ -517,6 +517,8 @@ class Engine:
                     r.first_token_t = now
                     st.obs("ttft", now - r.arrival, streaming=r.stream)
                     st.obs("queue", (r.admitted_t or now) - r.arrival)
+                else:  # recomputed after a preemption: the gap shows up as one long ITL
+                    st.obs("itl", now - r.last_token_t)
                 if not r.counted_prompt:
                     r.counted_prompt = True
                     st.inc("prompt_tokens", r.prompt_len, streaming=r.stream)
