@@ -62,7 +62,7 @@ _FAST_RE = re.compile(
     + "="
     + _LABEL_VALUE
     + r")*,?)?)\})?"
-    r"[ \t]+([^ \t\r]+)(?:[ \t]+([^ \t\r]+))?\Z",
+    r"[ \t]+(\S+)(?:[ \t]+(\S+))?\Z",
     re.DOTALL,
 )
 _PAIR_RE = re.compile("(" + _LABEL_NAME + ')="([^"\\\\]*(?:\\\\.[^"\\\\]*)*)"', re.DOTALL)
@@ -393,42 +393,44 @@ class _Parser:
         chunk = text[start:end]
         if self.skippable(chunk):
             return
-        off = start
+        lines = chunk.split("\n")
         fast = _FAST_RE.match
         pairs_of = _PAIR_RE.findall
-        emit = self.emit
-        for raw in chunk.split("\n"):
-            try:
+        i = 0
+        try:
+            for i, raw in enumerate(lines):  # noqa: B007 (i is read on error)
                 m = fast(raw)
-                if m is not None:
-                    name, inner, val, ts = m.groups()
-                    labels: dict[str, str] = {}
-                    if inner:
-                        if "\\" in inner or "__" in inner:
-                            emit(*_parse_sample(raw))
-                            off += len(raw) + 1
-                            continue
-                        pairs = pairs_of(inner)
-                        labels = dict(pairs)
-                        if len(labels) != len(pairs):
-                            raise ValueError("duplicate label name")
-                    value = _value(val)
-                    if ts is not None:
-                        _value(ts)
-                    if name in self.allowed:
-                        self.samples.append(Sample(name, labels, value))
-                    else:
-                        emit(name, labels, value)
-                else:
+                if m is None:
                     line = raw.strip()
                     if line:
                         if line[0] == "#":
                             self.comment(line)
                         else:
-                            emit(*_parse_sample(line))
-            except (ValueError, IndexError) as exc:
-                raise _LineError(off, str(exc)) from None
-            off += len(raw) + 1
+                            self.emit(*_parse_sample(line))
+                    continue
+                name, inner, val, ts = m.groups()
+                if inner:
+                    if "\\" in inner or "__" in inner:
+                        self.emit(*_parse_sample(raw))
+                        continue
+                    pairs = pairs_of(inner)
+                    labels = dict(pairs)
+                    if len(labels) != len(pairs):
+                        raise ValueError("duplicate label name")
+                else:
+                    labels = {}
+                if "_" in val:
+                    raise ValueError(f"invalid value {val[:40]!r}")
+                value = float(val)
+                if ts is not None:
+                    _value(ts)
+                if name in self.allowed:
+                    self.samples.append(Sample(name, labels, value))
+                else:
+                    self.emit(name, labels, value)
+        except (ValueError, IndexError) as exc:
+            off = start + sum(len(x) + 1 for x in lines[:i])
+            raise _LineError(off, str(exc)) from None
 
     def emit(self, sname: str, labels: dict[str, str], value: float) -> None:
         if sname in self.allowed:

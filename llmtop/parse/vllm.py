@@ -116,28 +116,35 @@ def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[K
     if fam is None:
         return {}
     base = fam.name
+    bname, sname, cname = base + "_bucket", base + "_sum", base + "_count"
     buckets: dict[Key, dict[float, float]] = {}
     sums: dict[Key, float] = {}
     counts: dict[Key, float] = {}
+    les: dict[str, float] = {}
     for s in fam.samples:
         n = s.name
-        if n == base + "_bucket":
+        if n == bname:
             k = key(s.labels)
             if k is None or math.isnan(s.value):
                 continue
-            try:
-                le = float(s.labels.get("le", "nan"))
-            except ValueError:
-                continue
+            raw = s.labels.get("le", "nan")
+            le = les.get(raw)
+            if le is None:
+                try:
+                    le = les[raw] = float(raw)
+                except ValueError:
+                    continue
             if math.isnan(le):
                 continue
-            b = buckets.setdefault(k, {})
+            b = buckets.get(k)
+            if b is None:
+                b = buckets[k] = {}
             b[le] = b.get(le, 0.0) + s.value
-        elif n == base + "_sum" or n == base + "_count":
+        elif n in (sname, cname):
             k = key(s.labels)
             if k is None or math.isnan(s.value):
                 continue
-            d = sums if n[-4:] == "_sum" else counts
+            d = sums if n == sname else counts
             d[k] = d.get(k, 0.0) + s.value
     out: dict[Key, Hist] = {}
     for k in buckets.keys() | counts.keys():

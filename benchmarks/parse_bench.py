@@ -1,0 +1,94 @@
+"""Parse + normalize cost of one large vLLM scrape: llmtop's path vs prometheus_client.
+
+The scrape is the generated vLLM 0.33.0 exposition (tests/fixtures/metrics), without its
+comment header, with the ``vllm:*`` series of a second data-parallel rank (``engine="1"``)
+added family by family until the text reaches ~55 KB: real format, real names and buckets.
+
+Run: ``.venv/bin/python benchmarks/parse_bench.py [--target-kb 55] [--number 50]``.
+Prints ms per scrape (best of 7 repeats, and the median), measured as this process's CPU
+time (``time.process_time``) so that other load on a shared machine does not count; pass
+``--wall`` for wall-clock time. Rows:
+  llmtop  = exposition.parse(text, want=vllm.want) + vllm.normalize_families (vllm.normalize)
+  llmtop (parse only, all families) and prometheus_client.parser (all families, consumed).
+Timings are noisy on a shared machine; compare numbers from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import timeit
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from llmtop.parse import exposition, vllm  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "metrics" / "vllm-generated-v0.33.0-loggers.txt"
+
+
+def build_scrape(target_bytes: int) -> str:
+    """The fixture body, grown with engine="1" copies of vllm:* series up to target_bytes."""
+    lines = FIXTURE.read_text(encoding="utf-8").split("\n")
+    while lines and lines[0].startswith(("# source:", "# note:", "#   ")):
+        lines.pop(0)
+    size = sum(len(ln) + 1 for ln in lines)
+    out: list[str] = []
+    block: list[str] = []
+
+    def close_block() -> None:
+        nonlocal size
+        out.extend(block)
+        for ln in block:
+            if size >= target_bytes:
+                break
+            if ln.startswith("vllm:") and 'engine="0"' in ln:
+                extra = ln.replace('engine="0"', 'engine="1"')
+                out.append(extra)
+                size += len(extra) + 1
+        block.clear()
+
+    for ln in lines:
+        if ln.startswith("# HELP") and block:
+            close_block()
+        block.append(ln)
+    close_block()
+    return "\n".join(out)
+
+
+def bench(fn, number: int, timer=time.process_time) -> tuple[float, float]:
+    runs = [t / number * 1000 for t in timeit.repeat(fn, number=number, repeat=7, timer=timer)]
+    return min(runs), statistics.median(runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--target-kb", type=float, default=55.0)
+    ap.add_argument("--number", type=int, default=50)
+    ap.add_argument("--wall", action="store_true", help="wall-clock instead of CPU time")
+    args = ap.parse_args(argv)
+    timer = time.perf_counter if args.wall else time.process_time
+    text = build_scrape(int(args.target_kb * 1000))
+    sample = vllm.normalize(text)
+    nlines = text.count("\n") + 1
+    print(f"scrape: {len(text.encode()) / 1000:.1f} KB, {nlines} lines, "
+          f"{len(sample.models)} model(s), {len(sample.ranks)} rank(s)")  # fmt: skip
+    n = args.number
+    ours = bench(lambda: vllm.normalize(text), n, timer)
+    ours_all = bench(lambda: exposition.parse(text), n, timer)
+    ref = bench(lambda: list(text_string_to_metric_families(text)), max(1, n // 5), timer)
+    print("timer:", "wall clock" if args.wall else "process CPU time")
+    print(f"llmtop parse(want)+normalize  {ours[0]:7.2f} ms  (median {ours[1]:.2f})")
+    print(f"llmtop parse (all families)   {ours_all[0]:7.2f} ms  (median {ours_all[1]:.2f})")
+    print(f"prometheus_client.parser      {ref[0]:7.2f} ms  (median {ref[1]:.2f})")
+    print(f"speed-up (best of 7)          {ref[0] / ours[0]:7.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
