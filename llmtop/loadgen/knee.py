@@ -4,9 +4,10 @@
   normalised by their maxima). Every split with at least two points on each side is fitted
   by least squares; the split with the smallest total squared error wins and the knee is
   where the two lines meet. Accepted only with at least ``MIN_POINTS`` points, a rising
-  first line, a tail slope <= 0.25x the rising slope and the knee's throughput >= 85 % of the
-  peak.
-- ``saturation``: the accepted knee, snapped to the nearest ladder step (log distance).
+  first line, a tail slope <= 0.25x the rising slope and the knee's throughput (the fitted
+  value where the lines meet) >= 85 % of the peak.
+- ``saturation``: the accepted knee, snapped to the lowest ladder step at (or within 10 %
+  below) the knee's load: the first step where throughput has stopped rising.
 - ``max_throughput``: the step with the highest output tok/s.
 - ``sla_boundary``: the highest load, counted up from the lowest step, whose TTFT p95 (and
   per-request ITL p95 / TPOT p95 where those SLOs are set) meets the SLO, with its goodput.
@@ -14,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,10 +63,10 @@ def find_knee(xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]:
     xk = (b2 - b1) / (m1 - m2) if m1 != m2 else nx[k - 1]
     xk = min(max(xk, nx[0]), nx[-1])
     knee_x = xk * xmax
-    # throughput at the knee: the measured value at the nearest point (log distance)
-    near = min(range(len(pts)), key=lambda i: abs(math.log(pts[i][0] / knee_x))
-               if pts[i][0] > 0 and knee_x > 0 else abs(pts[i][0] - knee_x))
-    knee_y = pts[near][1]
+    knee_y = (m2 * xk + b2) * ymax  # the fitted throughput where the two lines meet
+    # the saturation step: the lowest step at (or within 10 % below) the knee's load
+    at = [i for i in range(len(pts)) if pts[i][0] >= 0.9 * knee_x]
+    near = at[0] if at else len(pts) - 1
     out.update({"load": knee_x, "nearest_load": pts[near][0], "output_tokens_per_s": knee_y,
                 "rise_slope": m1, "tail_slope": m2, "split": k})
     if m1 <= 0:
