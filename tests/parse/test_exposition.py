@@ -265,3 +265,23 @@ def test_want_still_catches_a_truncated_last_line():
 
 def test_fixture_dir_exists():
     assert Path(FIXTURES / "metrics").is_dir()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_family(), min_size=1, max_size=5), st.data())
+def test_want_keeps_exactly_the_wanted_families(fams, data):
+    text = "\n".join(line for fam in fams for line in fam) + "\n"
+    try:
+        full = parse(text)
+    except ParseError:
+        return
+    keep = set(data.draw(st.lists(st.sampled_from(sorted(full) or ["x"]), max_size=3)))
+    part = parse(text, want=keep.__contains__)
+    assert _plain(part) == _plain({k: v for k, v in full.items() if k in keep})
+
+
+def _plain(fams: dict) -> dict:
+    return {
+        k: [f.name, f.type, f.help, [(s.name, s.labels, _v(s.value)) for s in f.samples]]
+        for k, f in fams.items()
+    }
