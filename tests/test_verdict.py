@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from llmtop.config import Thresholds
 from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
 from llmtop.verdict import (
@@ -108,3 +112,46 @@ def test_verdict_lines():
     v = compute_verdict(Snapshot(time=0, window_s=10, engines=[bad, down]), TH)
     assert v.level == CRIT and v.text.startswith("CRITICAL — triton@:8002 DOWN | vllm@:8000")
     assert compute_verdict(Snapshot(time=0, window_s=10), TH).text.startswith("NO ENGINES")
+
+
+# -- the rules fire on the demo scenarios (real demo engines, real Monitor; slow) --------------
+
+SCENARIO_RULES = {
+    "kv-pressure": "kv_pressure",
+    "queue-spike": "queue_growth",
+    "down": "target_state",
+    "restart": "target_state",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", sorted(SCENARIO_RULES))
+async def test_rules_fire_on_demo_scenarios(scenario):
+    from llmtop.config import Config
+    from llmtop.demo.launcher import start_demo
+    from llmtop.monitor import Monitor
+
+    demo = start_demo(scenario=scenario, extra_args=["--fault-after", "2", "--fault-every", "60"])
+    try:
+        config = demo.apply(Config(discover=False, interval_s=0.5))
+        mon = Monitor.from_config(config, demo=demo)
+        want = SCENARIO_RULES[scenario]
+        fired: set[str] = set()
+        try:
+            for _ in range(90):  # up to ~45 s
+                snap = await mon.tick()
+                growth = {}
+                for row in snap.engines:
+                    g = growth_per_min(mon.store.series(row.key, "waiting"), 0.5)
+                    if g is not None:
+                        growth[row.key] = g
+                v = compute_verdict(snap, config.thresholds, waiting_growth=growth)
+                fired |= {f.rule for f in v.findings}
+                if want in fired:
+                    break
+                await asyncio.sleep(0.5)
+        finally:
+            await mon.aclose()
+        assert want in fired, (scenario, fired)
+    finally:
+        demo.stop()

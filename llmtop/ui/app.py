@@ -71,7 +71,7 @@ class LlmtopApp(ReplayActions, App):
         self._wake = asyncio.Event()
         self._last_paint = 0.0
         self._paint_pending = False
-        self._last_verdict = ""
+        self._last_verdict: tuple | None = None
         themes, self.theme_errors = load_themes()
         for th in themes:
             self.register_theme(th)
@@ -156,11 +156,13 @@ class LlmtopApp(ReplayActions, App):
                 if g is not None:
                     growth[row.key] = g
         self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth)
-        if self.verdict.text != self._last_verdict and snap is not None:
+        # log a change of level or of which rules fire where, not every changing number
+        sig = (self.verdict.level, frozenset((f.rule, f.target) for f in self.verdict.findings))
+        if snap is not None and sig != self._last_verdict:
             if self._last_verdict:
                 level = ("info", "warn", "error")[self.verdict.level]
                 self.source.event(level, None, f"verdict: {self.verdict.text}")
-            self._last_verdict = self.verdict.text
+            self._last_verdict = sig
 
     def trend(self, key: str, field: str) -> str:
         return fmt.trend_arrow(self.source.series(key, field))

@@ -133,7 +133,7 @@ def bar(frac: float | None, width: int, style: str) -> Text:
     if frac is None:
         return Text("·" * width, style="dim")
     frac = min(max(frac, 0.0), 1.0)
-    full = frac * width
+    full = max(frac * width, 0.125) if frac > 0 else 0.0  # anything above 0 shows
     n = int(full)
     rest = full - n
     parts = "█" * n

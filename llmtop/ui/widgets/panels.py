@@ -131,10 +131,18 @@ def gpu_line(g: GpuRecord, th: Thresholds, *, wide: bool) -> Text:
 
 
 class GpuPanel(Painted):
-    DEFAULT_CSS = "GpuPanel { height: auto; padding: 0 1; }"
+    DEFAULT_CSS = "GpuPanel { height: 1; padding: 0 1; }"
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._lines = 0
 
     def show(self, gpus: Sequence[GpuRecord], error: str | None, th: Thresholds,
              *, wide: bool) -> None:
+        lines = max(1, len(gpus))
+        if lines != self._lines:  # a fixed height: a new sample never forces a layout
+            self._lines = lines
+            self.styles.height = lines
         if not gpus:
             reason = error or "no GPUs reported"
             self.paint(Text(f"GPU unavailable: {reason}", style="dim", no_wrap=True,
