@@ -456,6 +456,8 @@ class Engine:
                     while not self.pool.take(1):
                         if not self._preempt_one(now) or r not in self.running:
                             break
+                    else:
+                        r.anon += 1
                     if r not in self.running:
                         continue
             rows.append((r, 1, False))
@@ -510,8 +512,10 @@ class Engine:
                 if self.pool.prefix_caching:
                     start = len(r.refs)
                     for h in r.hashes[start:]:
-                        if self.pool.promote(h):
-                            r.anon -= 1
+                        # the anonymous block becomes the cached one, or (already cached by
+                        # another request) is freed and the cached one referenced
+                        self.pool.promote(h)
+                        r.anon -= 1
                         r.refs.append(h)
                 if r.first_token_t is None:
                     r.first_token_t = now
