@@ -80,7 +80,7 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
         ({**model, "request_type": "context"}, prefilling),
         ({**model, "request_type": "scheduled"}, len(e.running)),
         ({**model, "request_type": "max"}, e.settings.max_num_seqs),
-        ({**model, "request_type": "active"}, len(e.running) + len(e.waiting)),
+        ({**model, "request_type": "active"}, len(e.running)),
     ])
     family("nv_trt_llm_runtime_memory_metrics", "TRT LLM runtime memory metrics", "gauge", [
         ({**model, "memory_type": "pinned"}, 0),
@@ -141,7 +141,7 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
          "cached requests)", "counter", int(ok * 30)),
         ("nv_inference_pending_request_count",
          "Instantaneous number of pending requests awaiting execution per-model.", "gauge",
-         len(e.waiting)),
+         0),  # decoupled TRT-LLM model: Triton hands requests to the backend at once
     ):
         family(name, doc, typ, [(model, v)])
     if gpu is not None:
