@@ -55,6 +55,8 @@ class Reply:
     close_after: bool = False
     """Close the connection right after writing (a truncated body)."""
     chunks: Callable[[], Iterator[bytes]] | None = None
+    drop: bool = False
+    """Close the connection without answering at all."""
 
 
 def _fixture() -> list[str]:
@@ -134,6 +136,24 @@ def fast_then_slow(path: str, n: int) -> Reply | None:
     if path != "/metrics":
         return _vllm_identity(path)
     return Reply(body=vllm_body(1.0 + 0.1 * n).encode(), delay_s=0.0 if n <= 1 else 4.0)
+
+
+def ok_then_500(path: str, n: int) -> Reply | None:
+    """Healthy at the first scrape, HTTP 500 from the second on."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    if n <= 1:
+        return Reply(body=vllm_body(1.1).encode())
+    return http_500(path, n)
+
+
+def ok_then_drop(path: str, n: int) -> Reply | None:
+    """Healthy at the first scrape, then the connection is closed without an answer."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    if n <= 1:
+        return Reply(body=vllm_body(1.1).encode())
+    return Reply(drop=True)
 
 
 def counter_reset(path: str, n: int) -> Reply | None:
@@ -242,6 +262,8 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "partial": partial,
     "restart": restart,
     "counter_reset": counter_reset,
+    "ok_then_500": ok_then_500,
+    "ok_then_drop": ok_then_drop,
     "slow_identity": slow_identity,
     "fast_then_slow": fast_then_slow,
     "nan": nan_values,
@@ -336,6 +358,8 @@ class ServerSet:
                 reply = Reply(status=404, body=b"Not Found")
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
+            if reply.drop:
+                return
             hdr = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'X')}",
                    f"Content-Type: {reply.content_type}"]
             hdr += [f"{k}: {v}" for k, v in reply.headers.items()]

@@ -34,7 +34,7 @@ TIMEOUT = "1.5"
 """Per-target timeout: tight, yet first contact with 15 targets at once (7 identity probes
 each) must fit on a loaded 2-core machine."""
 
-GOOD = ("healthy", "partial", "nan", "restart", "counter_reset")
+GOOD = ("healthy", "partial", "nan", "restart", "counter_reset", "ok_then_500", "ok_then_drop")
 BAD = ("slow", "http_500", "http_401", "html", "html_as_text", "garbage", "truncated",
        "huge_declared", "empty")
 
@@ -251,6 +251,23 @@ def test_counter_reset_alone_is_a_restart(multi):
     for k in RATE_KEYS:
         assert row[k] is None or 0 <= row[k] < 1000, (k, row[k])
     assert row["finished"] is None or all(v >= 0 for v in row["finished"].values())
+
+
+@needs_parsers
+@pytest.mark.parametrize(("case", "state", "pattern"), [
+    ("ok_then_500", "http_error", r"^HTTP 500"),
+    ("ok_then_drop", "down", r"clos|reset"),
+])
+def test_failure_after_a_good_scrape_keeps_the_last_good_values(multi, case, state, pattern):
+    run, names = multi
+    row = run.rows()[names[case]]
+    assert row["state"] == state, row["error"]
+    assert re.search(pattern, row["error"]), row["error"]
+    # docs/json-schema.md: in every state other than ok the values are the last good ones
+    assert row["engine"] == "vllm" and row["model"] == "tiny-llama"
+    assert row["running"] == 8.0 and row["waiting"] == 22.0
+    for k in RATE_KEYS:  # one good sample: no rate yet, and never 0 made up
+        assert row[k] is None, k
 
 
 @needs_parsers
