@@ -6,9 +6,11 @@ tokens, ``decode`` rebuilds the new body byte for byte. When the line structure 
 (a new series, a restart, a JSON body) ``encode`` returns None and the caller stores the
 full body instead.
 
-Delta grammar: entries separated by spaces; each entry is ``<gap><op><text>`` where
+Delta grammar: entries separated by spaces; each entry is ``<gap><op><text>[*<n>]`` where
 ``gap`` is the line-index distance from the previous entry, ``op`` is ``+`` (an integral
-numeric delta, rendered in the old token's style) or ``=`` (the literal new token).
+numeric delta, rendered in the old token's style) or ``=`` (the literal new token), and
+``*<n>`` applies the same numeric delta to the ``n`` lines right after it as well (the
+buckets of a cumulative histogram above an observation all move by the same amount).
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ def encode(prev: list[str], new: list[str]) -> str | None:
         return None
     out: list[str] = []
     last = 0
+    run_d: int | None = None
+    run_end = -2
+    run_n = 0
     for i, (a, b) in enumerate(zip(prev, new, strict=True)):
         if a == b:
             continue
@@ -72,11 +77,19 @@ def encode(prev: list[str], new: list[str]) -> str | None:
         if ka != kb or va is None or vb is None:
             return None
         d = _numeric_delta(va, vb)
+        if d is not None and d == run_d and i == run_end + 1:
+            run_n += 1
+            run_end = i
+            out[-1] = f"{out[-1].split('*')[0]}*{run_n}"
+            last = i
+            continue
         gap = i - last
         last = i
         if d is not None:
             out.append(f"{gap}+{d}")
+            run_d, run_end, run_n = d, i, 0
         else:
+            run_d = None
             if " " in vb:
                 return None
             out.append(f"{gap}={vb}")
@@ -95,7 +108,13 @@ def decode(prev: list[str], delta: str) -> list[str]:
             j += 1
         idx += int(entry[:j])
         op, text = entry[j], entry[j + 1 :]
-        head, _, old = lines[idx].rpartition(" ")
-        new = _render(float(old) + int(text), old) if op == "+" else text
-        lines[idx] = f"{head} {new}"
+        repeat = 0
+        if op == "+" and "*" in text:
+            text, n = text.split("*")
+            repeat = int(n)
+        for k in range(idx, idx + repeat + 1):
+            head, _, old = lines[k].rpartition(" ")
+            new = _render(float(old) + int(text), old) if op == "+" else text
+            lines[k] = f"{head} {new}"
+        idx += repeat
     return lines
