@@ -9,7 +9,7 @@ Classification (``RawScrape.status`` / ``error``):
   TLS failure, ``timeout after 2.0s`` (the per-target timeout covers the whole request).
 * ``unauthorized``: HTTP 401/403 (``unauthorized (HTTP 401) — set an API key``).
 * ``http_error``: any other non-2xx (``HTTP 503``; a short JSON error message is appended,
-  e.g. llama.cpp's 501 "Start it with --metrics").
+  e.g. llama.cpp's 501 "Start it with --metrics"), or a redirect loop.
 * ``bad_payload``: an HTML page (content type or ``<!doctype``/``<html`` start), a body over
   ``Config.body_cap_bytes`` (``body over 32 MiB``; reading stops at the cap) or a truncated
   body (Content-Length mismatch, connection closed mid-body).
@@ -325,6 +325,9 @@ class Scraper:
             return _Result("down", error="connection closed before a response")
         except httpx.DecodingError:
             return _Result("bad_payload", error="undecodable body (content encoding)")
+        except httpx.TooManyRedirects:
+            # the server is up and answering, only never with the metrics
+            return _Result("http_error", error="redirect loop (more than 3 redirects)")
         except (httpx.ConnectError, OSError) as exc:
             return _Result("down", error=_connect_reason(exc, target.host))
         except httpx.HTTPError as exc:
