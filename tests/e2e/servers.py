@@ -55,6 +55,8 @@ class Reply:
     close_after: bool = False
     """Close the connection right after writing (a truncated body)."""
     chunks: Callable[[], Iterator[bytes]] | None = None
+    chunk_delay_s: float = 0.0
+    """Sleep between chunks (a trickling body)."""
     drop: bool = False
     """Close the connection without answering at all."""
 
@@ -253,6 +255,65 @@ def huge_chunked_small(path: str, n: int) -> Reply:
     return Reply(content_length=-1, chunks=_huge_chunks(2 * _MIB))
 
 
+def restart_higher(path: str, n: int) -> Reply | None:
+    """Second scrape: a new process start time and counters *higher* than before (the new
+    process already did more work than the old one): still a restart, never a spike."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    if n <= 1:
+        return Reply(body=vllm_body(1.0).encode())
+    return Reply(body=vllm_body(3.0, start_time=_FIXTURE_START + 3600.0).encode())
+
+
+def http_403(path: str, n: int) -> Reply:
+    return Reply(status=403, body=b"Forbidden", content_type="text/plain")
+
+
+def http_404(path: str, n: int) -> Reply:
+    return Reply(status=404, body=b'{"detail": "Not Found"}', content_type="application/json")
+
+
+def redirect_loop(path: str, n: int) -> Reply:
+    return Reply(status=302, headers={"Location": "/metrics"}, body=b"")
+
+
+def bad_gzip(path: str, n: int) -> Reply:
+    return Reply(body=b"this is not gzip at all" * 10, headers={"Content-Encoding": "gzip"})
+
+
+def json_200(path: str, n: int) -> Reply:
+    return Reply(body=b'{"status": "error", "message": "metrics disabled"}',
+                 content_type="application/json")
+
+
+def node_exporter(path: str, n: int) -> Reply:
+    """Valid Prometheus text, but not an inference engine's."""
+    text = (
+        "# HELP node_load1 1m load average.\n# TYPE node_load1 gauge\nnode_load1 0.42\n"
+        "# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.\n"
+        "# TYPE node_cpu_seconds_total counter\n"
+        + "".join(f'node_cpu_seconds_total{{cpu="{i}",mode="idle"}} {1000.0 * n + i}\n'
+                  for i in range(8))
+    )
+    return Reply(body=text.encode())
+
+
+def trickle(path: str, n: int) -> Reply:
+    """Headers at once, then the body one 1 KiB chunk per 0.2 s (past any timeout)."""
+    body = vllm_body().encode()
+
+    def gen() -> Iterator[bytes]:
+        for i in range(0, len(body), 1024):
+            yield body[i:i + 1024]
+
+    return Reply(content_length=-1, chunks=gen, chunk_delay_s=0.2)
+
+
+def one_long_line(path: str, n: int) -> Reply:
+    """1 MiB on one line that starts like a vLLM sample and never closes its label."""
+    return Reply(body=b"vllm:num_requests_running{model_name=\"" + b"a" * _MIB + b"\n")
+
+
 def empty_200(path: str, n: int) -> Reply:
     return Reply(body=b"")
 
@@ -278,12 +339,22 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "huge_chunked": huge_chunked,
     "huge_chunked_small": huge_chunked_small,
     "empty": empty_200,
+    "restart_higher": restart_higher,
+    "http_403": http_403,
+    "http_404": http_404,
+    "redirect_loop": redirect_loop,
+    "bad_gzip": bad_gzip,
+    "json_200": json_200,
+    "node_exporter": node_exporter,
+    "trickle": trickle,
+    "one_long_line": one_long_line,
 }
 
 
 # ---------------------------------------------------------------------------- plumbing
 
-_REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 302: "Found", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            500: "Internal Server Error"}
 
 
 def closed_port() -> int:
@@ -375,6 +446,8 @@ class ServerSet:
                 for chunk in reply.chunks():
                     writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     await writer.drain()
+                    if reply.chunk_delay_s:
+                        await asyncio.sleep(reply.chunk_delay_s)
                 writer.write(b"0\r\n\r\n")
             else:
                 writer.write(reply.body)

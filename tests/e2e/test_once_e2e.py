@@ -34,7 +34,8 @@ TIMEOUT = "1.5"
 """Per-target timeout: tight, yet first contact with 15 targets at once (7 identity probes
 each) must fit on a loaded 2-core machine."""
 
-GOOD = ("healthy", "partial", "nan", "restart", "counter_reset", "ok_then_500", "ok_then_drop")
+GOOD = ("healthy", "partial", "nan", "restart", "counter_reset", "ok_then_500",
+        "ok_then_drop")
 BAD = ("slow", "http_500", "http_401", "html", "html_as_text", "garbage", "truncated",
        "huge_declared", "empty")
 
@@ -51,7 +52,18 @@ EXPECT: dict[str, tuple[str, str]] = {
     "huge_declared": ("bad_payload", r"32 MiB"),
     "empty": ("bad_payload", r"."),
 }
-PARSE_CASES = {"garbage", "empty"}
+# the second run: more bad answers beside another healthy vLLM
+EXPECT2: dict[str, tuple[str, str]] = {
+    "http_403": ("unauthorized", r"403"),
+    "http_404": ("http_error", r"^HTTP 404"),
+    "redirect_loop": ("http_error", r"redirect"),
+    "bad_gzip": ("bad_payload", r"undecodable|encoding"),
+    "json_200": ("bad_payload", r"."),
+    "node_exporter": ("bad_payload", r"."),
+    "trickle": ("down", r"timeout"),
+    "one_long_line": ("bad_payload", r"."),
+}
+PARSE_CASES = {"garbage", "empty", "json_200", "node_exporter", "one_long_line"}
 """Cases whose state is decided after parsing (detect/registry must be there)."""
 
 # the healthy server multiplies every vLLM counter by 1 + 0.1 n at its n-th scrape, so one
@@ -122,8 +134,21 @@ def multi(servers):
     return run, names
 
 
-def test_multi_run_is_one_valid_document(multi):
-    run, names = multi
+@pytest.fixture(scope="module")
+def multi2(servers):
+    """A second ``--once --json`` run: a healthy vLLM, a restart with higher counters and
+    the rest of the bad answers."""
+    order = ["healthy", "restart_higher", *EXPECT2]
+    ports = servers.start(order)
+    names = {c: f"127.0.0.1:{p}" for c, p in ports.items()}
+    run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
+                     *[names[c] for c in order])
+    return run, names
+
+
+@pytest.mark.parametrize("which", ["multi", "multi2"])
+def test_multi_run_is_one_valid_document(request, which):
+    run, names = request.getfixturevalue(which)
     assert_no_traceback(run)
     assert not re.search(r"\bNaN\b|Infinity", run.stdout)
     doc = run.json()
@@ -134,13 +159,14 @@ def test_multi_run_is_one_valid_document(multi):
     assert targets == list(names.values()) or sorted(targets) == sorted(names.values())
 
 
-@pytest.mark.parametrize("case", sorted(EXPECT))
-def test_bad_target_gets_a_clear_state(multi, case):
+@pytest.mark.parametrize(("which", "case"), [("multi", c) for c in sorted(EXPECT)]
+                         + [("multi2", c) for c in sorted(EXPECT2)])
+def test_bad_target_gets_a_clear_state(request, which, case):
     if case in PARSE_CASES and needs_parsers.args[0]:
         pytest.skip(needs_parsers.kwargs["reason"])
-    run, names = multi
+    run, names = request.getfixturevalue(which)
     row = run.rows()[names[case]]
-    state, pattern = EXPECT[case]
+    state, pattern = {**EXPECT, **EXPECT2}[case]
     assert row["state"] == state, row["error"]
     assert row["error"] and re.search(pattern, row["error"]), row["error"]
     # the reason is for people: no exception class names leaking from a parser
@@ -156,15 +182,17 @@ def test_bad_target_gets_a_clear_state(multi, case):
 
 
 @needs_parsers
-def test_exit_zero_when_one_target_was_read(multi):
-    run, _ = multi
+@pytest.mark.parametrize("which", ["multi", "multi2"])
+def test_exit_zero_when_one_target_was_read(request, which):
+    run, _ = request.getfixturevalue(which)
     assert run.rc == 0, run.stderr
     assert_no_traceback(run)
 
 
 @needs_parsers
-def test_healthy_target_keeps_real_numbers_beside_the_bad_ones(multi):
-    run, names = multi
+@pytest.mark.parametrize("which", ["multi", "multi2"])
+def test_healthy_target_keeps_real_numbers_beside_the_bad_ones(request, which):
+    run, names = request.getfixturevalue(which)
     doc = run.json()
     row = run.rows()[names["healthy"]]
     assert row["state"] == "ok" and row["error"] is None
@@ -241,6 +269,19 @@ def test_restart_is_shown_and_gives_no_negative_rate_or_spike(multi):
     # the row shows the new process
     assert row["lifetime"]["start_time"] == pytest.approx(1.79535416043e09 + 3600.0)
     assert row["lifetime"]["generation_tokens"] == pytest.approx(GEN_TOKENS * 0.1)
+
+
+@needs_parsers
+def test_restart_with_higher_counters_gives_no_spike(multi2):
+    """New start time, counters above the old ones: the delta spans two processes and must
+    not become a rate."""
+    run, names = multi2
+    row = run.rows()[names["restart_higher"]]
+    assert row["state"] == "restarted", row["error"]
+    for k in RATE_KEYS:
+        assert row[k] is None, (k, row[k])
+    assert row["finished"] is None or all(v == 0 for v in row["finished"].values())
+    assert row["lifetime"]["start_time"] == pytest.approx(1.79535416043e09 + 3600.0)
 
 
 @needs_parsers
