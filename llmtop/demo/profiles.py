@@ -9,6 +9,9 @@ Step duration (seconds), for a batch with ``n`` sequences, ``ctx`` context token
 the decode rows and ``p`` prefill tokens computed in this step::
 
     t = step_base_s + n * per_seq_s + ctx * per_ctx_token_s + p * per_prefill_token_s
+
+plus ``step_gap_s`` of host time between steps, during which the GPU is idle (so SM
+utilization is below 100 % at small batches, as on a real server).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Profile:
     """Attention KV read per context token of a decode row."""
     per_prefill_token_s: float
     """Compute per prompt token prefilled (about 2 x params FLOPs / effective FLOP/s)."""
+    step_gap_s: float
+    """Host-side time between two steps (scheduling, detokenizing) when the GPU idles."""
     power_idle_w: float
     power_limit_w: float
     sm_clock_max_mhz: float
@@ -60,6 +65,7 @@ H100_LLAMA_8B = Profile(
     per_seq_s=0.00018,
     per_ctx_token_s=4.0e-8,
     per_prefill_token_s=2.5e-5,
+    step_gap_s=0.0012,
     power_idle_w=72.0,
     power_limit_w=700.0,
     sm_clock_max_mhz=1980.0,

@@ -389,7 +389,7 @@ class Engine:
             rows = self._schedule()
             dur = self._duration(rows)
             now = loop.time()
-            next_t = max(next_t, now - 0.05) + dur
+            next_t = max(next_t, now - 0.05) + dur + self.profile.step_gap_s
             await asyncio.sleep(max(0.0, next_t - now))
             self.busy_s += dur
             self.steps += 1
