@@ -42,6 +42,11 @@ class ProbeHandle:
     def finished(self) -> bool:
         return self._finished
 
+    @property
+    def pid(self) -> int:
+        """The worker process id (e.g. to pin it to a core in benchmarks)."""
+        return int(self._proc.pid)
+
     def poll(self) -> list[ProbeEvent]:
         """Events that arrived since the last call; never blocks."""
         events: list[ProbeEvent] = []

@@ -68,20 +68,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve_api_key(flag: str | None, env: dict[str, str] | None = None) -> str | None:
-    """``--api-key``, else ``LLMTOP_API_KEY``, else the config file's ``api_key``."""
+def resolve_api_key(flag: str | None, env: dict[str, str] | None = None,
+                    base_url: str | None = None) -> str | None:
+    """``--api-key``, else ``LLMTOP_API_KEY``, else the config file: the ``api_key`` of a
+    configured target with the same base URL, else the file's top-level ``api_key``."""
     if flag:
         return flag
-    env = os.environ if env is None else env
+    env = dict(os.environ) if env is None else env
     if env.get("LLMTOP_API_KEY"):
         return env["LLMTOP_API_KEY"]
-    try:  # the config loader may not exist in every build; never fatal
-        from llmtop.cli import build_parser as main_parser
-        from llmtop.settings import build_config  # type: ignore[import-not-found]
+    try:  # a broken or missing config file never blocks a probe
+        from llmtop.settings import build_config
 
-        return build_config(main_parser().parse_args([])).api_key
+        config = build_config(argparse.Namespace(), environ=env)
     except Exception:
         return None
+    if base_url:
+        for t in config.targets:
+            if t.api_key and t.base_url.rstrip("/") == base_url.rstrip("/"):
+                return t.api_key
+    return config.api_key
 
 
 def confirm_target(host: str, *, yes: bool, interactive: bool,
@@ -176,7 +182,8 @@ def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``llmtop probe``."""
     ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    options = options_from_args(ns, resolve_api_key(ns.api_key))
+    base, _host, _ep = split_url(ns.url)
+    options = options_from_args(ns, resolve_api_key(ns.api_key, base_url=base))
     _base, host, _ep = split_url(options.url)
     ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
     if not ok:

@@ -30,7 +30,7 @@ __all__ = [
 
 CLIENT_CPU_BOUND = 0.85
 """A step whose client used more than this many cores (of its one event loop) is client-bound."""
-LOOP_LAG_BOUND_MS = 20.0
+LOOP_LAG_BOUND_MS = 10.0
 """... or whose mean event-loop lag exceeded this."""
 SHORTFALL_BOUND = 0.95
 """... or whose achieved concurrency (rate) was below this share of the target."""

@@ -14,7 +14,8 @@ Failure modes are chosen per request by the ``model`` field:
 
 Endpoints: ``GET /v1/models``, ``POST /v1/completions``, ``POST /v1/chat/completions``,
 ``POST /tokenize`` (with ``--tokenize``; 1 token per 4 characters, as ``usage`` reports too),
-``GET /stats`` (request arrival times per model). Binds 127.0.0.1 only.
+``GET /stats`` (request arrival times per model; how late, on average, the mock itself
+wrote the first content event: its own share of any TTFT over-read). Binds 127.0.0.1 only.
 
 Run: ``python tests/loadgen/mock_server.py --ttft 0.2 --itl 0.02`` prints ``PORT <n>``.
 From Python: ``start_mock(ttft=0.2, itl=0.02) -> MockProcess`` (a separate process).
@@ -57,6 +58,9 @@ class _State:
         self.cfg = cfg
         self.arrivals: dict[str, list[float]] = {}
         self.requests = 0
+        self.late_sum = 0.0
+        """Sum over streams of how late the first content event was written (s)."""
+        self.late_n = 0
 
 
 def _chunk(data: bytes) -> bytes:
@@ -148,6 +152,9 @@ async def _stream(writer: asyncio.StreamWriter, req: dict, chat: bool, st: _Stat
         if delay > 0:
             await asyncio.sleep(delay)
         writer.write(_chunk(ev))
+        if i == 0:
+            st.late_sum += loop.time() - due
+            st.late_n += 1
     writer.write(_chunk(tail) + b"0\r\n\r\n")
     await writer.drain()
     return True
@@ -190,8 +197,9 @@ async def _route(writer: asyncio.StreamWriter, method: str, path: str, body: byt
                                                "data": [{"id": MODEL, "object": "model"}]}))
         return True
     if method == "GET" and path == "/stats":
-        writer.write(_json_response("200 OK", {"requests": st.requests,
-                                               "arrivals": st.arrivals}))
+        writer.write(_json_response("200 OK", {
+            "requests": st.requests, "arrivals": st.arrivals, "first_late_n": st.late_n,
+            "first_late_mean_s": st.late_sum / st.late_n if st.late_n else None}))
         return True
     if method == "POST" and path == "/tokenize" and cfg.tokenize:
         req = json.loads(body)

@@ -102,6 +102,16 @@ def test_parser_interface_and_api_key_sources():
     assert ns.shared_prefix == "4:64" and ns.yes and ns.insecure and ns.poisson
     assert resolve_api_key("flag", {"LLMTOP_API_KEY": "env"}) == "flag"
     assert resolve_api_key(None, {"LLMTOP_API_KEY": "env"}) == "env"
+
+
+def test_api_key_from_config_file(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('api_key = "top"\n[[targets]]\nurl = "http://127.0.0.1:9"\n'
+                   'api_key = "per-target"\n')
+    env = {"LLMTOP_CONFIG": str(cfg)}
+    assert resolve_api_key(None, env, base_url="http://127.0.0.1:9") == "per-target"
+    assert resolve_api_key(None, env, base_url="http://127.0.0.1:10") == "top"
+    assert resolve_api_key(None, {"LLMTOP_CONFIG": str(tmp_path / "missing.toml")}) is None
     assert SECRET not in repr(ProbeOptions(url="x", api_key=SECRET))
     assert split_url("http://h:8000/v1/chat/completions") == ("http://h:8000", "h", "chat")
     assert split_url("127.0.0.1:9/v1") == ("http://127.0.0.1:9", "127.0.0.1", None)

@@ -1,0 +1,50 @@
+"""The probe against a REAL vLLM (CPU build, tiny local model; see scripts/real_vllm/).
+
+Skipped unless LLMTOP_REAL_VLLM_URL points at a loopback vLLM. The probe's output-token count
+must match the change in ``vllm:generation_tokens_total``, and a short sweep must complete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import httpx
+import pytest
+
+from llmtop.loadgen.options import ProbeOptions
+
+from .conftest import probe
+
+URL = os.environ.get("LLMTOP_REAL_VLLM_URL", "")
+pytestmark = [
+    pytest.mark.real_engine,
+    pytest.mark.skipif(not URL, reason="set LLMTOP_REAL_VLLM_URL to a real vLLM"),
+]
+
+
+def _gen_total() -> float:
+    text = httpx.get(URL + "/metrics", timeout=5).text
+    return sum(float(m.group(1)) for m in re.finditer(
+        r"^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M))
+
+
+async def test_token_count_matches_generation_tokens_total():
+    before = _gen_total()
+    report, _ = await probe(ProbeOptions(url=URL, concurrency=4, max_requests=12,
+                                         output_tokens=16, prompt_tokens=32))
+    after = _gen_total()
+    # prepare() sends 2 one-token probes (plus none when /tokenize answers); count them too
+    counted = sum(s["output_tokens"] for s in report["steps"])
+    assert report["steps"][0]["errors"] == {}
+    assert counted == 12 * 16
+    assert after - before - counted in (0, 1, 2)
+
+
+async def test_short_sweep_completes():
+    report, _ = await probe(ProbeOptions(url=URL, sweep=True, max_concurrency=8,
+                                         step_duration=2.0, warmup=0.5, output_tokens=16,
+                                         prompt_tokens=32, ttft_slo=5.0))
+    assert [s["concurrency"] for s in report["steps"]][:2] == [1, 2]
+    assert all(s["requests"] > 0 for s in report["steps"])
+    assert report["max_throughput"] is not None
