@@ -11,9 +11,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from llmtop import __version__
 from llmtop.errors import LlmtopError
+
+if TYPE_CHECKING:
+    from llmtop.config import Config
 
 __all__ = ["build_parser", "main"]
 
@@ -84,13 +88,34 @@ def _run_monitor(args: argparse.Namespace) -> int:
         if args.once:
             from llmtop.once import run_once
 
-            return run_once(config, window_s=args.window, as_json=args.json, demo=demo)
+            monitor = _recording_monitor(config, demo, args) if args.record else None
+            return run_once(config, window_s=args.window, as_json=args.json, demo=demo,
+                            monitor=monitor)
         from llmtop.ui.app import run_tui
 
         return run_tui(config, demo=demo, record_path=args.record, args=args)
     finally:
         if demo is not None:
             demo.stop()
+
+
+def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -> object:
+    """A Monitor that also records to ``--record FILE`` (for ``--once``)."""
+    import asyncio
+    import dataclasses
+
+    from llmtop.monitor import Monitor
+    from llmtop.record.live import attach
+    from llmtop.record.recorder import parse_size
+
+    if not config.targets and config.discover:
+        from llmtop.discover import discover
+
+        found = asyncio.run(discover(config))
+        config = dataclasses.replace(config, targets=tuple(found))
+    retention = args.retention * 3600 if args.retention is not None else None
+    return attach(Monitor.from_config(config, demo), args.record, config,
+                  retention_s=retention, max_bytes=parse_size(args.max_size))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -134,7 +134,7 @@ def _replay_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--at", default=None, metavar="TIME",
-                   help="HH:MM[:SS] (local) or an offset from the start (90, 5m, 1h)")
+                   help="HH:MM[:SS] (local), @UNIX, end, or an offset from the start (90, 5m, 1h)")
     p.add_argument("--once", action="store_true",
                    help="print the snapshot --once would have printed at --at, and exit")
     p.add_argument("--json", action="store_true", help="with --once: one JSON object")

@@ -258,4 +258,4 @@ def _gpu_dict(g: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     d = asdict(g)
-    return {k: v for k, v in d.items() if v not in (None, [], {})}
+    return {k: v for k, v in d.items() if v is not None}

@@ -43,11 +43,19 @@ def config_from_header(rec: Recording, base: Config | None = None) -> Config:
 
 
 def parse_when(text: str, rec: Recording, position: float | None = None) -> float:
-    """``HH:MM[:SS]`` (local time, on the recording's days) or an offset (``+90``, ``-5m``,
-    ``1h``: from ``position`` when signed, else from the start). Raises ValueError."""
+    """``HH:MM[:SS]`` (local time, on the recording's days), ``@UNIX`` time, ``end``, or an
+    offset (``+90``, ``-5m``, ``1h``: from ``position`` when signed, else from the start).
+    Raises ValueError."""
     text = text.strip()
     if rec.start is None or rec.end is None:
         raise ValueError("the recording has no data")
+    if text.startswith("@"):
+        try:
+            return float(text[1:])
+        except ValueError:
+            raise ValueError(f"cannot read {text!r}: @ takes a unix time") from None
+    if text == "end":
+        return rec.end
     m = _CLOCK.match(text)
     if m:
         hh, mm, ss = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
