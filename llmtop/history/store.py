@@ -137,6 +137,20 @@ class Store:
         """The wall-clock time that goes with ``now_mono``."""
         return self._now_wall
 
+    def sample_span_s(self) -> float | None:
+        """Median over targets of the seconds between their oldest and newest kept good
+        sample of the current process; None when no target has two. ``--once`` reports this
+        as ``window_s``: with one target, rate x window_s is exactly the counter delta."""
+        spans = []
+        for ts in self._targets.values():
+            if len(ts.recent) >= 2 and ts.recent[0].epoch == ts.recent[-1].epoch:
+                spans.append(ts.recent[-1].t_mono - ts.recent[0].t_mono)
+        if not spans:
+            return None
+        spans.sort()
+        mid = len(spans) // 2
+        return spans[mid] if len(spans) % 2 else (spans[mid - 1] + spans[mid]) / 2
+
     def _tick_time(self, t_mono: float, t_wall: float) -> None:
         if self._now_mono is None or t_mono >= self._now_mono:
             self._now_mono, self._now_wall = t_mono, t_wall

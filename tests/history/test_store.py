@@ -313,3 +313,12 @@ def test_same_gpu_from_two_sources_is_listed_once():
     s.ingest(raw("t", 0.0, "x"))
     assert [(g.source, g.uuid) for g in s.snapshot(10.0).gpus] == [
         ("nvml", "GPU-1"), ("triton", "GPU-2")]
+
+
+def test_sample_span_is_median_over_targets():
+    s = make_store("a", "b", "c")
+    assert s.sample_span_s() is None
+    for name, (t0, t1) in {"a": (0.0, 1.0), "b": (0.1, 1.3), "c": (0.0, 2.0)}.items():
+        s.ingest(raw(name, t0, body(counters={"requests": 1.0})))
+        s.ingest(raw(name, t1, body(counters={"requests": 2.0})))
+    assert s.sample_span_s() == pytest.approx(1.2)
