@@ -265,6 +265,19 @@ def restart_higher(path: str, n: int) -> Reply | None:
     return Reply(body=vllm_body(3.0, start_time=_FIXTURE_START + 3600.0).encode())
 
 
+def restart_created(path: str, n: int) -> Reply | None:
+    """No ``process_start_time_seconds``; the second scrape has every ``_created`` an hour
+    later and counters three times higher: only ``_created`` tells of the restart."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    text = vllm_body(1.0 if n <= 1 else 3.0, drop=("process_start_time_seconds",))
+    if n > 1:
+        text = re.sub(r"^(vllm:\S+_created(?:\{[^}]*\})?) (\S+)$",
+                      lambda m: f"{m.group(1)} {float(m.group(2)) + 3600.0!r}", text,
+                      flags=re.M)
+    return Reply(body=text.encode())
+
+
 def http_403(path: str, n: int) -> Reply:
     return Reply(status=403, body=b"Forbidden", content_type="text/plain")
 
@@ -340,6 +353,7 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "huge_chunked_small": huge_chunked_small,
     "empty": empty_200,
     "restart_higher": restart_higher,
+    "restart_created": restart_created,
     "http_403": http_403,
     "http_404": http_404,
     "redirect_loop": redirect_loop,

@@ -138,7 +138,7 @@ def multi(servers):
 def multi2(servers):
     """A second ``--once --json`` run: a healthy vLLM, a restart with higher counters and
     the rest of the bad answers."""
-    order = ["healthy", "restart_higher", *EXPECT2]
+    order = ["healthy", "restart_higher", "restart_created", *EXPECT2]
     ports = servers.start(order)
     names = {c: f"127.0.0.1:{p}" for c, p in ports.items()}
     run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
@@ -285,6 +285,16 @@ def test_restart_with_higher_counters_gives_no_spike(multi2):
 
 
 @needs_parsers
+def test_restart_seen_from_created_timestamps_alone(multi2):
+    """No process_start_time_seconds; counters went up; only ``_created`` moved."""
+    run, names = multi2
+    row = run.rows()[names["restart_created"]]
+    assert row["state"] == "restarted", row["error"]
+    for k in RATE_KEYS:
+        assert row[k] is None, (k, row[k])
+
+
+@needs_parsers
 def test_counter_reset_alone_is_a_restart(multi):
     run, names = multi
     row = run.rows()[names["counter_reset"]]
@@ -326,10 +336,9 @@ def test_rate_times_window_is_the_counter_delta(servers):
 
 
 @needs_parsers
-@pytest.mark.xfail(strict=True, reason="BUG: once.py window_s is the newest-scrape span of "
-                   "any target (a timed-out one), not the span of each target's own scrapes")
 def test_rate_times_window_with_a_slow_target_beside(servers):
-    """Same check when a timed-out target and a slower first contact share the run."""
+    """Same check when a timed-out target and a slower first contact share the run (before
+    5477814 window_s was the span between the timed-out target's stamps: 13-100 % off)."""
     ports = servers.start(["slow_identity", "slow"])
     run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
                      *[f"127.0.0.1:{p}" for p in ports.values()])
@@ -338,6 +347,39 @@ def test_rate_times_window_with_a_slow_target_beside(servers):
     assert row["state"] == "ok"
     w = doc["window_s"]
     assert row["generation_tokens_per_s"] * w == pytest.approx(GEN_TOKENS / 10, rel=0.03)
+
+
+# engine hint -> a vLLM payload is not that engine's: BAD PAYLOAD with the reason
+_EMPTY_OK = "BUG: parse/{0}.py returns an empty EngineSample for a payload with none of its " \
+            "families (a vLLM one): the row is ok with every value null, not bad_payload"
+WRONG_HINTS = [
+    pytest.param("sglang", marks=pytest.mark.xfail(strict=True,
+                                                   reason=_EMPTY_OK.format("sglang"))),
+    pytest.param("lmdeploy", marks=pytest.mark.xfail(strict=True,
+                                                     reason=_EMPTY_OK.format("lmdeploy"))),
+    "tgi", "llamacpp", "trtllm", "dcgm",
+]
+
+
+@pytest.fixture(scope="module")
+def hinted(servers):
+    """One run: each engine hint on its own healthy vLLM server (a wrong hint)."""
+    engines = ["sglang", "lmdeploy", "tgi", "llamacpp", "trtllm", "dcgm"]
+    names = {e: f"{e}@127.0.0.1:{servers.start(['healthy'])['healthy']}" for e in engines}
+    run = run_llmtop("--once", "--json", "--window", "0.1", "--timeout", TIMEOUT,
+                     *names.values())
+    return run, names
+
+
+@needs_parsers
+@pytest.mark.parametrize("engine", WRONG_HINTS)
+def test_wrong_engine_hint_is_a_bad_payload(hinted, engine):
+    run, names = hinted
+    assert_no_traceback(run)
+    row = run.rows()[names[engine]]
+    assert row["state"] == "bad_payload", (row["state"], row["model"])
+    assert row["error"] and "adapter failed" not in row["error"]
+    assert row["engine"] == engine
 
 
 def test_all_targets_bad_exit_one_with_one_clear_line(servers):
