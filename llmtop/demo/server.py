@@ -12,6 +12,7 @@ import asyncio
 import os
 import socket
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -286,7 +287,7 @@ async def _tokenize(request: web.Request, e: Engine) -> web.Response:
         return openai.error_response(400, "Invalid JSON body")
     words = openai.prompt_words(body, chat="messages" in body) or []
     return web.json_response({"count": len(words), "max_model_len": e.settings.max_model_len,
-                              "tokens": [hash(w) % 128000 for w in words],
+                              "tokens": [zlib.crc32(w.encode()) % 128000 for w in words],
                               "token_strs": None})
 
 
