@@ -62,7 +62,7 @@ _FAST_RE = re.compile(
     + "="
     + _LABEL_VALUE
     + r")*,?)?)\})?"
-    r"[ \t]+(\S+)(?:[ \t]+(\S+))?\Z",
+    r'[ \t]+([^\s{"]+)(?:[ \t]+([^\s{"]+))?\Z',
     re.DOTALL,
 )
 _PAIR_RE = re.compile("(" + _LABEL_NAME + ')="([^"\\\\]*(?:\\\\.[^"\\\\]*)*)"', re.DOTALL)
@@ -230,8 +230,6 @@ def _parse_sample_slow(text: str) -> tuple[str, dict[str, str], float]:
         name = labels.pop("__name__")
     elif "__name__" in labels:
         raise ValueError("metric name given twice")
-    elif not _NAME_RE.match(name):
-        raise ValueError(f"invalid metric name {name[:40]!r}")
     return name, labels, _value_and_ts(text[rb + 1 :])
 
 
@@ -485,7 +483,7 @@ def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Fam
                     rest = line[7:]
                     sp = rest.find(" ")
                     name = rest if sp < 0 else rest[:sp]
-                    if "\r" not in line and (name == p.name or _NAME_RE.match(name)):
+                    if name and "\r" not in line and (name == p.name or _NAME_RE.match(name)):
                         doc = "" if sp < 0 else rest[sp + 1 :].lstrip(_WS).rstrip()
                         p.help_type(line[2:6], name, doc)
                     else:

@@ -285,3 +285,33 @@ def _plain(fams: dict) -> dict:
         k: [f.name, f.type, f.help, [(s.name, s.labels, _v(s.value)) for s in f.samples]]
         for k, f in fams.items()
     }
+
+
+def test_agrees_on_mutated_fixtures():
+    """Random one-character edits of small real fixtures: both parsers reject, or agree."""
+    import random
+
+    rng = random.Random(0)
+    small = [fixture_text(n) for n in PROM_FIXTURES if len(fixture_text(n)) < 12_000]
+    chars = ['"', "{", "}", " ", "\\", ",", "=", "\t", "#", "_", "e", "+", ":", "\r", 'le="1"']
+    for _ in range(400):
+        lines = rng.choice(small).split("\n")
+        i = rng.randrange(len(lines))
+        ln = lines[i]
+        p = rng.randrange(len(ln) + 1)
+        op = rng.random()
+        if op < 0.6:
+            ln = ln[:p] + rng.choice(chars) + ln[p:]
+        elif op < 0.9:
+            ln = ln[:p] + ln[p + 1 :]
+        else:
+            ln = ln[:p]
+        lines[i] = ln
+        text = "\n".join(lines)
+        try:
+            expected = reference(text)
+        except Exception:
+            with pytest.raises(ParseError):
+                parse(text)
+            continue
+        assert ours(text) == expected, lines[i]
