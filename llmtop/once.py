@@ -78,10 +78,8 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         t1 = monitor.store.now_mono
         # the window actually covered: between the two scrapes of each target (median), else
         # between the two ticks
-        elapsed = monitor.store.sample_span_s()
-        if elapsed is None or elapsed <= 0:
-            elapsed = t1 - t0 if t0 is not None and t1 is not None and t1 > t0 else window_s
-        snap = monitor.store.snapshot(round(elapsed, 6))
+        ticks = t1 - t0 if t0 is not None and t1 is not None and t1 > t0 else window_s
+        snap = monitor.store.once_snapshot(ticks)
     finally:
         await monitor.aclose()
     if config.gpu_required and snap.gpu_error:

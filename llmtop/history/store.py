@@ -151,6 +151,15 @@ class Store:
         mid = len(spans) // 2
         return spans[mid] if len(spans) % 2 else (spans[mid - 1] + spans[mid]) / 2
 
+    def once_snapshot(self, fallback_window_s: float) -> Snapshot:
+        """The ``--once`` snapshot of a store fed with two ticks: the window is
+        ``sample_span_s()`` (else ``fallback_window_s``, e.g. the time between the ticks),
+        rounded to ms. Live ``--once`` and ``replay --once`` both call this, so they print
+        identical numbers."""
+        span = self.sample_span_s()
+        window = span if span is not None and span > 0 else max(0.0, fallback_window_s)
+        return self.snapshot(round(window, 3))
+
     def _tick_time(self, t_mono: float, t_wall: float) -> None:
         if self._now_mono is None or t_mono >= self._now_mono:
             self._now_mono, self._now_wall = t_mono, t_wall
