@@ -7,7 +7,8 @@ Classification (``RawScrape.status`` / ``error``):
 
 * ``down``: connection refused, DNS failure, reset or closed before a response,
   TLS failure, ``timeout after 2.0s`` (the per-target timeout covers the whole request).
-* ``unauthorized``: HTTP 401/403 (``unauthorized (HTTP 401) — set an API key``).
+* ``unauthorized``: HTTP 401/403 (``unauthorized (HTTP 401) — set an API key``, or
+  ``— the API key was refused`` when one was sent).
 * ``http_error``: any other non-2xx (``HTTP 503``; a short JSON error message is appended,
   e.g. llama.cpp's 501 "Start it with --metrics"), or a redirect loop.
 * ``bad_payload``: an HTML page (content type or ``<!doctype``/``<html`` start), a body over
@@ -266,17 +267,18 @@ class Scraper:
     async def _get(self, target: Target, url: str, cap: int) -> _Result:
         client = self._client(target)
         in_body = False
+        headers = self._headers(target)
         try:
-            async with client.stream("GET", url, headers=self._headers(target)) as resp:
+            async with client.stream("GET", url, headers=headers) as resp:
                 status = resp.status_code
                 ctype = resp.headers.get("content-type")
                 safe = {h: resp.headers[h] for h in SAFE_HEADERS if h in resp.headers}
                 base = {"http_status": status, "content_type": ctype, "headers": safe or None}
                 if status in (401, 403):
+                    hint = ("the API key was refused" if "Authorization" in headers
+                            else "set an API key")
                     return _Result(
-                        "unauthorized",
-                        error=f"unauthorized (HTTP {status}) — set an API key",
-                        **base,
+                        "unauthorized", error=f"unauthorized (HTTP {status}) — {hint}", **base
                     )
                 if not 200 <= status < 300:
                     msg = None
