@@ -390,6 +390,8 @@ class ServerSet:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.counts: dict[int, int] = {}
+        self.requests: dict[int, list[tuple[str, dict[str, str]]]] = {}
+        """Per port: (path, request headers with lower-case names) of every request."""
         self._servers: list[asyncio.AbstractServer] = []
         self._conns: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True,
@@ -427,6 +429,7 @@ class ServerSet:
         self._servers.append(server)
         box["port"] = port = server.sockets[0].getsockname()[1]
         self.counts[port] = 0
+        self.requests[port] = []
         return port
 
     async def _serve(self, port: int, case: Callable[[str, int], Reply | None],
@@ -436,6 +439,12 @@ class ServerSet:
             line = head.split(b"\r\n", 1)[0].decode("latin-1")
             parts = line.split(" ")
             path = parts[1].split("?", 1)[0] if len(parts) > 1 else "/"
+            hdrs = {}
+            for h in head.split(b"\r\n")[1:]:
+                k, sep, v = h.decode("latin-1").partition(":")
+                if sep:
+                    hdrs[k.strip().lower()] = v.strip()
+            self.requests[port].append((path, hdrs))
             if path == "/metrics":
                 self.counts[port] += 1
             reply = case(path, self.counts[port])
