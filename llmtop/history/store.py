@@ -393,6 +393,8 @@ class Store:
         err = self._gpu.error if self._gpu is not None else None
         if err and err != self._prev_gpu_error:
             self.event("warn", None, f"GPU unavailable: {err}", t_wall=t_wall)
+        elif self._prev_gpu_error and not err and self._gpu is not None and self._gpu.gpus:
+            self.event("info", None, "GPU readings back", t_wall=t_wall)
         self._prev_gpu_error = err
 
     # ------------------------------------------------------------------ public views

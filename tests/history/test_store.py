@@ -239,6 +239,9 @@ def test_gpus_and_gpu_error_and_series():
     assert s.gpu_series("local:0", "util") == [0.5, None]
     assert s.gpu_series("local#0", "util") == [0.5, None]
     assert any(e.text.startswith("GPU unavailable: NVML") for e in s.events)
+    s.ingest_gpus(gpu_sample(2.0))
+    s.commit(2.0, 3.0)
+    assert [e.text for e in s.events][-1] == "GPU readings back"
 
 
 def test_rank_rows_and_model_order():
