@@ -10,6 +10,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual import work
@@ -36,7 +37,7 @@ PAINT_MIN_S = 0.5
 class LlmtopApp(ReplayActions, App):
     """htop for LLM inference servers."""
 
-    CSS_PATH = "llmtop.tcss"
+    CSS_PATH = str(Path(__file__).with_name("llmtop.tcss"))
     TITLE = "llmtop"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
@@ -172,7 +173,8 @@ class LlmtopApp(ReplayActions, App):
             return None
         mark = "\u25b6" if getattr(self.replay, "playing", True) else "\u2016"
         pos = self.replay.position_wall
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(pos)) if pos else "?"
+        fmt_ = "%Y-%m-%d %H:%M:%S" if self.size.width >= 100 else "%H:%M:%S"
+        when = time.strftime(fmt_, time.localtime(pos)) if pos else "?"
         return f"REPLAY {mark} x{getattr(self.replay, 'speed', 1):g} {when}"
 
     def _theme_changed(self, _theme: Any) -> None:

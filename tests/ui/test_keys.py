@@ -317,7 +317,7 @@ async def test_replay_keys_only_with_replay_control():
 async def test_replay_keys_drive_the_control():
     ctl = FakeReplay()
     app = make_app(source=FakeSource.demo(replay=ctl))
-    async with app.run_test() as pilot:
+    async with app.run_test(size=(120, 30)) as pilot:
         await first_paint(app, pilot)
         header = str(app.screen.query_one("#header").render())
         assert "REPLAY" in header and "2026-11-18 11:06:40" in header

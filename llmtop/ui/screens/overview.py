@@ -79,7 +79,8 @@ class OverviewScreen(Screen):
         self.query_one(HeaderBar).show(
             host=app.source.host, now=snap.time if snap else app.clock(),
             interval_s=st.interval_s, paused=st.paused, verdict=app.verdict,
-            replay=app.replay_badge(), window=f"latency over {_window(snap)}")
+            replay=app.replay_badge(),
+            window=f"latency over {_window(snap)}" if self.has_class("-wide") else _window(snap))
         if snap is None:
             return
         table = self.query_one(EnginesTable)

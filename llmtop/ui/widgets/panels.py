@@ -38,7 +38,8 @@ class Painted(Static):
     def paint(self, content: Text | str) -> None:
         if content != self._last:
             self._last = content
-            self.update(content)
+            # fixed heights (CSS / GpuPanel.show), so no layout pass on a new value
+            self.update(content, layout=False)
 
 
 class HeaderBar(Painted):
