@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+
+import pytest
 
 from llmtop.config import Config, Target
 from llmtop.ui.fake import FakeSource
@@ -42,11 +45,14 @@ class FakeHandle:
 
     def poll(self):
         self.polls += 1
+        if self.stopped:
+            return [{"type": "finished", "report": self.result()}]
         if self.polls == 1:
-            return [{"kind": "step", "step": _step(1, 100.0, 0.1)}]
+            return [{"type": "prepared", "model": "m", "endpoint": "completions"},
+                    {"type": "step_done", "step": _step(1, 100.0, 0.1)}]
         if self.polls == 2:
-            return [{"kind": "progress", "concurrency": 2, "achieved_concurrency": 2.0,
-                     "requests": 5}]
+            return [{"type": "progress", "step": 1, "concurrency": 2,
+                     "achieved_concurrency": 2.0, "requests_total": 5}]
         return []
 
     def stop(self):
@@ -88,7 +94,10 @@ async def test_probe_runs_charts_and_esc_stops_keeping_results():
         await pilot.press("escape")
         await pilot.pause()
         assert handles[0].stopped
-        assert app.screen is screen and screen.handle is None
+        assert app.screen is screen and screen.stopping
+        screen.poll_probe()  # the partial report arrives
+        await pilot.pause()
+        assert screen.handle is None and screen.report is not None
         assert screen.steps and "stopped" in screen.status
         assert any("probe" in e.text for e in app.source.events())
         await pilot.press("escape")
@@ -105,3 +114,48 @@ async def test_probe_without_target_says_so():
         await pilot.pause()
         await pilot.press("ctrl+r")
         assert "select a target" in screen.status
+
+
+async def test_non_loopback_target_needs_a_second_start():
+    started = []
+    cfg = Config(targets=(Target("vllm@gpu-box:8000", "http://10.1.2.3:8000"),))
+    app = make_app(config=cfg)
+    async with app.run_test() as pilot:
+        await first_paint(app, pilot)
+        screen = ProbeScreen("vllm@gpu-box:8000", starter=lambda o: started.append(o) or
+                             FakeHandle(o), options_cls=Options)
+        app.push_screen(screen)
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        assert not started and "not this machine" in screen.status
+        await pilot.press("ctrl+r")
+        assert len(started) == 1
+
+
+@pytest.mark.slow
+async def test_probe_screen_runs_the_real_probe_against_the_demo():
+    from llmtop.demo.launcher import start_demo
+
+    demo = start_demo(engines=["vllm"])
+    try:
+        cfg = demo.apply(Config(discover=False))
+        app = make_app(config=cfg)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await first_paint(app, pilot)
+            screen = ProbeScreen(cfg.targets[0].name)
+            app.push_screen(screen)
+            await pilot.pause()
+            for key, value in (("concurrency", "2"), ("duration", "3"), ("output_tokens", "16")):
+                screen.query_one(f"#pf-{key}").value = value
+            await pilot.press("ctrl+r")
+            assert screen.handle is not None, screen.status
+            for _ in range(60):
+                await asyncio.sleep(0.25)
+                await pilot.pause()
+                if screen.handle is None:
+                    break
+            assert screen.handle is None, screen.status
+            assert screen.report is not None and screen.steps, screen.status
+            assert screen.steps[0]["output_tokens_per_s"] > 0
+    finally:
+        demo.stop()

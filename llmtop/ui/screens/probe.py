@@ -7,6 +7,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from rich.table import Table
 from rich.text import Text
@@ -26,6 +27,8 @@ __all__ = ["POLL_S", "ProbeScreen", "build_options", "step_chart"]
 
 POLL_S = 0.5
 """How often the screen reads the probe's progress queue."""
+
+LOOPBACK = ("localhost", "::1", "")
 
 FIELDS = (
     ("concurrency", "concurrency", "4"),
@@ -105,6 +108,9 @@ class ProbeScreen(Screen):
         self.progress: Any = None
         self.status = "ready: fill the form, Enter or ctrl+r starts"
         self.report: dict | None = None
+        self.errors: list[str] = []
+        self.stopping = False
+        self._confirm_url: str | None = None
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -169,6 +175,8 @@ class ProbeScreen(Screen):
             return
         try:
             values = self.form_values()
+            if not self._confirmed(values.get("url")):
+                return
             starter, opts_cls = self.starter, self.options_cls
             if starter is None or opts_cls is None:
                 from llmtop.loadgen import api
@@ -182,10 +190,20 @@ class ProbeScreen(Screen):
         except Exception as exc:
             self._set_status(f"could not start: {type(exc).__name__}: {exc}", error=True)
             return
-        self.steps, self.report = [], None
+        self.steps, self.report, self.progress, self.stopping = [], None, None, False
         self._set_status(f"running against {values.get('url')} \u2026 (esc stops)")
         self.app.source.event("info", self.target, "probe started")
         self._timer = self.set_interval(POLL_S, self.poll_probe)
+
+    def _confirmed(self, url: str | None) -> bool:
+        """Load goes to a non-loopback host only after a second start (the probe's rule)."""
+        host = urlsplit(url or "").hostname or ""
+        if host in LOOPBACK or host.startswith("127.") or self._confirm_url == url:
+            return True
+        self._confirm_url = url
+        self._set_status(f"{host} is not this machine: start again (Enter / ctrl+r) to send "
+                         "load to it", error=True)
+        return False
 
     def poll_probe(self) -> None:
         if self.handle is None:
@@ -193,51 +211,56 @@ class ProbeScreen(Screen):
         try:
             events = self.handle.poll()
         except Exception as exc:
-            events = [{"kind": "error", "text": f"{type(exc).__name__}: {exc}"}]
-        done = False
+            events = [{"type": "error", "message": f"{type(exc).__name__}: {exc}"},
+                      {"type": "finished", "report": None}]
         for ev in events:
-            kind = _get(ev, "kind", _get(ev, "type", ""))
+            kind = _get(ev, "type", _get(ev, "kind", ""))
             step = _get(ev, "step")
-            if isinstance(step, dict):
+            if kind in ("step_done", "step") and isinstance(step, dict):
                 self.steps.append(step)
-            elif kind == "step" and _get(ev, "data"):
-                self.steps.append(_get(ev, "data"))
-            if kind == "progress":
+            elif kind == "progress":
                 self.progress = ev
-            if kind in ("done", "finished", "error", "stopped"):
-                done = True
-                if kind == "error":
-                    self._set_status(f"probe error: {_get(ev, 'text', _get(ev, 'error'))}",
-                                     error=True)
-        if done:
-            self._finish("finished")
+            elif kind == "prepared":
+                self.status = (f"running: model {_get(ev, 'model')}, endpoint "
+                               f"{_get(ev, 'endpoint')} \u2026 (esc stops)")
+            elif kind == "error":
+                self.errors.append(str(_get(ev, "message", _get(ev, "text", "?"))))
+            elif kind == "finished":
+                self._finish(_get(ev, "report"))
+                break
         self.refresh_data()
 
-    def _finish(self, how: str) -> None:
+    def _finish(self, report: dict | None) -> None:
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        try:
-            self.report = self.handle.result() if self.handle is not None else None
-        except Exception:
-            self.report = None
-        if self.report and self.report.get("steps"):
-            self.steps = list(self.report["steps"])
+        self.report = report
+        if report and report.get("steps"):
+            self.steps = list(report["steps"])
         self.handle = None
-        sat = (self.report or {}).get("saturation")
-        extra = f"; saturation at {_get(sat, 'concurrency')}" if sat else ""
-        self._set_status(f"probe {how}{extra}; results below (esc: back)")
+        how = "stopped" if self.stopping else "finished"
+        sat = (report or {}).get("saturation")
+        extra = f"; saturation at {_get(sat, 'concurrency', _get(sat, 'rate'))}" if sat else ""
+        err = f"; {self.errors[-1]}" if self.errors else ""
+        self._set_status(f"probe {how}{extra}{err}; results stay (esc: back)",
+                         error=bool(self.errors) and not self.steps)
         self.app.source.event("info", self.target, f"probe {how}")
 
     def action_stop_or_back(self) -> None:
-        if self.handle is not None:
+        if self.handle is not None and not self.stopping:
+            self.stopping = True
             try:
                 self.handle.stop()
-            finally:
-                self._finish("stopped")
-            self.refresh_data()
-        else:
-            self.app.pop_screen()
+            except Exception:
+                pass
+            self._set_status("stopping: waiting for the partial report \u2026 (esc again: leave)")
+            return
+        if self.handle is not None:  # second esc while stopping: leave, no report
+            kill = getattr(self.handle, "kill", None)
+            if kill is not None:
+                kill()
+            self._finish(None)
+        self.app.pop_screen()
 
     def _set_status(self, text: str, *, error: bool = False) -> None:
         self.status = text
@@ -255,11 +278,12 @@ class ProbeScreen(Screen):
         t = Text(self.status)
         p = self.progress
         if p is not None and self.handle is not None:
-            t.append(f"\nstep {_get(p, 'step_index', '?')}  conc "
+            t.append(f"\nstep {_get(p, 'step', '?')} {_get(p, 'phase', '')}  conc "
                      f"{fmt.fmt_num(_get(p, 'achieved_concurrency'), 1)}/"
-                     f"{fmt.fmt_num(_get(p, 'concurrency'))}  done {_get(p, 'requests', 0)}  "
+                     f"{fmt.fmt_num(_get(p, 'concurrency'))}  done "
+                     f"{_get(p, 'requests_total', 0)}  "
                      f"tok/s {fmt.fmt_num(_get(p, 'output_tokens_per_s'))}  "
-                     f"TTFT p95 {fmt.fmt_s(_get(p, 'ttft_p95'))}", style="dim")
+                     f"TTFT p95 {fmt.fmt_s(_get(p, 'ttft_p95_s'))}", style="dim")
         return t
 
     def _server_side(self, width: int) -> Text:
