@@ -14,8 +14,8 @@ Classification (``RawScrape.status`` / ``error``):
 * ``bad_payload``: an HTML page (content type or ``<!doctype``/``<html`` start), a body over
   ``Config.body_cap_bytes`` (``body over 32 MiB``; reading stops at the cap) or a truncated
   body (Content-Length mismatch, connection closed mid-body).
-* ``ok``: anything else, body decoded as UTF-8 with errors replaced. Garbage stays ``ok``;
-  the store turns a ``ParseError`` into ``bad_payload``.
+* ``ok``: anything else, body decoded as UTF-8 (a leading BOM dropped), errors replaced.
+  Garbage stays ``ok``; the store turns a ``ParseError`` into ``bad_payload``.
 
 Metrics path: ``Target.metrics_path``, else by engine (hint, else what identity said):
 ollama ``/api/ps``; trtllm ``/prometheus/metrics`` when it answered 200 at identify time;
@@ -311,7 +311,7 @@ class Scraper:
                     and len(buf) != clen
                 ):
                     return _Result("bad_payload", error="truncated body", **base)
-                text = buf.decode("utf-8", "replace")
+                text = buf.decode("utf-8-sig", "replace")  # a BOM is not content
                 if text[:256].lstrip().lower().startswith(("<!doctype", "<html")):
                     return _Result("bad_payload", error="HTML page", **base)
                 return _Result("ok", body=text, **base)
