@@ -278,6 +278,30 @@ def restart_created(path: str, n: int) -> Reply | None:
     return Reply(body=text.encode())
 
 
+def crlf(path: str, n: int) -> Reply | None:
+    """The healthy capture with CRLF line ends (some proxies rewrite them)."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    return Reply(body=vllm_body(1.0 + 0.1 * n).replace("\n", "\r\n").encode())
+
+
+def bom(path: str, n: int) -> Reply | None:
+    """The healthy capture behind a UTF-8 byte-order mark."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    return Reply(body=b"\xef\xbb\xbf" + vllm_body(1.0 + 0.1 * n).encode())
+
+
+def gzipped(path: str, n: int) -> Reply | None:
+    """The healthy capture, gzip-encoded (``Content-Encoding: gzip``)."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    import gzip
+
+    return Reply(body=gzip.compress(vllm_body(1.0 + 0.1 * n).encode()),
+                 headers={"Content-Encoding": "gzip"})
+
+
 def http_403(path: str, n: int) -> Reply:
     return Reply(status=403, body=b"Forbidden", content_type="text/plain")
 
@@ -354,6 +378,9 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "empty": empty_200,
     "restart_higher": restart_higher,
     "restart_created": restart_created,
+    "crlf": crlf,
+    "bom": bom,
+    "gzipped": gzipped,
     "http_403": http_403,
     "http_404": http_404,
     "redirect_loop": redirect_loop,

@@ -138,7 +138,7 @@ def multi(servers):
 def multi2(servers):
     """A second ``--once --json`` run: a healthy vLLM, a restart with higher counters and
     the rest of the bad answers."""
-    order = ["healthy", "restart_higher", "restart_created", *EXPECT2]
+    order = ["healthy", "restart_higher", "restart_created", "crlf", "bom", "gzipped", *EXPECT2]
     ports = servers.start(order)
     names = {c: f"127.0.0.1:{p}" for c, p in ports.items()}
     run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
@@ -285,6 +285,19 @@ def test_restart_with_higher_counters_gives_no_spike(multi2):
 
 
 @needs_parsers
+@pytest.mark.parametrize("case", ["crlf", "bom", "gzipped"])
+def test_same_metrics_in_another_encoding_read_the_same(multi2, case):
+    """CRLF line ends, a UTF-8 BOM, gzip: the same numbers as the plain capture."""
+    run, names = multi2
+    row = run.rows()[names[case]]
+    assert row["state"] == "ok", row["error"]
+    assert row["model"] == "tiny-llama"
+    assert (row["running"], row["waiting"]) == (8.0, 22.0)
+    assert row["finished"]["length"] == pytest.approx(FINISHED_LENGTH / 10)
+    assert row["prefix_hit_rate"] == pytest.approx(PREFIX_HITS / PREFIX_QUERIES, rel=1e-6)
+
+
+@needs_parsers
 def test_restart_seen_from_created_timestamps_alone(multi2):
     """No process_start_time_seconds; counters went up; only ``_created`` moved."""
     run, names = multi2
@@ -395,6 +408,19 @@ def test_all_targets_bad_exit_one_with_one_clear_line(servers):
     doc = run.json()  # the document is still printed, with the states
     assert_schema(doc)
     assert {r["state"] for r in doc["engines"]} == {"http_error", "bad_payload", "down"}
+
+
+def test_table_mode_all_bad_exit_one_with_every_reason(servers):
+    cases = ["http_500", "html", "truncated"]
+    ports = servers.start(cases)
+    refused = f"127.0.0.1:{closed_port()}"
+    run = run_llmtop("--once", "--window", "0", "--timeout", TIMEOUT,
+                     *[f"127.0.0.1:{ports[c]}" for c in cases], refused,
+                     env={"COLUMNS": "200"})
+    assert run.rc == 1
+    assert_no_traceback(run)
+    for reason in ("engine core died", "HTML page", "truncated body", "connection refused"):
+        assert reason in run.stdout + run.stderr, reason
 
 
 def test_table_mode_shows_the_state_words(servers):
