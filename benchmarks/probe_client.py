@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "tests" / "loadgen"))
 
 from mock_server import start_mock  # noqa: E402
 
-VARIANTS = ("llmtop", "llmtop-json-asyncio", "aiohttp-lines-json", "httpx-lines-json",
-            "httpx-raw-orjson")
+VARIANTS = ("llmtop-raw", "llmtop-aiohttp", "llmtop-aiohttp-json-asyncio",
+            "aiohttp-lines-json", "httpx-lines-json", "httpx-raw-orjson")
 PIN = bool(shutil.which("taskset")) and (os.cpu_count() or 1) >= 2
 
 
@@ -60,10 +60,11 @@ async def _variant(name: str, url: str, conc: int, seconds: float, ntok: int) ->
     close = None
     if name.startswith("llmtop"):
         from llmtop.loadgen import client as lc
+        from llmtop.loadgen.rawhttp import RawStreamClient
 
-        if name == "llmtop-json-asyncio":
+        if name == "llmtop-aiohttp-json-asyncio":
             lc._loads = json.loads  # what the probe does when orjson is missing
-        c = lc.StreamClient(ep)
+        c = RawStreamClient(ep) if name == "llmtop-raw" else lc.StreamClient(ep)
         close = c.aclose
 
         async def one() -> int:
@@ -136,7 +137,7 @@ async def _variant(name: str, url: str, conc: int, seconds: float, ntok: int) ->
 
 
 def _child(args: argparse.Namespace) -> None:
-    if args.variant == "llmtop":
+    if args.variant in ("llmtop-raw", "llmtop-aiohttp"):
         import uvloop
 
         loop = uvloop.new_event_loop()
@@ -158,12 +159,13 @@ def run_variant(name: str, url: str, conc: int, seconds: float, ntok: int) -> di
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_probe(url: str, conc: int, duration: float, ntok: int, warmup: float) -> dict:
+def run_probe(url: str, conc: int, duration: float, ntok: int, warmup: float,
+              client: str = "raw") -> dict:
     from llmtop.loadgen.api import start_probe
     from llmtop.loadgen.options import ProbeOptions
 
     h = start_probe(ProbeOptions(url=url, concurrency=conc, duration=duration, warmup=warmup,
-                                 output_tokens=ntok, prompt_tokens=32))
+                                 output_tokens=ntok, prompt_tokens=32, client=client))
     if PIN:  # the probe's worker on core 0, the mock on core 1: "one client core"
         os.sched_setaffinity(h.pid, {0})
     h.wait(duration + 60)
@@ -179,6 +181,19 @@ def run_probe(url: str, conc: int, duration: float, ntok: int, warmup: float) ->
             "itl_p50_s": s["itl_s"]["p50"], "loop_lag_ms": s["loop_lag_ms"],
             "client_bound": s["client_bound"], "errors": s["errors"],
             "requests": s["requests"]}
+
+
+def _ttft_line(url: str, r: dict) -> None:
+    if r.get("ttft_mean_s") is None:
+        return
+    import httpx
+
+    late = httpx.get(url + "/stats").json()["first_late_mean_s"] or 0.0  # cumulative mean
+    err = r["ttft_mean_s"] - 0.2
+    print(f"mean TTFT error {1000 * err:+.1f} ms (the mock itself wrote first tokens "
+          f"{1000 * late:.1f} ms late on average so far); achieved "
+          f"{r['achieved_concurrency']:.1f}/256 = {r['achieved_concurrency'] / 256:.1%}; "
+          f"loop lag {r['loop_lag_ms']:.1f} ms; client {r['client_cpu']:.2f} cores")
 
 
 def main() -> None:
@@ -219,17 +234,10 @@ def main() -> None:
     print("## 2b. the probe, TTFT 200 ms / ITL 20 ms mock, c=256 (targets: mean TTFT error "
           "<= 30 ms, achieved >= 95 %)")
     with start_mock(ttft=0.2, itl=0.02, cpu=1 if PIN else None) as m:
-        r = run_probe(m.url, 256, secs + 4, 64, 2.0) if "2b" in only else {}
-        print(json.dumps(r))
-        if r.get("ttft_mean_s") is not None:
-            import httpx
-
-            late = httpx.get(m.url + "/stats").json()["first_late_mean_s"] or 0.0
-            err = r["ttft_mean_s"] - 0.2
-            print(f"mean TTFT error {1000 * err:+.1f} ms (the mock itself wrote the first "
-                  f"token {1000 * late:.1f} ms late on average: client share "
-                  f"{1000 * (err - late):+.1f} ms); achieved "
-                  f"{r['achieved_concurrency']:.1f}/256 = {r['achieved_concurrency'] / 256:.1%}")
+        for client in ("raw", "aiohttp") if "2b" in only else ():
+            r = run_probe(m.url, 256, secs + 4, 64, 2.0, client)
+            print(f"client={client}", json.dumps(r))
+            _ttft_line(m.url, r)
         print("## 2c. idle cost: the probe at c=1 (target <= 0.05 core)")
         r = run_probe(m.url, 1, secs + 1, 64, 0.5)
         print(json.dumps(r))

@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is missing
 
     JSON_LIB = "json"
 
-__all__ = ["JSON_LIB", "Result", "StreamClient", "dumps", "parse_retry_after"]
+__all__ = ["JSON_LIB", "Result", "SSEReader", "StreamClient", "dumps", "parse_retry_after"]
 
 dumps = _dumps
 _perf = time.perf_counter
@@ -156,85 +156,110 @@ class StreamClient:
     @staticmethod
     async def _read_stream(content: aiohttp.StreamReader, res: Result) -> None:
         """Read raw chunks, split SSE events, update ``res``. Sets ``res.error`` itself."""
-        buf = b""
-        done = False
-        finished = False
-        loads = _loads
-        gaps_append = res.gaps.append
-        t_last = None
-        n_content = 0
+        sse = SSEReader(res)
         async for chunk in content.iter_any():
-            t = _perf()
-            if buf:
-                chunk = buf + chunk
-            if b"\r" in chunk:
-                if chunk[-1:] == b"\r":  # a CRLF may straddle two chunks: keep the CR
-                    chunk, buf = chunk[:-1], b"\r"
-                else:
-                    buf = b""
-                chunk = chunk.replace(b"\r\n", b"\n")
+            if sse.feed(chunk, _perf()):
+                return
+        sse.finish()
+
+
+class SSEReader:
+    """Incremental SSE parser for one response: ``feed(bytes, arrival_time)`` per chunk.
+
+    ``feed`` returns True when the request failed (``res.error`` set) and reading must stop;
+    ``finish()`` at the end of the body decides ``truncated_stream`` and the token count.
+    """
+
+    __slots__ = ("buf", "done", "finished", "gaps_append", "n_content", "res", "t_last")
+
+    def __init__(self, res: Result) -> None:
+        self.res = res
+        self.buf = b""
+        self.done = False
+        self.finished = False
+        self.t_last: float | None = None
+        self.n_content = 0
+        self.gaps_append = res.gaps.append
+
+    def _fail(self, error: str) -> bool:
+        res = self.res
+        res.error = error
+        res.n_content = self.n_content
+        res.t_last = self.t_last
+        return True
+
+    def feed(self, chunk: bytes, t: float) -> bool:
+        buf = self.buf
+        if buf:
+            chunk = buf + chunk
+        if b"\r" in chunk:
+            if chunk[-1:] == b"\r":  # a CRLF may straddle two chunks: keep the CR
+                chunk, buf = chunk[:-1], b"\r"
             else:
                 buf = b""
-            events = chunk.split(b"\n\n")
-            rest = events.pop()
-            if rest:
-                buf = rest + buf if buf else rest
-            for ev in events:
-                if not ev.startswith(b"data:"):
-                    if b"\ndata:" not in ev:
-                        continue  # comment, event:, id:, retry: lines only
-                    ev = b"\n".join(ln[5:].lstrip(b" ") for ln in ev.split(b"\n")
-                                    if ln.startswith(b"data:"))
-                    data = ev
-                else:
-                    if b"\n" in ev:
-                        data = b"\n".join(ln[5:].lstrip(b" ") for ln in ev.split(b"\n")
-                                          if ln.startswith(b"data:"))
+            chunk = chunk.replace(b"\r\n", b"\n")
+        else:
+            buf = b""
+        events = chunk.split(b"\n\n")
+        rest = events.pop()
+        if rest:
+            buf = rest + buf if buf else rest
+        self.buf = buf
+        res = self.res
+        for ev in events:
+            if not ev.startswith(b"data:"):
+                if b"\ndata:" not in ev:
+                    continue  # comment, event:, id:, retry: lines only
+                data = b"\n".join(ln[5:].lstrip(b" ") for ln in ev.split(b"\n")
+                                  if ln.startswith(b"data:"))
+            elif b"\n" in ev:
+                data = b"\n".join(ln[5:].lstrip(b" ") for ln in ev.split(b"\n")
+                                  if ln.startswith(b"data:"))
+            else:
+                data = ev[5:].lstrip(b" ")
+            if data[:6] == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                obj = _loads(data)
+            except ValueError:
+                return self._fail("malformed_event")
+            if not isinstance(obj, dict):
+                return self._fail("malformed_event")
+            choices = obj.get("choices")
+            if choices:
+                c = choices[0]
+                text = c.get("text")
+                if text is None:
+                    d = c.get("delta")
+                    if d:
+                        text = d.get("content") or d.get("reasoning_content")
+                if text:
+                    self.n_content += 1
+                    if self.t_last is None:
+                        res.t_first = t
                     else:
-                        data = ev[5:].lstrip(b" ")
-                if data[:6] == b"[DONE]":
-                    done = True
-                    continue
-                try:
-                    obj = loads(data)
-                except ValueError:
-                    res.error = "malformed_event"
-                    res.n_content = n_content
-                    res.t_last = t_last
-                    return
-                choices = obj.get("choices")
-                if choices:
-                    c = choices[0]
-                    text = c.get("text")
-                    if text is None:
-                        d = c.get("delta")
-                        if d:
-                            text = d.get("content") or d.get("reasoning_content")
-                    if text:
-                        n_content += 1
-                        if t_last is None:
-                            res.t_first = t
-                        else:
-                            gaps_append(t - t_last)
-                        t_last = t
-                    if c.get("finish_reason"):
-                        finished = True
-                usage = obj.get("usage")
-                if usage:
-                    ct = usage.get("completion_tokens")
-                    if ct is not None:
-                        res.output_tokens = int(ct)
-                    pt = usage.get("prompt_tokens")
-                    if pt is not None:
-                        res.prompt_tokens = int(pt)
-                elif "error" in obj and not choices:
-                    res.error = "stream_error"
-                    res.n_content = n_content
-                    res.t_last = t_last
-                    return
-        res.n_content = n_content
-        res.t_last = t_last
-        if not done and not finished:
+                        self.gaps_append(t - self.t_last)
+                    self.t_last = t
+                if c.get("finish_reason"):
+                    self.finished = True
+            usage = obj.get("usage")
+            if usage:
+                ct = usage.get("completion_tokens")
+                if ct is not None:
+                    res.output_tokens = int(ct)
+                pt = usage.get("prompt_tokens")
+                if pt is not None:
+                    res.prompt_tokens = int(pt)
+            elif "error" in obj and not choices:
+                return self._fail("stream_error")
+        return False
+
+    def finish(self) -> None:
+        res = self.res
+        res.n_content = self.n_content
+        res.t_last = self.t_last
+        if not self.done and not self.finished:
             res.error = "truncated_stream"
         elif res.output_tokens is None:
-            res.output_tokens = n_content
+            res.output_tokens = self.n_content

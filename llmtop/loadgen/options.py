@@ -72,6 +72,8 @@ class ProbeOptions:
     """Per-request timeout (seconds); also the longest gap allowed between two chunks / 5."""
     seed: int = 0
     progress_interval: float = 0.5
+    client: str = "raw"
+    """Hot-path HTTP client: ``raw`` (asyncio protocol, the default) or ``aiohttp``."""
 
     # ----- derived -------------------------------------------------------------------------
     @property
@@ -114,6 +116,8 @@ class ProbeOptions:
             raise ConfigError("--endpoint must be completions or chat")
         if not 0 <= self.max_error_rate <= 1:
             raise ConfigError("--max-error-rate must be between 0 and 1")
+        if self.client not in ("raw", "aiohttp"):
+            raise ConfigError("client must be raw or aiohttp")
         if self.step_duration <= 0:
             raise ConfigError("--step-duration must be > 0")
         return self

@@ -27,6 +27,7 @@ from llmtop.loadgen.client import JSON_LIB, Result, StreamClient
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
 from llmtop.loadgen.prompts import PromptFactory
+from llmtop.loadgen.rawhttp import RawStreamClient
 from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
 
 __all__ = ["PLATEAU_GAIN", "Runner", "ladder", "plateau_reached"]
@@ -112,8 +113,10 @@ class Runner:
         self._step_idx = 0
         self._phase = "setup"
         self.cancelled_in_flight = 0
-        self.client = StreamClient(prepared.endpoint_url, api_key=options.api_key,
-                                   insecure=options.insecure, timeout_s=options.request_timeout)
+        cls = RawStreamClient if options.client == "raw" else StreamClient
+        self.client: RawStreamClient | StreamClient = cls(
+            prepared.endpoint_url, api_key=options.api_key, insecure=options.insecure,
+            timeout_s=options.request_timeout)
 
     # ----- control ---------------------------------------------------------------------------
     def stop(self, reason: str = "stopped") -> None:
@@ -418,7 +421,8 @@ class Runner:
             "options": self.o.to_json(),
             "prompt_calibration": self.p.calibration.to_json(),
             "ignore_eos": self.p.ignore_eos,
-            "client": {"library": "aiohttp", "json": JSON_LIB, "loop": _loop_name(),
+            "client": {"library": "raw-asyncio" if self.o.client == "raw" else "aiohttp",
+                       "json": JSON_LIB, "loop": _loop_name(),
                        "process": "separate"},
             "steps": self.steps,
             "saturation": knee.saturation(self.steps) if sweep else None,

@@ -11,6 +11,7 @@ import pytest
 from llmtop.loadgen.client import Result, StreamClient, parse_retry_after
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.prompts import Calibration, PromptFactory
+from llmtop.loadgen.rawhttp import RawStreamClient
 
 from .conftest import probe
 
@@ -83,12 +84,13 @@ def test_parse_retry_after():
     assert parse_retry_after("soon") is None
 
 
-async def test_connection_refused_is_connect():
+@pytest.mark.parametrize("cls", [StreamClient, RawStreamClient])
+async def test_connection_refused_is_connect(cls):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    c = StreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    c = cls(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
     try:
         r = await c.request(b"{}")
     finally:
@@ -103,11 +105,12 @@ def _opts(url, model, **kw):
     return ProbeOptions(url=url, model=model, **base)
 
 
+@pytest.mark.parametrize("client", ["raw", "aiohttp"])
 @pytest.mark.parametrize(("model", "cls"), [("fail-close", "truncated_stream"),
                                             ("fail-malformed", "malformed_event"),
                                             ("fail-503", "http_503")])
-async def test_error_classes_in_a_run(fast_mock, model, cls):
-    report, _ = await probe(_opts(fast_mock.url, model, max_error_rate=1.0))
+async def test_error_classes_in_a_run(fast_mock, model, cls, client):
+    report, _ = await probe(_opts(fast_mock.url, model, max_error_rate=1.0, client=client))
     step = report["steps"][0]
     assert step["errors"].get(cls, 0) >= 1, step["errors"]
     assert step["requests"] == 0
@@ -152,3 +155,55 @@ def test_prompt_factory_lengths_and_prefixes():
     body = json.loads(f.payload("hi", 5))
     assert body["messages"][0]["content"] == "hi" and body["ignore_eos"] is True
     assert body["stream_options"] == {"include_usage": True}
+
+
+async def _serve_once(response: bytes):
+    """A one-shot server that answers any request with ``response`` and closes."""
+    import asyncio
+
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(response)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("framing", ["length", "close", "chunked-split"])
+async def test_raw_client_body_framings(framing):
+    body = _ev("a") + _ev("b") + _ev("", finish="length", usage=2) + b"data: [DONE]\n\n"
+    if framing == "length":
+        resp = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    elif framing == "close":
+        resp = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body
+    else:
+        resp = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7])
+                           for i in range(0, len(body), 7)) + b"0\r\n\r\n")
+    server, port = await _serve_once(resp)
+    c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    try:
+        r = await c.request(b"{}")
+    finally:
+        await c.aclose()
+        server.close()
+    assert r.ok, r.error
+    assert r.n_content == 2 and r.output_tokens == 2 and len(r.gaps) == 1
+
+
+async def test_raw_client_429_retry_after_and_truncation():
+    server, port = await _serve_once(b"HTTP/1.1 429 Too Many\r\nRetry-After: 3\r\n"
+                                     b"Content-Length: 2\r\n\r\n{}")
+    c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    r = await c.request(b"{}")
+    server.close()
+    assert r.error == "http_429" and r.retry_after == 3.0
+    server, port = await _serve_once(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                     + b"%x\r\n%s\r\n" % (len(_ev("a")), _ev("a")))
+    c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    r = await c.request(b"{}")
+    await c.aclose()
+    server.close()
+    assert r.error == "truncated_stream" and r.t_first is not None
