@@ -138,7 +138,7 @@ def _gpu_line(g: GpuRecord) -> str:
 def print_once(snap: Snapshot, *, file: TextIO | None = None) -> None:
     """Print the table, problem notes, GPU lines and the GPU error line."""
     interactive = bool(file is not None and getattr(file, "isatty", lambda: False)())
-    console = Console(file=file, highlight=False, width=None if interactive else 160,
+    console = Console(file=file, highlight=False, width=None if interactive else 200,
                       no_color=not interactive)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time)) if snap.time else ""
     console.print(Text(f"llmtop --once · window {snap.window_s:.2f} s · {when}", style="bold"))

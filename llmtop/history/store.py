@@ -179,8 +179,8 @@ class Store:
             ts.engine, ts.hinted = raw.engine_hint, True
         if raw.status != "ok" or raw.body is None:
             ts.set_status(raw.status if raw.status != "ok" else "bad_payload",
-                             raw.error or ("empty body" if raw.status == "ok" else None),
-                             raw.http_status)
+                          raw.error or ("empty body" if raw.status == "ok" else None),
+                          raw.http_status)
             return
         sample, err = self._parse(ts, raw)
         if sample is None:
@@ -213,7 +213,6 @@ class Store:
                 return None, err
             engine = None  # a detected engine failed: the port may serve another now
         return None, "unparseable metrics"
-
 
     def _keep(self, ts: TargetHistory, raw: RawScrape, sample: EngineSample) -> None:
         prev = ts.recent[-1].sample if ts.recent else None
@@ -248,8 +247,6 @@ class Store:
             clean_gpu(g)
         self._gpu = sample
         self._tick_time(sample.t_mono, sample.t_wall)
-
-    # ------------------------------------------------------------------ states
 
     # ------------------------------------------------------------------ rows
 
