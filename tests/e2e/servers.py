@@ -278,6 +278,23 @@ def restart_created(path: str, n: int) -> Reply | None:
     return Reply(body=text.encode())
 
 
+def bad_identity(path: str, n: int) -> Reply | None:
+    """Healthy metrics; every identity endpoint answers something odd (wrong JSON shapes,
+    HTML, 500, a 5 s hang, a 1 MiB body)."""
+    odd: dict[str, Reply] = {
+        "/version": Reply(body=b'{"version": {"nested": 1}}', content_type="application/json"),
+        "/v1/models": Reply(body=b'{"data": "not a list"}', content_type="application/json"),
+        "/server_info": Reply(body=b"[1, 2, 3]", content_type="application/json"),
+        "/v2": Reply(body=b'{"name": 5, "extensions": "x"}', content_type="application/json"),
+        "/props": Reply(body=b"<html>props</html>", content_type="text/html"),
+        "/info": Reply(status=500, body=b"boom"),
+        "/api/version": Reply(body=b'{"version": "0.1"}', delay_s=5.0),
+    }
+    if path != "/metrics":
+        return odd.get(path, Reply(body=b"{" * (1 << 20), content_type="application/json"))
+    return Reply(body=vllm_body(1.0 + 0.1 * n).encode())
+
+
 def crlf(path: str, n: int) -> Reply | None:
     """The healthy capture with CRLF line ends (some proxies rewrite them)."""
     if path != "/metrics":
@@ -378,6 +395,7 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "empty": empty_200,
     "restart_higher": restart_higher,
     "restart_created": restart_created,
+    "bad_identity": bad_identity,
     "crlf": crlf,
     "bom": bom,
     "gzipped": gzipped,

@@ -138,7 +138,8 @@ def multi(servers):
 def multi2(servers):
     """A second ``--once --json`` run: a healthy vLLM, a restart with higher counters and
     the rest of the bad answers."""
-    order = ["healthy", "restart_higher", "restart_created", "crlf", "bom", "gzipped", *EXPECT2]
+    order = ["healthy", "restart_higher", "restart_created", "crlf", "bom", "gzipped",
+             "bad_identity", *EXPECT2]
     ports = servers.start(order)
     names = {c: f"127.0.0.1:{p}" for c, p in ports.items()}
     run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
@@ -282,6 +283,18 @@ def test_restart_with_higher_counters_gives_no_spike(multi2):
         assert row[k] is None, (k, row[k])
     assert row["finished"] is None or all(v == 0 for v in row["finished"].values())
     assert row["lifetime"]["start_time"] == pytest.approx(1.79535416043e09 + 3600.0)
+
+
+@needs_parsers
+def test_odd_identity_endpoints_do_not_hurt_the_metrics(multi2):
+    """Wrong JSON shapes, HTML, 500, a hang and a 1 MiB body on the identity endpoints."""
+    run, names = multi2
+    row = run.rows()[names["bad_identity"]]
+    assert row["state"] == "ok", row["error"]
+    assert row["engine"] == "vllm" and row["model"] == "tiny-llama"
+    assert row["engine_version"] is None or isinstance(row["engine_version"], str)
+    assert (row["running"], row["waiting"]) == (8.0, 22.0)
+    assert row["generation_tokens_per_s"] > 0
 
 
 @needs_parsers
