@@ -144,7 +144,10 @@ class LlmtopApp(ReplayActions, App):
         for screen in self.screen_stack:
             fn = getattr(screen, "refresh_data", None)
             if fn is not None and (screen is self.screen or isinstance(screen, OverviewScreen)):
-                fn()
+                try:
+                    fn()
+                except Exception as exc:  # a bad value must not kill the screen
+                    self.source.event("error", None, f"paint: {type(exc).__name__}: {exc}")
         if self.first_data_at is None and self.snapshot is not None:
             self.first_data_at = time.monotonic()
 
@@ -264,7 +267,7 @@ def run_tui(config: Config, *, demo: Any = None, record_path: str | None = None,
     """Run the TUI on a live Monitor (or the demo); returns the exit status."""
     from llmtop.ui.live import make_source
 
-    source, problems = make_source(config, demo=demo, record_path=record_path)
+    source, problems = make_source(config, demo=demo, record_path=record_path, args=args)
     for line in problems:
         source.event("error", None, line)
     return _run(LlmtopApp(source, config, theme=getattr(args, "theme", None)))

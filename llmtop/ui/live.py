@@ -46,8 +46,22 @@ class NullSource:
         return None
 
 
-def make_source(config: Config, *, demo: Any = None,
-                record_path: str | None = None) -> tuple[Any, list[str]]:
+def _record_bounds(args: Any) -> dict[str, Any]:
+    """``--retention HOURS`` / ``--max-size SIZE`` as the recorder's keyword arguments."""
+    kw: dict[str, Any] = {}
+    hours = getattr(args, "retention", None)
+    if hours is not None:
+        kw["retention_s"] = float(hours) * 3600
+    size = getattr(args, "max_size", None)
+    if size:
+        from llmtop.record.recorder import parse_size
+
+        kw["max_bytes"] = parse_size(size)
+    return kw
+
+
+def make_source(config: Config, *, demo: Any = None, record_path: str | None = None,
+                args: Any = None) -> tuple[Any, list[str]]:
     """The source to poll, and error lines to show in the event log."""
     host = socket.gethostname()
     problems: list[str] = []
@@ -65,7 +79,7 @@ def make_source(config: Config, *, demo: Any = None,
             problems.append(f"--record {record_path}: recording is not available in this build")
         else:
             try:
-                wrapped = attach(monitor, record_path, config)
+                wrapped = attach(monitor, record_path, config, **_record_bounds(args))
                 monitor = wrapped if wrapped is not None else monitor
             except Exception as exc:
                 problems.append(f"--record {record_path}: {type(exc).__name__}: {exc}")
