@@ -9,11 +9,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from llmtop.history.derive import derive_lifetime, derive_window
 from llmtop.model import EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 
-__all__ = ["Entry", "build_model_row", "clean_gpu", "clean_sample", "series_value", "share_with"]
+if TYPE_CHECKING:
+    from llmtop.history.target import TargetHistory
+
+__all__ = ["Entry", "build_model_row", "clean_gpu", "clean_sample", "series_value", "share_with",
+           "target_rows"]
 
 _LATENCY_FIELDS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s",
                    "queue": "queue_s"}
@@ -166,3 +171,41 @@ def series_value(row: EngineRow, name: str) -> float | None:
         "kv": row.kv_cache_usage,
         "preempt_s": row.preemptions_per_s,
     }.get(name)
+
+
+def target_rows(
+    ts: TargetHistory, window_s: float, t: float, interval_s: float
+) -> list[EngineRow]:
+    """Rows of one target (one per model in its newest good sample, ranks folded in;
+    one row without a model when there is none) over ``window_s``, at time ``t``."""
+    state, error = ts.state(t, interval_s)
+    base: dict[str, Any] = {
+        "target": ts.name,
+        "engine": ts.engine,
+        "engine_version": ts.version,
+        "state": state,
+        "error": error,
+        "http_status": ts.http_status,
+        "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
+    }
+    window = ts.window(window_s, t)
+    if not window:
+        return [EngineRow(key=f"{ts.name}|", model=None, **base)]
+    latest = window[-1].sample
+    if latest.engine:
+        base["engine"] = latest.engine
+    present = [m for m in ts.models if m in window[-1].by_model]
+    if not present:
+        return [EngineRow(key=f"{ts.name}|", model=None, **base)]
+    rows = []
+    for model in present:
+        row = build_model_row(EngineRow(key=f"{ts.name}|{model}", model=model, **base),
+                              window, model)
+        for r in latest.ranks:
+            if r.model != model:
+                continue
+            rank = r.rank or ""
+            rr = EngineRow(key=f"{ts.name}|{model}|{rank}", model=model, rank=rank, **base)
+            row.ranks.append(build_model_row(rr, window, model, rank))
+        rows.append(row)
+    return rows

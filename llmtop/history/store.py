@@ -19,11 +19,11 @@ from llmtop.config import Config
 from llmtop.history.derive import restart_reason
 from llmtop.history.rows import (
     Entry,
-    build_model_row,
     clean_gpu,
     clean_sample,
     series_value,
     share_with,
+    target_rows,
 )
 from llmtop.history.series import EventLog, SeriesBook
 from llmtop.history.target import TargetHistory, identity_version, state_word
@@ -250,39 +250,6 @@ class Store:
 
     # ------------------------------------------------------------------ rows
 
-    def _rows(self, ts: TargetHistory, window_s: float, t: float) -> list[EngineRow]:
-        state, error = ts.state(t, self.interval_s)
-        base = {
-            "target": ts.name,
-            "engine": ts.engine,
-            "engine_version": ts.version,
-            "state": state,
-            "error": error,
-            "http_status": ts.http_status,
-            "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
-        }
-        window = ts.window(window_s, t)
-        if not window:
-            return [EngineRow(key=f"{ts.name}|", model=None, **base)]
-        latest = window[-1].sample
-        if latest.engine:
-            base["engine"] = latest.engine
-        present = [m for m in ts.models if m in window[-1].by_model]
-        if not present:
-            return [EngineRow(key=f"{ts.name}|", model=None, **base)]
-        rows = []
-        for model in present:
-            row = build_model_row(EngineRow(key=f"{ts.name}|{model}", model=model, **base),
-                                  window, model)
-            for r in latest.ranks:
-                if r.model != model:
-                    continue
-                rank = r.rank or ""
-                rr = EngineRow(key=f"{ts.name}|{model}|{rank}", model=model, rank=rank, **base)
-                row.ranks.append(build_model_row(rr, window, model, rank))
-            rows.append(row)
-        return rows
-
     def _gpus(self) -> list[GpuRecord]:
         out: list[GpuRecord] = []
         seen: set[object] = set()
@@ -309,7 +276,7 @@ class Store:
             return self._cache[1]
         engines: list[EngineRow] = []
         for ts in self._targets.values():
-            engines.extend(self._rows(ts, window_s, t))
+            engines.extend(target_rows(ts, window_s, t, self.interval_s))
         snap = Snapshot(
             time=tw,
             window_s=window_s,
@@ -328,7 +295,7 @@ class Store:
         if ts is None:
             return None
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
-        for r in self._rows(ts, window_s, t):
+        for r in target_rows(ts, window_s, t, self.interval_s):
             if r.key == key:
                 return r
             for rr in r.ranks:
