@@ -52,6 +52,7 @@ class Monitor:
         self._pending: dict[str, asyncio.Task[RawScrape]] = {}
         self._gpu_task: asyncio.Future[GpuSample] | None = None
         self.ticks = 0
+        self._lock = asyncio.Lock()
 
     @classmethod
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
@@ -81,7 +82,12 @@ class Monitor:
 
     async def tick(self, *, timeout_s: float | None = None) -> Snapshot:
         """Scrape all targets in parallel (at most one scrape each), sample GPUs, feed the
-        sink and the store, commit, and return the 10 s snapshot."""
+        sink and the store, commit, and return the 10 s snapshot. Concurrent calls (a
+        "refresh now" during a tick) run one after the other."""
+        async with self._lock:
+            return await self._tick(timeout_s)
+
+    async def _tick(self, timeout_s: float | None) -> Snapshot:
         self.ticks += 1
         for t in self.targets:
             if t.name not in self._pending:

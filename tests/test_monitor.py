@@ -218,6 +218,15 @@ async def test_no_targets_no_gpu_still_returns_snapshot():
     await mon.aclose()
 
 
+async def test_concurrent_ticks_run_one_after_the_other():
+    mon, scraper, _, clock = make("a")
+    clock.step()
+    a, b = await asyncio.gather(mon.tick(), mon.tick())
+    assert scraper.calls["a"] == 2 and mon.ticks == 2
+    assert a.engines[0].state == b.engines[0].state == "ok"
+    await mon.aclose()
+
+
 def test_raw_helper_shape():
     r = raw("a", 1.0, "{}")
     assert r.status == "ok" and r.t_mono == 1.0
