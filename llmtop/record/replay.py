@@ -116,7 +116,7 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     for item in rec.items(prev_b + 1, b_idx + 1):
         _feed(store, item)
     elapsed = b["m"] - a["m"]
-    return store.snapshot(round(elapsed if elapsed > 0 else window_s, 3))
+    return store.once_snapshot(elapsed if elapsed > 0 else window_s)
 
 
 class ReplaySource:
