@@ -152,8 +152,8 @@ async def test_raw_metrics_filter_and_rates():
         table = app.screen.query_one("#raw-table")
         rows = [table.get_row_at(i) for i in range(table.row_count)]
         gen = next(r for r in rows if r[0] == "vllm:generation_tokens_total")
-        assert gen[4] == "1.9k"  # (1_203_400 - 1_201_538) / 1 s
-        assert next(r for r in rows if r[1] == "gauge")[4] == ""
+        assert gen[2] == "1.9k"  # (1_203_400 - 1_201_538) / 1 s
+        assert next(r for r in rows if r[3] == "gauge")[2] == ""
         await pilot.press("slash", "k", "v")
         await pilot.pause()
         assert table.row_count == 1

@@ -191,7 +191,7 @@ class EngineDetailScreen(Screen):
 
 
 def family_rows(now: dict, prev: dict, dt: float) -> list[tuple[str, str, str, str, str]]:
-    """(family, type, labels, value, rate/s) for every sample; rates for counters only."""
+    """(sample, value, rate/s, type, labels) for every sample; rates for counters only."""
     out = []
     for name in sorted(now):
         fam = now[name]
@@ -206,7 +206,7 @@ def family_rows(now: dict, prev: dict, dt: float) -> list[tuple[str, str, str, s
                 old = before.get((s.name, tuple(sorted(s.labels.items()))))
                 if old is not None and s.value >= old:
                     rate = fmt.fmt_rate((s.value - old) / dt)
-            out.append((s.name, fam.type, labels, f"{s.value:g}", rate))
+            out.append((s.name, f"{s.value:g}", rate, fam.type, labels))
     return out
 
 
@@ -233,7 +233,7 @@ class RawMetricsScreen(Screen):
 
     def on_mount(self) -> None:
         t = self.query_one("#raw-table", DataTable)
-        for c in ("metric", "type", "labels", "value", "rate/s"):
+        for c in ("metric", "value", "rate/s", "type", "labels"):
             t.add_column(c, key=c)
         self.refresh_data()
         t.focus()
@@ -245,16 +245,16 @@ class RawMetricsScreen(Screen):
             now, prev, dt = {}, {}, 0.0
             self.query_one(".title", Static).update(f"Raw metrics: {self.target}: {exc}")
         rows = [r for r in family_rows(now, prev, dt)
-                if self.filter_text.lower() in (r[0] + " " + r[2]).lower()]
+                if self.filter_text.lower() in (r[0] + " " + r[4]).lower()]
         if not rows and not now:
             rows = [("no raw families kept for this target (down or never scraped)",
                      "", "", "", "")]
         if rows == self._shown:
             return
         t = self.query_one("#raw-table", DataTable)
-        if [r[:3] for r in rows] == [r[:3] for r in self._shown]:
+        if [(r[0], r[4]) for r in rows] == [(r[0], r[4]) for r in self._shown]:
             for i, (old, new) in enumerate(zip(self._shown, rows, strict=True)):
-                for col, a, b in (("value", old[3], new[3]), ("rate/s", old[4], new[4])):
+                for col, a, b in (("value", old[1], new[1]), ("rate/s", old[2], new[2])):
                     if a != b:
                         t.update_cell(str(i), col, b)
         else:
