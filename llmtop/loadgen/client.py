@@ -1,9 +1,10 @@
-"""The streaming hot path: one OpenAI-compatible streaming request -> one ``Result``.
+"""Streaming request -> ``Result``: the shared SSE parser and the aiohttp client.
 
-Chosen by measurement (``benchmarks/probe_client.py``): aiohttp reading raw chunks
-(``iter_any``), SSE events split here on blank lines, JSON decoded with orjson when it is
-importable (stdlib json otherwise). Every event is timestamped with the arrival time of the
-chunk that carried it (``time.perf_counter``). Runs only inside the worker process.
+``SSEReader`` splits SSE events on blank lines and decodes JSON with orjson when it is
+importable (stdlib json otherwise); every event is timestamped with the arrival time of the
+chunk that carried it (``time.perf_counter``). ``StreamClient`` (aiohttp, raw chunk reads) is
+the alternative hot path; the default is ``rawhttp.RawStreamClient`` (chosen by measurement,
+``benchmarks/README-probe.md``). Runs only inside the worker process.
 
 Error classes: ``http_<status>``, ``connect``, ``timeout``, ``truncated_stream`` (the stream
 ended before ``[DONE]`` and before a finish reason), ``malformed_event`` (a ``data:`` line
