@@ -167,7 +167,7 @@ def _err_message(raw: bytes) -> str | None:
     """A short message from a JSON error body ({"error": {"message"}}, {"detail"}, ...)."""
     try:
         obj = json.loads(raw.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
         return None
     msg: Any = None
     if isinstance(obj, dict):
