@@ -340,6 +340,19 @@ def json_200(path: str, n: int) -> Reply:
                  content_type="application/json")
 
 
+_DEEP = b"[" * 5000 + b"]" * 5000
+
+
+def deep_json_200(path: str, n: int) -> Reply:
+    """JSON nested 5000 deep (past Python's recursion limit), status 200."""
+    return Reply(body=_DEEP, content_type="application/json")
+
+
+def deep_json_500(path: str, n: int) -> Reply:
+    """The same as the body of an HTTP 500 (llmtop reads JSON error messages)."""
+    return Reply(status=500, body=_DEEP, content_type="application/json")
+
+
 def node_exporter(path: str, n: int) -> Reply:
     """Valid Prometheus text, but not an inference engine's."""
     text = (
@@ -405,6 +418,8 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "bad_gzip": bad_gzip,
     "json_200": json_200,
     "node_exporter": node_exporter,
+    "deep_json_200": deep_json_200,
+    "deep_json_500": deep_json_500,
     "trickle": trickle,
     "one_long_line": one_long_line,
 }
