@@ -324,6 +324,9 @@ class Scraper:
                 isinstance(e, ConnectionResetError) for e in _chain(exc)
             ):
                 return _Result("down", error="connection reset")
+            if isinstance(exc, httpx.RemoteProtocolError) and "disconnect" not in str(exc):
+                # it answered, but not in HTTP (h11: "illegal status line", ...)
+                return _Result("down", error="invalid HTTP response (is this an HTTP port?)")
             return _Result("down", error="connection closed before a response")
         except httpx.DecodingError:
             return _Result("bad_payload", error="undecodable body (content encoding)")
