@@ -59,6 +59,8 @@ class Reply:
     """Sleep between chunks (a trickling body)."""
     drop: bool = False
     """Close the connection without answering at all."""
+    raw: bytes | None = None
+    """Write exactly these bytes (no HTTP framing), then close."""
 
 
 def _fixture() -> list[str]:
@@ -353,6 +355,21 @@ def deep_json_500(path: str, n: int) -> Reply:
     return Reply(status=500, body=_DEEP, content_type="application/json")
 
 
+def hang_up(path: str, n: int) -> Reply:
+    """Accepts the connection, reads the request, closes without a byte."""
+    return Reply(drop=True)
+
+
+def not_http(path: str, n: int) -> Reply:
+    """Another protocol on the port (an SSH banner)."""
+    return Reply(raw=b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
+
+
+def bad_status_line(path: str, n: int) -> Reply:
+    """HTTP-looking, but the status line is broken."""
+    return Reply(raw=b"HTTP/1.1 OK-ish\r\nContent-Length: 2\r\n\r\nhi")
+
+
 def node_exporter(path: str, n: int) -> Reply:
     """Valid Prometheus text, but not an inference engine's."""
     text = (
@@ -418,6 +435,9 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "bad_gzip": bad_gzip,
     "json_200": json_200,
     "node_exporter": node_exporter,
+    "hang_up": hang_up,
+    "not_http": not_http,
+    "bad_status_line": bad_status_line,
     "deep_json_200": deep_json_200,
     "deep_json_500": deep_json_500,
     "trickle": trickle,
@@ -513,6 +533,10 @@ class ServerSet:
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             if reply.drop:
+                return
+            if reply.raw is not None:
+                writer.write(reply.raw)
+                await writer.drain()
                 return
             hdr = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'X')}",
                    f"Content-Type: {reply.content_type}"]

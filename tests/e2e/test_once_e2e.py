@@ -63,6 +63,9 @@ EXPECT2: dict[str, tuple[str, str]] = {
     "trickle": ("down", r"timeout"),
     "one_long_line": ("bad_payload", r"."),
     "deep_json_500": ("http_error", r"^HTTP 500"),
+    "hang_up": ("down", r"closed before a response"),
+    "not_http": ("down", r"."),
+    "bad_status_line": ("down", r"invalid HTTP response"),
     "deep_json_200": ("bad_payload", r"."),
 }
 XFAIL_CASES = {
