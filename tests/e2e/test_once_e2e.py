@@ -555,3 +555,24 @@ def test_gpu_required_without_gpu_exits_non_zero_with_the_reason(servers):
     assert len(lines) == 1, run.stderr
     assert lines[0].startswith("llmtop: ") and "GPU" in lines[0]
     assert "NVML" in lines[0] or "driver" in lines[0]
+
+
+# ------------------------------------------------------------------ GPUs present (real NVML)
+
+gpu_present = pytest.mark.skipif(not nvml_works(), reason="NVML cannot initialize here")
+
+
+@pytest.mark.gpu
+@gpu_present
+def test_gpus_listed_and_gpu_required_passes_on_a_gpu_machine(servers):
+    ports = servers.start(["http_500"])
+    run = run_llmtop("--once", "--json", "--gpu-required", "--window", "0", "--timeout",
+                     TIMEOUT, f"127.0.0.1:{ports['http_500']}")
+    assert_no_traceback(run)
+    doc = run.json()
+    assert doc["gpu_error"] is None
+    assert doc["gpus"] and all(g["source"] == "nvml" for g in doc["gpus"])
+    for g in doc["gpus"]:
+        assert g["mem_total_bytes"] and g["mem_total_bytes"] > 0
+        assert g["util"] is None or 0 <= g["util"] <= 1
+    assert run.rc == 1  # the GPUs were read, but no target could be
