@@ -65,7 +65,7 @@ class _Exchange:
     """One request/response on one connection."""
 
     __slots__ = ("body_left", "buf", "chunk_left", "crlf", "fut", "keep", "mode", "res",
-                 "sse", "state")
+                 "seen", "sse", "state")
 
     def __init__(self, res: Result, fut: asyncio.Future[None]) -> None:
         self.res = res
@@ -78,6 +78,8 @@ class _Exchange:
         self.crlf = 0
         self.keep = True
         self.sse: SSEReader | None = None
+        self.seen = False
+        """True once any response byte arrived."""
 
     def _done(self, keep: bool) -> None:
         self.state = 2
@@ -132,6 +134,7 @@ class _Exchange:
 
     def feed(self, data: bytes) -> None:
         t = _perf()
+        self.seen = True
         if self.state == 2:
             return
         buf = self.buf + data if self.buf else data
@@ -250,46 +253,55 @@ class RawStreamClient:
         return conn
 
     async def request(self, body: bytes) -> Result:
-        """Send one streaming request; never raises except ``CancelledError``."""
+        """Send one streaming request; never raises except ``CancelledError``.
+
+        A kept-alive connection that the server closed before answering is replaced once by
+        a fresh one (the request never reached the server), as browsers do.
+        """
         res = Result(_perf())
-        conn = None
-        while self._idle:
-            c = self._idle.pop()
-            if not c.closed:
-                conn = c
-                break
-        try:
+        for _attempt in range(2):
+            conn = None
+            while self._idle:
+                c = self._idle.pop()
+                if not c.closed:
+                    conn = c
+                    break
+            reused = conn is not None
             if conn is None:
-                conn = await self._connect()
-        except asyncio.CancelledError:
-            raise
-        except (asyncio.TimeoutError, TimeoutError):
-            res.error = "timeout"
-        except ssl.SSLError:
-            res.error = "client_error"
-        except OSError:
-            res.error = "connect"
-        if conn is None or conn.transport is None:
-            if res.error is None:
-                res.error = "connect"
-            res.t_end = _perf()
-            return res
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        ex = _Exchange(res, fut)
-        conn.ex = ex
-        reuse = False
-        try:
-            conn.transport.write(self._head + b"%d\r\n\r\n" % len(body) + body)
-            await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
-            reuse = ex.keep and not conn.closed
-        except asyncio.TimeoutError:
-            res.error = "timeout"
-        finally:
-            conn.ex = None
-            if reuse:
-                self._idle.append(conn)
-            else:
-                self._drop(conn)
+                try:
+                    conn = await self._connect()
+                except asyncio.CancelledError:
+                    raise
+                except (asyncio.TimeoutError, TimeoutError):
+                    res.error = "timeout"
+                except ssl.SSLError:
+                    res.error = "client_error"
+                except OSError:
+                    res.error = "connect"
+            if conn is None or conn.transport is None:
+                if res.error is None:
+                    res.error = "connect"
+                break
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            ex = _Exchange(res, fut)
+            conn.ex = ex
+            reuse = False
+            try:
+                conn.transport.write(self._head + b"%d\r\n\r\n" % len(body) + body)
+                await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+                reuse = ex.keep and not conn.closed
+            except asyncio.TimeoutError:
+                res.error = "timeout"
+            finally:
+                conn.ex = None
+                if reuse:
+                    self._idle.append(conn)
+                else:
+                    self._drop(conn)
+            if reused and not ex.seen and res.error == "connect":
+                res.error = None  # stale keep-alive connection: try once on a new one
+                continue
+            break
         res.t_end = _perf()
         return res
 

@@ -207,3 +207,39 @@ async def test_raw_client_429_retry_after_and_truncation():
     await c.aclose()
     server.close()
     assert r.error == "truncated_stream" and r.t_first is not None
+
+
+async def test_raw_client_replaces_a_stale_keepalive_connection():
+    import asyncio
+
+    body = _ev("a") + _ev("", finish="length") + b"data: [DONE]\n\n"
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    served = []
+
+    async def handle(reader, writer):
+        n = 0
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            n += 1
+            if n == 2:  # the second request on a kept-alive connection: hang up unanswered
+                break
+            writer.write(ok)
+            served.append(1)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    try:
+        r1 = await c.request(b"{}")
+        r2 = await c.request(b"{}")
+    finally:
+        await c.aclose()
+        server.close()
+    assert r1.ok and r2.ok, (r1.error, r2.error)
+    assert len(served) == 2
