@@ -26,6 +26,14 @@ ROW_KEYS = [
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
+LIFETIME_KEYS = {
+    "ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_len", "gen_len",
+    "prefix_hit_rate", "requests", "prompt_tokens", "generation_tokens", "preemptions",
+    "errors", "aborted", "rejected", "finished", "start_time", "uptime_s",
+}
+GPU_KEYS = ["host", "index", "uuid", "name", "util", "mem_util", "mem_used_bytes",
+            "mem_total_bytes", "power_w", "power_limit_w", "temp_c", "sm_clock_mhz",
+            "sm_clock_max_mhz", "throttle", "processes", "source", "error"]
 RATE_KEYS = [k for k in ROW_KEYS if k.endswith("_per_s")]
 STATES = {"ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "restarted"}
 
@@ -114,7 +122,13 @@ def assert_schema(doc: dict) -> None:
                 assert list(row[k]) == Q_KEYS
         assert isinstance(row["ranks"], list)
         assert isinstance(row["lifetime"], dict)
+        assert set(row["lifetime"]) <= LIFETIME_KEYS, set(row["lifetime"]) - LIFETIME_KEYS
+        for k in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_len", "gen_len"):
+            if k in row["lifetime"]:
+                assert list(row["lifetime"][k]) == Q_KEYS
     assert isinstance(doc["gpus"], list)
+    for g in doc["gpus"]:
+        assert list(g) == GPU_KEYS
     assert doc["gpu_error"] is None or isinstance(doc["gpu_error"], str)
 
 
@@ -224,6 +238,9 @@ def test_healthy_target_keeps_real_numbers_beside_the_bad_ones(request, which):
     assert row["kv_cache_usage"] == pytest.approx(0.006349206349206327)
     assert row["kv_capacity_tokens"] == 4096 * 128  # cache_config_info blocks x block size
     assert row["ranks"] == []  # one engine rank
+    assert set(row["lifetime"]) == LIFETIME_KEYS  # vLLM 0.32 reports every one
+    assert row["lifetime"]["finished"]["length"] == pytest.approx(FINISHED_LENGTH * 1.2)
+    assert row["lifetime"]["uptime_s"] is None or row["lifetime"]["uptime_s"] > 0
     assert doc["window_s"] > float(WINDOW)
     assert row["generation_tokens_per_s"] > 0 and row["prompt_tokens_per_s"] > 0
     assert row["requests_per_s"] > 0
