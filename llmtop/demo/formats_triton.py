@@ -6,9 +6,22 @@ shortest form (``512``, ``0.4875``, ``1e+06``). Families and label sets follow
 ``tests/fixtures/metrics/triton-trtllm_backend-readme.txt`` (the ``nv_trt_llm_*`` inflight
 batcher block and the base ``nv_inference_*`` block, one model ``tensorrt_llm`` version
 ``1``); the ``nv_gpu_*``/``nv_energy_consumption`` HELP texts are Triton's, as quoted in
-``triton-inference-server/model_analyzer`` tests. Left out (documented): the opt-in
-``nv_inference_first_response_histogram_ms`` and summaries, ``nv_cpu_*``, the ``reason``
-label of newer failures, and ``kv_cache_block_type="reused"``.
+``triton-inference-server/model_analyzer`` tests.
+
+As a current TRT-LLM backend started with ``--metrics-config histogram_latencies=true``, it
+also has the per-request histograms (references: ``triton-trtllm_backend-SYNTHETIC-from-
+custom_metrics_reporter-cc.txt``, ``triton-SYNTHETIC-from-core-metrics-cc.txt``):
+
+* ``nv_llm_input_token_len`` / ``nv_llm_output_token_len`` (HELP "TRT LLM response metrics",
+  buckets 10, 50, 100, 500, 1000, label ``response_metric_type``): prompt tokens of each
+  request (observed when its prefill completes), output tokens of each finished request.
+* ``nv_inference_first_response_histogram_ms`` (buckets 100, 500, 2000, 5000 ms; the model is
+  decoupled): time to the first response, which is the first token of a streaming request
+  and the whole (single) response of a non-streaming one. Triton observes whole
+  milliseconds; the demo buckets the exact time and floors the sum.
+
+Left out (documented): the summaries, ``nv_cpu_*``, the ``reason`` label of newer failures,
+``nv_model_load_duration_secs``, ``paused_requests`` and ``kv_cache_block_type="reused"``.
 """
 
 from __future__ import annotations
@@ -17,10 +30,26 @@ import math
 import time
 from typing import Protocol
 
-__all__ = ["CONTENT_TYPE", "HIST_BOUNDS", "format_value", "render"]
+__all__ = [
+    "CONTENT_TYPE", "FIRST_RESPONSE_BUCKETS_MS", "HIST_BOUNDS", "SPLIT", "TOKEN_BUCKETS",
+    "format_value", "render",
+]
 
 CONTENT_TYPE = "text/plain; charset=utf-8"
-HIST_BOUNDS: dict[str, tuple[float, ...]] = {}
+# TRT-LLM backend token histograms (custom_metrics_reporter.cc).
+TOKEN_BUCKETS = (10.0, 50.0, 100.0, 500.0, 1000.0)
+# Triton core default for nv_inference_first_response_histogram_ms (metric_model_reporter.h).
+FIRST_RESPONSE_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
+_FIRST_S = tuple(b / 1000.0 for b in FIRST_RESPONSE_BUCKETS_MS)
+# Simulation histograms this engine keeps (sim.Stats drops the others). ttft/e2e are split by
+# streaming: the first response of a non-streaming request is its only (final) response.
+HIST_BOUNDS: dict[str, tuple[float, ...]] = {
+    "prompt_len": TOKEN_BUCKETS,
+    "gen_len": TOKEN_BUCKETS,
+    "ttft": _FIRST_S,
+    "e2e": _FIRST_S,
+}
+SPLIT = frozenset({"ttft", "e2e"})
 
 
 class _Gpu(Protocol):
@@ -74,6 +103,21 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
         for labels, v in series:
             out.append(f"{name}{{{_labels(labels)}}} {format_value(v)}\n")
 
+    def histogram(name: str, doc: str, labels: dict[str, str], les: tuple[float, ...],
+                  cumulative: list[float], total: float) -> None:
+        """prometheus-cpp order: _count, _sum, then the buckets (``le`` last, then +Inf).
+
+        ``cumulative`` has one count per bound plus the +Inf one (``sim.Hist.cumulative``).
+        """
+        n = cumulative[-1] if cumulative else 0.0
+        lab = _labels(labels)
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} histogram\n")
+        out.append(f"{name}_count{{{lab}}} {format_value(n)}\n")
+        out.append(f"{name}_sum{{{lab}}} {format_value(total)}\n")
+        for le, cum in zip(les, cumulative[:-1], strict=True):
+            out.append(f'{name}_bucket{{{lab},le="{format_value(le)}"}} {format_value(cum)}\n')
+        out.append(f'{name}_bucket{{{lab},le="+Inf"}} {format_value(n)}\n')
+
     prefilling = sum(1 for r in e.running if r.computed < r.prefill_target)
     family("nv_trt_llm_request_metrics", "TRT LLM request metrics", "gauge", [
         ({**model, "request_type": "waiting"}, len(e.waiting)),
@@ -105,13 +149,18 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
            ])
     family("nv_trt_llm_general_metrics", "General TRT LLM metrics", "gauge", [
         ({**model, "general_type": "iteration_counter"}, e.steps),
-        ({**model, "general_type": "timestamp"}, int(time.time())),
+        ({**model, "general_type": "timestamp"}, int(time.time() * 1e6)),  # µs (current backend)
     ])
     family("nv_trt_llm_disaggregated_serving_metrics", "TRT LLM disaggregated serving metrics",
            "counter", [
                ({**model, "disaggregated_serving_type": "kv_cache_transfer_ms"}, 0),
                ({**model, "disaggregated_serving_type": "request_count"}, 0),
            ])
+    for name, key, rtype in (("nv_llm_output_token_len", "gen_len", "total_output_tokens"),
+                             ("nv_llm_input_token_len", "prompt_len", "total_input_tokens")):
+        h = e.stats.hist(key)
+        histogram(name, "TRT LLM response metrics", {**model, "response_metric_type": rtype},
+                  TOKEN_BUCKETS, h.cumulative(), h.sum)
     ok = c["success"]
     failed = c["rejected"] + c["aborted"]
     for name, doc, typ, v in (
@@ -144,6 +193,12 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
          0),  # decoupled TRT-LLM model: Triton hands requests to the backend at once
     ):
         family(name, doc, typ, [(model, v)])
+    # first response: streaming requests at their first token, non-streaming at their end
+    first, slow = e.stats.hist("ttft:true"), e.stats.hist("e2e:false")
+    cum = [a + b for a, b in zip(first.cumulative(), slow.cumulative(), strict=True)]
+    histogram("nv_inference_first_response_histogram_ms",
+              "Duration from request to first response in milliseconds", model,
+              FIRST_RESPONSE_BUCKETS_MS, cum, math.floor((first.sum + slow.sum) * 1000.0))
     if gpu is not None:
         g = {"gpu_uuid": gpu.uuid}
         family("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", "gauge",

@@ -98,13 +98,38 @@ async def test_triton_matches_fixture(demo_factory):
     server.sites[0].gpu.update()
     bodies = await _exercise(server)
     body = bodies["triton"]
-    real = fixture_text("triton-trtllm_backend-readme.txt") + (DATA / "triton-nv_gpu-reference.txt"
-                                                               ).read_text()
-    _compare(body, real, min_families=20)
+    real = "".join((
+        fixture_text("triton-trtllm_backend-readme.txt"),
+        (DATA / "triton-nv_gpu-reference.txt").read_text(),
+        # current TRT-LLM backend + --metrics-config histogram_latencies=true (no real capture
+        # exists; built from the sources, see their '# source:' lines)
+        fixture_text("triton-trtllm_backend-SYNTHETIC-from-custom_metrics_reporter-cc.txt"),
+        fixture_text("triton-SYNTHETIC-from-core-metrics-cc.txt"),
+    ))
+    _compare(body, real, min_families=23)
+    assert {"nv_llm_input_token_len", "nv_llm_output_token_len",
+            "nv_inference_first_response_histogram_ms"} <= set(shape(body))
     assert "_created" not in body and "_total{" not in body
     assert 'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="tokens_per",model=' \
         '"tensorrt_llm",version="1"} 64\n' in body
     assert "nv_inference_request_success{model=\"tensorrt_llm\",version=\"1\"} 3\n" in body
+    # one observation per request: 2 streaming (first token) + 1 non-streaming (whole response)
+    v = shape_values(body)
+    assert v["nv_llm_input_token_len_count"] == 3 and v["nv_llm_output_token_len_count"] == 3
+    assert v["nv_llm_output_token_len_sum"] >= 2 * 5 + 1
+    assert v["nv_llm_input_token_len_sum"] >= 3 * 90
+    assert v["nv_inference_first_response_histogram_ms_count"] == 3
+    assert v["nv_inference_first_response_histogram_ms_bucket|+Inf"] == 3
+    # series lines as Triton's prometheus-cpp writes them (le last, whole-number bounds)
+    assert 'nv_llm_output_token_len_bucket{model="tensorrt_llm",response_metric_type=' \
+        '"total_output_tokens",version="1",le="10"} ' in body
+    assert 'nv_inference_first_response_histogram_ms_bucket{model="tensorrt_llm",version="1",' \
+        'le="5000"} 3\n' in body
+    assert body.index("nv_inference_first_response_histogram_ms_count{") < body.index(
+        "nv_inference_first_response_histogram_ms_bucket{")
+    sums = [ln for ln in body.splitlines() if ln.startswith("nv_inference_first_response_"
+                                                           "histogram_ms_sum{")]
+    assert sums and "." not in sums[0].rsplit(" ", 1)[1]  # whole milliseconds
 
 
 async def test_counters_monotonic_and_histograms_consistent(demo_factory):
