@@ -85,3 +85,15 @@ async def test_kv_pressure_shows_preemptions(demo_factory):
     assert row.state == "ok"
     assert row.preemptions_per_s and row.preemptions_per_s > 0
     assert row.kv_cache_usage and row.kv_cache_usage > 0.5
+
+
+async def test_triton_row_has_token_rates_and_ttft(demo_factory):
+    """The demo Triton (TRT-LLM token histograms, first-response histogram) fills the row's
+    tok/s and TTFT columns instead of None."""
+    server = await demo_factory(("triton",), background=True)
+    _states, store = await _watch(server, 4.0)
+    row = store.snapshot(10.0).engines[0]
+    assert row.state == "ok"
+    assert row.generation_tokens_per_s and row.generation_tokens_per_s > 0
+    assert row.prompt_tokens_per_s and row.prompt_tokens_per_s > 0
+    assert row.ttft_s is not None
