@@ -65,7 +65,7 @@ class _Exchange:
     """One request/response on one connection."""
 
     __slots__ = ("body_left", "buf", "chunk_left", "crlf", "fut", "keep", "mode", "res",
-                 "seen", "sse", "state")
+                 "seen", "sse", "state", "t_data")
 
     def __init__(self, res: Result, fut: asyncio.Future[None]) -> None:
         self.res = res
@@ -80,6 +80,8 @@ class _Exchange:
         self.sse: SSEReader | None = None
         self.seen = False
         """True once any response byte arrived."""
+        self.t_data = _perf()
+        """When bytes last arrived (or the request was sent): the idle watchdog reads it."""
 
     def _done(self, keep: bool) -> None:
         self.state = 2
@@ -135,6 +137,7 @@ class _Exchange:
     def feed(self, data: bytes) -> None:
         t = _perf()
         self.seen = True
+        self.t_data = t
         if self.state == 2:
             return
         buf = self.buf + data if self.buf else data
@@ -188,6 +191,11 @@ class _Exchange:
         if self.mode == "length" and self.body_left <= 0:
             self._end_body()
 
+    def idle_timeout(self) -> None:
+        if self.state != 2:
+            self.res.error = "timeout"
+            self._done(False)
+
     def _fail_body(self, error: str) -> None:
         if self.res.error is None:
             self.res.error = error
@@ -218,7 +226,8 @@ class RawStreamClient:
     """Pooled keep-alive HTTP/1.1 connections to one endpoint URL."""
 
     def __init__(self, endpoint_url: str, *, api_key: str | None = None, insecure: bool = False,
-                 timeout_s: float = 300.0, connect_timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 300.0, connect_timeout_s: float = 10.0,
+                 read_timeout_s: float = 60.0) -> None:
         u = urlsplit(endpoint_url)
         self.endpoint_url = endpoint_url
         self.host = u.hostname or "127.0.0.1"
@@ -241,8 +250,19 @@ class RawStreamClient:
         self._head = head.encode("latin-1") + b"Content-Length: "
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = min(read_timeout_s, timeout_s)
+        """A stream silent for this long fails with ``timeout`` (checked once a second)."""
         self._idle: list[_Conn] = []
         self._all: set[_Conn] = set()
+        self._active: set[_Exchange] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            limit = _perf() - self.read_timeout_s
+            for ex in [e for e in self._active if e.t_data < limit]:
+                ex.idle_timeout()
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -282,9 +302,13 @@ class RawStreamClient:
                 if res.error is None:
                     res.error = "connect"
                 break
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            if self._watchdog is None:
+                self._watchdog = loop.create_task(self._watch())
+            fut: asyncio.Future[None] = loop.create_future()
             ex = _Exchange(res, fut)
             conn.ex = ex
+            self._active.add(ex)
             reuse = False
             try:
                 conn.transport.write(self._head + b"%d\r\n\r\n" % len(body) + body)
@@ -293,6 +317,7 @@ class RawStreamClient:
             except asyncio.TimeoutError:
                 res.error = "timeout"
             finally:
+                self._active.discard(ex)
                 conn.ex = None
                 if reuse:
                     self._idle.append(conn)
@@ -312,6 +337,9 @@ class RawStreamClient:
             conn.transport.close()
 
     async def aclose(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         for c in list(self._all):
             self._drop(c)
         self._idle.clear()

@@ -243,3 +243,26 @@ async def test_raw_client_replaces_a_stale_keepalive_connection():
         server.close()
     assert r1.ok and r2.ok, (r1.error, r2.error)
     assert len(served) == 2
+
+
+async def test_raw_client_read_timeout_on_a_stalled_stream():
+    import asyncio
+
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + b"%x\r\n%s\r\n" % (len(_ev("a")), _ev("a")))
+        await writer.drain()
+        await asyncio.sleep(5)
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=30,
+                        read_timeout_s=0.5)
+    try:
+        r = await asyncio.wait_for(c.request(b"{}"), 4)
+    finally:
+        await c.aclose()
+        server.close()
+    assert r.error == "timeout" and r.t_first is not None
