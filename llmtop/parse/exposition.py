@@ -48,6 +48,9 @@ class Family:
 
 
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+# prometheus_client checks unescaped (possibly quoted) names with "$", which also accepts one
+# trailing newline (an escaped "\n"); the general path mirrors that.
+_LEGACY_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL_VALUE = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 # Fast path: ``name{l="v",...} value [timestamp]`` with single spaces and no oddities.
@@ -175,7 +178,7 @@ def _parse_labels_slow(text: str) -> dict[str, str]:
         if not term:
             continue
         name, quoted = _unquote(lname)
-        if not quoted and not _NAME_RE.match(name):
+        if not quoted and not _LEGACY_NAME_RE.match(name):
             raise ValueError(f"invalid label name {name[:40]!r}")
         if term[0] != '"':
             raise ValueError("label value not quoted")
@@ -320,7 +323,7 @@ class _Parser:
             if kind != "TYPE" and kind != "HELP":
                 return
             cand, quoted = _unquote(parts[2])
-            if not quoted and not _NAME_RE.match(cand):
+            if not quoted and not _LEGACY_NAME_RE.match(cand):
                 raise ValueError(f"invalid metric name {cand[:40]!r}")
         if kind == "HELP":
             if cand != self.name:
@@ -394,6 +397,7 @@ class _Parser:
         lines = chunk.split("\n")
         fast = _FAST_RE.match
         pairs_of = _PAIR_RE.findall
+        le_cache: dict[str, dict[str, str]] = {}
         i = 0
         try:
             for i, raw in enumerate(lines):  # noqa: B007 (i is read on error)
@@ -411,10 +415,31 @@ class _Parser:
                     if "\\" in inner or "__" in inner:
                         self.emit(*_parse_sample(raw))
                         continue
-                    pairs = pairs_of(inner)
-                    labels = dict(pairs)
-                    if len(labels) != len(pairs):
-                        raise ValueError("duplicate label name")
+                    # Bucket lines of one series differ only in ``le``: reuse their labels.
+                    j = inner.find('le="')
+                    # a label of its own (not ``quantile="``), outside any value
+                    if (
+                        j >= 0
+                        and (j == 0 or inner[j - 1] in ", ")
+                        and not inner.count('"', 0, j) % 2
+                    ):
+                        q = inner.find('"', j + 4)
+                        base = inner[:j] + inner[q + 1 :]
+                        cached = le_cache.get(base)
+                        if cached is not None:
+                            labels = cached.copy()
+                            labels["le"] = inner[j + 4 : q]
+                        else:
+                            pairs = pairs_of(inner)
+                            labels = dict(pairs)
+                            if len(labels) != len(pairs):
+                                raise ValueError("duplicate label name")
+                            le_cache[base] = labels
+                    else:
+                        pairs = pairs_of(inner)
+                        labels = dict(pairs)
+                        if len(labels) != len(pairs):
+                            raise ValueError("duplicate label name")
                 else:
                     labels = {}
                 if "_" in val:
@@ -451,6 +476,8 @@ def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Fam
     ``family_name`` is the name the family will have in the result (a counter without its
     ``_total``). Lines of skipped families are matched by name only, not validated.
     """
+    if text[:1] == "\ufeff":  # a UTF-8 byte-order mark is not content
+        text = text[1:]
     if not text or text.isspace():
         raise ParseError("empty body")
     if text.lstrip()[:1] == "<":

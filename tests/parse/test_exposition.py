@@ -315,3 +315,20 @@ def test_agrees_on_mutated_fixtures():
                 parse(text)
             continue
         assert ours(text) == expected, lines[i]
+
+
+def test_le_inside_a_label_value_is_not_the_le_label():
+    text = (
+        "# TYPE h histogram\n"
+        'h_bucket{a="x,le=",le="0.1"} 1\n'
+        'h_bucket{a="x,le=",le="+Inf"} 2\n'
+        'h_bucket{a="y",le="0.1"} 3\n'
+        'h_bucket{le="0.1",a="y"} 4\n'
+    )
+    assert ours(text) == reference(text)
+    labels = [s.labels for s in parse(text)["h"].samples]
+    assert labels[1] == {"a": "x,le=", "le": "+Inf"}
+
+
+def test_leading_bom_is_ignored():
+    assert parse("\ufeff# TYPE g gauge\ng 1\n")["g"].samples[0].value == 1.0
