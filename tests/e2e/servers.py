@@ -321,6 +321,19 @@ def gzipped(path: str, n: int) -> Reply | None:
                  headers={"Content-Encoding": "gzip"})
 
 
+SGLANG_FIXTURE = VLLM_FIXTURE.with_name("sglang-generated-v0.5.23-metrics_collector.txt")
+
+
+def engine_swap(path: str, n: int) -> Reply | None:
+    """The port serves vLLM at the first scrape and SGLang from the second on (a different
+    engine started on the same port)."""
+    if path != "/metrics":
+        return _vllm_identity(path) if n <= 1 else None
+    if n <= 1:
+        return Reply(body=vllm_body().encode())
+    return Reply(body=SGLANG_FIXTURE.read_bytes())
+
+
 def http_403(path: str, n: int) -> Reply:
     return Reply(status=403, body=b"Forbidden", content_type="text/plain")
 
@@ -426,6 +439,7 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "restart_higher": restart_higher,
     "restart_created": restart_created,
     "bad_identity": bad_identity,
+    "engine_swap": engine_swap,
     "crlf": crlf,
     "bom": bom,
     "gzipped": gzipped,

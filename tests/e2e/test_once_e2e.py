@@ -464,6 +464,41 @@ def test_deeply_nested_json_is_a_plain_bad_payload(servers, engine):
     assert "adapter failed" not in row["error"] and "Error" not in row["error"], row["error"]
 
 
+_NOT_VLLM = ("BUG: parse/vllm.py returns an empty EngineSample for Prometheus text with no "
+             "vllm: families (SGLang's, node_exporter's) instead of raising ParseError: the row "
+             "stays ok with engine vllm and every value null, and the store never re-detects")
+
+
+@pytest.fixture(scope="module")
+def not_vllm(servers):
+    """vLLM replaced by SGLang on the same port; a vllm hint on a node_exporter."""
+    swap = servers.start(["engine_swap"])["engine_swap"]
+    node = servers.start(["node_exporter"])["node_exporter"]
+    names = {"swap": f"127.0.0.1:{swap}", "node": f"vllm@127.0.0.1:{node}"}
+    run = run_llmtop("--once", "--json", "--window", "0.2", "--timeout", TIMEOUT,
+                     *names.values())
+    return run, names
+
+
+@needs_parsers
+@pytest.mark.xfail(strict=True, reason=_NOT_VLLM)
+def test_another_engine_on_the_same_port_is_detected(not_vllm):
+    run, names = not_vllm
+    assert_no_traceback(run)
+    row = run.rows()[names["swap"]]
+    assert row["state"] in ("ok", "restarted")
+    assert row["engine"] == "sglang", (row["engine"], row["model"])
+    assert row["model"] is not None
+
+
+@needs_parsers
+@pytest.mark.xfail(strict=True, reason=_NOT_VLLM)
+def test_vllm_hint_on_something_else_is_a_bad_payload(not_vllm):
+    run, names = not_vllm
+    row = run.rows()[names["node"]]
+    assert row["state"] == "bad_payload", (row["state"], row["model"])
+
+
 def test_all_targets_bad_exit_one_with_one_clear_line(servers):
     ports = servers.start(["http_500", "html", "truncated"])
     targets = [f"127.0.0.1:{p}" for p in ports.values()] + [f"127.0.0.1:{closed_port()}"]
