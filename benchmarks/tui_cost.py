@@ -26,6 +26,7 @@ import sys
 import tempfile
 import termios
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,6 +122,11 @@ def main() -> int:
                 raise SystemExit(f"llmtop exited early: {tui.returncode}")
         cpu1, t1 = cpu_seconds(tui.pid), time.monotonic()
         rss = rss_mb(tui.pid)
+        try:
+            with urllib.request.urlopen(info["gpu_url"], timeout=2) as resp:
+                n_gpus = f"{len(json.load(resp)['gpus'])} demo GPUs"
+        except Exception:
+            n_gpus = "demo GPUs"
     finally:
         if tui.poll() is None:
             os.killpg(tui.pid, signal.SIGTERM)
@@ -132,7 +138,6 @@ def main() -> int:
         demo.wait(10)
         os.close(master)
     cpu_pct = (cpu1 - cpu0) / (t1 - t0) * 100
-    n_gpus = "demo GPUs from " + info["gpu_url"]
     print(f"llmtop TUI cost: {len(info['engines'])} targets ({args.engines}), {n_gpus}, "
           f"interval {args.interval:g}s, {cols}x{rows}, measured {t1 - t0:.0f}s")
     print(f"  time to first data on screen: {first_data:.2f} s   (target <= 1.0 s)")
