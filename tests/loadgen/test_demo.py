@@ -39,8 +39,8 @@ async def _prefix_counters(base: str) -> tuple[float, float]:
 
 
 async def test_sweep_finds_the_ceiling(demo_vllm):
-    opts = ProbeOptions(url=demo_vllm, sweep=True, max_concurrency=256, step_duration=1.6,
-                        warmup=0.6, output_tokens=32, prompt_tokens=64, ttft_slo=2.0)
+    opts = ProbeOptions(url=demo_vllm, sweep=True, max_concurrency=256, step_duration=1.3,
+                        warmup=0.5, output_tokens=32, prompt_tokens=64, ttft_slo=2.0)
     report, events = await probe(opts)
     steps = report["steps"]
     assert len(steps) >= 5, [s["concurrency"] for s in steps]
