@@ -68,12 +68,14 @@ def _fixture() -> list[str]:
 
 
 def vllm_body(scale: float = 1.0, *, start_time: float = _FIXTURE_START,
-              drop: tuple[str, ...] = (), replace: dict[str, str] | None = None) -> str:
+              drop: tuple[str, ...] = (), replace: dict[str, str] | None = None,
+              ranks: int = 1) -> str:
     """The real vLLM 0.32 capture with every ``vllm:`` counter, bucket, count and sum
     multiplied by ``scale`` (so counters advance with a realistic spread and buckets stay
     cumulative), ``process_start_time_seconds`` set to ``start_time``, families whose name
     starts with one of ``drop`` removed, and samples named in ``replace`` (full sample name,
-    e.g. ``vllm:kv_cache_usage_perc``) given that literal value text."""
+    e.g. ``vllm:kv_cache_usage_perc``) given that literal value text. ``ranks`` > 1 repeats
+    every ``engine="0"`` sample for data-parallel ranks 1.. (rank r with values x (r + 1))."""
     out: list[str] = []
     replace = replace or {}
     for line in _fixture():
@@ -93,7 +95,17 @@ def vllm_body(scale: float = 1.0, *, start_time: float = _FIXTURE_START,
                 continue
             if name.endswith(("_total", "_bucket", "_count", "_sum")):
                 out.append(f"{name}{labels} {float(value) * scale!r}")
-                continue
+            else:
+                out.append(line)
+            for r in range(1, ranks if 'engine="0"' in labels else 1):
+                rl = labels.replace('engine="0"', f'engine="{r}"')
+                if name.endswith(("_total", "_bucket", "_count", "_sum")):
+                    out.append(f"{name}{rl} {float(value) * scale * (r + 1)!r}")
+                elif name.endswith("_created") or name.endswith("_info"):
+                    out.append(f"{name}{rl} {value}")
+                else:
+                    out.append(f"{name}{rl} {float(value) * (r + 1)!r}")
+            continue
         out.append(line)
     return "\n".join(out) + "\n"
 
@@ -165,6 +177,13 @@ def counter_reset(path: str, n: int) -> Reply | None:
     if path != "/metrics":
         return _vllm_identity(path)
     return Reply(body=vllm_body(1.0 if n <= 1 else 0.1).encode())
+
+
+def dp2(path: str, n: int) -> Reply | None:
+    """vLLM with two data-parallel engine ranks (``engine="0"``/``"1"``)."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    return Reply(body=vllm_body(1.0 + 0.1 * n, ranks=2).encode())
 
 
 def restart(path: str, n: int) -> Reply | None:
@@ -419,6 +438,7 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "healthy": healthy,
     "partial": partial,
     "restart": restart,
+    "dp2": dp2,
     "counter_reset": counter_reset,
     "ok_then_500": ok_then_500,
     "ok_then_drop": ok_then_drop,

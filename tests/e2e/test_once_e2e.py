@@ -164,7 +164,7 @@ def multi2(servers):
     """A second ``--once --json`` run: a healthy vLLM, a restart with higher counters and
     the rest of the bad answers."""
     order = ["healthy", "restart_higher", "restart_created", "crlf", "bom", "gzipped",
-             "bad_identity", *EXPECT2]
+             "bad_identity", "dp2", *EXPECT2]
     ports = servers.start(order)
     names = {c: f"127.0.0.1:{p}" for c, p in ports.items()}
     run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
@@ -322,6 +322,27 @@ def test_restart_with_higher_counters_gives_no_spike(multi2):
         assert row[k] is None, (k, row[k])
     assert row["finished"] is None or all(v == 0 for v in row["finished"].values())
     assert row["lifetime"]["start_time"] == pytest.approx(1.79535416043e09 + 3600.0)
+
+
+@needs_parsers
+def test_data_parallel_ranks_aggregate_and_keep_their_rows(multi2):
+    """Two engine ranks (rank 1 carries twice rank 0's values): the model row sums the
+    queues and rates, KV usage is the busiest rank's, and each rank has its own row."""
+    run, names = multi2
+    doc = run.json()
+    row = run.rows()[names["dp2"]]
+    assert row["state"] == "ok"
+    assert (row["running"], row["waiting"]) == (24.0, 66.0)
+    assert row["kv_cache_usage"] == pytest.approx(2 * 0.006349206349206327)
+    assert row["finished"]["length"] == pytest.approx(3 * FINISHED_LENGTH / 10)
+    assert [r["rank"] for r in row["ranks"]] == ["0", "1"]
+    r0, r1 = row["ranks"]
+    assert list(r0)[: len(ROW_KEYS)] == ROW_KEYS
+    assert (r0["running"], r1["running"]) == (8.0, 16.0)
+    assert r1["generation_tokens_per_s"] == pytest.approx(2 * r0["generation_tokens_per_s"])
+    assert row["generation_tokens_per_s"] == pytest.approx(
+        r0["generation_tokens_per_s"] + r1["generation_tokens_per_s"])
+    assert r0["ranks"] == [] and doc["window_s"] > 0
 
 
 @needs_parsers
