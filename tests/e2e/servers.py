@@ -179,6 +179,16 @@ def counter_reset(path: str, n: int) -> Reply | None:
     return Reply(body=vllm_body(1.0 if n <= 1 else 0.1).encode())
 
 
+def future_start(path: str, n: int) -> Reply | None:
+    """Healthy, but its clock is a day ahead: ``process_start_time_seconds`` is tomorrow."""
+    if path != "/metrics":
+        return _vllm_identity(path)
+    import time
+
+    return Reply(body=vllm_body(1.0 + 0.1 * n, start_time=float(int(time.time())) + 86400.0
+                                ).encode())
+
+
 def dp2(path: str, n: int) -> Reply | None:
     """vLLM with two data-parallel engine ranks (``engine="0"``/``"1"``)."""
     if path != "/metrics":
@@ -439,6 +449,7 @@ CASES: dict[str, Callable[[str, int], Reply | None]] = {
     "partial": partial,
     "restart": restart,
     "dp2": dp2,
+    "future_start": future_start,
     "counter_reset": counter_reset,
     "ok_then_500": ok_then_500,
     "ok_then_drop": ok_then_drop,

@@ -164,7 +164,7 @@ def multi2(servers):
     """A second ``--once --json`` run: a healthy vLLM, a restart with higher counters and
     the rest of the bad answers."""
     order = ["healthy", "restart_higher", "restart_created", "crlf", "bom", "gzipped",
-             "bad_identity", "dp2", *EXPECT2]
+             "bad_identity", "dp2", "future_start", *EXPECT2]
     ports = servers.start(order)
     names = {c: f"127.0.0.1:{p}" for c, p in ports.items()}
     run = run_llmtop("--once", "--json", "--window", WINDOW, "--timeout", TIMEOUT,
@@ -343,6 +343,18 @@ def test_data_parallel_ranks_aggregate_and_keep_their_rows(multi2):
     assert row["generation_tokens_per_s"] == pytest.approx(
         r0["generation_tokens_per_s"] + r1["generation_tokens_per_s"])
     assert r0["ranks"] == [] and doc["window_s"] > 0
+
+
+@needs_parsers
+@pytest.mark.xfail(strict=True, reason="BUG: history/derive.py lifetime uptime_s is "
+                   "max(0.0, now - start_time): a start time ahead of the local clock (clock "
+                   "skew of a remote host) gives uptime 0.0 instead of null")
+def test_start_time_in_the_future_gives_unknown_uptime_not_zero(multi2):
+    run, names = multi2
+    row = run.rows()[names["future_start"]]
+    assert row["state"] == "ok"
+    assert row["lifetime"]["start_time"] > run.json()["time"]
+    assert row["lifetime"]["uptime_s"] is None
 
 
 @needs_parsers
