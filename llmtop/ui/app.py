@@ -34,6 +34,9 @@ __all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "run_source", "run_tui"
 PAINT_MIN_S = 0.5
 """Paint slow: at most two repaints a second, however fast the source ticks."""
 
+VERDICT_LOG_S = 30.0
+"""An improving verdict is logged at most this often (a worse one at once)."""
+
 class LlmtopApp(ReplayActions, App):
     """htop for LLM inference servers."""
 
@@ -72,7 +75,8 @@ class LlmtopApp(ReplayActions, App):
         self._wake = asyncio.Event()
         self._last_paint = 0.0
         self._paint_pending = False
-        self._last_verdict: tuple | None = None
+        self._last_verdict: int | None = None
+        self._verdict_logged = 0.0
         themes, self.theme_errors = load_themes()
         for th in themes:
             self.register_theme(th)
@@ -153,20 +157,20 @@ class LlmtopApp(ReplayActions, App):
 
     def _update_verdict(self) -> None:
         snap = self.snapshot
-        growth = {}
-        if snap is not None:
-            for row in snap.engines:
-                g = growth_per_min(self.source.series(row.key, "waiting"), self.state.interval_s)
-                if g is not None:
-                    growth[row.key] = g
+        iv, rows = self.state.interval_s, (snap.engines if snap else [])
+        pairs = ((r.key, growth_per_min(self.source.series(r.key, "waiting"), iv)) for r in rows)
+        growth = {k: g for k, g in pairs if g is not None}
         self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth)
-        # log a change of level or of which rules fire where, not every changing number
-        sig = (self.verdict.level, frozenset((f.rule, f.target) for f in self.verdict.findings))
-        if snap is not None and sig != self._last_verdict:
-            if self._last_verdict:
-                level = ("info", "warn", "error")[self.verdict.level]
-                self.source.event(level, None, f"verdict: {self.verdict.text}")
-            self._last_verdict = sig
+        # log a worse level at once, a better one at most every VERDICT_LOG_S (no flapping)
+        level, last = self.verdict.level, self._last_verdict
+        if snap is not None and level != last:
+            now = time.monotonic()
+            if last is None:
+                self._last_verdict = level
+            elif level > last or now - self._verdict_logged >= VERDICT_LOG_S:
+                name = ("info", "warn", "error")[level]
+                self.source.event(name, None, f"verdict: {self.verdict.text}")
+                self._last_verdict, self._verdict_logged = level, now
 
     def trend(self, key: str, field: str) -> str:
         return fmt.trend_arrow(self.source.series(key, field))

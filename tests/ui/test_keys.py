@@ -340,3 +340,17 @@ async def test_replay_keys_drive_the_control():
         await pilot.press("l")
         await pilot.pause()
         assert not isinstance(app.screen, ProbeScreen)
+
+
+async def test_verdict_changes_are_logged_without_flapping():
+    snaps = [demo_snapshot("ok"), demo_snapshot("pressure"), demo_snapshot("down")]
+    order = [0, 1, 2, 1, 2, 1, 2, 1]
+    src = FakeSource(snapshots=lambda n: snaps[order[min(n, len(order) - 1)]], events=[])
+    app = make_app(source=src)
+    async with app.run_test() as pilot:
+        for _ in order:
+            await app.poll_once()
+            await pilot.pause()
+        lines = [e.text for e in src.events() if e.text.startswith("verdict:")]
+        # OK -> DEGRADED -> CRITICAL logged at once; flapping back is held for VERDICT_LOG_S
+        assert [t.split(" ")[1] for t in lines] == ["DEGRADED", "CRITICAL"]
