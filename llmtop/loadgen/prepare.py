@@ -40,6 +40,10 @@ class Prepared:
     model: str
     ignore_eos: bool
     calibration: Calibration
+    setup_requests: int = 0
+    """Requests sent while preparing (endpoint detection, calibration): not in any step."""
+    setup_output_tokens: int = 0
+    """Tokens the server generated for those requests, so totals reconcile exactly."""
 
 
 def _headers(options: ProbeOptions) -> dict[str, str]:
@@ -123,20 +127,24 @@ async def prepare(options: ProbeOptions) -> Prepared:
         last_err = None
         texts = (sample_text(_SMALL, options.seed, 1), sample_text(_LARGE, options.seed, 2))
         usage_counts: list[int | None] = []
+        sent: list[Any] = []
         for ep in candidates:
             client = StreamClient(base + ENDPOINT_PATHS[ep], api_key=options.api_key,
                                   insecure=options.insecure,
                                   timeout_s=min(60.0, options.request_timeout))
             try:
                 res = await client.request(_probe_body(model, ep, texts[0], True))
+                sent.append(res)
                 if res.error in ("http_400", "http_422"):
                     res2 = await client.request(_probe_body(model, ep, texts[0], False))
+                    sent.append(res2)
                     if res2.ok:
                         res, ignore_eos = res2, False
                 if res.ok:
                     chosen = ep
                     usage_counts.append(res.prompt_tokens)
                     res3 = await client.request(_probe_body(model, ep, texts[1], ignore_eos))
+                    sent.append(res3)
                     usage_counts.append(res3.prompt_tokens if res3.ok else None)
                     break
                 if res.error in ("http_429", "http_503") or (
@@ -160,4 +168,6 @@ async def prepare(options: ProbeOptions) -> Prepared:
             cal = Calibration("usage", c.ratio, c.overhead)
         else:
             cal = Calibration("assumed")
-    return Prepared(base, chosen, base + ENDPOINT_PATHS[chosen], model, ignore_eos, cal)
+    tokens = sum(r.tokens for r in sent if r.ok)
+    return Prepared(base, chosen, base + ENDPOINT_PATHS[chosen], model, ignore_eos, cal,
+                    setup_requests=len(sent), setup_output_tokens=tokens)

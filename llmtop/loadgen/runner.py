@@ -420,6 +420,8 @@ class Runner:
             "duration_s": _perf() - self._t0,
             "options": self.o.to_json(),
             "prompt_calibration": self.p.calibration.to_json(),
+            "setup": {"requests": self.p.setup_requests,
+                      "output_tokens": self.p.setup_output_tokens},
             "ignore_eos": self.p.ignore_eos,
             "client": {"library": "raw-asyncio" if self.o.client == "raw" else "aiohttp",
                        "json": JSON_LIB, "loop": _loop_name(),
