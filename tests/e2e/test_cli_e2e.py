@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.conftest import needs_parsers, run_llmtop
 
-TIMEOUT = "1.5"
+TIMEOUT = "2"
 SECRET = "sk-e2e-0123456789-very-secret"
 
 

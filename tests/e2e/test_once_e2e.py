@@ -38,7 +38,7 @@ RATE_KEYS = [k for k in ROW_KEYS if k.endswith("_per_s")]
 STATES = {"ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "restarted"}
 
 WINDOW = "0.4"
-TIMEOUT = "1.5"
+TIMEOUT = "2"
 """Per-target timeout: tight, yet first contact with 15 targets at once (7 identity probes
 each) must fit on a loaded 2-core machine."""
 

@@ -23,7 +23,7 @@ async def test_tui_shows_every_state_beside_the_healthy_engine(servers):
              "huge_declared", "nan", "slow"]
     ports = servers.start(cases)
     targets = [f"127.0.0.1:{ports[c]}" for c in cases] + [f"127.0.0.1:{closed_port()}"]
-    args = build_parser().parse_args(["--interval", "0.3", "--timeout", "1", *targets])
+    args = build_parser().parse_args(["--interval", "0.3", "--timeout", "2", *targets])
     config = build_config(args, environ={"XDG_CONFIG_HOME": "/nonexistent-llmtop-e2e"})
     source, problems = make_source(config, args=args)
     assert problems == []
