@@ -8,10 +8,11 @@ layer lazily, so ``llmtop --once --json`` stays light.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from llmtop import __version__
 from llmtop.errors import LlmtopError
@@ -24,9 +25,36 @@ __all__ = ["build_parser", "main"]
 SUBCOMMANDS = ("demo", "probe", "record", "replay")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit 2), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
+    """An argparse type: a finite float >= (or >) ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(v) or v < minimum or (v == minimum and not inclusive):
+            op = ">=" if inclusive else ">"
+            raise argparse.ArgumentTypeError(f"must be a finite number {op} {minimum:g}: {text!r}")
+        return v
+
+    return parse
+
+
+_NON_NEGATIVE = _number(0.0, inclusive=True)
+_POSITIVE = _number(0.0, inclusive=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The main (monitor) argument parser."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="llmtop",
         description="htop for LLM inference servers. Subcommands: demo serve, probe, record, "
         "replay (see 'llmtop SUBCOMMAND --help').",
@@ -41,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"llmtop {__version__}")
     p.add_argument("--once", action="store_true", help="scrape twice, print one table, exit")
     p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
-    p.add_argument("--window", type=float, default=1.0, metavar="S",
+    p.add_argument("--window", type=_NON_NEGATIVE, default=1.0, metavar="S",
                    help="with --once: seconds between the two scrapes (default 1)")
     p.add_argument("--demo", action="store_true",
                    help="start simulated vLLM, SGLang and Triton/TRT-LLM engines on loopback "
@@ -49,14 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo-scenario", metavar="NAME", default=None,
                    help="kv-pressure | queue-spike | prefix-thrash | restart | down | garbage "
                    "| slow")
-    p.add_argument("--interval", type=float, default=None, metavar="S",
+    p.add_argument("--interval", type=_POSITIVE, default=None, metavar="S",
                    help="refresh interval in seconds (default 1)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--timeout", type=_POSITIVE, default=None, metavar="S",
                    help="per-target scrape timeout (default 2)")
     p.add_argument("--theme", default=None,
                    help="dark | light | high-contrast | mono | a user theme")
-    p.add_argument("--ttft-slo", type=float, default=None, metavar="S", help="TTFT SLO in seconds")
-    p.add_argument("--itl-slo", type=float, default=None, metavar="S", help="ITL SLO in seconds")
+    p.add_argument("--ttft-slo", type=_POSITIVE, default=None, metavar="S",
+                   help="TTFT SLO in seconds")
+    p.add_argument("--itl-slo", type=_POSITIVE, default=None, metavar="S",
+                   help="ITL SLO in seconds")
     p.add_argument("--gpu-required", action="store_true",
                    help="exit with an error when GPUs cannot be read")
     p.add_argument("--api-key", default=None, metavar="KEY",
@@ -67,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-discover", action="store_true",
                    help="do not autodiscover engines when no target is given")
     p.add_argument("--record", default=None, metavar="FILE", help="record while the TUI runs")
-    p.add_argument("--retention", type=float, default=None, metavar="HOURS",
+    p.add_argument("--retention", type=_POSITIVE, default=None, metavar="HOURS",
                    help="with --record: keep at most this many hours")
     p.add_argument("--max-size", default=None, metavar="SIZE",
                    help="with --record: cap the recording size (e.g. 200M)")

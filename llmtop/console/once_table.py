@@ -148,9 +148,15 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None) -> None:
         console.print("no targets")
     for row in snap.engines:
         if row.error and row.state != "ok":
-            console.print(Text(f"  {row.target}: {state_badge(row).plain} — {row.error}",
+            badge = state_badge(row).plain
+            # the reason often starts with the badge's own words ("HTTP 500: ...")
+            text = (row.error if row.error.lower().startswith(badge.lower())
+                    else f"{badge} — {row.error}")
+            console.print(Text(f"  {row.target}: {text}",
                                style="red" if row.state != "stale" else "yellow"))
     for g in snap.gpus:
         console.print(_gpu_line(g))
     if snap.gpu_error:
-        console.print(Text(f"GPUs: unavailable — {snap.gpu_error}", style="yellow"))
+        err = snap.gpu_error
+        text = err if err.lower().startswith("gpu unavailable") else f"GPU unavailable: {err}"
+        console.print(Text(text, style="yellow"))

@@ -55,7 +55,7 @@ def _from_json(body: str) -> str | None:
     s = body.strip()
     try:
         data: Any = json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if data is None:
         # Documented samples elide with "..." and are not valid JSON: look at the keys.

@@ -69,6 +69,8 @@ def normalize(
     """``/api/ps`` JSON text -> ``EngineSample(engine="ollama")``; ParseError if not that shape."""
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise ParseError("not an Ollama /api/ps payload (JSON nested too deep)") from None
     except (ValueError, TypeError) as exc:
         raise ParseError(f"not JSON: {str(exc)[:100]}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):

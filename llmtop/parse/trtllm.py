@@ -91,6 +91,8 @@ def _num(v: Any) -> float | None:
 def _from_json(body: str, identity: dict[str, Any] | None) -> EngineSample:
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise ParseError("trtllm-serve /metrics: JSON nested too deep") from None
     except ValueError as exc:
         raise ParseError(f"not JSON: {str(exc)[:100]}") from exc
     if isinstance(data, dict):
