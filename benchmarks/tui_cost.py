@@ -45,6 +45,36 @@ config = Config(targets=targets, interval_s=float(sys.argv[2]), discover=False)
 sys.exit(run_tui(config, demo=SimpleNamespace(gpu_url=info["gpu_url"])))
 """
 
+FAKE_DRIVER = r"""
+import sys
+from dataclasses import replace
+from llmtop.config import Config
+from llmtop.ui.app import LlmtopApp, _run
+from llmtop.ui.fake import FakeSource, demo_snapshot
+changing = sys.argv[2] == "changing"
+base = demo_snapshot("ok")
+
+def snap(n):
+    if not changing:
+        return base
+    k = 1 + (n % 7) / 10
+    engines = [replace(r, running=(r.running or 0) + n % 5, waiting=n % 4,
+                       kv_cache_usage=((r.kv_cache_usage or 0.3) * k) % 1,
+                       generation_tokens_per_s=(r.generation_tokens_per_s or 500) * k,
+                       requests_per_s=(r.requests_per_s or 1) * k,
+                       preemptions_per_s=n % 3, errors_per_s=(n % 2) / 10,
+                       prefix_hit_rate=((r.prefix_hit_rate or 0.5) * k) % 1,
+                       ttft_s=replace(r.ttft_s, p95=r.ttft_s.p95 * k) if r.ttft_s else None,
+                       itl_s=replace(r.itl_s, p95=r.itl_s.p95 * k) if r.itl_s else None)
+               for r in base.engines]
+    gpus = [replace(g, util=(g.util * k) % 1, power_w=g.power_w * k, temp_c=g.temp_c + n % 3)
+            for g in base.gpus]
+    return replace(base, time=base.time + n, engines=engines, gpus=gpus)
+
+src = FakeSource(snapshots=snap)
+sys.exit(_run(LlmtopApp(src, Config(interval_s=float(sys.argv[1])))))
+"""
+
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -92,18 +122,25 @@ def main() -> int:
     ap.add_argument("--size", default="80x24")
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--engines", default="vllm,vllm,sglang,triton")
+    ap.add_argument("--fake", choices=("changing", "static"),
+                    help="UI alone: a FakeSource (3 engines, 2 GPUs) whose every cell changes "
+                         "each tick, or never changes; no demo servers")
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
 
-    demo, info = start_demo(args.engines)
-    marker = info["engines"][0]["target"].replace("127.0.0.1", "").encode()
+    if args.fake:
+        demo, info = None, {"engines": [{"port": p} for p in (8000, 30000, 8002)]}
+        argv = [PY, "-c", FAKE_DRIVER, str(args.interval), args.fake]
+    else:
+        demo, info = start_demo(args.engines)
+        argv = [PY, "-c", DRIVER, json.dumps(info), str(args.interval)]
+    marker = f":{info['engines'][0]['port']} ".encode()
     env = dict(os.environ, TERM="xterm-256color", TEXTUAL_ANIMATIONS="none", COLUMNS=str(cols),
                LINES=str(rows))
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     t_spawn = time.monotonic()
-    tui = subprocess.Popen([PY, "-c", DRIVER, json.dumps(info), str(args.interval)],
-                           stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+    tui = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
                            start_new_session=True)
     os.close(slave)
     try:
@@ -126,7 +163,7 @@ def main() -> int:
             with urllib.request.urlopen(info["gpu_url"], timeout=2) as resp:
                 n_gpus = f"{len(json.load(resp)['gpus'])} demo GPUs"
         except Exception:
-            n_gpus = "demo GPUs"
+            n_gpus = "2 fake GPUs" if args.fake else "demo GPUs"
     finally:
         if tui.poll() is None:
             os.killpg(tui.pid, signal.SIGTERM)
@@ -134,11 +171,13 @@ def main() -> int:
                 tui.wait(5)
             except subprocess.TimeoutExpired:
                 os.killpg(tui.pid, signal.SIGKILL)
-        demo.terminate()
-        demo.wait(10)
+        if demo is not None:
+            demo.terminate()
+            demo.wait(10)
         os.close(master)
     cpu_pct = (cpu1 - cpu0) / (t1 - t0) * 100
-    print(f"llmtop TUI cost: {len(info['engines'])} targets ({args.engines}), {n_gpus}, "
+    what = f"UI alone, FakeSource {args.fake}" if args.fake else args.engines
+    print(f"llmtop TUI cost: {len(info['engines'])} targets ({what}), {n_gpus}, "
           f"interval {args.interval:g}s, {cols}x{rows}, measured {t1 - t0:.0f}s")
     print(f"  time to first data on screen: {first_data:.2f} s   (target <= 1.0 s)")
     print(f"  CPU: {cpu_pct:.2f} % of one core          (target <= 2 %)")

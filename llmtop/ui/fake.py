@@ -20,6 +20,8 @@ FROZEN_TIME = 1_795_000_000.0
 """A fixed wall clock (2026-11-18 11:06:40 UTC) for deterministic screens."""
 
 GIB = 1024**3
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+VLLM_KEY = f"vllm@127.0.0.1:8000|{LLAMA}"
 
 
 def _q(p50: float, p95: float, n: float = 100.0) -> Quantiles:
@@ -29,16 +31,16 @@ def _q(p50: float, p95: float, n: float = 100.0) -> Quantiles:
 
 def _vllm(kv: float = 0.62, waiting: float = 3, state: str = "ok") -> EngineRow:
     ranks = [
-        EngineRow(key=f"vllm@127.0.0.1:8000|llama-3.1-8b|{i}", target="vllm@127.0.0.1:8000",
-                  engine="vllm", model="llama-3.1-8b", rank=str(i), running=12 + i,
+        EngineRow(key=f"{VLLM_KEY}|{i}", target="vllm@127.0.0.1:8000",
+                  engine="vllm", model=LLAMA, rank=str(i), running=12 + i,
                   waiting=waiting / 2, max_running=128, kv_cache_usage=kv - 0.02 * i,
                   generation_tokens_per_s=910.0 + 40 * i, requests_per_s=3.1,
                   ttft_s=_q(0.18, 0.41), itl_s=_q(0.021, 0.034))
         for i in range(2)
     ]
     return EngineRow(
-        key="vllm@127.0.0.1:8000|llama-3.1-8b", target="vllm@127.0.0.1:8000", engine="vllm",
-        engine_version="0.11.0", model="llama-3.1-8b", state=state, last_ok_age_s=0.4,
+        key=VLLM_KEY, target="vllm@127.0.0.1:8000", engine="vllm",
+        engine_version="0.11.0", model=LLAMA, state=state, last_ok_age_s=0.4,
         running=25, waiting=waiting, max_running=256, kv_cache_usage=kv,
         kv_capacity_tokens=524288, prefix_hit_rate=0.43, ttft_s=_q(0.18, 0.42),
         itl_s=_q(0.021, 0.035), tpot_s=_q(0.022, 0.031), e2e_s=_q(4.1, 7.9),
@@ -56,8 +58,8 @@ def _vllm(kv: float = 0.62, waiting: float = 3, state: str = "ok") -> EngineRow:
 
 def _sglang(state: str = "ok") -> EngineRow:
     return EngineRow(
-        key="sglang@127.0.0.1:30000|qwen2.5-7b", target="sglang@127.0.0.1:30000",
-        engine="sglang", engine_version="0.5.3", model="qwen2.5-7b", state=state,
+        key="sglang@127.0.0.1:30000|Qwen/Qwen2.5-7B-Instruct", target="sglang@127.0.0.1:30000",
+        engine="sglang", engine_version="0.5.3", model="Qwen/Qwen2.5-7B-Instruct", state=state,
         last_ok_age_s=0.3, running=14, waiting=0, max_running=None, kv_cache_usage=0.35,
         prefix_hit_rate=0.71, ttft_s=_q(0.09, 0.22), itl_s=_q(0.015, 0.024),
         generation_tokens_per_s=1204.0, requests_per_s=4.8, preemptions_per_s=0.0,
@@ -136,7 +138,7 @@ def _families() -> tuple[dict[str, Family], dict[str, Family]]:
         ("vllm:num_preemptions_total", "counter", 12.0, 12.0),
     ]
     for name, typ, v_now, v_prev in rows:
-        lab = {"model_name": "llama-3.1-8b"}
+        lab = {"model_name": "meta-llama/Llama-3.1-8B-Instruct"}
         now[name] = Family(name, typ, "", [Sample(name, lab, v_now)])
         prev[name] = Family(name, typ, "", [Sample(name, lab, v_prev)])
     return now, prev

@@ -20,12 +20,15 @@ __all__ = [
     "badge",
     "bar",
     "clock",
+    "compact_target",
+    "fit_model",
     "fmt_bytes",
     "fmt_num",
     "fmt_pct",
     "fmt_rate",
     "fmt_s",
     "level_style",
+    "model_short",
     "quantile_text",
     "row_name",
     "set_palette",
@@ -199,12 +202,39 @@ def badge(row: EngineRow, *, short: bool = False) -> Text:
     return Text(short_ if short else long_, style=S(style))
 
 
+def compact_target(target: str) -> str:
+    """``vllm@127.0.0.1:8000`` -> ``vllm :8000``; ``vllm@gpu-3:8000`` -> ``vllm gpu-3:8000``."""
+    return short_target(target).replace("@", " ", 1)
+
+
+def model_short(model: str | None) -> str:
+    """The last path component: ``meta-llama/Llama-3.1-8B-Instruct`` -> ``Llama-3.1-8B-Instruct``.
+    """
+    if not model:
+        return ""
+    tail = model.rstrip("/").rsplit("/", 1)[-1]
+    return tail or model
+
+
+def fit_model(model: str | None, width: int) -> str:
+    """The model name in ``width`` cells: the full name when it fits, else the short name,
+    cut with ``…`` only when even that does not fit."""
+    if width <= 0 or not model:
+        return ""
+    if len(model) <= width:
+        return model
+    short = model_short(model)
+    if len(short) <= width:
+        return short
+    return short[: width - 1] + "…"
+
+
 def row_name(row: EngineRow) -> str:
-    """``vllm@:8000 llama-3.1-8b`` or, for a rank row, ``  └ rank 1``."""
+    """``vllm :8000 llama-3.1-8b`` or, for a rank row, ``  └ rank 1``."""
     if row.rank is not None:
         return f" └ rank {row.rank}"
     model = row.model or ""
-    return f"{short_target(row.target)} {model}".strip()
+    return f"{compact_target(row.target)} {model}".strip()
 
 
 def clock(t: float | None = None, *, seconds: bool = True) -> str:

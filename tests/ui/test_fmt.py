@@ -67,7 +67,7 @@ def test_badges(state, extra, long, short):
 
 def test_row_names():
     assert fmt.row_name(EngineRow(key="k", target="vllm@127.0.0.1:8000", model="m")) == \
-        "vllm@:8000 m"
+        "vllm :8000 m"
     assert fmt.row_name(EngineRow(key="k", target="t", rank="1")) == " └ rank 1"
 
 
@@ -76,3 +76,17 @@ def test_interval_steps():
     assert next_interval(INTERVALS[-1], 1) == INTERVALS[-1]
     assert next_interval(INTERVALS[0], -1) == INTERVALS[0]
     assert next_interval(1.5, -1) == 1.0
+
+
+def test_compact_target_and_model_names():
+    assert fmt.compact_target("vllm@127.0.0.1:41305") == "vllm :41305"
+    assert fmt.compact_target("vllm@gpu-3:8000") == "vllm gpu-3:8000"
+    assert fmt.compact_target("127.0.0.1:8000") == ":8000"
+    assert fmt.model_short("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3.1-8B-Instruct"
+    assert fmt.model_short("/models/qwen2.5-7b/") == "qwen2.5-7b"
+    assert fmt.model_short(None) == ""
+    full = "meta-llama/Llama-3.1-8B-Instruct"
+    assert fmt.fit_model(full, 40) == full  # the full name when it fits
+    assert fmt.fit_model(full, 21) == "Llama-3.1-8B-Instruct"  # else the short name
+    assert fmt.fit_model(full, 12) == "Llama-3.1-8…"  # cut only when even that is too long
+    assert fmt.fit_model(full, 0) == ""

@@ -67,7 +67,7 @@ async def test_filter_and_escape():
         await pilot.press("s", "g", "l")
         await pilot.pause()
         assert app.state.filter_text == "sgl"
-        assert table_keys(app) == ["sglang@127.0.0.1:30000|qwen2.5-7b"]
+        assert table_keys(app) == ["sglang@127.0.0.1:30000|Qwen/Qwen2.5-7B-Instruct"]
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.focused, EnginesTable)
@@ -133,7 +133,7 @@ async def test_enter_opens_detail_and_escape_closes():
         await pilot.press("down", "down", "enter")
         await pilot.pause()
         assert isinstance(app.screen, EngineDetailScreen)
-        assert app.screen.key == "vllm@127.0.0.1:8000|llama-3.1-8b"
+        assert app.screen.key == "vllm@127.0.0.1:8000|meta-llama/Llama-3.1-8B-Instruct"
         await pilot.press("m")
         await pilot.pause()
         assert isinstance(app.screen, RawMetricsScreen)
@@ -225,8 +225,8 @@ async def test_f_folds_out_ranks():
         await pilot.pause()
         assert app.state.show_ranks is True
         keys = table_keys(app)
-        assert keys[-2:] == ["vllm@127.0.0.1:8000|llama-3.1-8b|0",
-                             "vllm@127.0.0.1:8000|llama-3.1-8b|1"]
+        assert keys[-2:] == ["vllm@127.0.0.1:8000|meta-llama/Llama-3.1-8B-Instruct|0",
+                             "vllm@127.0.0.1:8000|meta-llama/Llama-3.1-8B-Instruct|1"]
 
 
 async def test_help_opens_and_escape_closes():

@@ -9,7 +9,7 @@ import pytest
 
 from llmtop.config import Config, Target
 from llmtop.ui.fake import FakeSource
-from llmtop.ui.screens.probe import ProbeScreen, build_options
+from llmtop.ui.screens.probe import ProbeScreen, bounds_text, build_options
 
 from .conftest import first_paint, make_app
 
@@ -25,6 +25,7 @@ class Options:
     output_tokens: int = 128
     endpoint: str = "completions"
     ttft_slo_s: float | None = None
+    max_concurrency: int = 256
     yes: bool = False
 
 
@@ -159,3 +160,44 @@ async def test_probe_screen_runs_the_real_probe_against_the_demo():
             assert screen.steps[0]["output_tokens_per_s"] > 0
     finally:
         demo.stop()
+
+
+async def test_sweep_uses_the_probe_budget_and_the_form_shows_the_bounds():
+    handles = []
+
+    def starter(opts):
+        handles.append(FakeHandle(opts))
+        return handles[-1]
+
+    cfg = Config(targets=(Target("vllm@127.0.0.1:8000", "http://127.0.0.1:8000"),))
+    app = make_app(config=cfg)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        screen = ProbeScreen("vllm@127.0.0.1:8000", starter=starter, options_cls=Options)
+        app.push_screen(screen)
+        await pilot.pause()
+        bounds = screen.query_one("#probe-bounds")
+        assert "fixed: 4 in flight for 60 s" in str(bounds.render())
+        screen.query_one("#pf-sweep").value = True
+        await pilot.pause()
+        assert screen.query_one("#pf-concurrency").value == "256"
+        text = str(bounds.render())
+        assert "1,2,4,…,256" in text and "600 s" in text, text
+        screen.action_start()
+        await pilot.pause()
+        opts = handles[0].options
+        assert opts.sweep and opts.duration_s is None and opts.max_concurrency == 256
+        screen.query_one("#pf-sweep").value = False  # back to a fixed load: its default
+        await pilot.pause()
+        assert screen.query_one("#pf-concurrency").value == "4"
+
+
+def test_bounds_text_warns_about_a_short_sweep():
+    text = bounds_text({"sweep": True, "max_concurrency": 64, "duration": 60.0,
+                        "prompt_tokens": 512, "output_tokens": 128})
+    assert "1,2,4,…,64 (7 steps" in text and "after 60 s: short, at most 4 steps" in text
+    fixed = bounds_text({"concurrency": 8, "max_requests": 100, "prompt_tokens": 1,
+                         "output_tokens": 2})
+    assert fixed.startswith("fixed: 8 in flight until 100 requests")  # no time bound
+    both = bounds_text({"concurrency": 8, "max_requests": 100, "duration": 30.0})
+    assert both.startswith("fixed: 8 in flight for 30 s or 100 requests")

@@ -30,6 +30,11 @@ _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s
               "kv": fmt.fmt_pct}
 
 
+_SPARK_Q = {"ttft_p50": ("ttft_s", "p50"), "ttft_p95": ("ttft_s", "p95"),
+            "itl_p95": ("itl_s", "p95")}
+"""Latency captions come from the row's quantiles, so a bound keeps its ``<``/``>`` mark."""
+
+
 class OverviewScreen(Screen):
     """The default screen."""
 
@@ -67,8 +72,9 @@ class OverviewScreen(Screen):
         wide = width >= WIDE_MIN_WIDTH
         self.set_class(wide, "-wide")
         self.set_class(height >= TALL_MIN_HEIGHT, "-tall")
-        if self.query_one(EnginesTable).set_wide(wide):
-            self.refresh_data(force=True)
+        rebuilt = self.query_one(EnginesTable).set_layout(width)
+        if self.app.snapshot is not None:  # the name column follows the width at once
+            self.refresh_data(force=rebuilt)
 
     # -- painting -----------------------------------------------------------------------------
     def refresh_data(self, *, force: bool = False) -> None:
@@ -104,8 +110,13 @@ class OverviewScreen(Screen):
         series = []
         for field, label in SPARK_FIELDS:
             values = list(self.app.source.series(row.key, field))
-            last = next((v for v in reversed(values) if v is not None), None)
-            series.append((label, values, _SPARK_FMT.get(field, fmt.fmt_num)(last)))
+            q = _SPARK_Q.get(field)
+            if q is not None:
+                caption = fmt.quantile_text(getattr(row, q[0], None), q[1])
+            else:
+                last = next((v for v in reversed(values) if v is not None), None)
+                caption = _SPARK_FMT.get(field, fmt.fmt_num)(last)
+            series.append((label, values, caption))
         self.query_one(SparkPanel).set_series(f"{fmt.row_name(row)}  (last minutes)", series)
 
     @on(DataTable.RowHighlighted)

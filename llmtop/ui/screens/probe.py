@@ -23,7 +23,7 @@ from llmtop.ui import fmt
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["POLL_S", "ProbeScreen", "build_options", "step_chart"]
+__all__ = ["POLL_S", "ProbeScreen", "bounds_text", "build_options", "ladder_text", "step_chart"]
 
 POLL_S = 0.5
 """How often the screen reads the probe's progress queue."""
@@ -32,12 +32,65 @@ LOOPBACK = ("localhost", "::1", "")
 
 FIELDS = (
     ("concurrency", "concurrency", "4"),
-    ("duration", "duration s", "60"),
+    ("duration", "duration s", ""),
     ("max_requests", "max requests", "0"),
     ("prompt_tokens", "prompt tok", "512"),
     ("output_tokens", "output tok", "128"),
     ("ttft_slo", "TTFT SLO s", ""),
 )
+
+
+FIXED_CONCURRENCY = "4"
+"""The concurrency field's default for a fixed load."""
+SWEEP_MAX_CONCURRENCY = "256"
+"""With sweep on, the same field is the top of the ladder 1, 2, 4, ... (the probe's default)."""
+FIXED_DURATION_S = 60.0
+SWEEP_BUDGET_S = 600.0
+STEP_S, WARMUP_S = 10.0, 3.0
+"""The probe's own defaults (``llmtop.loadgen.options``), shown in the form's bounds line."""
+
+
+def ladder_text(top: int) -> tuple[str, int]:
+    """``1,2,4,…,256`` and the number of steps."""
+    steps, c = [], 1
+    while c < top:
+        steps.append(c)
+        c *= 2
+    steps.append(top)
+    shown = steps if len(steps) <= 4 else [*steps[:3], "…", steps[-1]]
+    return ",".join(str(x) for x in shown), len(steps)
+
+
+def bounds_text(values: dict[str, Any]) -> str:
+    """What the probe will do with these form values, in one or two lines."""
+    sweep = bool(values.get("sweep"))
+    dur = values.get("duration")
+    maxreq = values.get("max_requests")
+    tokens = (f"prompt {values.get('prompt_tokens', '?')} / output "
+              f"{values.get('output_tokens', '?')} tok")
+    if sweep:
+        top = int(values.get("max_concurrency") or values.get("concurrency") or 1)
+        lad, n = ladder_text(max(1, top))
+        budget = dur if dur is not None else SWEEP_BUDGET_S
+        need = n * (STEP_S + WARMUP_S)
+        out = (f"sweep: concurrency {lad} ({n} steps of {STEP_S:g} s + {WARMUP_S:g} s warm-up, "
+               f"≈{need:.0f} s); stops at the knee, the TTFT SLO, or after {budget:g} s")
+        if dur is None:
+            out += " (the probe's default budget)"
+        elif budget < need:
+            out += f": short, at most {max(1, int(budget // (STEP_S + WARMUP_S)))} steps"
+    else:
+        c = values.get("concurrency") or 1
+        if dur is None and maxreq is not None:
+            budget = f"until {maxreq} requests"
+        else:
+            budget = f"for {dur if dur is not None else FIXED_DURATION_S:g} s"
+            if maxreq is not None:
+                budget += f" or {maxreq} requests"
+        out = f"fixed: {c} in flight {budget}"
+    if values.get("ttft_slo"):
+        out += f"; TTFT SLO {values['ttft_slo']:g} s"
+    return f"{out}; {tokens}"
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -118,8 +171,9 @@ class ProbeScreen(Screen):
         with Vertical(id="probe-form"):
             with Horizontal():
                 for key, label, default in FIELDS[:3]:
-                    yield Label(label)
-                    yield Input(default, id=f"pf-{key}", restrict=r"[0-9.]*")
+                    yield Label(label, id=f"pl-{key}")
+                    yield Input(default, id=f"pf-{key}", restrict=r"[0-9.]*",
+                                placeholder="auto" if key == "duration" else "")
             with Horizontal():
                 for key, label, default in FIELDS[3:]:
                     yield Label(label)
@@ -128,6 +182,7 @@ class ProbeScreen(Screen):
                 yield Checkbox("sweep 1,2,4,8\u2026", value=False, id="pf-sweep")
                 yield Select([("completions", "completions"), ("chat", "chat")],
                              value="completions", allow_blank=False, id="pf-endpoint")
+            yield Static(id="probe-bounds")
         yield Static(id="probe-status")
         with Horizontal(id="probe-results"):
             yield Static(id="probe-steps")
@@ -136,10 +191,33 @@ class ProbeScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#pf-concurrency", Input).focus()
+        self._show_bounds()
         self.refresh_data()
 
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        """Sweep on: the concurrency field becomes the top of the ladder (its default too)."""
+        box = self.query_one("#pf-concurrency", Input)
+        if event.value and box.value in ("", FIXED_CONCURRENCY):
+            box.value = SWEEP_MAX_CONCURRENCY
+        elif not event.value and box.value in ("", SWEEP_MAX_CONCURRENCY):
+            box.value = FIXED_CONCURRENCY
+        self.query_one("#pl-concurrency", Label).update(
+            "max conc." if event.value else "concurrency")
+        self._show_bounds()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if (event.input.id or "").startswith("pf-"):
+            self._show_bounds()
+
+    def _show_bounds(self) -> None:
+        try:
+            text = bounds_text(self.form_values(with_target=False))
+        except ValueError:
+            text = "not a number in the form"
+        self.query_one("#probe-bounds", Static).update(Text(text, style="dim"))
+
     # -- form -> probe ------------------------------------------------------------------------
-    def form_values(self) -> dict[str, Any]:
+    def form_values(self, *, with_target: bool = True) -> dict[str, Any]:
         vals: dict[str, Any] = {}
         for key, _, _ in FIELDS:
             raw = self.query_one(f"#pf-{key}", Input).value.strip()
@@ -150,7 +228,11 @@ class ProbeScreen(Screen):
         if vals.get("max_requests") == 0:
             vals.pop("max_requests")
         vals["sweep"] = self.query_one("#pf-sweep", Checkbox).value
+        if vals["sweep"] and "concurrency" in vals:  # the ladder's top: 1, 2, 4, ... N
+            vals["max_concurrency"] = vals.pop("concurrency")
         vals["endpoint"] = self.query_one("#pf-endpoint", Select).value
+        if not with_target:
+            return vals
         vals["url"] = self._url()
         vals["yes"] = True
         key = self.app.config.api_key

@@ -5,17 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from llmtop.config import Thresholds
 from llmtop.model import EngineRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 
-__all__ = ["COLUMNS", "SORT_KEYS", "Column", "EnginesTable", "row_matches"]
+__all__ = ["COLUMNS", "SORT_KEYS", "Column", "EnginesTable", "name_width", "row_matches"]
 
-WIDE_MIN_WIDTH = 120
+WIDE_MIN_WIDTH = 130
 """Terminal width from which the lesser columns are shown."""
 
 STATE_ORDER = {"down": 0, "unauthorized": 1, "http_error": 2, "bad_payload": 3, "stale": 4,
@@ -27,24 +29,40 @@ class Column:
     key: str
     label: str
     narrow: int | None
-    """Width at < 120 columns; None = folded away."""
+    """Content width below ``WIDE_MIN_WIDTH``; None = folded away."""
     wide: int
 
 
 COLUMNS = (
-    Column("name", "ENGINE  MODEL", 15, 30),
+    Column("name", "ENGINE  MODEL", 20, 28),
     Column("state", "STATE", 9, 12),
     Column("run", "RUN", 6, 8),
     Column("wait", "WAIT", 4, 5),
-    Column("kv", "KV", 9, 13),
+    Column("kv", "KV", 4, 11),
     Column("pfx", "PFX%", None, 4),
-    Column("ttft", "TTFT95", 7, 8),
-    Column("itl", "ITL95", 6, 8),
+    Column("ttft", "TTFT95", 7, 7),
+    Column("itl", "ITL95", 6, 7),
     Column("gen", "TOK/S", 5, 6),
     Column("rps", "REQ/S", None, 5),
     Column("pre", "PRE/S", None, 5),
     Column("err", "ERR/S", None, 5),
 )
+"""``name`` has a minimum width and takes whatever the terminal has left (the model name);
+the cells are drawn without DataTable padding: one space separates the columns."""
+
+SCROLLBAR_RESERVE = 1
+"""Kept free at the right so a vertical scrollbar never forces a horizontal one."""
+
+
+def name_width(width: int, wide: bool) -> int:
+    """Content width of the ``name`` column on a terminal ``width`` cells wide."""
+    fixed = 2  # the leading space and the gap after the name
+    for c in COLUMNS[1:]:
+        w = c.wide if wide else c.narrow
+        if w is not None:
+            fixed += w + (0 if c.key == "state" else 1)
+    floor = COLUMNS[0].wide if wide else COLUMNS[0].narrow
+    return max(floor or 8, width - SCROLLBAR_RESERVE - fixed)
 
 
 def _none_last(v: float | None) -> tuple[int, float]:
@@ -84,32 +102,108 @@ class EnginesTable(DataTable):
     """
 
     def __init__(self, **kw) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=1, **kw)
+        super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0, **kw)
         self._wide: bool | None = None
         self._order: list[str] = []
         self._cells: dict[tuple[str, str], Text] = {}
         self._rows: dict[str, EngineRow] = {}
         self._top: set[str] = set()
         self._rank_keys: set[str] = set()
+        self._name_w = 20
+        self._avail_w = 20
+        self._need_w = 0
+        self._target_w = 0
+        self._keep_cursor: str | None = None
+        self._cell_cache: dict[tuple, tuple[object, list]] = {}
         self.order_dirty = True
 
     # -- layout -----------------------------------------------------------------------------
     def visible_columns(self) -> list[Column]:
         return [c for c in COLUMNS if self._wide or c.narrow is not None]
 
-    def set_wide(self, wide: bool) -> bool:
-        """Switch the column set; returns True when the table had to be rebuilt."""
+    def set_layout(self, width: int) -> bool:
+        """Fit the columns to a terminal ``width`` cells wide: the lesser columns from
+        ``WIDE_MIN_WIDTH``, the rest of the width to the model name. Returns True when the
+        columns were rebuilt (rows keep their keys and the cursor its row)."""
+        wide = width >= WIDE_MIN_WIDTH
+        self._avail_w = name_width(width, wide)
+        nw = self._fit_width(wide)
         if wide == self._wide:
+            if nw != self._name_w:
+                self._name_w = nw
+                self._fit_name_column()
             return False
-        self._wide = wide
+        cursor_key = self.selected_key
+        self._wide, self._name_w = wide, nw
         self.clear(columns=True)
         for c in self.visible_columns():
-            label = Text(c.label, justify="left" if c.key in ("name", "state") else "right")
-            self.add_column(label, width=c.wide if wide else c.narrow, key=c.key)
+            if c.key == "name":
+                label, width_ = self._name_label(), nw + 2
+            elif c.key == "state":
+                label, width_ = Text(c.label), c.wide if wide else c.narrow
+            else:
+                label = Text(c.label, justify="right")
+                width_ = (c.wide if wide else c.narrow or 0) + 1
+            self.add_column(label, width=width_, key=c.key)
         self._order = []
         self._cells.clear()
+        self._keep_cursor = cursor_key
         self.order_dirty = True
         return True
+
+    def _fit_width(self, wide: bool | None = None) -> int:
+        """The name column: what the rows need (full model names), at most what is left;
+        any remaining width stays at the right of the table."""
+        wide = self._wide if wide is None else wide
+        floor = (COLUMNS[0].wide if wide else COLUMNS[0].narrow) or 8
+        return min(self._avail_w, max(floor, self._need_w))
+
+    def set_wide(self, wide: bool) -> bool:
+        """Compatibility: the column set for a typical width of that class."""
+        return self.set_layout(160 if wide else 80)
+
+    def _name_label(self) -> Text:
+        tw = self._target_w
+        return Text(" " + ("ENGINE".ljust(tw) + " MODEL" if tw else "ENGINE  MODEL"))
+
+    def _fit_name_column(self) -> None:
+        """New name width or target width: resize the name column in place (no rebuild)."""
+        col = self.columns.get(ColumnKey("name"))
+        if col is None:
+            return
+        col.width = self._name_w + 2
+        col.label = self._name_label()
+        for k in [k for k in self._cells if k[1] == "name"]:
+            del self._cells[k]
+        self._clear_caches()
+        self._cell_cache.clear()
+        self._require_update_dimensions = True
+        self.refresh()
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> list:
+        """DataTable re-renders every cell after any ``update_cell`` (its caches are keyed by
+        an update counter); keep each cell's lines until that cell's value object changes."""
+        try:
+            col_key = self._column_locations.get_key(column_index)
+            if row_index == -1:
+                row_key, value = None, self.columns[col_key].label
+            else:
+                row_key = self._row_locations.get_key(row_index)
+                value = self._data[row_key][col_key]
+        except (KeyError, IndexError):
+            return super()._render_cell(row_index, column_index, base_style, width, cursor,
+                                        hover)
+        key = (row_key, col_key, row_index, base_style, width, cursor, hover,
+               self._show_hover_cursor, self._pseudo_class_state)
+        hit = self._cell_cache.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        if len(self._cell_cache) > 2048:
+            self._cell_cache.clear()
+        self._cell_cache[key] = (value, lines)
+        return lines
 
     # -- data -------------------------------------------------------------------------------
     def update_rows(
@@ -126,7 +220,7 @@ class EnginesTable(DataTable):
         """Reconcile with a snapshot: add/remove rows only on a change of the row set or order,
         otherwise ``update_cell`` only the cells whose text changed."""
         if self._wide is None:
-            self.set_wide(False)
+            self.set_layout(80)
         flat: list[EngineRow] = []
         for r in rows:
             if not row_matches(r, filter_text):
@@ -143,6 +237,13 @@ class EnginesTable(DataTable):
                 order.append(r.key)
                 if show_ranks:
                     order.extend(rr.key for rr in r.ranks)
+            targets = [len(fmt.compact_target(r.target)) for r in flat]
+            tw = min(max(targets, default=0), max(8, self._avail_w // 2))
+            self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
+            nw = self._fit_width()
+            if (tw, nw) != (self._target_w, self._name_w):
+                self._target_w, self._name_w = tw, nw
+                self._fit_name_column()
             self._rebuild(order)
             self.order_dirty = False
         self._rows = {}
@@ -156,7 +257,8 @@ class EnginesTable(DataTable):
                 self._paint_row(row, th, trend)
 
     def _rebuild(self, order: list[str]) -> None:
-        cursor_key = self.selected_key
+        cursor_key = self.selected_key or self._keep_cursor
+        self._keep_cursor = None
         self.clear(columns=False)
         self._cells.clear()
         ncols = len(self.visible_columns())
@@ -200,7 +302,7 @@ class EnginesTable(DataTable):
                   trend: Callable[[str, str], str]) -> Text:
         R = "right"
         if col == "name":
-            return Text(fmt.row_name(r), overflow="ellipsis", no_wrap=True)
+            return Text(" " + self._name_text(r), no_wrap=True, overflow="crop")
         if col == "state":
             if r.rank is not None:
                 return Text("")
@@ -218,9 +320,12 @@ class EnginesTable(DataTable):
         if col == "kv":
             kv = r.kv_cache_usage
             style = fmt.level_style(kv, th.kv_warn, th.kv_crit)
-            t = fmt.bar(kv, 8 if wide else 4, style)
-            t.append(f" {fmt.fmt_pct(kv):>4}", style=S(style) if kv is not None else "")
-            return t
+            pct_style = S(style) if kv is not None else ""
+            if not wide:  # 80 columns: the coloured percentage, the name gets the room
+                return Text(fmt.fmt_pct(kv), style=pct_style, justify=R)
+            t = fmt.bar(kv, 6, style)
+            t.append(f" {fmt.fmt_pct(kv):>4}", style=pct_style)
+            return Text(" ") + t
         if col == "pfx":
             return Text(fmt.fmt_pct(r.prefix_hit_rate), justify=R)
         if col in ("ttft", "itl"):
@@ -246,6 +351,17 @@ class EnginesTable(DataTable):
             return Text(fmt.fmt_rate(v), style=S("gauge-crit") if v else "", justify=R)
         return Text(DASH)
 
+    def _name_text(self, r: EngineRow) -> str:
+        """Compact target padded to the widest one, then the model: as much as fits."""
+        if r.rank is not None:
+            return fmt.row_name(r)
+        tw, w = self._target_w, self._name_w
+        target = fmt.compact_target(r.target)
+        if len(target) > tw:
+            target = target[: max(1, tw - 1)] + "…"
+        return f"{target:<{tw}} {fmt.fit_model(r.model, w - tw - 1)}".rstrip()
+
     def repaint_all(self) -> None:
         """Forget cached cells (theme change): the next update repaints every cell."""
         self._cells.clear()
+        self._cell_cache.clear()

@@ -1,0 +1,50 @@
+"""The engines table fits the terminal: a compact target and the model at every width."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmtop.ui.widgets.engines import EnginesTable
+
+from .conftest import first_paint, make_app
+
+
+def _lines(app) -> list[str]:
+    table = app.screen.query_one(EnginesTable)
+    return [table.render_line(y).text for y in range(table.size.height)]
+
+
+@pytest.mark.parametrize(("size", "vllm", "sglang"), [
+    ((80, 24), "vllm :8000    Llama-3.1-8B-In…", "sglang :30000 Qwen2.5-7B-Inst…"),
+    ((130, 30), "vllm :8000    Llama-3.1-8B-Instruct ", "sglang :30000 Qwen/Qwen2.5-7B-Instruct"),
+    ((160, 48), "vllm :8000    meta-llama/Llama-3.1-8B-Instruct",
+     "sglang :30000 Qwen/Qwen2.5-7B-Instruct"),
+])
+async def test_name_column_fits_the_width(size, vllm, sglang):
+    app = make_app("ok")
+    async with app.run_test(size=size) as pilot:
+        await first_paint(app, pilot)
+        lines = _lines(app)
+        assert any(line.startswith(" " + vllm) for line in lines), lines
+        assert any(line.startswith(" " + sglang) for line in lines), lines
+        assert all(len(line.rstrip()) < size[0] for line in lines)
+        for col in ("STATE", "RUN", "WAIT", "KV", "TTFT95", "ITL95", "TOK/S"):
+            assert col in lines[0]
+
+
+async def test_resize_keeps_rows_and_cursor():
+    app = make_app("ok")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        table = app.screen.query_one(EnginesTable)
+        await pilot.press("down")
+        key = table.selected_key
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        assert table.selected_key == key
+        assert "PFX%" in _lines(app)[0]
+        await pilot.resize_terminal(40, 12)
+        await pilot.pause()
+        assert table.selected_key == key
