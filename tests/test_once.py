@@ -135,7 +135,7 @@ def test_table_output():
     text = out.getvalue()
     assert rc == 0
     assert "vllm-a" in text and "TTFT p95" in text and " ok " in text
-    assert "GPUs: unavailable — no NVML" in text
+    assert "GPU unavailable: no NVML" in text
     assert "\u2013" in text  # KV not reported
 
 

@@ -189,7 +189,8 @@ def hist_quantiles(bounds: Sequence[float], cumulative: Sequence[float], total_s
     """``Quantiles`` of one set of (already windowed or cumulative) bucket counts."""
     if not count > 0 and not (cumulative and cumulative[-1] > 0):
         return Quantiles(count=max(0.0, count))
-    out = Quantiles(count=count, mean=(total_sum / count) if count > 0 else None)
+    out = Quantiles(count=count,
+                    mean=(total_sum / count) if count > 0 and math.isfinite(total_sum) else None)
     below: list[str] = []
     above: list[str] = []
     if bounds:
@@ -224,7 +225,8 @@ def hist_delta(points: Sequence[tuple[float, Hist]]) -> Hist | None:
         return None
     first, last = points[start][1], points[-1][1]
     cum = tuple(max(0.0, y - x) for x, y in zip(first.cumulative, last.cumulative, strict=True))
-    return Hist(last.bounds, cum, max(0.0, last.sum - first.sum),
+    d_sum = last.sum - first.sum  # NaN (an unreported sum) stays NaN: the mean is unknown
+    return Hist(last.bounds, cum, d_sum if math.isnan(d_sum) else max(0.0, d_sum),
                 max(0.0, last.count - first.count))
 
 
@@ -392,7 +394,10 @@ def derive_lifetime(m: ModelSample, *, start_time: float | None = None,
     if fin:
         out["finished"] = fin
     out["start_time"] = start_time
+    # a start time ahead of our clock (skew on a remote host) gives no uptime, not 0
     out["uptime_s"] = (
-        max(0.0, t_wall - start_time) if start_time is not None and t_wall is not None else None
+        t_wall - start_time
+        if start_time is not None and t_wall is not None and t_wall >= start_time
+        else None
     )
     return out

@@ -50,10 +50,10 @@ def _clean_model(m: ModelSample) -> ModelSample:
     counters = {k: v for k, v in m.counters.items() if _finite(v)}
     hists: dict[str, Hist] = {}
     for k, h in m.hists.items():
-        if not (_finite(h.sum) and _finite(h.count)):
+        if not _finite(h.count) or any(not _finite(c) for c in h.cumulative):
             continue
-        if any(not _finite(c) for c in h.cumulative):
-            continue
+        if not _finite(h.sum):  # buckets still give quantiles; only the mean is unknown
+            h = Hist(h.bounds, h.cumulative, math.nan, h.count)
         hists[k] = h
     return ModelSample(m.model, m.rank, gauges, counters, hists, dict(m.info))
 

@@ -175,8 +175,10 @@ class Store:
         if raw.identity:
             ts.identity = dict(raw.identity)
             ts.wants_identity = False
-        if raw.engine_hint and not ts.hinted:
-            ts.engine, ts.hinted = raw.engine_hint, True
+        if raw.engine_hint and not ts.hinted and ts.engine is None:
+            # inferred from identity endpoints, not given by the user: a payload the engine's
+            # adapter cannot read is re-detected (another engine may serve the port now)
+            ts.engine = raw.engine_hint
         if raw.status != "ok" or raw.body is None:
             ts.set_status(raw.status if raw.status != "ok" else "bad_payload",
                           raw.error or ("empty body" if raw.status == "ok" else None),

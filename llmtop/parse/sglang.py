@@ -34,7 +34,7 @@ from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
 from llmtop.parse.common import aggregate
-from llmtop.parse.exposition import Family, parse
+from llmtop.parse.exposition import Family, ParseError, parse
 from llmtop.parse.vllm import Key, group_hists, group_values
 
 __all__ = ["WANTED", "normalize", "normalize_families", "want"]
@@ -151,7 +151,10 @@ def normalize(
     identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """Parse and normalize one SGLang scrape. Raises ``ParseError`` on a bad payload."""
-    sample = normalize_families(parse(body, want=want))
+    families = parse(body, want=want)
+    if not any(n.startswith("sglang:") for n in families) and "sglang:" not in body:
+        raise ParseError("no sglang: metrics (not SGLang, or its metrics are disabled)")
+    sample = normalize_families(families)
     if isinstance(identity, dict) and isinstance(identity.get("version"), str):
         sample.version = identity["version"] or None
     return sample

@@ -31,7 +31,7 @@ from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
 from llmtop.parse.common import aggregate
-from llmtop.parse.exposition import Family, parse
+from llmtop.parse.exposition import Family, ParseError, parse
 
 __all__ = ["WANTED", "group_hists", "group_values", "normalize", "normalize_families", "want"]
 
@@ -142,10 +142,10 @@ def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[K
             b[le] = b.get(le, 0.0) + s.value
         elif n in (sname, cname):
             k = key(s.labels)
-            if k is None or math.isnan(s.value):
+            if k is None or (n == cname and math.isnan(s.value)):
                 continue
             d = sums if n == sname else counts
-            d[k] = d.get(k, 0.0) + s.value
+            d[k] = d.get(k, 0.0) + s.value  # a NaN sum stays NaN: its mean is unknown
     out: dict[Key, Hist] = {}
     for k in buckets.keys() | counts.keys():
         b = buckets.get(k, {})
@@ -154,7 +154,7 @@ def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[K
         out[k] = Hist(
             bounds=tuple(x if math.isinf(x) else x * scale for x in bounds),
             cumulative=cum,
-            sum=sums.get(k, 0.0) * scale,
+            sum=sums.get(k, math.nan) * scale,
             count=counts.get(k, cum[-1] if cum else 0.0),
         )
     return out
@@ -317,6 +317,9 @@ def normalize(
     identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """Parse and normalize one vLLM scrape. Raises ``ParseError`` on a bad payload."""
-    sample = normalize_families(parse(body, want=want))
+    families = parse(body, want=want)
+    if not any(n.startswith("vllm:") for n in families) and "vllm:" not in body:
+        raise ParseError("no vllm: metrics (not vLLM, or started with --disable-log-stats)")
+    sample = normalize_families(families)
     sample.version = _version(identity)
     return sample

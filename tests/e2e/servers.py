@@ -16,6 +16,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,13 +181,14 @@ def counter_reset(path: str, n: int) -> Reply | None:
 
 
 def future_start(path: str, n: int) -> Reply | None:
-    """Healthy, but its clock is a day ahead: ``process_start_time_seconds`` is tomorrow."""
+    """Healthy, but its clock is a day ahead: ``process_start_time_seconds`` is tomorrow
+    (fixed at import, so it does not move between scrapes)."""
     if path != "/metrics":
         return _vllm_identity(path)
-    import time
+    return Reply(body=vllm_body(1.0 + 0.1 * n, start_time=_TOMORROW).encode())
 
-    return Reply(body=vllm_body(1.0 + 0.1 * n, start_time=float(int(time.time())) + 86400.0
-                                ).encode())
+
+_TOMORROW = float(int(time.time())) + 86400.0
 
 
 def dp2(path: str, n: int) -> Reply | None:

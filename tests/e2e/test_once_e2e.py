@@ -282,8 +282,6 @@ def test_nan_and_inf_values_become_null(multi):
 
 
 @needs_parsers
-@pytest.mark.xfail(strict=True, reason="BUG: parse/vllm.py group_hists skips a NaN _sum, then "
-                   "defaults it to 0.0 (sums.get(k, 0.0)): the TTFT mean is 0.0, not null")
 def test_nan_histogram_sum_gives_a_null_mean_not_zero(multi):
     run, names = multi
     ttft = run.rows()[names["nan"]]["ttft_s"]
@@ -342,9 +340,6 @@ def test_data_parallel_ranks_aggregate_and_keep_their_rows(multi2):
 
 
 @needs_parsers
-@pytest.mark.xfail(strict=True, reason="BUG: history/derive.py lifetime uptime_s is "
-                   "max(0.0, now - start_time): a start time ahead of the local clock (clock "
-                   "skew of a remote host) gives uptime 0.0 instead of null")
 def test_start_time_in_the_future_gives_unknown_uptime_not_zero(multi2):
     run, names = multi2
     row = run.rows()[names["future_start"]]
@@ -444,15 +439,7 @@ def test_rate_times_window_with_a_slow_target_beside(servers):
 
 
 # engine hint -> a vLLM payload is not that engine's: BAD PAYLOAD with the reason
-_EMPTY_OK = "BUG: parse/{0}.py returns an empty EngineSample for a payload with none of its " \
-            "families (a vLLM one): the row is ok with every value null, not bad_payload"
-WRONG_HINTS = [
-    pytest.param("sglang", marks=pytest.mark.xfail(strict=True,
-                                                   reason=_EMPTY_OK.format("sglang"))),
-    pytest.param("lmdeploy", marks=pytest.mark.xfail(strict=True,
-                                                     reason=_EMPTY_OK.format("lmdeploy"))),
-    "tgi", "llamacpp", "trtllm", "dcgm",
-]
+WRONG_HINTS = ["sglang", "lmdeploy", "tgi", "llamacpp", "trtllm", "dcgm"]
 
 
 @pytest.fixture(scope="module")
@@ -490,11 +477,6 @@ def test_deeply_nested_json_is_a_plain_bad_payload(servers, engine):
     assert "adapter failed" not in row["error"] and "Error" not in row["error"], row["error"]
 
 
-_NOT_VLLM = ("BUG: parse/vllm.py returns an empty EngineSample for Prometheus text with no "
-             "vllm: families (SGLang's, node_exporter's) instead of raising ParseError: the row "
-             "stays ok with engine vllm and every value null, and the store never re-detects")
-
-
 @pytest.fixture(scope="module")
 def not_vllm(servers):
     """vLLM replaced by SGLang on the same port; a vllm hint on a node_exporter."""
@@ -507,7 +489,6 @@ def not_vllm(servers):
 
 
 @needs_parsers
-@pytest.mark.xfail(strict=True, reason=_NOT_VLLM)
 def test_another_engine_on_the_same_port_is_detected(not_vllm):
     run, names = not_vllm
     assert_no_traceback(run)
@@ -518,7 +499,6 @@ def test_another_engine_on_the_same_port_is_detected(not_vllm):
 
 
 @needs_parsers
-@pytest.mark.xfail(strict=True, reason=_NOT_VLLM)
 def test_vllm_hint_on_something_else_is_a_bad_payload(not_vllm):
     run, names = not_vllm
     row = run.rows()[names["node"]]
