@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from llmtop.config import Thresholds
 from llmtop.model import EngineRow
@@ -199,7 +200,13 @@ class EnginesTable(DataTable):
         hit = self._cell_cache.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
-        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        lines = None
+        if isinstance(value, Text) and self.cell_padding == 0:
+            lines = self._render_text_cell(row_index, column_index, value, base_style, width,
+                                           cursor, hover)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
+                                         hover)
         if len(self._cell_cache) > 2048:
             self._cell_cache.clear()
         self._cell_cache[key] = (value, lines)
@@ -282,13 +289,29 @@ class EnginesTable(DataTable):
         return self._rows.get(key) if key else None
 
     def _paint_row(self, row: EngineRow, th: Thresholds, trend: Callable[[str, str], str]) -> None:
+        """Store the cells whose text changed and repaint only this row's line: ``update_cell``
+        would refresh the whole table (header and unchanged rows included) per cell."""
         wide = bool(self._wide)
+        changed = False
+        data = self._data.get(RowKey(row.key))
         for c in self.visible_columns():
             cell = self._cell(row, c.key, wide, th, trend)
             k = (row.key, c.key)
             if self._cells.get(k) != cell:
                 self._cells[k] = cell
-                self.update_cell(row.key, c.key, cell, update_width=False)
+                ck = ColumnKey(c.key)
+                if data is None or ck not in data:
+                    self.update_cell(row.key, c.key, cell, update_width=False)
+                    continue
+                data[ck] = cell
+                changed = True
+        if changed:
+            self._update_count += 1
+            index = self._row_locations.get(RowKey(row.key))
+            if index is None:
+                self.refresh()
+            else:
+                self.refresh_row(index)
 
     def _cell(self, r: EngineRow, col: str, wide: bool, th: Thresholds,
               trend: Callable[[str, str], str]) -> Text:
@@ -350,6 +373,40 @@ class EnginesTable(DataTable):
             v = r.errors_per_s
             return Text(fmt.fmt_rate(v), style=S("gauge-crit") if v else "", justify=R)
         return Text(DASH)
+
+    def _render_text_cell(self, row_index: int, column_index: int, value: Text,
+                          base_style: Style, width: int, cursor: bool, hover: bool
+                          ) -> list[list[Segment]] | None:
+        """What ``DataTable._render_cell`` draws for a one-line Text that fits (the same
+        segments), without the Padding/Styled/render_lines round trip; None: not such a cell."""
+        plain = value.plain
+        n = value.cell_len
+        if n > width or "\n" in plain or value.justify not in (None, "default", "left", "right"):
+            return None
+        console = self.app.console
+        component_style, post_style = self._get_styles_to_render_cell(
+            row_index == -1, False, False, hover, cursor, self.show_cursor,
+            self._show_hover_cursor, self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css")
+        pre = console.get_style(base_style + Style.from_meta(
+            {"row": row_index, "column": column_index}) + component_style)
+        post = console.get_style(post_style)
+        pad = width - n
+        if value.justify == "right":  # as Lines.justify does it: rstrip, then pad left
+            value = value.copy()
+            value.rstrip()
+            value.pad_left(width - value.cell_len)
+            pad = 0
+        elif pad and value.justify == "left":
+            value = value.copy()
+            value.pad_right(pad)
+            pad = 0
+        segs = list(value.render(console))
+        if value.style:  # Text.__rich_console__ turns the base style into a span
+            segs = list(Segment.apply_style(segs, style=console.get_style(value.style)))
+        if pad:  # Padding fills the rest of the cell with a plain segment
+            segs.append(Segment(" " * pad, Style.null()))
+        return [list(Segment.apply_style(segs, style=pre, post_style=post))]
 
     def _name_text(self, r: EngineRow) -> str:
         """Compact target padded to the widest one, then the model: as much as fits."""
