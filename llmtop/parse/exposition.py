@@ -11,8 +11,10 @@ How: comment lines are found with ``str.find`` and read without splitting in the
 are one chunk. A chunk of a family ``want`` rejects is skipped whole when a few ``str.count``
 calls show every line is one of that family's samples (so none would start a family of its
 own); other lines go through one strict regex (the bucket lines of a series reuse its labels,
-only ``le`` differs), and anything unusual through a general path that mirrors
-``prometheus_client`` (tests compare both on every fixture, generated and mutated inputs).
+only ``le`` differs; a series already seen, in this scrape or an earlier one, is looked up by
+its ``name{labels}`` text and only its value converted), and anything unusual through a general
+path that mirrors ``prometheus_client`` (tests compare both on every fixture, generated and
+mutated inputs).
 A leading UTF-8 byte-order mark is ignored.
 
 Errors raise ``ParseError`` with a short reason: ``empty body``, ``HTML page, not metrics``,
@@ -261,6 +263,13 @@ def _parse_sample(line: str) -> tuple[str, dict[str, str], float]:
     return name, labels, value
 
 
+_SERIES: dict[str, tuple[str, dict[str, str]]] = {}
+"""``name{labels}`` text of a sample line -> (name, labels), kept across scrapes: a series
+is read with the regex once, later lines only convert the value. The labels dict is shared
+by every sample of that series (never mutated). Cleared when it reaches ``_SERIES_MAX``."""
+_SERIES_MAX = 50_000
+
+
 def _looks_like_json(text: str) -> bool:
     return text.lstrip()[:1] in ("[", "{")
 
@@ -393,9 +402,32 @@ class _Parser:
         fast = _FAST_RE.match
         pairs_of = _PAIR_RE.findall
         le_cache: dict[str, dict[str, str]] = {}
+        seen = _SERIES
+        allowed = self.allowed
+        samples = self.samples
         i = 0
         try:
             for i, raw in enumerate(lines):  # noqa: B007 (i is read on error)
+                # A series seen before (this scrape or an earlier one): ``name{labels}``, one
+                # space, then a value token without whitespace; no regex needed.
+                sp = raw.rfind(" ")
+                if sp > 0:
+                    hit = seen.get(raw[:sp])
+                    if hit is not None:
+                        val = raw[sp + 1 :]
+                        if "_" not in val and val.isprintable():
+                            try:
+                                value = float(val)
+                            except ValueError:
+                                pass
+                            else:
+                                name = hit[0]
+                                if name in allowed:
+                                    samples.append(Sample(name, hit[1], value))
+                                else:
+                                    self.emit(name, hit[1], value)
+                                    allowed, samples = self.allowed, self.samples
+                                continue
                 m = fast(raw)
                 if m is None:
                     line = raw.strip()
@@ -404,11 +436,13 @@ class _Parser:
                             self.comment(line)
                         else:
                             self.emit(*_parse_sample(line))
+                        allowed, samples = self.allowed, self.samples
                     continue
                 name, inner, val, ts = m.groups()
                 if inner:
                     if "\\" in inner or "__" in inner:
                         self.emit(*_parse_sample(raw))
+                        allowed, samples = self.allowed, self.samples
                         continue
                     # Bucket lines of one series differ only in ``le``: reuse their labels.
                     j = inner.find('le="')
@@ -440,12 +474,19 @@ class _Parser:
                 if "_" in val:
                     raise ValueError(f"invalid value {val[:40]!r}")
                 value = float(val)
-                if ts is not None:
+                if ts is None:
+                    v0 = m.start(3)
+                    if raw[v0 - 1] == " " and raw[v0 - 2] not in _WS:
+                        if len(seen) >= _SERIES_MAX:
+                            seen.clear()
+                        seen[raw[: v0 - 1]] = (name, labels)
+                else:
                     _value(ts)
-                if name in self.allowed:
-                    self.samples.append(Sample(name, labels, value))
+                if name in allowed:
+                    samples.append(Sample(name, labels, value))
                 else:
                     self.emit(name, labels, value)
+                    allowed, samples = self.allowed, self.samples
         except (ValueError, IndexError) as exc:
             off = start + sum(len(x) + 1 for x in lines[:i])
             raise _LineError(off, str(exc)) from None

@@ -332,3 +332,27 @@ def test_le_inside_a_label_value_is_not_the_le_label():
 
 def test_leading_bom_is_ignored():
     assert parse("\ufeff# TYPE g gauge\ng 1\n")["g"].samples[0].value == 1.0
+
+
+@pytest.mark.parametrize(
+    "value", ["7", "1_0", "5\t6", "5 6", "5\r", "\u00a05", "5\u2003", "", "nan", "+Inf", "1e3",
+              '"5"', "5{", "0x1", "\u0665"],
+)
+def test_a_series_seen_before_parses_as_the_first_time(value):
+    """The second sight of ``name{labels}`` skips the regex: same result or same error."""
+    from llmtop.parse import exposition
+
+    seen = '# TYPE s gauge\ns{a="1"} 3\ns 4\n'
+    text = f'# TYPE s gauge\ns{{a="1"}} {value}\ns {value}\n'
+    exposition._SERIES.clear()
+    try:
+        cold = ours(text)
+    except ParseError as exc:
+        cold = str(exc)
+    parse(seen)  # both series are now known
+    assert 's{a="1"}' in exposition._SERIES
+    try:
+        warm = ours(text)
+    except ParseError as exc:
+        warm = str(exc)
+    assert warm == cold
