@@ -6,6 +6,9 @@ samples the GPUs in a thread at the same time, waits up to ``tick_timeout_s``, a
 every finished ``RawScrape``/``GpuSample`` to the sink (the recorder) and the store, in
 target order. Then ``store.commit`` and the 10 s snapshot. An exception anywhere becomes an
 event-log line and the loop carries on. No UI, no printing.
+
+Identity never delays the first data: the monitor's ``Scraper`` asks for it beside the first
+scrape and attaches it to the next one (``Scraper(defer_identity=True)``).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class Monitor:
         from llmtop.sources.scrape import Scraper
 
         gpu_url = getattr(demo, "gpu_url", None) if demo is not None else None
-        return cls(config, scraper=Scraper(config),
+        return cls(config, scraper=Scraper(config, defer_identity=True),
                    gpu_sampler=make_sampler(config, demo_gpu_url=gpu_url), sink=sink,
                    store=store)
 
@@ -71,7 +74,7 @@ class Monitor:
         if self._scraper is None:
             from llmtop.sources.scrape import Scraper
 
-            self._scraper = Scraper(self.config)
+            self._scraper = Scraper(self.config, defer_identity=True)
         return self._scraper
 
     def set_targets(self, targets: list[Target]) -> None:
@@ -131,10 +134,12 @@ class Monitor:
 
     async def _scrape_one(self, target: Target) -> RawScrape:
         raw = await self.scraper.scrape(target)
+        pending = getattr(self.scraper, "identity_pending", None)
         if (
             raw.status == "ok"
             and raw.identity is None
             and self.store.needs_identity(target.name)
+            and not (pending is not None and pending(target.name))  # comes with the next one
         ):
             try:
                 ident = await self.scraper.identify(target)

@@ -230,3 +230,12 @@ async def test_concurrent_ticks_run_one_after_the_other():
 def test_raw_helper_shape():
     r = raw("a", 1.0, "{}")
     assert r.status == "ok" and r.t_mono == 1.0
+
+
+async def test_no_identify_call_while_the_scraper_brings_identity_itself():
+    mon, scraper, _, clock = make("a")
+    scraper.identity_pending = lambda name: True  # as Scraper(defer_identity=True) after contact
+    clock.step()
+    await mon.tick()
+    assert scraper.identify_calls == {}
+    await mon.aclose()

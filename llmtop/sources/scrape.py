@@ -26,6 +26,13 @@ Identity: the first successful scrape of a target (and the first after ``reident
 after the ``Process-Start-Time-Unix`` header changes) carries ``RawScrape.identity``;
 ``identify`` probes the identity endpoints in parallel (<= 1 s each, 256 KiB cap) and keeps
 only whitelisted fields (SGLang's ``/server_info`` contains its ``api_key``: never copied).
+With ``defer_identity`` (the monitor's scraper) identity never delays data: when the metrics
+URL cannot depend on it (an engine hint other than trtllm, or an explicit path), an ok scrape
+goes out without it and the next scrape carries it (``identity_pending`` says so meanwhile).
+Identity requests ask the server to close their connections (``Connection: close``).
+
+Costs: an SSL context (loading the certificate store) is built only at the first https
+request; plain http never builds one.
 
 Secrets: the bearer token and configured headers are sent, never recorded; only
 ``SAFE_HEADERS`` of the response are kept.
@@ -35,9 +42,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import socket
 import ssl
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +99,12 @@ _LLAMACPP_KEYS = (
     "total_slots", "model_path", "build_info", "endpoint_metrics", "endpoint_slots", "n_ctx",
 )
 _MIB = 1024 * 1024
+
+if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+    # httpcore runs ``import sniffio`` for every lock it sets up (several per request); when
+    # it is not installed (recent anyio no longer needs it) each try searches sys.path on
+    # disk again. A None entry makes that import fail at once, exactly as it would anyway.
+    sys.modules["sniffio"] = None  # type: ignore[assignment]
 _ACCEPT = "text/plain;version=0.0.4;q=0.9, application/json;q=0.8, */*;q=0.1"
 
 
@@ -192,6 +207,38 @@ class _Result:
     headers: dict[str, str] | None = None
 
 
+_NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+"""Handed to the plain-http transport, which never starts TLS; with no CA loaded it would
+refuse every certificate anyway."""
+
+
+class _LazyTLSTransport(httpx.AsyncBaseTransport):
+    """``http://`` over a transport without TLS set-up; ``https://`` over one whose SSL
+    context (the certificate store: 30-50 ms of CPU to load) is built at the first https
+    request. Otherwise the same options as httpx's default transport."""
+
+    def __init__(self, *, verify: bool, limits: httpx.Limits) -> None:
+        self._verify = verify
+        self._limits = limits
+        self._plain = httpx.AsyncHTTPTransport(verify=_NO_TLS, http1=True, http2=False,
+                                               limits=limits)
+        self._tls: httpx.AsyncHTTPTransport | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme != "https":
+            return await self._plain.handle_async_request(request)
+        if self._tls is None:
+            ctx = httpx.create_ssl_context(verify=self._verify, trust_env=True)
+            self._tls = httpx.AsyncHTTPTransport(verify=ctx, http1=True, http2=False,
+                                                 limits=self._limits)
+        return await self._tls.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._plain.aclose()
+        if self._tls is not None:
+            await self._tls.aclose()
+
+
 @dataclass(slots=True)
 class _State:
     identity: dict[str, Any] | None = None
@@ -200,14 +247,19 @@ class _State:
     metrics_url: str | None = None
     triton_tried: bool = False
     start_header: str | None = None
+    ident_task: asyncio.Future[dict[str, Any]] | None = None
+    """Identity still being asked after an ok scrape went out without it (defer_identity)."""
 
 
 class Scraper:
     """Scrapes targets; one instance per run (it keeps connections and per-target state)."""
 
-    def __init__(self, config: Config, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, config: Config, *, transport: httpx.AsyncBaseTransport | None = None,
+                 defer_identity: bool = False):
         self._config = config
         self._transport = transport
+        self._defer_identity = defer_identity
+        """True: an ok scrape never waits for identity (see ``identity_pending``)."""
         self._clients: dict[tuple[bool, bool], httpx.AsyncClient] = {}
         self._state: dict[str, _State] = {}
 
@@ -220,19 +272,21 @@ class Scraper:
         key = (self.verify_for(target), _is_loopback(target.host))
         c = self._clients.get(key)
         if c is None:
+            limits = httpx.Limits(
+                max_connections=128, max_keepalive_connections=64, keepalive_expiry=30.0
+            )
             c = httpx.AsyncClient(
                 http1=True,
                 http2=False,
-                # SSL_CERT_FILE/SSL_CERT_DIR always count; proxies only for remote targets
-                verify=httpx.create_ssl_context(verify=key[0], trust_env=True),
+                # SSL_CERT_FILE/SSL_CERT_DIR always count (here: for proxy transports from the
+                # environment, in _LazyTLSTransport for the rest); proxies only when remote
+                verify=key[0],
                 trust_env=not key[1],
                 timeout=httpx.Timeout(self._config.timeout_s),
-                limits=httpx.Limits(
-                    max_connections=128, max_keepalive_connections=64, keepalive_expiry=30.0
-                ),
+                limits=limits,
                 follow_redirects=True,
                 max_redirects=3,
-                transport=self._transport,
+                transport=self._transport or _LazyTLSTransport(verify=key[0], limits=limits),
                 headers={"user-agent": f"llmtop/{__version__}", "accept": _ACCEPT},
             )
             self._clients[key] = c
@@ -245,6 +299,11 @@ class Scraper:
             h["Authorization"] = f"Bearer {key}"
         return h
 
+    def _ident_headers(self, target: Target) -> dict[str, str]:
+        # Identity is asked once per process: its parallel connections are not kept in the
+        # pool, where every later scrape would check each idle one.
+        return {**self._headers(target), "Connection": "close"}
+
     def metrics_url(self, target: Target) -> str:
         """The URL ``scrape`` fetches now for ``target``."""
         st = self._state.get(target.name)
@@ -255,6 +314,13 @@ class Scraper:
             ident = st.identity if st else None
             path = default_metrics_path(target.engine or engine_from_identity(ident), ident)
         return target.base_url.rstrip("/") + path
+
+    def identity_pending(self, target_name: str) -> bool:
+        """True while identity for the target is asked in the background: with
+        ``defer_identity`` the first ok scrape goes out without it and the next scrape (which
+        waits for it if needed, <= ``IDENTITY_TIMEOUT_S``) carries it."""
+        st = self._state.get(target_name)
+        return st is not None and st.ident_task is not None
 
     def reidentify(self, target_name: str) -> None:
         """Probe identity again; the next ok scrape carries it (call after a restart)."""
@@ -369,6 +435,12 @@ class Scraper:
 
     async def _scrape(self, target: Target) -> RawScrape:
         st = self._state.setdefault(target.name, _State())
+        if st.ident_task is not None:  # asked after the previous ok scrape: attach it now
+            task, st.ident_task = st.ident_task, None
+            found = await task
+            if st.identity is None:  # else it kept what it found (and marked it pending)
+                st.identity = found
+                st.ident_pending = True
         now = time.monotonic()
         ident: dict[str, Any] | None = None
         want_ident = st.identity is None and (
@@ -379,7 +451,18 @@ class Scraper:
             ident = await self._probe_identity(target, st)
             want_ident = False
         url = self.metrics_url(target)
-        if want_ident:
+        if want_ident and self._defer_identity and (
+            target.metrics_path is not None or target.engine not in (None, "trtllm")
+        ):
+            # The URL does not depend on identity: an ok answer goes out at once, identity
+            # follows with the next scrape (it shows no data, only the version and models).
+            task = asyncio.ensure_future(self._probe_identity(target, st))
+            res, elapsed = await self._fetch(target, url)
+            if res.status == "ok":
+                st.ident_task = task
+            else:
+                ident = await task
+        elif want_ident:
             (res, elapsed), ident = await asyncio.gather(
                 self._fetch(target, url), self._probe_identity(target, st)
             )
@@ -415,11 +498,14 @@ class Scraper:
                 ident = None
             if start_hdr:
                 st.start_header = start_hdr
-            if st.identity is None:
-                if ident is None:
-                    ident = await self._probe_identity(target, st)
-                st.identity = ident
-                st.ident_pending = True
+            if st.identity is None and st.ident_task is None:
+                if ident is None and self._defer_identity:
+                    st.ident_task = asyncio.ensure_future(self._probe_identity(target, st))
+                else:
+                    if ident is None:
+                        ident = await self._probe_identity(target, st)
+                    st.identity = ident
+                    st.ident_pending = True
         identity = None
         if res.status == "ok" and st.ident_pending:
             identity = st.identity
@@ -456,7 +542,7 @@ class Scraper:
         url = target.base_url.rstrip("/") + path
 
         async def go() -> tuple[int, Any]:
-            async with client.stream("GET", url, headers=self._headers(target)) as resp:
+            async with client.stream("GET", url, headers=self._ident_headers(target)) as resp:
                 if resp.status_code != 200:
                     return resp.status_code, None
                 buf = bytearray()
@@ -481,7 +567,7 @@ class Scraper:
         url = target.base_url.rstrip("/") + path
 
         async def go() -> int:
-            async with client.stream("GET", url, headers=self._headers(target)) as resp:
+            async with client.stream("GET", url, headers=self._ident_headers(target)) as resp:
                 return resp.status_code
 
         try:
@@ -582,7 +668,14 @@ class Scraper:
         return ident
 
     async def aclose(self) -> None:
-        """Close every connection."""
+        """Stop identity still being asked and close every connection."""
+        tasks = [st.ident_task for st in self._state.values() if st.ident_task is not None]
+        for st in self._state.values():
+            st.ident_task = None
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         clients, self._clients = list(self._clients.values()), {}
         for c in clients:
             with contextlib.suppress(Exception):

@@ -501,3 +501,81 @@ async def test_connections_are_kept_alive_between_scrapes():
             assert (await s.scrape(t)).status == "ok"
         await s.aclose()
     assert len(peers) == 3 and len(set(peers)) == 1
+
+
+async def test_deferred_identity_never_delays_data_and_comes_with_the_next_scrape():
+    async def metrics(_req):
+        return web.Response(text=METRICS)
+
+    async def version(_req):
+        await asyncio.sleep(0.5)  # a slow identity endpoint
+        return web.json_response({"version": "0.33.0"})
+
+    async with http_server({"/metrics": metrics, "/version": version}) as port:
+        t = _t(port, engine="vllm")
+        s = Scraper(Config(targets=(t,)), defer_identity=True)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        r1 = await s.scrape(t)
+        took = loop.time() - t0
+        pending = s.identity_pending(t.name)
+        r2 = await s.scrape(t)  # waits for the identity still in flight
+        r3 = await s.scrape(t)
+        await s.aclose()
+    assert r1.status == "ok" and r1.identity is None and pending and took < 0.45
+    assert r2.identity is not None and r2.identity["version"] == "0.33.0"
+    assert r3.identity is None and not s.identity_pending(t.name)
+
+
+async def test_deferred_identity_still_waits_when_the_path_depends_on_it():
+    async def iters(_req):
+        return web.json_response([{"iter": 1}])
+
+    async def prom(_req):
+        return web.Response(text="trtllm_x 1\n")
+
+    async def models(_req):
+        return web.json_response({"data": [{"id": "m", "owned_by": "tensorrt_llm"}]})
+
+    routes = {"/metrics": iters, "/prometheus/metrics": prom, "/v1/models": models}
+    async with http_server(routes) as port:
+        t = _t(port)  # no hint: identity finds trtllm-serve, whose Prometheus path is better
+        s = Scraper(Config(targets=(t,)), defer_identity=True)
+        raw = await s.scrape(t)
+        await s.aclose()
+    assert raw.status == "ok" and raw.url.endswith("/prometheus/metrics")
+    assert raw.identity is not None and raw.identity["engine"] == "trtllm"
+
+
+async def test_deferred_identity_is_cancelled_on_close():
+    async def metrics(_req):
+        return web.Response(text=METRICS)
+
+    async def version(_req):
+        await asyncio.sleep(5)
+        return web.json_response({"version": "x"})
+
+    async with http_server({"/metrics": metrics, "/version": version}) as port:
+        t = _t(port, engine="vllm")
+        s = Scraper(Config(targets=(t,)), defer_identity=True)
+        assert (await s.scrape(t)).status == "ok" and s.identity_pending(t.name)
+        await asyncio.wait_for(s.aclose(), 2)
+    assert not s.identity_pending(t.name)
+
+
+async def test_plain_http_builds_no_ssl_context(monkeypatch):
+    built: list[object] = []
+    real = httpx.create_ssl_context
+
+    def counting(*a, **kw):
+        built.append(kw.get("verify"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(httpx, "create_ssl_context", counting)
+
+    async def metrics(_req):
+        return web.Response(text=METRICS)
+
+    async with http_server({"/metrics": metrics}) as port:
+        raw = await _scrape(_t(port, engine="dcgm"))
+    assert raw.status == "ok" and built == []
