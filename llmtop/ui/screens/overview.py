@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -20,10 +21,13 @@ from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkPanel
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["TALL_MIN_HEIGHT", "OverviewScreen"]
+__all__ = ["SPARK_MIN_S", "TALL_MIN_HEIGHT", "OverviewScreen"]
 
 TALL_MIN_HEIGHT = 34
 """Terminal height from which the sparklines panel is shown."""
+
+SPARK_MIN_S = 2.0
+"""Sparklines (minutes of history) repaint at most this often; a new selection at once."""
 
 _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s,
               "gen_tps": fmt.fmt_num, "running": fmt.fmt_num, "waiting": fmt.fmt_num,
@@ -60,6 +64,8 @@ class OverviewScreen(Screen):
             yield EventLog(id="events")
         yield Input(placeholder="filter: target, engine, model or state", id="filter")
         yield Footer()
+
+    _sparks_at = 0.0
 
     def on_mount(self) -> None:
         self.query_one(EnginesTable).focus()
@@ -98,7 +104,9 @@ class OverviewScreen(Screen):
             trend=app.trend)
         self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, app.thresholds,
                                       wide=self.has_class("-wide"))
-        if self.has_class("-tall"):
+        now = time.monotonic()
+        if self.has_class("-tall") and (force or now - self._sparks_at >= SPARK_MIN_S):
+            self._sparks_at = now
             self._paint_sparks()
         self.query_one(EventLog).set_events(app.source.events())
 

@@ -116,6 +116,7 @@ class EnginesTable(DataTable):
         self._target_w = 0
         self._keep_cursor: str | None = None
         self._cell_cache: dict[tuple, tuple[object, list]] = {}
+        self._painted: dict[str, tuple] = {}
         self.order_dirty = True
 
     # -- layout -----------------------------------------------------------------------------
@@ -148,6 +149,7 @@ class EnginesTable(DataTable):
             self.add_column(label, width=width_, key=c.key)
         self._order = []
         self._cells.clear()
+        self._painted.clear()
         self._keep_cursor = cursor_key
         self.order_dirty = True
         return True
@@ -176,6 +178,7 @@ class EnginesTable(DataTable):
         col.label = self._name_label()
         for k in [k for k in self._cells if k[1] == "name"]:
             del self._cells[k]
+        self._painted.clear()
         self._clear_caches()
         self._cell_cache.clear()
         self._require_update_dimensions = True
@@ -260,14 +263,23 @@ class EnginesTable(DataTable):
                 self._rows[rr.key] = rr
         for key in self._order:
             row = self._rows.get(key)
-            if row is not None:
-                self._paint_row(row, th, trend)
+            if row is None:
+                continue
+            q1, q2 = row.ttft_s, row.itl_s
+            tt = trend(key, "ttft_p95") if q1 is not None and q1.p95 is not None else " "
+            ti = trend(key, "itl_p95") if q2 is not None and q2.p95 is not None else " "
+            sig = (row, tt, ti)
+            if self._painted.get(key) == sig:  # nothing new for this row: build no cells
+                continue
+            self._painted[key] = sig
+            self._paint_row(row, th, lambda _k, f, tt=tt, ti=ti: tt if f == "ttft_p95" else ti)
 
     def _rebuild(self, order: list[str]) -> None:
         cursor_key = self.selected_key or self._keep_cursor
         self._keep_cursor = None
         self.clear(columns=False)
         self._cells.clear()
+        self._painted.clear()
         ncols = len(self.visible_columns())
         for key in order:
             self.add_row(*([Text("")] * ncols), key=key)
@@ -421,4 +433,5 @@ class EnginesTable(DataTable):
     def repaint_all(self) -> None:
         """Forget cached cells (theme change): the next update repaints every cell."""
         self._cells.clear()
+        self._painted.clear()
         self._cell_cache.clear()

@@ -195,8 +195,13 @@ class EventLog(Static):
     def __init__(self, *a, **kw) -> None:
         super().__init__(*a, **kw)
         self.lines: list[tuple[float, str, str | None, str, int]] = []
+        self._mark: tuple[int, object] = (-1, None)
 
     def set_events(self, events: Sequence[Event]) -> None:
+        mark = (len(events), events[-1] if events else None)
+        if mark[0] == self._mark[0] and mark[1] is self._mark[1]:
+            return  # the same events as last time (the common case): nothing to do
+        self._mark = mark
         lines: list[tuple[float, str, str | None, str, int]] = []
         for e in events[-200:]:
             if lines and lines[-1][1:4] == (e.level, e.target, e.text):
