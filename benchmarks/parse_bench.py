@@ -10,9 +10,9 @@ time (``time.process_time``) so that other load on a shared machine does not cou
 ``--wall`` for wall-clock time. Rows:
   llmtop  = exposition.parse(text, want=vllm.want) + vllm.normalize_families (vllm.normalize)
   llmtop (parse only, all families) and prometheus_client.parser (all families, consumed).
-  llmtop first scrape (cold) = the first row with the parser's series cache emptied before
-  each run (every series read by the regex, as on a target's first scrape); the other llmtop
-  rows are the steady state, where consecutive scrapes share their series.
+  llmtop first scrape (cold) = the first row with the parser's caches (known series, HELP/TYPE
+  lines) emptied before each run, as on a target's first scrape; the other llmtop rows are
+  the steady state, where consecutive scrapes share their series and comment lines.
 Timings are noisy on a shared machine; compare numbers from the same run.
 """
 
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ours_all = bench(lambda: exposition.parse(text), n, timer)
 
     def cold() -> None:
-        exposition._SERIES.clear()  # as on the first scrape: every series read by the regex
+        exposition._SERIES.clear()  # as on the first scrape: every line read in full
+        exposition._HEADS.clear()
         vllm.normalize(text)
 
     ours_cold = bench(cold, n, timer)

@@ -161,7 +161,12 @@ def bucket_quantile(
     """
     if len(bounds) < 2 or len(bounds) != len(cumulative) or not math.isinf(bounds[-1]):
         return None, None
-    cum = _monotonic(cumulative)
+    return _quantile(q, bounds, _monotonic(cumulative))
+
+
+def _quantile(q: float, bounds: Sequence[float], cum: list[float]
+              ) -> tuple[float | None, str | None]:
+    """``bucket_quantile`` over counts already made monotonic (a usable layout)."""
     observations = cum[-1]
     if not observations > 0:
         return None, None
@@ -194,8 +199,11 @@ def hist_quantiles(bounds: Sequence[float], cumulative: Sequence[float], total_s
     below: list[str] = []
     above: list[str] = []
     if bounds:
+        usable = (len(bounds) >= 2 and len(bounds) == len(cumulative)
+                  and math.isinf(bounds[-1]))
+        cum = _monotonic(cumulative) if usable else []  # once for the four quantiles
         for name, q in QUANTILES:
-            v, flag = bucket_quantile(q, bounds, cumulative)
+            v, flag = _quantile(q, bounds, cum) if usable else (None, None)
             setattr(out, name, v)
             if flag == "below":
                 below.append(name)

@@ -268,6 +268,19 @@ _SERIES: dict[str, tuple[str, dict[str, str]]] = {}
 is read with the regex once, later lines only convert the value. The labels dict is shared
 by every sample of that series (never mutated). Cleared when it reaches ``_SERIES_MAX``."""
 _SERIES_MAX = 50_000
+_HEADS: dict[str, tuple[str, str, str]] = {}
+"""A plain ``# HELP``/``# TYPE`` line -> its (kind, name, rest), kept across scrapes."""
+_ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {}
+"""(family, type) -> the sample names it owns."""
+
+
+def _allowed(cand: str, typ: str) -> tuple[str, ...]:
+    got = _ALLOWED.get((cand, typ))
+    if got is None:
+        if len(_ALLOWED) >= _SERIES_MAX:
+            _ALLOWED.clear()
+        got = _ALLOWED[(cand, typ)] = tuple(cand + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
+    return got
 
 
 def _looks_like_json(text: str) -> bool:
@@ -349,7 +362,7 @@ class _Parser:
             if typ not in _TYPES:
                 raise ValueError(f"invalid metric type {typ[:40]!r}")
             self.typ = typ
-            self.allowed = tuple(cand + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
+            self.allowed = _allowed(cand, typ)
             self.wanted = None
 
     def help_type(self, kind: str, cand: str, rest: str) -> None:
@@ -372,7 +385,7 @@ class _Parser:
         if typ not in _TYPES:
             raise ValueError(f"invalid metric type {typ[:40]!r}")
         self.typ = typ
-        self.allowed = tuple(cand + s for s in _ALLOWED_SUFFIXES.get(typ, ("",)))
+        self.allowed = _allowed(cand, typ)
         self.wanted = None
 
     def skippable(self, chunk: str) -> bool:
@@ -523,6 +536,7 @@ def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Fam
     p = _Parser(want)
     n = len(text)
     pos = 0
+    heads = _HEADS
     try:
         if not ends_nl:
             tail = text[last_start:].strip()
@@ -541,14 +555,21 @@ def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Fam
                 e = n
             line = text[c:e]
             try:
+                known = heads.get(line)
                 head = line[:7]
-                if head == "# HELP " or head == "# TYPE ":
+                if known is not None:
+                    p.help_type(*known)
+                elif head == "# HELP " or head == "# TYPE ":
                     rest = line[7:]
                     sp = rest.find(" ")
                     name = rest if sp < 0 else rest[:sp]
                     if name and "\r" not in line and (name == p.name or _NAME_RE.match(name)):
                         doc = "" if sp < 0 else rest[sp + 1 :].lstrip(_WS).rstrip()
                         p.help_type(line[2:6], name, doc)
+                        if _NAME_RE.match(name):  # the same line reads the same next time
+                            if len(heads) >= _SERIES_MAX:
+                                heads.clear()
+                            heads[line] = (line[2:6], name, doc)
                     else:
                         p.comment(line.strip())
                 else:

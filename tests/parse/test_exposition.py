@@ -345,14 +345,33 @@ def test_a_series_seen_before_parses_as_the_first_time(value):
     seen = '# TYPE s gauge\ns{a="1"} 3\ns 4\n'
     text = f'# TYPE s gauge\ns{{a="1"}} {value}\ns {value}\n'
     exposition._SERIES.clear()
+    exposition._HEADS.clear()
     try:
         cold = ours(text)
     except ParseError as exc:
         cold = str(exc)
     parse(seen)  # both series are now known
-    assert 's{a="1"}' in exposition._SERIES
+    assert 's{a="1"}' in exposition._SERIES and "# TYPE s gauge" in exposition._HEADS
     try:
         warm = ours(text)
     except ParseError as exc:
         warm = str(exc)
     assert warm == cold
+
+
+@pytest.mark.parametrize("bad", [
+    "# TYPE s gauge\n# TYPE s nonsense\ns 1\n", "# HELP s\r doc\ns 1\n", "# TYPE s\ns 1\n",
+    "# HELP s a\\\\b\\nc\n# TYPE s gauge\ns 1\n",
+])
+def test_a_comment_line_seen_before_reads_as_the_first_time(bad):
+    from llmtop.parse import exposition
+
+    def run():
+        try:
+            return ours(bad)
+        except ParseError as exc:
+            return str(exc)
+
+    exposition._HEADS.clear()
+    cold = run()
+    assert run() == cold  # the second time from the cache
