@@ -48,3 +48,20 @@ async def test_resize_keeps_rows_and_cursor():
         await pilot.resize_terminal(40, 12)
         await pilot.pause()
         assert table.selected_key == key
+
+
+async def test_tiny_terminal_shows_a_hint_and_the_verdict():
+    app = make_app("down")
+    async with app.run_test(size=(40, 12)) as pilot:
+        await first_paint(app, pilot)
+        screen = app.screen
+        assert screen.has_class("-tiny")
+        hint = str(screen.query_one("#too-small").render())
+        assert "Terminal too small (40\u00d712)" in hint
+        assert "CRITICAL" in str(screen.query_one("#header").render())
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        assert not screen.has_class("-tiny")
+        assert any(line.startswith(" vllm :8000") for line in _lines(app))

@@ -21,10 +21,13 @@ from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkPanel
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["SPARK_MIN_S", "TALL_MIN_HEIGHT", "OverviewScreen"]
+__all__ = ["MIN_HEIGHT", "MIN_WIDTH", "SPARK_MIN_S", "TALL_MIN_HEIGHT", "OverviewScreen"]
 
 TALL_MIN_HEIGHT = 34
 """Terminal height from which the sparklines panel is shown."""
+
+MIN_WIDTH, MIN_HEIGHT = 64, 12
+"""Below this the overview shows the header (verdict included) and a "too small" hint."""
 
 SPARK_MIN_S = 2.0
 """Sparklines (minutes of history) repaint at most this often; a new selection at once."""
@@ -62,6 +65,7 @@ class OverviewScreen(Screen):
         with Horizontal(id="bottom"):
             yield SparkPanel(id="sparks")
             yield EventLog(id="events")
+        yield Static(id="too-small")
         yield Input(placeholder="filter: target, engine, model or state", id="filter")
         yield Footer()
 
@@ -78,6 +82,12 @@ class OverviewScreen(Screen):
         wide = width >= WIDE_MIN_WIDTH
         self.set_class(wide, "-wide")
         self.set_class(height >= TALL_MIN_HEIGHT, "-tall")
+        tiny = width < MIN_WIDTH or height < MIN_HEIGHT
+        self.set_class(tiny, "-tiny")
+        if tiny:
+            self.query_one("#too-small", Static).update(
+                f"Terminal too small ({width}\u00d7{height}): the engines table needs at least "
+                f"{MIN_WIDTH}\u00d7{MIN_HEIGHT}. Enlarge the window; ? help, q quit.")
         rebuilt = self.query_one(EnginesTable).set_layout(width)
         if self.app.snapshot is not None:  # the name column follows the width at once
             self.refresh_data(force=rebuilt)

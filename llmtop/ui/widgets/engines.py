@@ -35,7 +35,7 @@ class Column:
 
 
 COLUMNS = (
-    Column("name", "ENGINE  MODEL", 20, 28),
+    Column("name", "ENGINE  MODEL", 12, 28),
     Column("state", "STATE", 9, 12),
     Column("run", "RUN", 6, 8),
     Column("wait", "WAIT", 4, 5),
@@ -113,6 +113,7 @@ class EnginesTable(DataTable):
         self._name_w = 20
         self._avail_w = 20
         self._need_w = 0
+        self._layout_dirty = True
         self._target_w = 0
         self._keep_cursor: str | None = None
         self._cell_cache: dict[tuple, tuple[object, list]] = {}
@@ -129,6 +130,7 @@ class EnginesTable(DataTable):
         columns were rebuilt (rows keep their keys and the cursor its row)."""
         wide = width >= WIDE_MIN_WIDTH
         self._avail_w = name_width(width, wide)
+        self._layout_dirty = True
         nw = self._fit_width(wide)
         if wide == self._wide:
             if nw != self._name_w:
@@ -167,7 +169,8 @@ class EnginesTable(DataTable):
 
     def _name_label(self) -> Text:
         tw = self._target_w
-        return Text(" " + ("ENGINE".ljust(tw) + " MODEL" if tw else "ENGINE  MODEL"))
+        label = "ENGINE".ljust(tw) + " MODEL" if tw else "ENGINE  MODEL"
+        return Text(" " + label[: self._name_w])
 
     def _fit_name_column(self) -> None:
         """New name width or target width: resize the name column in place (no rebuild)."""
@@ -247,15 +250,11 @@ class EnginesTable(DataTable):
                 order.append(r.key)
                 if show_ranks:
                     order.extend(rr.key for rr in r.ranks)
-            targets = [len(fmt.compact_target(r.target)) for r in flat]
-            tw = min(max(targets, default=0), max(8, self._avail_w // 2))
-            self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
-            nw = self._fit_width()
-            if (tw, nw) != (self._target_w, self._name_w):
-                self._target_w, self._name_w = tw, nw
-                self._fit_name_column()
+            self._fit_names(flat)
             self._rebuild(order)
             self.order_dirty = False
+        elif self._layout_dirty:
+            self._fit_names(flat)
         self._rows = {}
         for r in rows:
             self._rows[r.key] = r
@@ -273,6 +272,18 @@ class EnginesTable(DataTable):
                 continue
             self._painted[key] = sig
             self._paint_row(row, th, lambda _k, f, tt=tt, ti=ti: tt if f == "ttft_p95" else ti)
+
+    def _fit_names(self, flat: list[EngineRow]) -> None:
+        """Target width (the widest compact target, at most half the name column) and the
+        name column's width (what the full names need, at most what the terminal leaves)."""
+        self._layout_dirty = False
+        targets = [len(fmt.compact_target(r.target)) for r in flat]
+        tw = min(max(targets, default=0), max(10, self._avail_w // 2))
+        self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
+        nw = self._fit_width()
+        if (tw, nw) != (self._target_w, self._name_w):
+            self._target_w, self._name_w = tw, nw
+            self._fit_name_column()
 
     def _rebuild(self, order: list[str]) -> None:
         cursor_key = self.selected_key or self._keep_cursor
@@ -426,8 +437,10 @@ class EnginesTable(DataTable):
             return fmt.row_name(r)
         tw, w = self._target_w, self._name_w
         target = fmt.compact_target(r.target)
-        if len(target) > tw:
-            target = target[: max(1, tw - 1)] + "…"
+        if len(target) > tw:  # keep the port: "sg… :30000"
+            eng, _, rest = target.rpartition(" ")
+            room = tw - len(rest) - 1
+            target = f"{eng[: room - 1]}… {rest}" if eng and room >= 2 else "…" + rest[1 - tw:]
         return f"{target:<{tw}} {fmt.fit_model(r.model, w - tw - 1)}".rstrip()
 
     def repaint_all(self) -> None:
