@@ -24,7 +24,10 @@ from llmtop.config import Config, Target
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
 
-__all__ = ["Monitor"]
+__all__ = ["THREAD_PARSE_BYTES", "Monitor"]
+
+THREAD_PARSE_BYTES = 1 << 20
+"""Bodies larger than this are parsed in a worker thread, off the event loop."""
 
 Sink = Callable[[Any], Any]
 
@@ -169,7 +172,15 @@ class Monitor:
             except Exception as exc:
                 self._error(target, "recorder", exc)
         try:
-            ingest(item)
+            if (isinstance(item, RawScrape) and item.body is not None
+                    and len(item.body) > THREAD_PARSE_BYTES
+                    and ingest == self.store.ingest):
+                # a large body would stall the event loop (the UI's) for seconds: parse it
+                # in a worker thread; the store is only changed here, on the loop
+                parsed = await asyncio.to_thread(self.store.parse_raw, item)
+                self.store.ingest(item, parsed)
+            else:
+                ingest(item)
         except Exception as exc:
             self._error(target, "store", exc)
 

@@ -239,3 +239,51 @@ async def test_no_identify_call_while_the_scraper_brings_identity_itself():
     await mon.tick()
     assert scraper.identify_calls == {}
     await mon.aclose()
+
+
+async def test_a_large_body_is_parsed_off_the_event_loop(monkeypatch):
+    """A body over THREAD_PARSE_BYTES is parsed in a worker thread (the UI's loop keeps
+    running) and gives the same row as a small one."""
+    import threading
+
+    from llmtop.model import RawScrape
+    from llmtop.monitor import THREAD_PARSE_BYTES
+    from tests.conftest import fixture_text
+
+    real = fixture_text("vllm-real-cpu-v0.32.0-under-load.txt")
+    big = real + "# " + "x" * THREAD_PARSE_BYTES + "\n"
+    seen: list[str] = []
+
+    class Scraper:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        async def scrape(self, target: Target) -> RawScrape:
+            return RawScrape(target=target.name, url=target.base_url, t_wall=1.0, t_mono=1.0,
+                             status="ok", body=self.text, engine_hint="vllm")
+
+        async def identify(self, target: Target) -> dict:
+            return {}
+
+        async def aclose(self) -> None:
+            return None
+
+    t = Target(name="v", base_url="http://127.0.0.1:9", engine="vllm")
+    cfg = Config(targets=(t,))
+    rows = []
+    for text in (real, big):
+        mon = Monitor(cfg, scraper=Scraper(text))
+        orig = mon.store.parse_raw
+
+        def spy(raw, orig=orig):
+            seen.append(threading.current_thread().name)
+            return orig(raw)
+
+        monkeypatch.setattr(mon.store, "parse_raw", spy)
+        snap = await mon.tick()
+        rows.append(snap.engines[0])
+        await mon.aclose()
+    assert len(seen) == 1 and seen[0] != threading.main_thread().name
+    small_row, big_row = rows
+    assert big_row.state == small_row.state == "ok"
+    assert (big_row.running, big_row.waiting) == (small_row.running, small_row.waiting) == (8, 22)

@@ -141,10 +141,21 @@ def test_duplicates_dropped_and_name_clashes_disambiguated(tmp_path):
     assert [t.name for t in cfg.targets] == ["h:8000", "h:8000/prometheus/metrics"]
 
 
-@pytest.mark.parametrize("bad", ["0", "-1"])
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
 def test_interval_must_be_positive(tmp_path, bad):
+    # the CLI's argparse type already refuses these; build_config checks values that come
+    # from elsewhere (other subcommands' namespaces, the config file)
+    args = _args()
+    args.interval = bad
     with pytest.raises(ConfigError, match="interval"):
-        build_config(_args("--interval", bad), environ={"XDG_CONFIG_HOME": str(tmp_path)})
+        build_config(args, environ={"XDG_CONFIG_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan"])
+def test_cli_refuses_a_bad_interval(bad):
+    with pytest.raises(SystemExit) as ei:
+        _args("--interval", bad)
+    assert ei.value.code == 2
 
 
 def test_malformed_file_names_file_and_line(tmp_path):

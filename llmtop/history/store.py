@@ -30,7 +30,7 @@ from llmtop.history.target import TargetHistory, identity_version, state_word
 from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
 from llmtop.parse.exposition import Family, ParseError
 
-__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "Store"]
+__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
 
 WINDOWS: dict[str, float] = {"10s": 10.0, "1m": 60.0, "5m": 300.0}
 """Named windows; lifetime values are in ``EngineRow.lifetime``."""
@@ -61,6 +61,10 @@ def _default_detect(body: str, content_type: str | None, identity: dict | None) 
     from llmtop.parse import detect
 
     return detect.detect_engine(body, content_type, identity)
+
+
+ParsedScrape = tuple[EngineSample | None, str | None, str | None]
+"""What parsing one body gave: (sample or None, error or None, engine used or None)."""
 
 
 class Store:
@@ -166,8 +170,23 @@ class Store:
 
     # ------------------------------------------------------------------ ingest
 
-    def ingest(self, raw: RawScrape) -> None:
-        """Parse and keep one scrape. Never raises for bad input (it becomes a state)."""
+    def parse_raw(self, raw: RawScrape) -> ParsedScrape | None:
+        """The parse step of ``ingest`` alone: mutates nothing, so the monitor can run it in a
+        worker thread for a large body and pass the result to ``ingest(raw, parsed)``.
+        None when the scrape carries no body to parse."""
+        if raw.status != "ok" or raw.body is None:
+            return None
+        ts = self._targets.get(raw.target)
+        engine, hinted = (ts.engine, ts.hinted) if ts is not None else (None, False)
+        identity = dict(raw.identity) if raw.identity else (ts.identity if ts else None)
+        host = ts.host if ts is not None else ""
+        if raw.engine_hint and not hinted and engine is None:
+            engine = raw.engine_hint
+        return self._parse(engine, hinted, identity, host, raw)
+
+    def ingest(self, raw: RawScrape, parsed: ParsedScrape | None = None) -> None:
+        """Parse and keep one scrape. Never raises for bad input (it becomes a state).
+        ``parsed`` is ``parse_raw(raw)`` computed beforehand (e.g. in a thread)."""
         self._gen += 1
         ts = self._target(raw.target, raw.url)
         self._tick_time(raw.t_mono, raw.t_wall)
@@ -184,24 +203,28 @@ class Store:
                           raw.error or ("empty body" if raw.status == "ok" else None),
                           raw.http_status)
             return
-        sample, err = self._parse(ts, raw)
+        if parsed is None:
+            parsed = self._parse(ts.engine, ts.hinted, ts.identity, ts.host, raw)
+        sample, err, engine = parsed
         if sample is None:
             ts.set_status("bad_payload", err, raw.http_status)
             return
+        ts.engine = engine
         self._keep(ts, raw, clean_sample(sample))
 
-    def _parse(self, ts: TargetHistory, raw: RawScrape) -> tuple[EngineSample | None, str | None]:
+    def _parse(self, engine: str | None, hinted: bool, identity: dict[str, Any] | None,
+               host: str, raw: RawScrape) -> ParsedScrape:
+        """(sample, error, engine used) for one body; pure apart from the adapters' caches."""
         assert raw.body is not None
-        ident = {"host": ts.host, **(ts.identity or {})}
-        engine = ts.engine
+        ident = {"host": host, **(identity or {})}
         for attempt in range(2):
             if engine is None:
                 try:
-                    engine = self._detect(raw.body, raw.content_type, ts.identity)
+                    engine = self._detect(raw.body, raw.content_type, identity)
                 except Exception as exc:  # a detector bug must not stop the store
-                    return None, f"engine detection failed: {type(exc).__name__}: {exc}"
+                    return None, f"engine detection failed: {type(exc).__name__}: {exc}", None
                 if engine is None:
-                    return None, "not a metrics format llmtop knows (no engine detected)"
+                    return None, "not a metrics format llmtop knows (no engine detected)", None
             try:
                 sample = self._normalize(engine, raw.body, headers=raw.headers, identity=ident)
             except ParseError as exc:
@@ -209,12 +232,11 @@ class Store:
             except Exception as exc:  # an adapter bug: report it as a bad payload
                 err = f"{engine} adapter failed: {type(exc).__name__}: {exc}"
             else:
-                ts.engine = engine
-                return sample, None
-            if ts.hinted or attempt == 1:
-                return None, err
+                return sample, None, engine
+            if hinted or attempt == 1:
+                return None, err, None
             engine = None  # a detected engine failed: the port may serve another now
-        return None, "unparseable metrics"
+        return None, "unparseable metrics", None
 
     def _keep(self, ts: TargetHistory, raw: RawScrape, sample: EngineSample) -> None:
         prev = ts.recent[-1].sample if ts.recent else None
