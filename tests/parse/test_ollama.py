@@ -11,9 +11,7 @@ from tests.conftest import fixture_text
 
 def _json(name: str) -> str:
     """The fixture's JSON body (the '#' header lines are ours, not Ollama's)."""
-    return "\n".join(
-        line for line in fixture_text(name).splitlines() if not line.startswith("#")
-    )
+    return "\n".join(line for line in fixture_text(name).splitlines() if not line.startswith("#"))
 
 
 def test_api_ps_docs_example():
@@ -81,14 +79,14 @@ def test_garbage_raises(body):
         ollama.normalize(body)
 
 
-@pytest.mark.parametrize("name", ['ollama-docs-api-ps.txt'])
+@pytest.mark.parametrize("name", ["ollama-docs-api-ps.txt"])
 def test_truncated_or_mangled_never_crashes(name):
     """Any prefix of a fixture, or one with a byte flipped, parses or raises ParseError."""
     text = fixture_text(name)
     text = "\n".join(x for x in text.splitlines() if not x.startswith("#"))  # JSON bodies
     step = max(1, len(text) // 150)
     bodies = [text[:cut] for cut in range(0, len(text), step)]
-    bodies += [text[:i] + "\x00{\"" + text[i + 1 :] for i in range(0, len(text), step * 7)]
+    bodies += [text[:i] + '\x00{"' + text[i + 1 :] for i in range(0, len(text), step * 7)]
     for body in bodies:
         try:
             ollama.normalize(body, identity={"host": "h"})

@@ -187,9 +187,7 @@ def test_edge_failures_versions_nan_kv_from_used_max():
 def test_counter_reset_pair_reports_raw_values():
     """A restart makes counters go down: the adapter reports raw values; history detects it."""
     before = triton.normalize(EDGE).models[0]
-    after_text = EDGE.replace('version="1"} 90', 'version="1"} 2').replace(
-        "2120000", "15000"
-    )
+    after_text = EDGE.replace('version="1"} 90', 'version="1"} 2').replace("2120000", "15000")
     after = triton.normalize(after_text).models[0]
     assert before.counters["finished:success"] == 100.0
     assert after.counters["finished:success"] == 12.0
@@ -290,7 +288,7 @@ def test_truncated_or_mangled_never_crashes(name):
     text = "\n".join(x for x in text.splitlines() if not x.startswith("# source"))
     step = max(1, len(text) // 150)
     bodies = [text[:cut] for cut in range(0, len(text), step)]
-    bodies += [text[:i] + "\x00{\"" + text[i + 1 :] for i in range(0, len(text), step * 7)]
+    bodies += [text[:i] + '\x00{"' + text[i + 1 :] for i in range(0, len(text), step * 7)]
     for body in bodies:
         try:
             triton.normalize(body, identity={"host": "h"})

@@ -177,7 +177,7 @@ def test_truncated_or_mangled_never_crashes(name):
     text = "\n".join(x for x in text.splitlines() if not x.startswith("#"))  # JSON bodies
     step = max(1, len(text) // 150)
     bodies = [text[:cut] for cut in range(0, len(text), step)]
-    bodies += [text[:i] + "\x00{\"" + text[i + 1 :] for i in range(0, len(text), step * 7)]
+    bodies += [text[:i] + '\x00{"' + text[i + 1 :] for i in range(0, len(text), step * 7)]
     for body in bodies:
         try:
             trtllm.normalize(body, identity={"host": "h"})
