@@ -6,14 +6,15 @@ Pure functions over ``exposition.Family``/``Sample``; no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from llmtop.model import Hist, ModelSample
-from llmtop.parse.exposition import Family, Sample
+from llmtop.model import EngineSample, Hist, ModelSample
+from llmtop.parse.exposition import Family, ParseError, Sample, parse
 
 __all__ = [
     "aggregate",
+    "assemble",
     "build_hists",
     "first_value",
     "hist_family",
@@ -22,6 +23,7 @@ __all__ = [
     "identity_version",
     "is_finite",
     "label_key",
+    "parse_engine_text",
     "sample_index",
     "series_values",
 ]
@@ -203,6 +205,36 @@ def identity_host(identity: dict[str, Any] | None) -> str:
     """The target host passed by the store as ``identity["host"]`` ("" when absent)."""
     host = identity.get("host") if identity else None
     return host if isinstance(host, str) else ""
+
+
+def parse_engine_text(
+    body: str, prefix: str, want: Callable[[str], bool], why: str
+) -> dict[str, Family]:
+    """Parse exposition text that must hold the engine's ``prefix`` families; a payload
+    with none of them (a wrong hint, another exporter) is a ParseError saying ``why``."""
+    families = parse(body, want=want)
+    if not any(n.startswith(prefix) for n in families) and prefix not in body:
+        raise ParseError(f"no {prefix} metrics ({why})")
+    return families
+
+
+def assemble(engine: str, parts: dict[tuple[str, str | None], ModelSample]) -> EngineSample:
+    """Per (model, rank) samples -> an EngineSample: one aggregate per model, and the
+    per-rank samples (ordered by model, then numeric rank) only when there are several."""
+    by_model: dict[str, list[ModelSample]] = {}
+    for (model, _rank), p in parts.items():
+        by_model.setdefault(model, []).append(p)
+    ranks: list[ModelSample] = []
+    if len({r for _m, r in parts if r is not None}) > 1:
+        ranks = sorted((p for (_m, r), p in parts.items() if r is not None),
+                       key=lambda p: (p.model, *_rank_order(p.rank)))
+    return EngineSample(engine=engine, models=[aggregate(m, ps) for m, ps in by_model.items()],
+                        ranks=ranks)
+
+
+def _rank_order(rank: str | None) -> tuple[int, str]:
+    r = rank or ""
+    return (int(r), r) if r.isdigit() else (1 << 30, r)
 
 
 def identity_version(identity: dict[str, Any] | None) -> str | None:

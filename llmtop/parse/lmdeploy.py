@@ -26,8 +26,8 @@ import math
 from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
-from llmtop.parse.common import aggregate
-from llmtop.parse.exposition import Family, ParseError, parse
+from llmtop.parse.common import assemble, identity_version, parse_engine_text
+from llmtop.parse.exposition import Family
 from llmtop.parse.vllm import Key, group_hists, group_values
 
 __all__ = ["WANTED", "normalize", "normalize_families", "want"]
@@ -123,19 +123,7 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
                 for k, v in s.labels.items():
                     p.info.setdefault(k, v)
 
-    by_model: dict[str, list[ModelSample]] = {}
-    for k, p in parts.items():
-        by_model.setdefault(k[0], []).append(p)
-    ranks_seen = {k[1] for k in parts if k[1] is not None}
-    ranks: list[ModelSample] = []
-    if len(ranks_seen) > 1:
-        ranks = sorted(
-            (p for k, p in parts.items() if k[1] is not None),
-            key=lambda p: (p.model, int(p.rank) if (p.rank or "").isdigit() else 1 << 30),
-        )
-    return EngineSample(
-        engine="lmdeploy", models=[aggregate(m, ps) for m, ps in by_model.items()], ranks=ranks
-    )
+    return assemble("lmdeploy", parts)
 
 
 def normalize(
@@ -145,10 +133,8 @@ def normalize(
     identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """Parse and normalize one LMDeploy scrape. Raises ``ParseError`` on a bad payload."""
-    families = parse(body, want=want)
-    if not any(n.startswith("lmdeploy:") for n in families) and "lmdeploy:" not in body:
-        raise ParseError("no lmdeploy: metrics (not LMDeploy, or its metrics are disabled)")
+    families = parse_engine_text(body, "lmdeploy:", want,
+                                 "not LMDeploy, or its metrics are disabled")
     sample = normalize_families(families)
-    if isinstance(identity, dict) and isinstance(identity.get("version"), str):
-        sample.version = identity["version"] or None
+    sample.version = identity_version(identity)
     return sample

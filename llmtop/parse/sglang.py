@@ -33,8 +33,8 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
-from llmtop.parse.common import aggregate
-from llmtop.parse.exposition import Family, ParseError, parse
+from llmtop.parse.common import assemble, identity_version, parse_engine_text
+from llmtop.parse.exposition import Family
 from llmtop.parse.vllm import Key, group_hists, group_values
 
 __all__ = ["WANTED", "normalize", "normalize_families", "want"]
@@ -129,19 +129,7 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
     for hkey, names in _HISTS.items():
         put("hists", hkey, group_hists(_first(families, names), _key))
 
-    by_model: dict[str, list[ModelSample]] = {}
-    for k, p in parts.items():
-        by_model.setdefault(k[0], []).append(p)
-    ranks_seen = {k[1] for k in parts if k[1] is not None}
-    ranks: list[ModelSample] = []
-    if len(ranks_seen) > 1:
-        ranks = sorted(
-            (p for k, p in parts.items() if k[1] is not None),
-            key=lambda p: (p.model, int(p.rank) if (p.rank or "").isdigit() else 1 << 30),
-        )
-    return EngineSample(
-        engine="sglang", models=[aggregate(m, ps) for m, ps in by_model.items()], ranks=ranks
-    )
+    return assemble("sglang", parts)
 
 
 def normalize(
@@ -151,10 +139,8 @@ def normalize(
     identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """Parse and normalize one SGLang scrape. Raises ``ParseError`` on a bad payload."""
-    families = parse(body, want=want)
-    if not any(n.startswith("sglang:") for n in families) and "sglang:" not in body:
-        raise ParseError("no sglang: metrics (not SGLang, or its metrics are disabled)")
+    families = parse_engine_text(body, "sglang:", want,
+                                 "not SGLang, or started without --enable-metrics")
     sample = normalize_families(families)
-    if isinstance(identity, dict) and isinstance(identity.get("version"), str):
-        sample.version = identity["version"] or None
+    sample.version = identity_version(identity)
     return sample

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
-from llmtop.parse.common import aggregate
-from llmtop.parse.exposition import Family, ParseError, parse
+from llmtop.parse.common import assemble, parse_engine_text
+from llmtop.parse.exposition import Family
 
 __all__ = ["WANTED", "group_hists", "group_values", "normalize", "normalize_families", "want"]
 
@@ -221,23 +221,9 @@ def normalize_families(
         put("hists", hkey, group_hists(_first(families, names), key))
     _cache_config(families.get(_P + "cache_config_info"), parts, rank_label)
 
-    ranks_seen = {k[1] for k in parts if k[1] is not None}
-    by_model: dict[str, list[ModelSample]] = {}
-    for k, p in parts.items():
-        by_model.setdefault(k[0], []).append(p)
-    models = [aggregate(m, ps) for m, ps in by_model.items()]
-    ranks: list[ModelSample] = []
-    if len(ranks_seen) > 1:
-        ranks = sorted(
-            (p for k, p in parts.items() if k[1] is not None),
-            key=lambda p: (p.model, _rank_order(p.rank)),
-        )
-    return EngineSample(engine="vllm", start_time=_start_time(families), models=models, ranks=ranks)
-
-
-def _rank_order(rank: str | None) -> tuple[int, str]:
-    r = rank or ""
-    return (int(r), r) if r.isdigit() else (1 << 30, r)
+    sample = assemble("vllm", parts)
+    sample.start_time = _start_time(families)
+    return sample
 
 
 def _finished(fam: Family | None, key: KeyFn, part: Callable[[Key], ModelSample]) -> None:
@@ -317,9 +303,8 @@ def normalize(
     identity: dict[str, Any] | None = None,
 ) -> EngineSample:
     """Parse and normalize one vLLM scrape. Raises ``ParseError`` on a bad payload."""
-    families = parse(body, want=want)
-    if not any(n.startswith("vllm:") for n in families) and "vllm:" not in body:
-        raise ParseError("no vllm: metrics (not vLLM, or started with --disable-log-stats)")
+    families = parse_engine_text(body, "vllm:", want,
+                                 "not vLLM, or started with --disable-log-stats")
     sample = normalize_families(families)
     sample.version = _version(identity)
     return sample
