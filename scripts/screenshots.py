@@ -23,7 +23,7 @@ from llmtop.ui.app import LlmtopApp  # noqa: E402
 from llmtop.ui.fake import FakeSource  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
-SIZE = (120, 36)
+SIZE = (160, 48)
 
 SHOTS = [
     # (file name, scenario, theme, keys)

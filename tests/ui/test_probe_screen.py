@@ -195,7 +195,7 @@ async def test_sweep_uses_the_probe_budget_and_the_form_shows_the_bounds():
 def test_bounds_text_warns_about_a_short_sweep():
     text = bounds_text({"sweep": True, "max_concurrency": 64, "duration": 60.0,
                         "prompt_tokens": 512, "output_tokens": 128})
-    assert "1,2,4,…,64 (7 steps" in text and "after 60 s: short, at most 4 steps" in text
+    assert "1,2,4,…,64, 7 steps" in text and "budget 60 s: short, at most 4 steps" in text
     fixed = bounds_text({"concurrency": 8, "max_requests": 100, "prompt_tokens": 1,
                          "output_tokens": 2})
     assert fixed.startswith("fixed: 8 in flight until 100 requests")  # no time bound

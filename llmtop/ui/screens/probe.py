@@ -73,10 +73,11 @@ def bounds_text(values: dict[str, Any]) -> str:
         lad, n = ladder_text(max(1, top))
         budget = dur if dur is not None else SWEEP_BUDGET_S
         need = n * (STEP_S + WARMUP_S)
-        out = (f"sweep: concurrency {lad} ({n} steps of {STEP_S:g} s + {WARMUP_S:g} s warm-up, "
-               f"≈{need:.0f} s); stops at the knee, the TTFT SLO, or after {budget:g} s")
+        out = (f"sweep: concurrency {lad}, {n} steps \u00d7 ({STEP_S:g} s + {WARMUP_S:g} s "
+               f"warm-up) \u2248 {need:.0f} s; stops at the knee or the TTFT SLO; budget "
+               f"{budget:g} s")
         if dur is None:
-            out += " (the probe's default budget)"
+            out += " (probe default)"
         elif budget < need:
             out += f": short, at most {max(1, int(budget // (STEP_S + WARMUP_S)))} steps"
     else:

@@ -163,10 +163,6 @@ class EnginesTable(DataTable):
         floor = (COLUMNS[0].wide if wide else COLUMNS[0].narrow) or 8
         return min(self._avail_w, max(floor, self._need_w))
 
-    def set_wide(self, wide: bool) -> bool:
-        """Compatibility: the column set for a typical width of that class."""
-        return self.set_layout(160 if wide else 80)
-
     def _name_label(self) -> Text:
         tw = self._target_w
         label = "ENGINE".ljust(tw) + " MODEL" if tw else "ENGINE  MODEL"
