@@ -119,7 +119,8 @@ async def test_probe_without_target_says_so():
 
 async def test_non_loopback_target_needs_a_second_start():
     started = []
-    cfg = Config(targets=(Target("vllm@gpu-box:8000", "http://10.1.2.3:8000"),))
+    # RFC 5737 documentation address: the test checks the prompt and never sends to it
+    cfg = Config(targets=(Target("vllm@gpu-box:8000", "http://192.0.2.10:8000"),))
     app = make_app(config=cfg)
     async with app.run_test() as pilot:
         await first_paint(app, pilot)
