@@ -272,30 +272,6 @@ def test_vllm_backend_fallback_without_vllm_adapter(monkeypatch):
     assert vm.hists["prompt_len"].sum == 10.0
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "triton-docs-user_guide-metrics.txt",
-        "triton-trtllm_backend-readme.txt",
-        "triton-capture-2gpu-ensemble-excerpt.txt",
-        "triton-HANDMADE-edge.txt",
-        "triton-vllm_backend-readme.txt",
-    ],
-)
-def test_truncated_or_mangled_never_crashes(name):
-    """Any prefix of a fixture, or one with a byte flipped, parses or raises ParseError."""
-    text = fixture_text(name)
-    text = "\n".join(x for x in text.splitlines() if not x.startswith("# source"))
-    step = max(1, len(text) // 150)
-    bodies = [text[:cut] for cut in range(0, len(text), step)]
-    bodies += [text[:i] + '\x00{"' + text[i + 1 :] for i in range(0, len(text), step * 7)]
-    for body in bodies:
-        try:
-            triton.normalize(body, identity={"host": "h"})
-        except ParseError:
-            pass
-
-
 def test_cpu_and_pinned_memory_go_to_extra():
     body = (
         "# TYPE nv_cpu_utilization gauge\nnv_cpu_utilization 0.25\n"
