@@ -52,6 +52,8 @@ def record_main(argv: Sequence[str]) -> int:
     args = _record_parser().parse_args(list(argv))
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s llmtop-record: %(message)s")
+    for noisy in ("httpx", "httpcore"):  # one line per scrape would flood the journal
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     max_bytes = parse_size(args.max_size)
     retention_s = args.retention * 3600 if args.retention is not None else None
     if retention_s is not None and retention_s <= 0:

@@ -51,6 +51,7 @@ def test_headless_record_stops_cleanly_on_sigterm(tmp_path):
     assert proc.returncode == 0, err
     assert "recording 3 target(s)" in err and "stopped after" in err
     assert "Traceback" not in err
+    assert "HTTP Request" not in err  # no line per scrape in the journal
     rec = Recording.open(path)
     assert rec.problem is None
     assert sum(r["k"] == "tick" for r in rec.records) >= 3
