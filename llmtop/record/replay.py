@@ -7,6 +7,7 @@ the playback controls the TUI binds (play/pause, speed, step, jump, seek).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,6 @@ _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 
 def config_from_header(rec: Recording, base: Config | None = None) -> Config:
     """A Config with the recorded targets and interval (thresholds etc. from ``base``)."""
-    import dataclasses
 
     base = base or Config()
     targets = tuple(
@@ -93,6 +93,24 @@ def _feed(store: Store, item: Item) -> None:
         store.commit(item.t_mono, item.t_wall)
 
 
+def _identities(rec: Recording, stop: int) -> dict[str, dict]:
+    """The latest identity recorded for each target before record ``stop``. Identity is
+    recorded on first contact only, so a replay that starts later must carry it over."""
+    out: dict[str, dict] = {}
+    for r in rec.records[:stop]:
+        if r.get("k") == "s" and r.get("id"):
+            out[r["t"]] = r["id"]
+    return out
+
+
+def _with_identity(item: Item, ids: dict[str, dict]) -> Item:
+    if isinstance(item, RawScrape) and item.target in ids:
+        ident = ids.pop(item.target)
+        if item.identity is None:
+            item = dataclasses.replace(item, identity=ident)
+    return item
+
+
 def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | None = None
                 ) -> Snapshot:
     """The snapshot a live ``--once --window window_s`` would have printed at ``at``.
@@ -111,10 +129,11 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     prev_a = max((i for i, _ in ticks if i < a_idx), default=-1)
     prev_b = max((i for i, _ in ticks if i < b_idx), default=-1)
     store = Store(config_from_header(rec, config))
+    ids = _identities(rec, prev_a + 1)
     for item in rec.items(prev_a + 1, a_idx + 1):
-        _feed(store, item)
+        _feed(store, _with_identity(item, ids))
     for item in rec.items(prev_b + 1, b_idx + 1):
-        _feed(store, item)
+        _feed(store, _with_identity(item, ids))
     elapsed = b["m"] - a["m"]
     return store.once_snapshot(elapsed if elapsed > 0 else window_s)
 
@@ -136,6 +155,7 @@ class ReplaySource:
         self._last_clock: float | None = None
         self.store = Store(self.config)
         self._next = 0
+        self._ids: dict[str, dict] = {}
         self._it: Iterator[Item] | None = None
         self.position_wall: float | None = rec.start
         if rec.problem:
@@ -150,12 +170,13 @@ class ReplaySource:
         while self._next < len(times) and times[self._next] <= t_wall:
             item = next(self._it)
             self._next += 1
-            _feed(self.store, item)
+            _feed(self.store, _with_identity(item, self._ids) if self._ids else item)
         self.position_wall = t_wall
 
     def _restart_at(self, t_wall: float) -> None:
         self.store = Store(self.config)
         self._next = self.rec.index_at(t_wall - LOOKBACK_S)
+        self._ids = _identities(self.rec, self._next)
         self._it = None
         self._feed_until(t_wall)
 

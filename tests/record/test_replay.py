@@ -121,3 +121,20 @@ def test_parse_when_rejects_times_outside(tmp_path):
         parse_when(outside, rec)
     assert parse_when("1m", rec) == rec.start + 60
     assert parse_when("-1", rec, position=rec.start + 2) == rec.start + 1
+
+
+def test_identity_from_first_contact_survives_a_late_start(tmp_path, monkeypatch):
+    """Identity (engine version) is recorded once; replaying from later keeps it."""
+    import llmtop.record.replay as replay
+
+    monkeypatch.setattr(replay, "LOOKBACK_S", 2.0)  # rebuilds start after first contact
+    path = tmp_path / "r.llrec"
+    asyncio.run(_live(path, 12))
+    rec = Recording.open(path)
+    assert sum(1 for r in rec.records if r.get("id")) == 1  # recorded on first contact only
+    assert snapshot_at(rec, rec.end, 1.0).engines[0].engine_version == "0.32.0"
+    src = ReplaySource(rec)
+    asyncio.run(src.tick())
+    src.jump(1000)
+    src.seek("8")  # backwards: the store is rebuilt from 6 s in, after the identity
+    assert src.store.snapshot(10.0).engines[0].engine_version == "0.32.0"
