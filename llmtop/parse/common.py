@@ -23,6 +23,7 @@ __all__ = [
     "identity_version",
     "is_finite",
     "label_key",
+    "outcome_counters",
     "parse_engine_text",
     "sample_index",
     "series_values",
@@ -235,6 +236,33 @@ def assemble(engine: str, parts: dict[tuple[str, str | None], ModelSample]) -> E
 def _rank_order(rank: str | None) -> tuple[int, str]:
     r = rank or ""
     return (int(r), r) if r.isdigit() else (1 << 30, r)
+
+
+def outcome_counters(
+    counters: dict[str, float],
+    ok: float | None,
+    fails: dict[str, float] | None,
+    *,
+    rejected: str | None = None,
+    aborted: str | None = None,
+) -> None:
+    """Fill the finish/error counters from a success count and failures by reason:
+    ``finished:success``, ``errors`` = ``finished:error``, ``error:<reason>``, ``rejected``
+    and ``aborted`` (from the named reasons) and ``requests`` = success + failure.
+    ``fails`` None means the engine reports no failure counter."""
+    if ok is not None:
+        counters["finished:success"] = ok
+    total_fail = sum(fails.values()) if fails is not None else None
+    if fails is not None and total_fail is not None:
+        counters["errors"] = counters["finished:error"] = total_fail
+        for reason, v in fails.items():
+            if reason:
+                counters[f"error:{reason}"] = v
+        if rejected is not None and rejected in fails:
+            counters["rejected"] = fails[rejected]
+        if aborted is not None and aborted in fails:
+            counters["aborted"] = fails[aborted]
+    counters["requests"] = (ok or 0.0) + (total_fail or 0.0)
 
 
 def identity_version(identity: dict[str, Any] | None) -> str | None:

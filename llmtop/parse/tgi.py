@@ -28,6 +28,7 @@ from llmtop.parse.common import (
     identity_model,
     identity_version,
     is_finite,
+    outcome_counters,
     sample_index,
 )
 from llmtop.parse.exposition import ParseError, Sample, parse
@@ -111,15 +112,4 @@ def _requests(idx: dict[str, list[Sample]], m: ModelSample) -> None:
             fails[err] = fails.get(err, 0.0) + s.value
     if ok is None and not fails:
         return
-    total_fail = sum(fails.values()) if fails else None
-    if ok is not None:
-        m.counters["finished:success"] = ok
-    if total_fail is not None:
-        m.counters["errors"] = total_fail
-        m.counters["finished:error"] = total_fail
-        for err, v in fails.items():
-            if err:
-                m.counters[f"error:{err}"] = v
-        if "overloaded" in fails:
-            m.counters["rejected"] = fails["overloaded"]
-    m.counters["requests"] = (ok or 0.0) + (total_fail or 0.0)
+    outcome_counters(m.counters, ok, fails or None, rejected="overloaded")

@@ -30,7 +30,13 @@ from typing import Any
 
 from llmtop.model import EngineSample, GpuRecord, Hist, ModelSample
 from llmtop.parse import common
-from llmtop.parse.common import hist_family, identity_host, identity_version, sample_index
+from llmtop.parse.common import (
+    hist_family,
+    identity_host,
+    identity_version,
+    outcome_counters,
+    sample_index,
+)
 from llmtop.parse.exposition import ParseError, Sample, parse
 from llmtop.parse.gpu_common import clean
 
@@ -177,22 +183,8 @@ def _core(idx: dict[str, list[Sample]], ms: Any, extra_models: dict[str, dict[st
     pending = _by_model(idx, "nv_inference_pending_request_count")
     for m in set(success) | set(failure):
         sample = ms(m)
-        ok = success.get(m)
-        fails = failure.get(m, {})
-        total_fail = sum(fails.values()) if m in failure else None
-        if ok is not None:
-            sample.counters["finished:success"] = ok
-        if total_fail is not None:
-            sample.counters["errors"] = total_fail
-            sample.counters["finished:error"] = total_fail
-            for reason, v in fails.items():
-                if reason:
-                    sample.counters[f"error:{reason}"] = v
-            if "REJECTED" in fails:
-                sample.counters["rejected"] = fails["REJECTED"]
-            if "CANCELED" in fails:
-                sample.counters["aborted"] = fails["CANCELED"]
-        sample.counters["requests"] = (ok or 0.0) + (total_fail or 0.0)
+        outcome_counters(sample.counters, success.get(m), failure.get(m),
+                         rejected="REJECTED", aborted="CANCELED")
     for src, key in ((duration, "e2e"), (queue, "queue")):
         for m, us in src.items():
             sample = ms(m)
