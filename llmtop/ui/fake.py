@@ -1,7 +1,8 @@
 """A network-free ``Source`` built from model objects: tests, screenshots and docs use it.
 
 ``FakeSource.demo(scenario)`` gives fixed, deterministic data for vLLM + SGLang + Triton and
-two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"`` or ``"pressure"``.
+two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"`` or ``"states"``
+(one row in each bad state: BAD PAYLOAD, RESTARTED, STALE, HTTP 503, UNAUTHORIZED, DOWN).
 """
 
 from __future__ import annotations
@@ -114,8 +115,29 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
     if scenario == "no_gpu":
         gpus = []
         gpu_error = "NVML library not found (no NVIDIA driver?)"
+    if scenario == "states":
+        return Snapshot(time=t, window_s=10.0, engines=_state_rows(), gpus=gpus)
     return Snapshot(time=t, window_s=10.0, engines=[vllm, _sglang(), triton], gpus=gpus,
                     gpu_error=gpu_error)
+
+
+def _state_rows() -> list[EngineRow]:
+    """One row per state badge (the ``states`` scenario)."""
+    vllm = _vllm(state="bad_payload")
+    vllm.error = "line 1: label value not quoted"
+    vllm.last_ok_age_s = 4.0
+    sglang = _sglang(state="restarted")
+    triton = _triton(state="stale")
+    triton.last_ok_age_s = 125.0
+    out = [vllm, sglang, triton]
+    for port, state, status, age in ((8003, "http_error", 503, 3.0),
+                                     (8004, "unauthorized", 401, None),
+                                     (8005, "down", None, 1080.0)):
+        target = f"tgi@127.0.0.1:{port}"
+        out.append(EngineRow(key=f"{target}|", target=target, engine="tgi", state=state,
+                             http_status=status, last_ok_age_s=age,
+                             error=f"HTTP {status}" if status else "connection refused"))
+    return out
 
 
 def _wave(n: int, base: float, amp: float, gap_at: tuple[int, ...] = ()) -> list[float | None]:

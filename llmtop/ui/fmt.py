@@ -15,6 +15,7 @@ from llmtop.model import EngineRow, Quantiles
 from llmtop.verdict import short_target
 
 __all__ = [
+    "BADGE_WIDTH",
     "DASH",
     "S",
     "badge",
@@ -22,6 +23,7 @@ __all__ = [
     "clock",
     "compact_target",
     "fit_model",
+    "fmt_age",
     "fmt_bytes",
     "fmt_num",
     "fmt_pct",
@@ -180,26 +182,44 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
     return "".join(out)
 
 
-_BADGES = {
-    "ok": ("ok", "ok"),
-    "down": ("DOWN", "DOWN"),
-    "unauthorized": ("UNAUTHORIZED", "NO AUTH"),
-    "bad_payload": ("BAD PAYLOAD", "BAD DATA"),
-    "restarted": ("RESTARTED", "RESTART"),
-}
+_BADGES = {"ok": "ok", "down": "DOWN", "unauthorized": "UNAUTHORIZED",
+           "bad_payload": "BAD PAYLOAD", "restarted": "RESTARTED"}
+"""The product's badge words (``STALE 12s`` and ``HTTP 503`` are built in ``badge``)."""
+
+_SHORT_BADGES = {"unauthorized": "NO AUTH"}
+"""Short forms, for a state column narrower than the full word (64 columns)."""
+
+BADGE_WIDTH = 12
+"""Cells the longest badge needs (``UNAUTHORIZED``); every other badge fits in 11."""
 
 
-def badge(row: EngineRow, *, short: bool = False) -> Text:
-    """The state badge of a row: ok / DOWN / STALE 12s / BAD PAYLOAD / RESTARTED / HTTP 503."""
+def fmt_age(v: float) -> str:
+    """A compact age of at most 4 cells: ``12s``, ``999s``, ``17m``, ``5h``, ``3d``."""
+    for unit, div in (("s", 1), ("m", 60), ("h", 3600)):
+        n = round(v / div)
+        if n < 1000:
+            return f"{n}{unit}"
+    return f"{round(v / 86400)}d"
+
+
+def badge(row: EngineRow, *, width: int | None = None) -> Text:
+    """The state badge of a row: ok / DOWN / STALE 12s / BAD PAYLOAD / RESTARTED / HTTP 503
+    / UNAUTHORIZED. With ``width``, the full form when it fits, else the short one
+    (``NO AUTH``); every badge fits 11 cells (``STALE 999s``, then ``STALE 17m``)."""
     st = row.state
     if st == "stale":
-        age = f" {row.last_ok_age_s:.0f}s" if row.last_ok_age_s is not None else ""
-        return Text(f"STALE{age}", style=S("gauge-warn"))
-    if st == "http_error":
-        return Text(f"HTTP {row.http_status or '?'}", style=S("gauge-crit bold"))
-    long_, short_ = _BADGES.get(st, (st.upper(), st.upper()[:8]))
-    style = {"ok": "gauge-ok", "restarted": "gauge-warn"}.get(st, "gauge-crit bold")
-    return Text(short_ if short else long_, style=S(style))
+        age = f" {fmt_age(row.last_ok_age_s)}" if row.last_ok_age_s is not None else ""
+        word, style = f"STALE{age}", "gauge-warn"
+    elif st == "http_error":
+        word, style = f"HTTP {row.http_status or '?'}", "gauge-crit bold"
+    else:
+        word = _BADGES.get(st, st.upper())
+        if width is not None and len(word) > width:
+            word = _SHORT_BADGES.get(st, word)
+        style = {"ok": "gauge-ok", "restarted": "gauge-warn"}.get(st, "gauge-crit bold")
+    if width is not None and len(word) > width:  # an unknown state: never silently cut
+        word = word[: max(width - 1, 0)] + "…"
+    return Text(word, style=S(style))
 
 
 def compact_target(target: str) -> str:

@@ -50,19 +50,33 @@ def test_trend_arrow():
     assert fmt.trend_arrow([None, 1.0]) == " "
 
 
-@pytest.mark.parametrize(("state", "extra", "long", "short"), [
+@pytest.mark.parametrize(("state", "extra", "full", "at_11"), [
     ("ok", {}, "ok", "ok"),
     ("down", {}, "DOWN", "DOWN"),
     ("stale", {"last_ok_age_s": 12.3}, "STALE 12s", "STALE 12s"),
-    ("bad_payload", {}, "BAD PAYLOAD", "BAD DATA"),
-    ("restarted", {}, "RESTARTED", "RESTART"),
+    ("stale", {"last_ok_age_s": 125.0}, "STALE 125s", "STALE 125s"),
+    ("stale", {"last_ok_age_s": 999.4}, "STALE 999s", "STALE 999s"),
+    ("stale", {"last_ok_age_s": 1000.0}, "STALE 17m", "STALE 17m"),
+    ("stale", {"last_ok_age_s": 7 * 86400.0}, "STALE 168h", "STALE 168h"),
+    ("stale", {"last_ok_age_s": 90 * 86400.0}, "STALE 90d", "STALE 90d"),
+    ("bad_payload", {}, "BAD PAYLOAD", "BAD PAYLOAD"),
+    ("restarted", {}, "RESTARTED", "RESTARTED"),
     ("http_error", {"http_status": 503}, "HTTP 503", "HTTP 503"),
     ("unauthorized", {}, "UNAUTHORIZED", "NO AUTH"),
 ])
-def test_badges(state, extra, long, short):
+def test_badges(state, extra, full, at_11):
+    """The spec's words; only UNAUTHORIZED has a short form, for an 11-cell state column."""
     row = EngineRow(key="t|m", target="t", state=state, **extra)
-    assert fmt.badge(row).plain == long
-    assert fmt.badge(row, short=True).plain == short
+    assert fmt.badge(row).plain == full
+    assert fmt.badge(row, width=fmt.BADGE_WIDTH).plain == full
+    assert fmt.badge(row, width=11).plain == at_11
+    assert len(at_11) <= 11
+
+
+def test_unknown_state_badge_is_marked_when_cut():
+    row = EngineRow(key="t|m", target="t", state="something_new")
+    assert fmt.badge(row).plain == "SOMETHING_NEW"
+    assert fmt.badge(row, width=11).plain == "SOMETHING_…"
 
 
 def test_row_names():

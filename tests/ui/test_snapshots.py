@@ -47,6 +47,12 @@ def test_target_down(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_state_badges(snap_compare, size):
+    """One row per badge: BAD PAYLOAD, RESTARTED, STALE 125s, HTTP 503, UNAUTHORIZED, DOWN."""
+    assert snap_compare(make_app("states"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_help(snap_compare, size):
     assert snap_compare(make_app("ok"), terminal_size=size, run_before=_run("question_mark"))
 

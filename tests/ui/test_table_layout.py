@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmtop.ui.textshot import screen_lines
 from llmtop.ui.widgets.engines import EnginesTable
 
 from .conftest import first_paint, make_app
@@ -15,7 +16,7 @@ def _lines(app) -> list[str]:
 
 
 @pytest.mark.parametrize(("size", "vllm", "sglang"), [
-    ((80, 24), "vllm :8000    Llama-3.1-8B-In…", "sglang :30000 Qwen2.5-7B-Inst…"),
+    ((80, 24), "vllm :8000    Llama-3.1-8B…", "sglang :30000 Qwen2.5-7B-I…"),
     ((130, 30), "vllm :8000    Llama-3.1-8B-Instruct ", "sglang :30000 Qwen/Qwen2.5-7B-Instruct"),
     ((160, 48), "vllm :8000    meta-llama/Llama-3.1-8B-Instruct",
      "sglang :30000 Qwen/Qwen2.5-7B-Instruct"),
@@ -30,6 +31,59 @@ async def test_name_column_fits_the_width(size, vllm, sglang):
         assert all(len(line.rstrip()) < size[0] for line in lines)
         for col in ("STATE", "RUN", "WAIT", "KV", "TTFT95", "ITL95", "TOK/S"):
             assert col in lines[0]
+
+
+BADGES = {  # row (start of the name cell) -> the badge the spec names
+    "vllm :8000": "BAD PAYLOAD",
+    "sglang :30000": "RESTARTED",
+    "triton :8002": "STALE 125s",
+    "tgi :8003": "HTTP 503",
+    "tgi :8004": "UNAUTHORIZED",
+    "tgi :8005": "DOWN",
+}
+
+
+def _badge_cells(app) -> dict[str, str]:
+    """Row name -> the text of its STATE cell, cut from the screen where STATE starts
+    (rows are told apart by their port: the engine name may be cut at 64 columns)."""
+    table = app.screen.query_one(EnginesTable)
+    lines = _lines(app)
+    start = lines[0].index("STATE")
+    end = start + table.columns["state"].width  # type: ignore[index]
+    out = {}
+    for line in lines[1:]:
+        row = next((r for r in BADGES if r.split()[-1] + " " in line[:start] + " "), None)
+        if row is not None:
+            out[row] = line[start:end].rstrip()
+    return out
+
+
+async def test_state_badges_in_full_at_80_columns():
+    app = make_app("states")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        assert _badge_cells(app) == BADGES
+        screen = screen_lines(app)
+        assert all(len(line.rstrip()) <= 80 for line in screen)
+        row = next(line for line in screen if line.startswith(" vllm :8000"))
+        assert " BAD PAYLOAD " in row and "25/256" in row and "1.9k" in row
+
+
+async def test_state_badges_at_the_minimum_width():
+    """64 columns: every badge whole; UNAUTHORIZED gives way to NO AUTH, not to a cut."""
+    app = make_app("states")
+    async with app.run_test(size=(64, 24)) as pilot:
+        await first_paint(app, pilot)
+        assert _badge_cells(app) == {**BADGES, "tgi :8004": "NO AUTH"}
+        lines = _lines(app)
+        assert all(len(line.rstrip()) < 64 for line in lines), lines
+        for col in ("STATE", "RUN", "WAIT", "KV", "TTFT95", "ITL95", "TOK/S"):
+            assert col in lines[0]
+        await pilot.resize_terminal(65, 24)
+        await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        assert _badge_cells(app) == BADGES
 
 
 async def test_resize_keeps_rows_and_cursor():

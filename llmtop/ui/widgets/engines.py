@@ -16,7 +16,8 @@ from llmtop.model import EngineRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 
-__all__ = ["COLUMNS", "SORT_KEYS", "Column", "EnginesTable", "name_width", "row_matches"]
+__all__ = ["COLUMNS", "SORT_KEYS", "Column", "EnginesTable", "name_width", "row_matches",
+           "state_width"]
 
 WIDE_MIN_WIDTH = 130
 """Terminal width from which the lesser columns are shown."""
@@ -36,7 +37,7 @@ class Column:
 
 COLUMNS = (
     Column("name", "ENGINE  MODEL", 12, 28),
-    Column("state", "STATE", 9, 12),
+    Column("state", "STATE", 11, fmt.BADGE_WIDTH),
     Column("run", "RUN", 6, 8),
     Column("wait", "WAIT", 4, 5),
     Column("kv", "KV", 4, 11),
@@ -49,21 +50,39 @@ COLUMNS = (
     Column("err", "ERR/S", None, 5),
 )
 """``name`` has a minimum width and takes whatever the terminal has left (the model name);
-the cells are drawn without DataTable padding: one space separates the columns."""
+the cells are drawn without DataTable padding: one space separates the columns. ``state``
+always has room for the full badges (``BAD PAYLOAD``, ``RESTARTED``, ``STALE 125s``) and for
+``UNAUTHORIZED`` too unless the name would go below its minimum (64 columns: ``NO AUTH``)."""
 
 SCROLLBAR_RESERVE = 1
 """Kept free at the right so a vertical scrollbar never forces a horizontal one."""
 
 
-def name_width(width: int, wide: bool) -> int:
-    """Content width of the ``name`` column on a terminal ``width`` cells wide."""
+def _widths(width: int, wide: bool) -> tuple[int, int]:
+    """(name, state) content widths on a terminal ``width`` cells wide."""
     fixed = 2  # the leading space and the gap after the name
     for c in COLUMNS[1:]:
         w = c.wide if wide else c.narrow
         if w is not None:
             fixed += w + (0 if c.key == "state" else 1)
-    floor = COLUMNS[0].wide if wide else COLUMNS[0].narrow
-    return max(floor or 8, width - SCROLLBAR_RESERVE - fixed)
+    floor = (COLUMNS[0].wide if wide else COLUMNS[0].narrow) or 8
+    name = width - SCROLLBAR_RESERVE - fixed
+    state = COLUMNS[1].wide if wide else COLUMNS[1].narrow or fmt.BADGE_WIDTH
+    if state < fmt.BADGE_WIDTH and name > floor:  # the full UNAUTHORIZED when it costs
+        name -= 1                                  # only a model-name cell
+        state += 1
+    return max(floor, name), state
+
+
+def name_width(width: int, wide: bool) -> int:
+    """Content width of the ``name`` column on a terminal ``width`` cells wide."""
+    return _widths(width, wide)[0]
+
+
+def state_width(width: int, wide: bool) -> int:
+    """Content width of the ``state`` column: 12 (``UNAUTHORIZED``), 11 only at the minimum
+    width (``NO AUTH``)."""
+    return _widths(width, wide)[1]
 
 
 def _none_last(v: float | None) -> tuple[int, float]:
@@ -105,6 +124,7 @@ class EnginesTable(DataTable):
     def __init__(self, **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0, **kw)
         self._wide: bool | None = None
+        self._state_w = fmt.BADGE_WIDTH
         self._order: list[str] = []
         self._cells: dict[tuple[str, str], Text] = {}
         self._rows: dict[str, EngineRow] = {}
@@ -129,22 +149,22 @@ class EnginesTable(DataTable):
         ``WIDE_MIN_WIDTH``, the rest of the width to the model name. Returns True when the
         columns were rebuilt (rows keep their keys and the cursor its row)."""
         wide = width >= WIDE_MIN_WIDTH
-        self._avail_w = name_width(width, wide)
+        self._avail_w, state_w = _widths(width, wide)
         self._layout_dirty = True
         nw = self._fit_width(wide)
-        if wide == self._wide:
+        if wide == self._wide and state_w == self._state_w:
             if nw != self._name_w:
                 self._name_w = nw
                 self._fit_name_column()
             return False
         cursor_key = self.selected_key
-        self._wide, self._name_w = wide, nw
+        self._wide, self._name_w, self._state_w = wide, nw, state_w
         self.clear(columns=True)
         for c in self.visible_columns():
             if c.key == "name":
                 label, width_ = self._name_label(), nw + 2
             elif c.key == "state":
-                label, width_ = Text(c.label), c.wide if wide else c.narrow
+                label, width_ = Text(c.label), state_w
             else:
                 label = Text(c.label, justify="right")
                 width_ = (c.wide if wide else c.narrow or 0) + 1
@@ -166,6 +186,8 @@ class EnginesTable(DataTable):
     def _name_label(self) -> Text:
         tw = self._target_w
         label = "ENGINE".ljust(tw) + " MODEL" if tw else "ENGINE  MODEL"
+        if tw and self._name_w - tw - 1 < 3:  # no room for a model name worth a header
+            label = "ENGINE"
         return Text(" " + label[: self._name_w])
 
     def _fit_name_column(self) -> None:
@@ -348,7 +370,7 @@ class EnginesTable(DataTable):
         if col == "state":
             if r.rank is not None:
                 return Text("")
-            return fmt.badge(r, short=not wide)
+            return fmt.badge(r, width=self._state_w)
         if col == "run":
             if r.running is None:
                 return Text(DASH, justify=R)
