@@ -125,6 +125,12 @@ def main() -> int:
     ap.add_argument("--fake", choices=("changing", "static"),
                     help="UI alone: a FakeSource (3 engines, 2 GPUs) whose every cell changes "
                          "each tick, or never changes; no demo servers")
+    ap.add_argument("--rss-every", type=float, metavar="S",
+                    help="also print elapsed time, CPU %% so far and RSS every S seconds "
+                         "(to watch memory grow over an hour of history)")
+    ap.add_argument("--py-spy", metavar="OUT",
+                    help="also record a py-spy profile (collapsed stacks) of the TUI process "
+                         "over the measured window into OUT; needs py-spy on PATH")
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
 
@@ -152,13 +158,27 @@ def main() -> int:
                 first_data = time.monotonic() - t_spawn
         if first_data is None:
             raise SystemExit("no data on screen within 30 s")
+        spy = None
+        if args.py_spy:
+            spy = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(tui.pid), "--format", "raw", "--rate", "200",
+                 "--duration", str(int(args.seconds)), "--output", args.py_spy, "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu0, t0 = cpu_seconds(tui.pid), time.monotonic()
+        next_report = t0 + (args.rss_every or float("inf"))
         while time.monotonic() - t0 < args.seconds:
             drain(master, 0.2)
+            if time.monotonic() >= next_report:
+                next_report += args.rss_every
+                el = time.monotonic() - t0
+                print(f"  {el:6.0f} s  CPU {(cpu_seconds(tui.pid) - cpu0) / el * 100:5.2f} %  "
+                      f"RSS {rss_mb(tui.pid):6.1f} MB", flush=True)
             if tui.poll() is not None:
                 raise SystemExit(f"llmtop exited early: {tui.returncode}")
         cpu1, t1 = cpu_seconds(tui.pid), time.monotonic()
         rss = rss_mb(tui.pid)
+        if spy is not None:
+            spy.wait(30)
         try:
             with urllib.request.urlopen(info["gpu_url"], timeout=2) as resp:
                 n_gpus = f"{len(json.load(resp)['gpus'])} demo GPUs"
