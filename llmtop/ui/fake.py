@@ -159,10 +159,17 @@ def _families() -> tuple[dict[str, Family], dict[str, Family]]:
         ("vllm:prompt_tokens_total", "counter", 3_450_000.0, 3_444_770.0),
         ("vllm:num_preemptions_total", "counter", 12.0, 12.0),
     ]
+    lab = {"engine": "0", "model_name": LLAMA}
     for name, typ, v_now, v_prev in rows:
-        lab = {"model_name": "meta-llama/Llama-3.1-8B-Instruct"}
         now[name] = Family(name, typ, "", [Sample(name, lab, v_now)])
         prev[name] = Family(name, typ, "", [Sample(name, lab, v_prev)])
+    hist = "vllm:request_time_per_output_token_seconds"  # a long name: cut at 80 columns
+    for fams, scale in ((now, 1.0), (prev, 0.98)):
+        samples = [Sample(f"{hist}_bucket", {**lab, "le": le}, float(round(n * scale)))
+                   for le, n in (("0.05", 310), ("0.1", 902), ("0.5", 1790), ("+Inf", 1841))]
+        samples += [Sample(f"{hist}_sum", lab, 41.2 * scale),
+                    Sample(f"{hist}_count", lab, float(round(1841 * scale)))]
+        fams[hist] = Family(hist, "histogram", "", samples)
     return now, prev
 
 

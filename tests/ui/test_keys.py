@@ -6,11 +6,12 @@ import os
 
 from llmtop.model import Snapshot
 from llmtop.ui.fake import FakeSource, demo_snapshot
-from llmtop.ui.screens.detail import EngineDetailScreen, RawMetricsScreen
+from llmtop.ui.screens.detail import EngineDetailScreen
 from llmtop.ui.screens.gpu import GpuScreen
 from llmtop.ui.screens.help import HelpScreen, SeekScreen
 from llmtop.ui.screens.overview import OverviewScreen
 from llmtop.ui.screens.probe import ProbeScreen
+from llmtop.ui.screens.raw import RawMetricsScreen
 from llmtop.ui.widgets.engines import EnginesTable
 from llmtop.ui.widgets.panels import EventLog
 
@@ -137,7 +138,7 @@ async def test_enter_opens_detail_and_escape_closes():
         await pilot.press("m")
         await pilot.pause()
         assert isinstance(app.screen, RawMetricsScreen)
-        assert app.screen.query_one("#raw-table").row_count == 6
+        assert app.screen.query_one("#raw-table").row_count == 12
         await pilot.press("escape", "escape")
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
@@ -150,7 +151,7 @@ async def test_raw_metrics_filter_and_rates():
         app.push_screen(RawMetricsScreen("vllm@127.0.0.1:8000"))
         await pilot.pause()
         table = app.screen.query_one("#raw-table")
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        rows = [[c.plain.strip() for c in table.get_row_at(i)] for i in range(table.row_count)]
         gen = next(r for r in rows if r[0] == "vllm:generation_tokens_total")
         assert gen[2] == "1.9k"  # (1_203_400 - 1_201_538) / 1 s
         assert next(r for r in rows if r[3] == "gauge")[2] == ""

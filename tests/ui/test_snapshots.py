@@ -69,5 +69,12 @@ def test_engine_detail(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_raw_metrics(snap_compare, size):
+    """Fits the width: names cut with a kept suffix at 80 columns, the selection in full."""
+    assert snap_compare(make_app("ok"), terminal_size=size,
+                        run_before=_run("down", "down", "enter", "m", "down", "down"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_gpu_detail(snap_compare, size):
     assert snap_compare(make_app("ok"), terminal_size=size, run_before=_run("g"))

@@ -1,4 +1,4 @@
-"""Engine detail (Enter) and the raw metrics browser (``m`` there)."""
+"""Engine detail (Enter); ``m`` there opens the raw metrics browser (``screens/raw.py``)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Static
 
 from llmtop.model import LATENCY_KINDS, EngineRow, Quantiles
 from llmtop.ui import fmt
+from llmtop.ui.screens.raw import RawMetricsScreen
 
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["WINDOWS", "EngineDetailScreen", "RawMetricsScreen", "family_rows"]
+__all__ = ["WINDOWS", "EngineDetailScreen"]
 
 WINDOWS = (("10s", 10.0), ("1m", 60.0), ("5m", 300.0))
 """Latency windows of the detail table; lifetime is added (and labelled) after them."""
@@ -188,88 +188,3 @@ class EngineDetailScreen(Screen):
         row = self.current_row()
         target = row.target if row is not None else self.key.split("|")[0]
         self.app.push_screen(RawMetricsScreen(target))
-
-
-def family_rows(now: dict, prev: dict, dt: float) -> list[tuple[str, str, str, str, str]]:
-    """(sample, value, rate/s, type, labels) for every sample; rates for counters only."""
-    out = []
-    for name in sorted(now):
-        fam = now[name]
-        before = {}
-        if name in prev and dt > 0:
-            before = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                      for s in prev[name].samples}
-        for s in fam.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-            rate = ""
-            if fam.type == "counter" and dt > 0:
-                old = before.get((s.name, tuple(sorted(s.labels.items()))))
-                if old is not None and s.value >= old:
-                    rate = fmt.fmt_rate((s.value - old) / dt)
-            out.append((s.name, f"{s.value:g}", rate, fam.type, labels))
-    return out
-
-
-class RawMetricsScreen(Screen):
-    """Every family the target exposes, filterable, with values and counter rates."""
-
-    app: LlmtopApp
-    BINDINGS = [
-        Binding("escape", "back", "Back", id="raw_back"),
-        Binding("slash", "filter", "Filter", key_display="/", id="raw_filter"),
-    ]
-
-    def __init__(self, target: str) -> None:
-        super().__init__()
-        self.target = target
-        self.filter_text = ""
-        self._shown: list[tuple[str, str, str, str, str]] = []
-
-    def compose(self) -> ComposeResult:
-        yield Static(f"Raw metrics: {self.target}", classes="title")
-        yield Input(placeholder="filter families (substring)", id="raw-filter")
-        yield DataTable(id="raw-table", cursor_type="row")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        t = self.query_one("#raw-table", DataTable)
-        for c in ("metric", "value", "rate/s", "type", "labels"):
-            t.add_column(c, key=c)
-        self.refresh_data()
-        t.focus()
-
-    def refresh_data(self, *, force: bool = False) -> None:
-        try:
-            now, prev, dt = self.app.source.raw_families(self.target)
-        except Exception as exc:
-            now, prev, dt = {}, {}, 0.0
-            self.query_one(".title", Static).update(f"Raw metrics: {self.target}: {exc}")
-        rows = [r for r in family_rows(now, prev, dt)
-                if self.filter_text.lower() in (r[0] + " " + r[4]).lower()]
-        if not rows and not now:
-            rows = [("no raw families kept for this target (down or never scraped)",
-                     "", "", "", "")]
-        if rows == self._shown:
-            return
-        t = self.query_one("#raw-table", DataTable)
-        if [(r[0], r[4]) for r in rows] == [(r[0], r[4]) for r in self._shown]:
-            for i, (old, new) in enumerate(zip(self._shown, rows, strict=True)):
-                for col, a, b in (("value", old[1], new[1]), ("rate/s", old[2], new[2])):
-                    if a != b:
-                        t.update_cell(str(i), col, b)
-        else:
-            t.clear()
-            for i, r in enumerate(rows):
-                t.add_row(*r, key=str(i))
-        self._shown = rows
-
-    @on(Input.Changed, "#raw-filter")
-    def _filter(self, event: Input.Changed) -> None:
-        self.filter_text = event.value
-        self.refresh_data()
-
-    def action_filter(self) -> None:
-        self.query_one("#raw-filter", Input).focus()
-
-    def action_back(self) -> None:
-        self.app.pop_screen()

@@ -19,10 +19,11 @@ __all__ = ["HelpScreen", "SeekScreen", "binding_sections"]
 def binding_sections() -> list[tuple[str, list[Binding]]]:
     """(section title, bindings) for the app and each screen, in help order."""
     from llmtop.ui.app import REPLAY_ACTIONS, LlmtopApp
-    from llmtop.ui.screens.detail import EngineDetailScreen, RawMetricsScreen
+    from llmtop.ui.screens.detail import EngineDetailScreen
     from llmtop.ui.screens.gpu import GpuScreen
     from llmtop.ui.screens.overview import OverviewScreen
     from llmtop.ui.screens.probe import ProbeScreen
+    from llmtop.ui.screens.raw import RawMetricsScreen
 
     app_b = list(Binding.make_bindings(LlmtopApp.BINDINGS))
     replay = [b for b in app_b if b.action.split("(")[0] in REPLAY_ACTIONS]
