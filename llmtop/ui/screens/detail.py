@@ -84,6 +84,13 @@ def latency_table(row: EngineRow, windows: dict[str, EngineRow | None]) -> Table
     return t
 
 
+def _titled(table: Table) -> Group:
+    """The table under its title as a line of its own: a Rich title wraps at the table's
+    width, which put "Finish reasons (window)" on three lines above a narrow table."""
+    title, table.title = table.title, None
+    return Group(Text(str(title or ""), style=table.title_style or "table.title"), table)
+
+
 def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> Group:
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
     head.append("  ")
@@ -122,8 +129,9 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> G
         cache.add_row(k, v)
     if not row.info:
         cache.add_row("not reported", "")
-    parts: list = [head, Text(""), latency_table(row, windows), Text(""), fields_t, Text(""),
-                   fin, Text(""), tok, Text(""), cache]
+    parts: list = [head, Text(""), _titled(latency_table(row, windows)), Text(""),
+                   _titled(fields_t), Text(""), _titled(fin), Text(""), _titled(tok), Text(""),
+                   _titled(cache)]
     if row.ranks:
         ranks = Table(title="Data-parallel ranks", title_justify="left", box=None,
                       padding=(0, 1), header_style="bold")
@@ -134,7 +142,7 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> G
                           fmt.fmt_pct(r.kv_cache_usage), fmt.quantile_text(r.ttft_s, "p95"),
                           fmt.quantile_text(r.itl_s, "p95"), fmt.fmt_num(
                               r.generation_tokens_per_s))
-        parts += [Text(""), ranks]
+        parts += [Text(""), _titled(ranks)]
     parts += [Text(""), Text("m: raw metrics browser \u00b7 esc: back", style="dim")]
     return Group(*parts)
 
