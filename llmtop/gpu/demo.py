@@ -8,13 +8,13 @@ a refused/slow endpoint or a bad payload becomes ``GpuSample.error``.
 from __future__ import annotations
 
 import dataclasses
+import http.client
+import json
 import ssl
 import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from llmtop.gpu import reasons
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
@@ -22,8 +22,8 @@ from llmtop.model import GpuProcess, GpuRecord, GpuSample
 __all__ = ["DemoGpuSampler", "record_from_json"]
 
 _FIELDS = {f.name: f for f in dataclasses.fields(GpuRecord)}
-_NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-"""For plain-http clients, which never start TLS (no CA loaded: it would refuse any peer)."""
+_BODY_CAP = 4 * 1024 * 1024
+"""A demo GPU payload larger than this is a bad payload (it is a few KB)."""
 _SKIP = {"host", "index", "source", "processes", "mig_instances", "extra", "throttle"}
 _INTS = {
     "mem_used_bytes",
@@ -34,10 +34,6 @@ _INTS = {
     "ecc_uncorrected",
     "xid",
 }
-
-
-def _is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _number(v: Any, as_int: bool) -> float | int | None:
@@ -91,27 +87,57 @@ def record_from_json(d: dict[str, Any], *, default_host: str = "demo") -> GpuRec
 
 
 class DemoGpuSampler:
-    """GpuSampler over the demo's GPU JSON endpoint (sync httpx, short timeout)."""
+    """GpuSampler over the demo's GPU JSON endpoint: one kept-alive stdlib HTTP connection
+    (a tenth of a sync httpx client's CPU per sample), short timeout."""
 
     def __init__(
         self,
         url: str,
         *,
         timeout_s: float = 1.0,
-        transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ):
         self.url = url
         parts = urlsplit(url)
-        if transport is None and parts.scheme == "http" and _is_loopback(parts.hostname or ""):
-            # The demo's own endpoint on this machine: no proxy, and no redirect is followed,
-            # so no TLS: skip loading the certificate store (30-50 ms of CPU at start-up).
-            self._client = httpx.Client(timeout=timeout_s, verify=_NO_TLS, trust_env=False)
-        else:
-            self._client = httpx.Client(timeout=timeout_s, transport=transport)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._timeout = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
         self._clock = clock
         self._wall = wall
+
+    def _get(self) -> bytes:
+        """The body of one 200 answer; raises on anything else (the connection is dropped)."""
+        for attempt in range(2):
+            fresh = self._conn is None
+            if self._conn is None:
+                if self._https:
+                    self._conn = http.client.HTTPSConnection(
+                        self._host, self._port, timeout=self._timeout,
+                        context=ssl.create_default_context())
+                else:
+                    self._conn = http.client.HTTPConnection(self._host, self._port,
+                                                            timeout=self._timeout)
+            try:
+                self._conn.request("GET", self._path, headers={"Accept": "application/json"})
+                resp = self._conn.getresponse()
+                body = resp.read(_BODY_CAP + 1)
+                if resp.status != 200 or len(body) > _BODY_CAP or resp.will_close:
+                    self.close()
+                if resp.status != 200:
+                    raise OSError(f"HTTP {resp.status}")
+                return body
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if fresh or attempt:
+                    raise
+            except Exception:
+                self.close()
+                raise
+        raise OSError("unreachable")  # pragma: no cover
 
     def sample(self) -> GpuSample:
         """Fetch and convert; never raises."""
@@ -120,13 +146,14 @@ class DemoGpuSampler:
         gpus: list[GpuRecord] = []
         error: str | None = None
         try:
-            resp = self._client.get(self.url)
-            resp.raise_for_status()
+            body = self._get()
         except Exception:
             error = reasons.DEMO_NOT_ANSWERING
         else:
             try:
-                data = resp.json()
+                if len(body) > _BODY_CAP:
+                    raise ValueError("body too large")
+                data = json.loads(body)
                 items = data["gpus"]
                 if not isinstance(items, list):
                     raise TypeError("gpus is not a list")
@@ -138,7 +165,9 @@ class DemoGpuSampler:
         )
 
     def close(self) -> None:
-        try:
-            self._client.close()
-        except Exception:
-            pass
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass

@@ -48,18 +48,29 @@ PAYLOAD = {
 
 
 class Server:
-    def __init__(self):
+    def __init__(self, keep_alive: bool = False):
         self.body: bytes = json.dumps(PAYLOAD).encode()
         self.status = 200
+        self.connections = 0
+        self.hang_up = False
+        """Close each connection after its answer without saying so (a stale keep-alive)."""
         outer = self
 
         class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+            def setup(self):
+                outer.connections += 1
+                super().setup()
+
             def do_GET(self):
                 self.send_response(outer.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(outer.body)))
                 self.end_headers()
                 self.wfile.write(outer.body)
+                if outer.hang_up:
+                    self.close_connection = True
 
             def log_message(self, *a):
                 pass
@@ -106,6 +117,22 @@ def test_demo_sampler_builds_records(server):
     )
     assert g1.index == 1 and g1.util is None and g1.throttle == [] and g1.host == "demo"
     assert g1.mem_total_bytes is None
+
+
+def test_demo_sampler_keeps_one_connection_and_survives_its_loss():
+    srv = Server(keep_alive=True)
+    s = DemoGpuSampler(srv.url)
+    try:
+        assert [len(s.sample().gpus) for _ in range(3)] == [2, 2, 2]
+        assert srv.connections == 1
+        srv.hang_up = True  # the next answer closes the kept connection behind our back
+        assert len(s.sample().gpus) == 2
+        out = s.sample()  # the dead connection is replaced, not reported as an error
+        assert out.error is None and len(out.gpus) == 2
+        assert srv.connections == 2
+    finally:
+        s.close()
+        srv.close()
 
 
 def test_demo_sampler_bad_payload(server):
