@@ -27,6 +27,7 @@ __all__ = [
     "Verdict",
     "compute_verdict",
     "growth_per_min",
+    "growth_points",
     "rule_errors",
     "rule_gpu_throttle",
     "rule_kv_pressure",
@@ -87,6 +88,11 @@ def short_target(name: str) -> str:
     return name
 
 
+def growth_points(interval_s: float) -> int:
+    """How many newest points ``growth_per_min`` reads: one minute's worth, at least 3."""
+    return max(3, round(60.0 / interval_s)) if interval_s > 0 else 3
+
+
 def growth_per_min(values: Sequence[float | None], interval_s: float) -> float | None:
     """Least-squares slope of the last minute of ``values`` (one per interval), per minute.
 
@@ -94,7 +100,7 @@ def growth_per_min(values: Sequence[float | None], interval_s: float) -> float |
     """
     if interval_s <= 0:
         return None
-    n_keep = max(3, round(60.0 / interval_s))
+    n_keep = growth_points(interval_s)
     pts = [(i * interval_s, v) for i, v in enumerate(values[-n_keep:]) if v is not None]
     if len(pts) < 3:
         return None

@@ -8,10 +8,11 @@ times: a ring created late is padded with ``None`` and a key missing at a commit
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from llmtop.model import Event
 
-__all__ = ["EventLog", "SeriesBook"]
+__all__ = ["EventLog", "SeriesBook", "tail"]
 
 
 class SeriesBook:
@@ -36,10 +37,19 @@ class SeriesBook:
             if k not in values:
                 ring.append(None)
 
-    def get(self, key: str, field: str) -> list[float | None]:
-        """A fresh list (Textual reactives compare by value); [] when unknown."""
+    def get(self, key: str, field: str, last: int | None = None) -> list[float | None]:
+        """A fresh list (Textual reactives compare by value) of the newest ``last`` points
+        (all when None); [] when unknown."""
         ring = self._rings.get((key, field))
-        return list(ring) if ring is not None else []
+        return [] if ring is None else tail(ring, last)
+
+
+def tail(ring: deque[float | None], last: int | None) -> list[float | None]:
+    """The newest ``last`` items of ``ring`` as a list (all when None)."""
+    n = len(ring)
+    if last is None or last >= n:
+        return list(ring)
+    return list(islice(ring, n - last, None)) if last > 0 else []
 
 
 class EventLog:

@@ -401,9 +401,10 @@ class Store:
                 t_wall = time.time()
         self._log.add(t_wall, level, target, text)
 
-    def series(self, key: str, field: str) -> list[float | None]:
-        """Sparkline values of a row (``SERIES_FIELDS``), one per commit, None = gap."""
-        return self._series.get(key, field)
+    def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
+        """Sparkline values of a row (``SERIES_FIELDS``), one per commit, None = gap; the
+        newest ``last`` only when given (a caller drawing 60 cells need not copy 3,600)."""
+        return self._series.get(key, field, last)
 
     def gpu_series(self, gpu_key: str, field: str) -> list[float | None]:
         """Sparkline values of a GPU (``host:index``, ``GPU_SERIES_FIELDS``).

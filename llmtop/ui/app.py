@@ -27,7 +27,7 @@ from llmtop.ui.source import Source, replay_control
 from llmtop.ui.state import ViewState, next_interval
 from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
 from llmtop.ui.widgets.engines import COLUMNS
-from llmtop.verdict import Verdict, compute_verdict, growth_per_min
+from llmtop.verdict import Verdict, compute_verdict, growth_per_min, growth_points
 
 __all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "run_source", "run_tui"]
 
@@ -158,7 +158,9 @@ class LlmtopApp(ReplayActions, App):
     def _update_verdict(self) -> None:
         snap = self.snapshot
         iv, rows = self.state.interval_s, (snap.engines if snap else [])
-        pairs = ((r.key, growth_per_min(self.source.series(r.key, "waiting"), iv)) for r in rows)
+        n = growth_points(iv)
+        pairs = ((r.key, growth_per_min(self.source.series(r.key, "waiting", n), iv))
+                 for r in rows)
         growth = {k: g for k, g in pairs if g is not None}
         self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth)
         # log a worse level at once, a better one at most every VERDICT_LOG_S (no flapping)
@@ -173,7 +175,7 @@ class LlmtopApp(ReplayActions, App):
                 self._last_verdict, self._verdict_logged = level, now
 
     def trend(self, key: str, field: str) -> str:
-        return fmt.trend_arrow(self.source.series(key, field))
+        return fmt.trend_arrow(self.source.series(key, field, fmt.TREND_POINTS))
 
     def replay_badge(self) -> str | None:
         if self.replay is None:

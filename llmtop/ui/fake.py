@@ -217,7 +217,7 @@ class FakeSource:
         snap = replace(self._snap, window_s=window_s)
         return snap
 
-    def series(self, key: str, field: str) -> list[float | None]:
+    def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         row = next((r for r in self._snap.engines if r.key == key), None)
         if row is None or row.state != "ok":
             return [None] * 10

@@ -149,9 +149,13 @@ def bar(frac: float | None, width: int, style: str) -> Text:
     return t
 
 
+TREND_POINTS = 12
+"""A trend arrow compares the newest half of this many points with the older half."""
+
+
 def trend_arrow(values: Sequence[float | None], rel: float = 0.1) -> str:
     """``↑``/``↓``/``→`` comparing the last few points with the few before (gaps skipped)."""
-    pts = [v for v in values[-12:] if v is not None]
+    pts = [v for v in values[-TREND_POINTS:] if v is not None]
     if len(pts) < 4:
         return " "
     half = len(pts) // 2

@@ -27,7 +27,7 @@ class NullSource:
     def snapshot(self, window_s: float) -> Snapshot | None:
         return None
 
-    def series(self, key: str, field: str) -> list[float | None]:
+    def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         return []
 
     def gpu_series(self, key: str, field: str) -> list[float | None]:

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from typing import Any, Protocol, runtime_checkable
 
+from llmtop.history.series import tail
 from llmtop.model import Event, GpuRecord, Snapshot
 
 __all__ = [
@@ -63,7 +64,7 @@ class Source(Protocol):
 
     async def tick(self) -> Snapshot: ...
     def snapshot(self, window_s: float) -> Snapshot | None: ...
-    def series(self, key: str, field: str) -> list[float | None]: ...
+    def series(self, key: str, field: str, last: int | None = None) -> list[float | None]: ...
     def gpu_series(self, key: str, field: str) -> list[float | None]: ...
     def events(self) -> list[Event]: ...
     def event(self, level: str, target: str | None, text: str) -> None: ...
@@ -141,14 +142,14 @@ class MonitorSource:
         fn = getattr(store, "snapshot", None) or getattr(self.monitor, "snapshot", None)
         return fn(window_s) if fn is not None else None
 
-    def series(self, key: str, field: str) -> list[float | None]:
+    def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         if self._store_series is not None:
             try:
-                return list(self._store_series(key, field))
+                return self._store_series(key, field, last)
             except (KeyError, ValueError):
                 return []
         ring = self._rings.get((key, field))
-        return list(ring) if ring is not None else []
+        return tail(ring, last) if ring is not None else []
 
     def gpu_series(self, key: str, field: str) -> list[float | None]:
         fn = getattr(self.store, "gpu_series", None)

@@ -325,3 +325,16 @@ def test_sample_span_is_median_over_targets():
         s.ingest(raw(name, t0, body(counters={"requests": 1.0})))
         s.ingest(raw(name, t1, body(counters={"requests": 2.0})))
     assert s.sample_span_s() == pytest.approx(1.2)
+
+
+def test_series_book_tail_reads_only_the_newest_points_with_gaps_kept():
+    from llmtop.history.series import SeriesBook
+
+    book = SeriesBook(maxlen=5)
+    for i in range(7):
+        book.commit(float(i), {("k", "kv"): None if i == 5 else float(i)})
+    assert book.get("k", "kv") == [2.0, 3.0, 4.0, None, 6.0]  # bounded at maxlen
+    assert book.get("k", "kv", last=3) == [4.0, None, 6.0]
+    assert book.get("k", "kv", last=50) == [2.0, 3.0, 4.0, None, 6.0]
+    assert book.get("k", "kv", last=0) == []
+    assert book.get("nope", "kv", last=3) == []

@@ -30,6 +30,8 @@ MIN_WIDTH, MIN_HEIGHT = 64, 12
 """Below this the overview shows the header (verdict included) and a "too small" hint."""
 
 SPARK_MIN_S = 2.0
+SPARK_POINTS = 600
+"""Sparklines read at most this many newest points (wider than any terminal row)."""
 """Sparklines (minutes of history) repaint at most this often; a new selection at once."""
 
 _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s,
@@ -127,7 +129,7 @@ class OverviewScreen(Screen):
             return
         series = []
         for field, label in SPARK_FIELDS:
-            values = list(self.app.source.series(row.key, field))
+            values = self.app.source.series(row.key, field, SPARK_POINTS)
             q = _SPARK_Q.get(field)
             if q is not None:
                 caption = fmt.quantile_text(getattr(row, q[0], None), q[1])

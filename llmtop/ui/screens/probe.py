@@ -382,7 +382,7 @@ class ProbeScreen(Screen):
                                     ("waiting", "waiting", fmt.fmt_num),
                                     ("kv", "KV", fmt.fmt_pct), ("preempt_s", "preempt/s",
                                                                 fmt.fmt_rate)):
-                values = self.app.source.series(r.key, field)
+                values = self.app.source.series(r.key, field, spark_w)
                 last = next((v for v in reversed(values) if v is not None), None)
                 t.append(f"{label:<10}")
                 t.append(fmt.sparkline(values, spark_w), style=fmt.S("accent"))
