@@ -11,8 +11,12 @@ time (``time.process_time``) so that other load on a shared machine does not cou
   llmtop  = exposition.parse(text, want=vllm.want) + vllm.normalize_families (vllm.normalize)
   llmtop (parse only, all families) and prometheus_client.parser (all families, consumed).
   llmtop first scrape (cold) = the first row with the parser's caches (known series, HELP/TYPE
-  lines) emptied before each run, as on a target's first scrape; the other llmtop rows are
-  the steady state, where consecutive scrapes share their series and comment lines.
+  lines, parsed chunks) emptied before each run, as on a target's first scrape.
+  "every value changed" = each call parses a new variant of the scrape in which every sample
+  value differs from every other variant: no chunk of sample lines can come from the chunk
+  cache (a busy server where everything moves; the worst steady state, and the headline).
+  "unchanged scrape" = the same text again (an idle server): unchanged chunks are reused.
+  Steady-state rows share known series and comment lines with earlier scrapes, as in a run.
 Timings are noisy on a shared machine; compare numbers from the same run.
 """
 
@@ -64,9 +68,24 @@ def build_scrape(target_bytes: int) -> str:
     return "\n".join(out)
 
 
-def bench(fn, number: int, timer=time.process_time) -> tuple[float, float]:
-    runs = [t / number * 1000 for t in timeit.repeat(fn, number=number, repeat=7, timer=timer)]
+def bench(fn, number: int, timer=time.process_time, setup=None) -> tuple[float, float]:
+    runs = [t / number * 1000 for t in timeit.repeat(fn, setup or "pass", number=number,
+                                                      repeat=7, timer=timer)]
     return min(runs), statistics.median(runs)
+
+
+def variants(text: str, k: int) -> list[str]:
+    """``k`` copies of ``text`` whose sample values all differ (value + copy number)."""
+    out = []
+    for i in range(1, k + 1):
+        lines = []
+        for ln in text.split("\n"):
+            head, sep, val = ln.rpartition(" ")
+            if sep and not ln.startswith("#") and val not in ("NaN", "+Inf", "-Inf"):
+                ln = f"{head} {float(val) + i}"
+            lines.append(ln)
+        out.append("\n".join(lines))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,19 +101,34 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scrape: {len(text.encode()) / 1000:.1f} KB, {nlines} lines, "
           f"{len(sample.models)} model(s), {len(sample.ranks)} rank(s)")  # fmt: skip
     n = args.number
-    ours = bench(lambda: vllm.normalize(text), n, timer)
-    ours_all = bench(lambda: exposition.parse(text), n, timer)
+    moving = variants(text, n)
+    vllm.normalize(moving[0])  # series and comment lines known, as after the first scrape
+    nxt = iter(())
+
+    def restart() -> None:
+        nonlocal nxt
+        exposition._CHUNKS.clear()
+        nxt = iter(moving)
+
+    ours = bench(lambda: vllm.normalize(next(nxt)), n, timer, restart)
+    ours_all = bench(lambda: exposition.parse(next(nxt)), n, timer, restart)
+    same = bench(lambda: vllm.normalize(text), n, timer)
 
     def cold() -> None:
         exposition._SERIES.clear()  # as on the first scrape: every line read in full
         exposition._HEADS.clear()
+        exposition._CHUNKS.clear()
         vllm.normalize(text)
 
     ours_cold = bench(cold, n, timer)
     ref = bench(lambda: list(text_string_to_metric_families(text)), max(1, n // 5), timer)
     print("timer:", "wall clock" if args.wall else "process CPU time")
-    print(f"llmtop parse(want)+normalize  {ours[0]:7.2f} ms  (median {ours[1]:.2f})")
-    print(f"llmtop parse (all families)   {ours_all[0]:7.2f} ms  (median {ours_all[1]:.2f})")
+    print(f"llmtop parse(want)+normalize  {ours[0]:7.2f} ms  (median {ours[1]:.2f})"
+          "  every value changed")
+    print(f"llmtop parse (all families)   {ours_all[0]:7.2f} ms  (median {ours_all[1]:.2f})"
+          "  every value changed")
+    print(f"llmtop unchanged scrape       {same[0]:7.2f} ms  (median {same[1]:.2f})"
+          "  parse(want)+normalize, chunks reused")
     print(f"llmtop first scrape (cold)    {ours_cold[0]:7.2f} ms  (median {ours_cold[1]:.2f})")
     print(f"prometheus_client.parser      {ref[0]:7.2f} ms  (median {ref[1]:.2f})")
     print(f"speed-up (best of 7)          {ref[0] / ours[0]:7.1f}x")

@@ -268,6 +268,44 @@ _SERIES: dict[str, tuple[str, dict[str, str]]] = {}
 is read with the regex once, later lines only convert the value. The labels dict is shared
 by every sample of that series (never mutated). Cleared when it reaches ``_SERIES_MAX``."""
 _SERIES_MAX = 50_000
+
+
+class _ChunkCache:
+    """Samples of chunks parsed before, by (family, type, chunk text): from one scrape to
+    the next most families do not change at all, and an unchanged chunk costs one hash.
+
+    Two generations bounded by the text they hold: when the newer one passes ``half``
+    characters it becomes the older one (a hit there moves up), so chunks that keep
+    changing age out and memory stays below about twice ``half``."""
+
+    __slots__ = ("half", "new", "new_chars", "old")
+
+    def __init__(self, half: int) -> None:
+        self.half = half
+        self.new: dict[tuple[str, str, str], tuple[Sample, ...]] = {}
+        self.old: dict[tuple[str, str, str], tuple[Sample, ...]] = {}
+        self.new_chars = 0
+
+    def clear(self) -> None:
+        self.new, self.old, self.new_chars = {}, {}, 0
+
+    def get(self, key: tuple[str, str, str]) -> tuple[Sample, ...] | None:
+        hit = self.new.get(key)
+        if hit is None:
+            hit = self.old.get(key)
+            if hit is not None:
+                self.put(key, hit)
+        return hit
+
+    def put(self, key: tuple[str, str, str], samples: tuple[Sample, ...]) -> None:
+        if self.new_chars >= self.half:
+            self.old, self.new, self.new_chars = self.new, {}, 0
+        self.new[key] = samples
+        self.new_chars += len(key[2])
+
+
+_CHUNKS = _ChunkCache(1 << 20)
+"""Parsed chunks of recent scrapes (Samples are never mutated once made)."""
 _HEADS: dict[str, tuple[str, str, str]] = {}
 """A plain ``# HELP``/``# TYPE`` line -> its (kind, name, rest), kept across scrapes."""
 _ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -316,9 +354,8 @@ class _Parser:
         if self.typ == "counter":
             if fname.endswith("_total"):
                 fname = fname[:-6]
-            else:
-                for s in samples:
-                    s.name += "_total"
+            else:  # new Samples: the old ones may be shared through the chunk cache
+                samples = [Sample(s.name + "_total", s.labels, s.value) for s in samples]
         if self.want is not None and not self.want(fname):
             return
         fam = self.out.get(fname)
@@ -411,6 +448,17 @@ class _Parser:
         chunk = text[start:end]
         if self.skippable(chunk):
             return
+        key = (self.name, self.typ, chunk)
+        hit = _CHUNKS.get(key)
+        if hit is not None:
+            self.samples.extend(hit)
+            return
+        family, n0 = self.samples, len(self.samples)
+        self._chunk(chunk, start)
+        if self.samples is family and self.name == key[0]:  # every line went to this family
+            _CHUNKS.put(key, tuple(family[n0:]))
+
+    def _chunk(self, chunk: str, start: int) -> None:
         lines = chunk.split("\n")
         fast = _FAST_RE.match
         pairs_of = _PAIR_RE.findall

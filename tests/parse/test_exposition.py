@@ -346,6 +346,7 @@ def test_a_series_seen_before_parses_as_the_first_time(value):
     text = f'# TYPE s gauge\ns{{a="1"}} {value}\ns {value}\n'
     exposition._SERIES.clear()
     exposition._HEADS.clear()
+    exposition._CHUNKS.clear()  # else a cached chunk would skip the series path under test
     try:
         cold = ours(text)
     except ParseError as exc:
@@ -375,3 +376,34 @@ def test_a_comment_line_seen_before_reads_as_the_first_time(bad):
     exposition._HEADS.clear()
     cold = run()
     assert run() == cold  # the second time from the cache
+
+
+def test_unchanged_chunks_come_from_the_cache_and_give_the_same_families():
+    """Real vLLM text parsed twice, then with one value changed: the same families as a
+    cold parse each time; a counter declared without ``_total`` gets it exactly once."""
+    from llmtop.parse import exposition
+
+    text = fixture_text("vllm-real-cpu-v0.32.0-under-load.txt")
+    text += "# TYPE tgi_request_count counter\ntgi_request_count 5\n"
+    exposition._CHUNKS.clear()
+    cold = parse(text)
+    assert exposition._CHUNKS.new  # chunks were kept
+    warm = parse(text)
+    assert warm == cold
+    assert [s.name for s in warm["tgi_request_count"].samples] == ["tgi_request_count_total"]
+    changed = text.replace("tgi_request_count 5", "tgi_request_count 6")
+    assert parse(changed)["tgi_request_count"].samples[0].value == 6.0
+    exposition._CHUNKS.clear()
+    assert parse(changed) == parse(changed)
+
+
+def test_chunk_cache_memory_is_bounded_by_its_text():
+    from llmtop.parse.exposition import _ChunkCache, Sample
+
+    cache = _ChunkCache(100)
+    for i in range(1000):
+        cache.put(("f", "gauge", f"f {i}\n" * 10), (Sample("f", {}, float(i)),))
+    held = sum(len(k[2]) for k in (*cache.new, *cache.old))
+    assert held <= 2 * 100 + 60
+    assert cache.get(("f", "gauge", "f 999\n" * 10)) is not None
+    assert cache.get(("f", "gauge", "f 0\n" * 10)) is None
