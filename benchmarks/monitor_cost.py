@@ -78,6 +78,11 @@ async def run(args: argparse.Namespace, demo) -> None:
             await mon.tick()
             th1, pr1, w1 = time.thread_time(), time.process_time(), time.monotonic()
             parse, store = parse_acc[0] - p0, store_acc[0] - s0
+            if args.report_every and len(ticks) and len(ticks) % int(args.report_every) == 0:
+                last = ticks[-int(args.report_every):]
+                print(f"  {w1 - wall0:5.0f} s: last {len(last)} ticks, ms CPU per tick: "
+                      + ", ".join(f"{k} {statistics.fmean(t[k] for t in last) * 1000:.2f}"
+                                  for k in ("scrape", "parse", "store", "gpu")), flush=True)
             ticks.append({
                 "wall": w1 - w0,
                 "parse": parse,
@@ -110,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--engines", default="vllm,vllm,sglang,triton")
+    ap.add_argument("--report-every", type=float, default=0, metavar="N",
+                    help="also print the mean per-tick breakdown of every N ticks as it goes "
+                         "(does the cost grow as history fills?)")
     args = ap.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
     demo = start_demo(engines=args.engines)
