@@ -2,8 +2,9 @@
 
 One shared ``httpx.AsyncClient`` per (TLS-verify, loopback) pair: HTTP/1.1, keep-alive.
 ``http://`` goes over ``plainhttp.PlainHTTPTransport`` (a tenth of httpcore's CPU per scrape),
-``https://`` over httpx's own transport. Loopback targets ignore ``HTTP(S)_PROXY``
-(``trust_env=False``); proxies from the environment keep httpx's proxy transports.
+``https://`` over httpx's own transport. A remote target goes through the proxy that
+``HTTP(S)_PROXY``/``ALL_PROXY`` name unless ``NO_PROXY`` covers it (httpx's proxy transport);
+loopback targets never use a proxy.
 
 Classification (``RawScrape.status`` / ``error``):
 
@@ -50,6 +51,7 @@ import socket
 import ssl
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -146,6 +148,18 @@ def _fmt_cap(n: int) -> str:
 
 def _is_loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _env_proxy(target: Target) -> str | None:
+    """The proxy ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` name for a remote target, unless
+    ``NO_PROXY`` covers its host (as curl and httpx read them); never for loopback."""
+    if _is_loopback(target.host):
+        return None
+    proxies = urllib.request.getproxies()
+    url = proxies.get(urlsplit(target.base_url).scheme or "http") or proxies.get("all")
+    if not url or urllib.request.proxy_bypass(target.host):
+        return None
+    return url
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -257,7 +271,7 @@ class Scraper:
         self._transport = transport
         self._defer_identity = defer_identity
         """True: an ok scrape never waits for identity (see ``identity_pending``)."""
-        self._clients: dict[tuple[bool, bool], httpx.AsyncClient] = {}
+        self._clients: dict[tuple[bool, bool, str | None], httpx.AsyncClient] = {}
         self._state: dict[str, _State] = {}
 
     # -- plumbing ------------------------------------------------------------------------
@@ -266,7 +280,8 @@ class Scraper:
         return bool(target.verify_tls and self._config.verify_tls)
 
     def _client(self, target: Target) -> httpx.AsyncClient:
-        key = (self.verify_for(target), _is_loopback(target.host))
+        proxy = _env_proxy(target)
+        key = (self.verify_for(target), _is_loopback(target.host), proxy)
         c = self._clients.get(key)
         if c is None:
             limits = httpx.Limits(
@@ -275,10 +290,12 @@ class Scraper:
             c = httpx.AsyncClient(
                 http1=True,
                 http2=False,
-                # SSL_CERT_FILE/SSL_CERT_DIR always count (here: for proxy transports from the
-                # environment, in _LazyTLSTransport for the rest); proxies only when remote
+                # SSL_CERT_FILE/SSL_CERT_DIR always count (here: for a proxy's transport, in
+                # _LazyTLSTransport for the rest). httpx reads no proxy from the environment
+                # when it is given a transport: _env_proxy does, for remote targets only.
                 verify=key[0],
                 trust_env=not key[1],
+                proxy=proxy,
                 timeout=httpx.Timeout(self._config.timeout_s),
                 limits=limits,
                 follow_redirects=True,

@@ -579,3 +579,41 @@ async def test_plain_http_builds_no_ssl_context(monkeypatch):
     async with http_server({"/metrics": metrics}) as port:
         raw = await _scrape(_t(port, engine="dcgm"))
     assert raw.status == "ok" and built == []
+
+
+async def test_remote_target_goes_through_the_environment_proxy_loopback_never(monkeypatch):
+    """HTTP_PROXY is honoured for a remote host (the request reaches the proxy on 127.0.0.1
+    in absolute form; the remote host itself is never contacted), NO_PROXY exempts a host,
+    and a loopback target is always fetched directly."""
+    seen: list[bytes] = []
+
+    async def proxy(r, w):
+        head = await r.readuntil(b"\r\n\r\n")
+        seen.append(head.split(b"\r\n", 1)[0])
+        body = METRICS.encode()
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                b"Connection: close\r\n\r\n" % len(body) + body)
+        await w.drain()
+
+    async def metrics(_req):
+        return web.Response(text=METRICS, content_type="text/plain")
+
+    async with raw_server(proxy) as pport, http_server({"/metrics": metrics}) as port:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{pport}")
+        monkeypatch.setenv("NO_PROXY", "exempt.invalid")
+        for var in ("http_proxy", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        remote = parse_target("vllm@10.255.255.1:8000", timeout_s=2.0)
+        local = _t(port, engine="vllm")
+        s = Scraper(Config(targets=(remote, local)), defer_identity=True)
+        try:
+            got_remote = await s.scrape(remote)
+            got_local = await s.scrape(local)
+        finally:
+            await s.aclose()
+    assert got_remote.status == "ok" and "num_requests_running" in (got_remote.body or "")
+    assert got_local.status == "ok"
+    assert seen and all(line.startswith(b"GET http://10.255.255.1:8000/") for line in seen)
+    from llmtop.sources.scrape import _env_proxy
+
+    assert _env_proxy(parse_target("exempt.invalid:8000")) is None
