@@ -119,3 +119,21 @@ async def test_tiny_terminal_shows_a_hint_and_the_verdict():
         await pilot.pause()
         assert not screen.has_class("-tiny")
         assert any(line.startswith(" vllm :8000") for line in _lines(app))
+
+
+async def test_narrowing_at_the_minimum_height_leaves_no_scrollbar():
+    """80x12 -> 64x12 looks like a fresh 64x12: no screen scrollbar taking two columns from
+    the table, no table scrollbars taking the row the screen does not have."""
+    fresh = make_app("ok")
+    async with fresh.run_test(size=(64, 12)) as pilot:
+        await first_paint(fresh, pilot)
+        expected = screen_lines(fresh)
+    app = make_app("ok")
+    async with app.run_test(size=(80, 12)) as pilot:
+        await first_paint(app, pilot)
+        await pilot.resize_terminal(64, 12)
+        await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        assert screen_lines(app) == expected
+        assert "TOK/S" in expected[2]
