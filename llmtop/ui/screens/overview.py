@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Container
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
@@ -21,18 +21,34 @@ from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkPanel
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["MIN_HEIGHT", "MIN_WIDTH", "SPARK_MIN_S", "TALL_MIN_HEIGHT", "OverviewScreen"]
+__all__ = [
+    "EVENTS_MIN_LINES",
+    "MIN_HEIGHT",
+    "MIN_WIDTH",
+    "SPARK_MIN_S",
+    "SPARK_POINTS",
+    "TALL_MIN_HEIGHT",
+    "BottomArea",
+    "OverviewScreen",
+    "spark_form",
+]
 
 TALL_MIN_HEIGHT = 34
-"""Terminal height from which the sparklines panel is shown."""
+"""Terminal height from which the sparklines may take the full form (one a line, beside the
+event log); the width must be at least ``WIDE_MIN_WIDTH`` too."""
+
+EVENTS_MIN_LINES = 3
+"""The compact sparklines show only where the event log keeps at least this many lines."""
 
 MIN_WIDTH, MIN_HEIGHT = 64, 12
 """Below this the overview shows the header (verdict included) and a "too small" hint."""
 
 SPARK_MIN_S = 2.0
-SPARK_POINTS = 600
-"""Sparklines read at most this many newest points (wider than any terminal row)."""
 """Sparklines (minutes of history) repaint at most this often; a new selection at once."""
+
+SPARK_POINTS = 600
+"""Sparklines read at most this many newest points (and never more than the terminal's
+width: no sparkline is wider)."""
 
 _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s,
               "gen_tps": fmt.fmt_num, "running": fmt.fmt_num, "waiting": fmt.fmt_num,
@@ -42,6 +58,34 @@ _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s
 _SPARK_Q = {"ttft_p50": ("ttft_s", "p50"), "ttft_p95": ("ttft_s", "p95"),
             "itl_p95": ("itl_s", "p95")}
 """Latency captions come from the row's quantiles, so a bound keeps its ``<``/``>`` mark."""
+
+
+def spark_form(width: int, height: int, room: int) -> str | None:
+    """How the sparklines show in a ``width`` x ``height`` terminal whose area under the GPU
+    lines is ``room`` lines high: ``"full"`` (one a line, beside the event log: tall and wide),
+    ``"compact"`` (two columns above the event log, which keeps ``EVENTS_MIN_LINES``) or None
+    (folded away: the event log takes the room)."""
+    n = len(SPARK_FIELDS)
+    if (width >= WIDE_MIN_WIDTH and height >= TALL_MIN_HEIGHT
+            and room >= SparkPanel.lines_needed(n, compact=False)):
+        return "full"
+    if room >= SparkPanel.lines_needed(n, compact=True) + EVENTS_MIN_LINES:
+        return "compact"
+    return None
+
+
+class BottomArea(Container):
+    """The room under the GPU lines: sparklines (when they fit) and the event log.
+
+    Its height is what the widgets above leave (``1fr``), which nothing inside it changes, so
+    the sparklines' form is decided from its own size after layout (``on_resize``): showing
+    or folding them never changes the size the decision was made from.
+    """
+
+    def on_resize(self, event: Resize) -> None:
+        screen = self.screen
+        if isinstance(screen, OverviewScreen):
+            screen.fit_sparks(event.size.height)
 
 
 class OverviewScreen(Screen):
@@ -64,7 +108,7 @@ class OverviewScreen(Screen):
         yield EnginesTable(id="engines")
         yield Static("GPUs", id="gpu-title", classes="section")
         yield GpuPanel(id="gpus")
-        with Horizontal(id="bottom"):
+        with BottomArea(id="bottom"):
             yield SparkPanel(id="sparks")
             yield EventLog(id="events")
         yield Static(id="too-small")
@@ -72,6 +116,7 @@ class OverviewScreen(Screen):
         yield Footer()
 
     _sparks_at = 0.0
+    _spark_form: str | None = None
 
     def on_mount(self) -> None:
         self.query_one(EnginesTable).focus()
@@ -93,6 +138,21 @@ class OverviewScreen(Screen):
         rebuilt = self.query_one(EnginesTable).set_layout(width)
         if self.app.snapshot is not None:  # the name column follows the width at once
             self.refresh_data(force=rebuilt)
+
+    def fit_sparks(self, room: int) -> None:
+        """Show the sparklines in the form ``room`` (the bottom area's height) allows."""
+        width, height = self.app.size
+        form = spark_form(width, height, room)
+        if form != self._spark_form:
+            self._spark_form = form
+            bottom = self.query_one(BottomArea)
+            bottom.set_class(form == "full", "-full")
+            bottom.set_class(form == "compact", "-compact")
+            self.query_one(SparkPanel).set_compact(form == "compact")
+        if form is not None and self.app.snapshot is not None:
+            # shown, or wider: read enough points for the new width now
+            self._sparks_at = time.monotonic()
+            self._paint_sparks()
 
     # -- painting -----------------------------------------------------------------------------
     def refresh_data(self, *, force: bool = False) -> None:
@@ -117,7 +177,7 @@ class OverviewScreen(Screen):
         self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, app.thresholds,
                                       wide=self.has_class("-wide"))
         now = time.monotonic()
-        if self.has_class("-tall") and (force or now - self._sparks_at >= SPARK_MIN_S):
+        if self._spark_form and (force or now - self._sparks_at >= SPARK_MIN_S):
             self._sparks_at = now
             self._paint_sparks()
         self.query_one(EventLog).set_events(app.source.events())
@@ -125,11 +185,12 @@ class OverviewScreen(Screen):
     def _paint_sparks(self) -> None:
         row = self.query_one(EnginesTable).selected_row()
         if row is None:
-            self.query_one(SparkPanel).set_series("no engine selected", [])
+            self.query_one(SparkPanel).set_series("", [])
             return
+        points = min(SPARK_POINTS, self.app.size.width)  # no sparkline is wider
         series = []
         for field, label in SPARK_FIELDS:
-            values = self.app.source.series(row.key, field, SPARK_POINTS)
+            values = self.app.source.series(row.key, field, points)
             q = _SPARK_Q.get(field)
             if q is not None:
                 caption = fmt.quantile_text(getattr(row, q[0], None), q[1])
@@ -137,11 +198,15 @@ class OverviewScreen(Screen):
                 last = next((v for v in reversed(values) if v is not None), None)
                 caption = _SPARK_FMT.get(field, fmt.fmt_num)(last)
             series.append((label, values, caption))
-        self.query_one(SparkPanel).set_series(f"{fmt.row_name(row)}  (last minutes)", series)
+        name = fmt.row_name(row)
+        if row.rank is not None:  # name the engine, not just " └ rank 1"
+            name = " ".join(x for x in (fmt.compact_target(row.target), row.model,
+                                        f"rank {row.rank}") if x)
+        self.query_one(SparkPanel).set_series(name, series)
 
     @on(DataTable.RowHighlighted)
     def _row_moved(self) -> None:
-        if self.has_class("-tall"):
+        if self._spark_form:
             self._paint_sparks()
 
     @on(DataTable.RowSelected)

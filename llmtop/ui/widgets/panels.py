@@ -16,7 +16,10 @@ from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 from llmtop.verdict import CRIT, OK, WARN, Verdict, short_target
 
-__all__ = ["EventLog", "GpuPanel", "HeaderBar", "SparkPanel", "gpu_line", "short_gpu_name"]
+__all__ = [
+    "EventLog", "GpuPanel", "HeaderBar", "SparkPanel", "SparkSeries", "gpu_line",
+    "short_gpu_name", "spark_cell",
+]
 
 THROTTLE_ABBREV = {
     "power": "PWR", "thermal": "THM", "hw": "HW", "sync": "SYNC", "display": "DSP",
@@ -157,34 +160,103 @@ class GpuPanel(Painted):
         self.paint(out)
 
 
+SparkSeries = tuple[str, list[float | None], str]
+"""One sparkline: (label, values, formatted current value)."""
+
+SPARK_LABEL_W = 9
+"""Label cells of a sparkline (``gen tok/s``, ``TTFT p95``)."""
+
+SPARK_VALUE_W = 6
+"""Value cells of a compact sparkline (``<100ms``): the grid does not move as values do."""
+
+
+def spark_cell(label: str, values: Sequence[float | None], value: str, *, label_w: int,
+               spark_w: int, value_w: int) -> Text:
+    """``label spark value`` in exactly ``label_w + spark_w + value_w + 2`` cells; the newest
+    point at the right edge, gaps (and points not yet sampled) blank, never zero."""
+    t = Text(f"{label:<{label_w}.{label_w}} ")
+    t.append(fmt.sparkline(values, spark_w).rjust(spark_w), style=S("accent"))
+    t.append(f" {value:>{value_w}}")
+    return t
+
+
 class SparkPanel(Static):
-    """Sparklines of the selected engine; gaps stay blank. Renders to its own width."""
+    """Sparklines of the selected engine; gaps stay blank. Renders to its own width.
+
+    Two forms: one sparkline a line (``compact`` False: beside the event log on a tall, wide
+    terminal), or ``compact``: the title line and the sparklines in two columns, as few
+    lines as possible, above the event log (which keeps the full width).
+    """
 
     DEFAULT_CSS = "SparkPanel { height: auto; padding: 0 1; }"
+
+    COLUMNS = 2
+    """Columns of the compact form."""
 
     def __init__(self, *a, **kw) -> None:
         super().__init__(*a, **kw)
         self.title = ""
-        self.series: list[tuple[str, list[float | None], str]] = []
+        self.series: list[SparkSeries] = []
+        self.compact = False
 
-    def set_series(self, title: str, series: list[tuple[str, list[float | None], str]]) -> None:
-        """``series``: (label, values, formatted last value). A fresh list every time."""
-        if title != self.title or series != self.series:
-            self.title = title
-            self.series = series
+    @classmethod
+    def lines_needed(cls, n_series: int, *, compact: bool) -> int:
+        """Height of the panel (title included) for ``n_series`` sparklines."""
+        return 1 + (-(-n_series // cls.COLUMNS) if compact else n_series)
+
+    def set_compact(self, compact: bool) -> None:
+        if compact != self.compact:
+            self.compact = compact
             self.refresh(layout=True)
 
+    def set_series(self, title: str, series: list[SparkSeries]) -> None:
+        """``series``: (label, values, formatted last value). A fresh list every time."""
+        if title != self.title or series != self.series:
+            # a new height (auto) only when the number of lines changes
+            layout = len(series) != len(self.series)
+            self.title = title
+            self.series = series
+            self.refresh(layout=layout)
+
     def render(self) -> Text:
-        width = max(10, self.size.width - 2)
         t = Text(no_wrap=True, overflow="crop")
-        t.append(self.title or "no engine selected", style="bold")
-        label_w, val_w = 10, 8
-        spark_w = max(4, width - label_w - val_w - 2)
+        if self.compact:
+            t.append(self.title or "no engine selected", style="bold")
+            self._render_grid(t, max(20, self.size.width))
+            return t
+        width = max(10, self.size.width - 2)
+        t.append(f"{self.title}  (last minutes)" if self.title else "no engine selected",
+                 style="bold")
+        val_w = 8
+        spark_w = max(4, width - SPARK_LABEL_W - val_w - 3)
         for label, values, last in self.series:
-            t.append(f"\n{label:<{label_w}.{label_w}}")
-            t.append(fmt.sparkline(values, spark_w), style=S("accent"))
-            t.append(f" {last:>{val_w}}")
+            t.append("\n")
+            t.append_text(spark_cell(label, values, last, label_w=SPARK_LABEL_W,
+                                     spark_w=spark_w, value_w=val_w))
         return t
+
+    def _render_grid(self, t: Text, width: int) -> None:
+        """The compact form: column-major (latency on the left, load on the right)."""
+        series = self.series
+        if not series:
+            return
+        gap = 2
+        rows = -(-len(series) // self.COLUMNS)
+        cell_w = (width - gap * (self.COLUMNS - 1)) // self.COLUMNS
+        label_w = min(SPARK_LABEL_W, max(len(label) for label, _, _ in series))
+        value_w = max(SPARK_VALUE_W, *(len(value) for _, _, value in series))
+        spark_w = max(3, cell_w - label_w - value_w - 2)
+        for r in range(rows):
+            t.append("\n")
+            for c in range(self.COLUMNS):
+                i = c * rows + r
+                if i >= len(series):
+                    break
+                if c:
+                    t.append(" " * gap)
+                label, values, value = series[i]
+                t.append_text(spark_cell(label, values, value, label_w=label_w,
+                                         spark_w=spark_w, value_w=value_w))
 
 
 class EventLog(Static):
