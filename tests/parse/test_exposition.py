@@ -398,7 +398,7 @@ def test_unchanged_chunks_come_from_the_cache_and_give_the_same_families():
 
 
 def test_chunk_cache_memory_is_bounded_by_its_text():
-    from llmtop.parse.exposition import _ChunkCache, Sample
+    from llmtop.parse.exposition import Sample, _ChunkCache
 
     cache = _ChunkCache(100)
     for i in range(1000):
