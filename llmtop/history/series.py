@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import islice
+from typing import TypeVar
 
 from llmtop.model import Event
 
 __all__ = ["EventLog", "SeriesBook", "tail"]
+
+T = TypeVar("T")
 
 
 class SeriesBook:
@@ -21,11 +24,15 @@ class SeriesBook:
     def __init__(self, maxlen: int) -> None:
         self.maxlen = maxlen
         self.times: deque[float] = deque(maxlen=maxlen)
+        self.commits = 0
+        """Points committed so far: never shrinks as the rings drop old points, so it is the
+        absolute position just after each ring's newest point."""
         self._rings: dict[tuple[str, str], deque[float | None]] = {}
 
     def commit(self, t_wall: float, values: dict[tuple[str, str], float | None]) -> None:
         """Append one point to every ring: ``values`` for the keys given, None elsewhere."""
         n_before = len(self.times)
+        self.commits += 1
         self.times.append(t_wall)
         for k, v in values.items():
             ring = self._rings.get(k)
@@ -44,7 +51,7 @@ class SeriesBook:
         return [] if ring is None else tail(ring, last)
 
 
-def tail(ring: deque[float | None], last: int | None) -> list[float | None]:
+def tail(ring: deque[T], last: int | None) -> list[T]:
     """The newest ``last`` items of ``ring`` as a list (all when None)."""
     n = len(ring)
     if last is None or last >= n:

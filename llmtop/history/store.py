@@ -25,7 +25,7 @@ from llmtop.history.rows import (
     share_with,
     target_rows,
 )
-from llmtop.history.series import EventLog, SeriesBook
+from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.target import TargetHistory, identity_version, state_word
 from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
 from llmtop.parse.exposition import Family, ParseError
@@ -406,19 +406,28 @@ class Store:
         newest ``last`` only when given (a caller drawing 60 cells need not copy 3,600)."""
         return self._series.get(key, field, last)
 
-    def gpu_series(self, gpu_key: str, field: str) -> list[float | None]:
-        """Sparkline values of a GPU (``host:index``, ``GPU_SERIES_FIELDS``).
+    def gpu_series(self, gpu_key: str, field: str, last: int | None = None
+                   ) -> list[float | None]:
+        """Sparkline values of a GPU (``host:index``, ``GPU_SERIES_FIELDS``), one per commit
+        like ``series`` (the same count and times); the newest ``last`` only when given.
 
         ``host#index`` is accepted too (the UI's GPU key).
         """
         if "#" in gpu_key:
             host, _, index = gpu_key.rpartition("#")
             gpu_key = f"{host}:{index}"
-        return self._gpu_series.get(gpu_key, field)
+        return self._gpu_series.get(gpu_key, field, last)
 
-    def series_times(self) -> list[float]:
-        """Wall-clock time of each commit; series are aligned to the end of this list."""
-        return list(self._series.times)
+    def series_times(self, last: int | None = None) -> list[float]:
+        """Wall-clock time of each commit; series are aligned to the end of this list. The
+        newest ``last`` only when given."""
+        return tail(self._series.times, last)
+
+    def series_count(self) -> int:
+        """Commits so far: only grows (the bounded series drop old points, this does not), so
+        the newest series point is at absolute position ``series_count() - 1``. Sparklines
+        align their cells to it, so that cells do not shift as points arrive."""
+        return self._series.commits
 
     def raw_families(self, target: str) -> tuple[dict[str, Family], dict[str, Family], float]:
         """Fully parsed families of the last two good bodies, and the seconds between them.

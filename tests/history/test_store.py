@@ -338,3 +338,20 @@ def test_series_book_tail_reads_only_the_newest_points_with_gaps_kept():
     assert book.get("k", "kv", last=50) == [2.0, 3.0, 4.0, None, 6.0]
     assert book.get("k", "kv", last=0) == []
     assert book.get("nope", "kv", last=3) == []
+
+
+def test_series_count_keeps_growing_past_the_bounded_rings():
+    """Sparklines align their cells to absolute positions: the commit count, which (unlike
+    the rings' length) keeps growing once old points drop; ``last`` reads only the tail."""
+    s = make_store("a", history_s=300.0)
+    assert s.series_count() == 0 and s.series_times(5) == []
+    feed(s, "a", 0, 399)
+    assert s.series_count() == 400
+    assert len(s.series_times()) == len(s.series("a|m", "running")) == 300  # the ring's cap
+    assert s.series_times(3) == [1_700_000_397.0, 1_700_000_398.0, 1_700_000_399.0]
+    assert s.series_times(0) == [] and s.series_times(10_000) == s.series_times()
+    s.ingest_gpus(gpu_sample(400.0, utils=(0.5,)))
+    s.commit(400.0, 1_700_000_400.0)
+    assert s.series_count() == 401
+    util = s.gpu_series("local:0", "util", 2)
+    assert util == [None, 0.5] and s.gpu_series("local:0", "util")[-2:] == util
