@@ -140,6 +140,14 @@ def _state_rows() -> list[EngineRow]:
     return out
 
 
+SERIES_POINTS = 120
+"""Points in every fake series (two minutes at one a second)."""
+
+
+def _tail(values: list, last: int | None) -> list:
+    return values if last is None else values[-last:] if last > 0 else []
+
+
 def _wave(n: int, base: float, amp: float, gap_at: tuple[int, ...] = ()) -> list[float | None]:
     out: list[float | None] = [base + amp * math.sin(i / 6.0) for i in range(n)]
     for g in gap_at:
@@ -220,13 +228,22 @@ class FakeSource:
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         row = next((r for r in self._snap.engines if r.key == key), None)
         if row is None or row.state != "ok":
-            return [None] * 10
+            return _tail([None] * SERIES_POINTS, last)
         base = {"ttft_p50": 0.18, "ttft_p95": 0.42, "itl_p95": 0.035, "gen_tps": 1800.0,
                 "running": 25.0, "waiting": 3.0, "kv": 0.6, "preempt_s": 0.0}.get(field, 1.0)
-        return _wave(120, base, base * 0.3, gap_at=(40, 41, 42))
+        return _tail(_wave(SERIES_POINTS, base, base * 0.3, gap_at=(40, 41, 42)), last)
 
-    def gpu_series(self, key: str, field: str) -> list[float | None]:
-        return _wave(120, 0.6, 0.25, gap_at=(70,))
+    def gpu_series(self, key: str, field: str, last: int | None = None
+                   ) -> list[float | None]:
+        return _tail(_wave(SERIES_POINTS, 0.6, 0.25, gap_at=(70,)), last)
+
+    def series_count(self) -> int | None:
+        return SERIES_POINTS
+
+    def series_times(self, last: int | None = None) -> list[float]:
+        """One point a second, the newest at the snapshot's time."""
+        end = self._snap.time if self._snap is not None else FROZEN_TIME
+        return _tail([end - (SERIES_POINTS - 1 - i) for i in range(SERIES_POINTS)], last)
 
     def events(self) -> list[Event]:
         return list(self._events)

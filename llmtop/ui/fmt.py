@@ -17,6 +17,7 @@ from llmtop.verdict import short_target
 __all__ = [
     "BADGE_WIDTH",
     "DASH",
+    "SPARK_SPAN_S",
     "S",
     "badge",
     "bar",
@@ -29,11 +30,17 @@ __all__ = [
     "fmt_pct",
     "fmt_rate",
     "fmt_s",
+    "fmt_span",
     "level_style",
     "model_short",
     "quantile_text",
     "row_name",
     "set_palette",
+    "spark_bounds",
+    "spark_cells",
+    "spark_per_cell",
+    "spark_plan",
+    "spark_span_s",
     "sparkline",
     "trend_arrow",
 ]
@@ -167,9 +174,80 @@ def trend_arrow(values: Sequence[float | None], rel: float = 0.1) -> str:
     return "↑" if ch > rel else "↓" if ch < -rel else "→"
 
 
-def sparkline(values: Sequence[float | None], width: int) -> str:
-    """Block sparkline of the last ``width`` values; gaps (None) stay blank, never zero."""
-    vals = list(values[-width:]) if width > 0 else []
+SPARK_SPAN_S = 300.0
+"""The history a sparkline's cells are sized for (5 minutes): ``spark_per_cell`` makes each
+cell hold enough samples that this much fits the width (a wider sparkline shows more)."""
+
+
+def spark_per_cell(points: int, width: int) -> int:
+    """Samples per cell so that ``points`` samples fit ``width`` cells: ``ceil(points /
+    width)``, never less than 1."""
+    if width <= 0 or points <= width:
+        return 1
+    return -(-points // width)
+
+
+def spark_plan(end: int, width: int, span_points: int) -> tuple[int, int]:
+    """``(per_cell, last)`` for ``width`` cells of series that end at absolute position
+    ``end`` (a commit count): as many samples a cell as it takes to show all the history
+    there is, up to ``span_points`` (``spark_per_cell``), and how many newest points to read
+    to fill the cells (whole cells, aligned as ``spark_bounds`` aligns them). A fresh start
+    (``end`` <= ``width``) reads everything at one sample a cell."""
+    if end <= 0 or width <= 0:
+        return 1, 0
+    k = spark_per_cell(min(end, max(1, span_points)), width)
+    first_b = max(0, (end - 1) // k - width + 1)
+    return k, end - first_b * k
+
+
+def spark_bounds(n: int, width: int, per_cell: int = 1,
+                 end: int | None = None) -> list[tuple[int, int]]:
+    """The index ranges ``[lo, hi)`` into ``n`` values that make the newest ``width`` cells,
+    oldest first, ``per_cell`` samples each.
+
+    Cells are aligned to absolute sample positions, not to the newest end: ``end`` is the
+    position just after the newest value (a commit count that only grows; default ``n``:
+    the first value is position 0), and cell ``b`` holds positions ``b*per_cell`` up to
+    ``(b+1)*per_cell``. So a new sample changes only the newest cell until it is complete;
+    then the picture shifts left by one cell. A cell only partly given at the old end
+    (older samples exist but were not read) is left out rather than shown short.
+    """
+    k = max(1, per_cell)
+    if n <= 0 or width <= 0:
+        return []
+    end = n if end is None else max(end, n)
+    start = end - n
+    last_b = (end - 1) // k
+    first_b = -(-start // k)  # the first cell whose samples are all there
+    first_b = max(min(first_b, last_b), last_b - width + 1)
+    return [(max(b * k, start) - start, min((b + 1) * k, end) - start)
+            for b in range(first_b, last_b + 1)]
+
+
+def spark_cells(values: Sequence[float | None], width: int, per_cell: int = 1,
+                end: int | None = None) -> list[float | None]:
+    """One value per cell (newest ``width`` cells, see ``spark_bounds``): the **max** of the
+    cell's samples, so a latency or queue spike one sample long stays visible however many
+    samples a cell holds (an average would flatten it). A cell whose samples are all None
+    is None (a gap, drawn blank, never zero); one with some values takes the max of those.
+    """
+    if per_cell <= 1:
+        return list(values[-width:]) if width > 0 else []
+    out: list[float | None] = []
+    for lo, hi in spark_bounds(len(values), width, per_cell, end):
+        top: float | None = None
+        for v in values[lo:hi]:
+            if v is not None and (top is None or v > top):
+                top = v
+        out.append(top)
+    return out
+
+
+def sparkline(values: Sequence[float | None], width: int, per_cell: int = 1,
+              end: int | None = None) -> str:
+    """Block sparkline of the newest ``width`` cells, ``per_cell`` samples each (the max of
+    them: ``spark_cells``); gaps (None) stay blank, never zero."""
+    vals = spark_cells(values, width, per_cell, end)
     nums = [v for v in vals if v is not None]
     if not nums:
         return " " * len(vals)
@@ -184,6 +262,28 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
         else:
             out.append(BLOCKS[1 + int((v - lo) / span * 7.999)])
     return "".join(out)
+
+
+def spark_span_s(times: Sequence[float], points: int, interval_s: float) -> float:
+    """Seconds the newest ``points`` samples cover: from their commit times (``times``,
+    aligned to the end of the series) when there are two, else ``points x interval_s``.
+    Each sample stands for one interval, so 300 samples a second apart cover 300 s."""
+    if points <= 0:
+        return 0.0
+    if points >= 2 and len(times) >= points:
+        first, last = times[-points], times[-1]
+        if last > first:
+            return (last - first) * points / (points - 1)
+    return points * interval_s
+
+
+def fmt_span(seconds: float) -> str:
+    """A span of history, at most 4 cells: ``40s`` (under 100 s), ``5m``, ``2h``."""
+    if seconds < 99.5:
+        return f"{max(0, round(seconds))}s"
+    if seconds < 99.5 * 60:
+        return f"{round(seconds / 60)}m"
+    return f"{round(seconds / 3600)}h"
 
 
 _BADGES = {"ok": "ok", "down": "DOWN", "unauthorized": "UNAUTHORIZED",

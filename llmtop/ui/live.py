@@ -30,7 +30,14 @@ class NullSource:
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         return []
 
-    def gpu_series(self, key: str, field: str) -> list[float | None]:
+    def gpu_series(self, key: str, field: str, last: int | None = None
+                   ) -> list[float | None]:
+        return []
+
+    def series_count(self) -> int | None:
+        return 0
+
+    def series_times(self, last: int | None = None) -> list[float]:
         return []
 
     def events(self) -> list[Event]:

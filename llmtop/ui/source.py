@@ -65,7 +65,12 @@ class Source(Protocol):
     async def tick(self) -> Snapshot: ...
     def snapshot(self, window_s: float) -> Snapshot | None: ...
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]: ...
-    def gpu_series(self, key: str, field: str) -> list[float | None]: ...
+    def gpu_series(self, key: str, field: str, last: int | None = None
+                   ) -> list[float | None]: ...
+    def series_count(self) -> int | None:
+        """Points committed so far (only grows): series end at this absolute position."""
+    def series_times(self, last: int | None = None) -> list[float]:
+        """Wall-clock time of each point, aligned to the end of every series."""
     def events(self) -> list[Event]: ...
     def event(self, level: str, target: str | None, text: str) -> None: ...
     def raw_families(self, target: str) -> tuple[dict, dict, float]: ...
@@ -108,7 +113,9 @@ class MonitorSource:
         self._rings: dict[tuple[str, str], deque[float | None]] = {}
         self._history = history
         self._local_events: deque[Event] = deque(maxlen=500)
-        self._store_series = getattr(self.store, "series", None)
+        self._own_series = getattr(self.store, "series", None) is None
+        self._count = 0
+        self._times: deque[float] = deque(maxlen=history)
 
     @property
     def store(self) -> Any:
@@ -116,11 +123,13 @@ class MonitorSource:
 
     async def tick(self) -> Snapshot:
         snap = await self.monitor.tick()
-        if self._store_series is None:
+        if self._own_series:
             self._remember(snap)
         return snap
 
     def _remember(self, snap: Snapshot) -> None:
+        self._count += 1
+        self._times.append(snap.time)
         seen = set()
         for row in snap.engines:
             for r in (row, *row.ranks):
@@ -143,20 +152,34 @@ class MonitorSource:
         return fn(window_s) if fn is not None else None
 
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
-        if self._store_series is not None:
+        if not self._own_series:
+            # looked up each time: a replay seeking back starts a fresh store
             try:
-                return self._store_series(key, field, last)
+                return self.store.series(key, field, last)
             except (KeyError, ValueError):
                 return []
         ring = self._rings.get((key, field))
         return tail(ring, last) if ring is not None else []
 
-    def gpu_series(self, key: str, field: str) -> list[float | None]:
+    def gpu_series(self, key: str, field: str, last: int | None = None
+                   ) -> list[float | None]:
         fn = getattr(self.store, "gpu_series", None)
         try:
-            return list(fn(key, field)) if fn is not None else []
+            return list(fn(key, field, last)) if fn is not None else []
         except (KeyError, ValueError):
             return []
+
+    def series_count(self) -> int | None:
+        if self._own_series:
+            return self._count
+        fn = getattr(self.store, "series_count", None)
+        return fn() if fn is not None else None
+
+    def series_times(self, last: int | None = None) -> list[float]:
+        if self._own_series:
+            return tail(self._times, last)
+        fn = getattr(self.store, "series_times", None)
+        return fn(last) if fn is not None else []
 
     def events(self) -> list[Event]:
         evs = getattr(self.store, "events", None)

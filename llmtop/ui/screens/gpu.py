@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
@@ -15,13 +16,14 @@ from textual.widgets import Footer, Static
 
 from llmtop.model import GpuRecord
 from llmtop.ui import fmt
+from llmtop.ui.screens.overview import SPARK_MIN_S, spark_clock
 from llmtop.ui.source import gpu_key
-from llmtop.ui.widgets.panels import gpu_line
+from llmtop.ui.widgets.panels import SparkClock, gpu_line
 
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["GpuScreen", "gpu_table"]
+__all__ = ["GpuScreen", "gpu_table", "history_rows"]
 
 HISTORY_FIELDS = (("util", "SM util", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
                   ("power", "power W", fmt.fmt_num), ("temp", "temp \u00b0C", fmt.fmt_num))
@@ -43,7 +45,29 @@ def _val(name: str, v: object) -> str:
     return str(v)
 
 
-def gpu_table(g: GpuRecord, history: dict[str, list[float | None]], width: int) -> Table:
+def history_rows(history: dict[str, list[float | None]], width: int,
+                 clock: SparkClock) -> list[tuple[str, Text]]:
+    """The history sparklines of one GPU (``HISTORY_FIELDS``), sized like the overview's: each
+    cell the max of its samples, up to ``SPARK_SPAN_S`` in the width; a first row says the
+    span shown. The value is the newest sample, not a cell's max."""
+    spark_w = max(10, width - 30)
+    n = max((len(v) for v in history.values()), default=0)
+    k = clock.per_cell(n, spark_w)
+    rows: list[tuple[str, Text]] = []
+    span = clock.span(n, spark_w)
+    if span:
+        rows.append(("history", Text(f"last {span}, max per cell", style="dim")))
+    for key, label, f in HISTORY_FIELDS:
+        values = history.get(key, [])
+        last = next((v for v in reversed(values) if v is not None), None)
+        line = Text(fmt.sparkline(values, spark_w, k, clock.end), style=fmt.S("accent"))
+        line.append(f"  {f(last)}")
+        rows.append((label, line))
+    return rows
+
+
+def gpu_table(g: GpuRecord, history: list[tuple[str, Text]]) -> Table:
+    """Every field of one GPU, then its ``history_rows``."""
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
     t.add_column()
@@ -65,12 +89,7 @@ def gpu_table(g: GpuRecord, history: dict[str, list[float | None]], width: int) 
                       f"{who}{vis}")
     else:
         t.add_row("processes", "none reported")
-    spark_w = max(10, width - 30)
-    for key, label, f in HISTORY_FIELDS:
-        values = history.get(key, [])
-        last = next((v for v in reversed(values) if v is not None), None)
-        line = Text(fmt.sparkline(values, spark_w), style=fmt.S("accent"))
-        line.append(f"  {f(last)}")
+    for label, line in history:
         t.add_row(label, line)
     return t
 
@@ -80,6 +99,12 @@ class GpuScreen(Screen):
 
     app: LlmtopApp
     BINDINGS = [Binding("escape", "back", "Back", id="gpu_back")]
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._history: dict[str, list[tuple[str, Text]]] = {}
+        self._history_at = 0.0
+        self._history_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static("GPUs", classes="title")
@@ -101,14 +126,30 @@ class GpuScreen(Screen):
             body.update(Text(f"GPU unavailable: {snap.gpu_error or 'no GPUs reported'}"))
             return
         width = self.app.size.width
+        keys = [gpu_key(g) for g in snap.gpus]
+        now = time.monotonic()
+        if (force or width != self._history_width or now - self._history_at >= SPARK_MIN_S
+                or any(k not in self._history for k in keys)):
+            # minutes of history: read and drawn at most every SPARK_MIN_S, as the overview
+            self._history_at, self._history_width = now, width
+            self._history = self._read_history(keys, width)
         parts = Table.grid()
-        for g in snap.gpus:
-            key = gpu_key(g)
-            hist = {f: self.app.source.gpu_series(key, f) for f, _, _ in HISTORY_FIELDS}
+        for g, key in zip(snap.gpus, keys, strict=True):
             parts.add_row(gpu_line(g, self.app.thresholds, wide=width >= 120))
-            parts.add_row(gpu_table(g, hist, width))
+            parts.add_row(gpu_table(g, self._history.get(key, [])))
             parts.add_row("")
         body.update(parts)
+
+    def _read_history(self, keys: list[str], width: int) -> dict[str, list[tuple[str, Text]]]:
+        source = self.app.source
+        spark_w = max(10, width - 30)
+        clock, points = spark_clock(source, self.app.state.interval_s, spark_w)
+        out = {}
+        for key in keys:
+            hist = {f: source.gpu_series(key, f, points) if points > 0 else []
+                    for f, _, _ in HISTORY_FIELDS}
+            out[key] = history_rows(hist, width, clock)
+        return out
 
     def action_back(self) -> None:
         self.app.pop_screen()

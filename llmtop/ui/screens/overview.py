@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -14,9 +15,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from llmtop.ui import fmt
-from llmtop.ui.source import SPARK_FIELDS
+from llmtop.ui.source import SPARK_FIELDS, Source
 from llmtop.ui.widgets.engines import WIDE_MIN_WIDTH, EnginesTable
-from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkPanel
+from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, SparkPanel
 
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
@@ -30,6 +31,7 @@ __all__ = [
     "TALL_MIN_HEIGHT",
     "BottomArea",
     "OverviewScreen",
+    "spark_clock",
     "spark_form",
 ]
 
@@ -47,8 +49,8 @@ SPARK_MIN_S = 2.0
 """Sparklines (minutes of history) repaint at most this often; a new selection at once."""
 
 SPARK_POINTS = 600
-"""Sparklines read at most this many newest points (and never more than the terminal's
-width: no sparkline is wider)."""
+"""Sparklines are sized for ``fmt.SPARK_SPAN_S`` (5 min) of samples at the refresh interval,
+but at most this many (2.5 min at 0.25 s), and read only the points their cells draw."""
 
 _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s,
               "gen_tps": fmt.fmt_num, "running": fmt.fmt_num, "waiting": fmt.fmt_num,
@@ -72,6 +74,23 @@ def spark_form(width: int, height: int, room: int) -> str | None:
     if room >= SparkPanel.lines_needed(n, compact=True) + EVENTS_MIN_LINES:
         return "compact"
     return None
+
+
+def spark_clock(source: Source, interval_s: float, spark_w: int) -> tuple[SparkClock, int]:
+    """Where the series end and how much history sparklines ``spark_w`` cells wide show,
+    and how many newest points to read for them.
+
+    The cells are sized for ``fmt.SPARK_SPAN_S`` at ``interval_s`` (``SPARK_POINTS`` at
+    most); the points read cover the whole cells ``spark_w`` draws, plus two cells to spare
+    should the panel render a little narrower (a cell holds more samples then)."""
+    span_points = max(1, min(SPARK_POINTS, math.ceil(fmt.SPARK_SPAN_S / max(interval_s, 1e-3))))
+    count = source.series_count()
+    if count is None:
+        read = span_points
+        return SparkClock(None, span_points, interval_s, tuple(source.series_times(read))), read
+    k, last = fmt.spark_plan(count, spark_w, span_points)
+    read = min(count, last + 2 * k)
+    return SparkClock(count, span_points, interval_s, tuple(source.series_times(read))), read
 
 
 class BottomArea(Container):
@@ -187,10 +206,13 @@ class OverviewScreen(Screen):
         if row is None:
             self.query_one(SparkPanel).set_series("", [])
             return
-        points = min(SPARK_POINTS, self.app.size.width)  # no sparkline is wider
+        source = self.app.source
+        panel = self.query_one(SparkPanel)
+        clock, points = spark_clock(source, self.app.state.interval_s,
+                                    panel.spark_width(self._panel_width(panel)))
         series = []
         for field, label in SPARK_FIELDS:
-            values = self.app.source.series(row.key, field, points)
+            values = source.series(row.key, field, points) if points > 0 else []
             q = _SPARK_Q.get(field)
             if q is not None:
                 caption = fmt.quantile_text(getattr(row, q[0], None), q[1])
@@ -202,7 +224,14 @@ class OverviewScreen(Screen):
         if row.rank is not None:  # name the engine, not just " └ rank 1"
             name = " ".join(x for x in (fmt.compact_target(row.target), row.model,
                                         f"rank {row.rank}") if x)
-        self.query_one(SparkPanel).set_series(name, series)
+        panel.set_series(name, series, clock)
+
+    def _panel_width(self, panel: SparkPanel) -> int:
+        """The panel's width: its own once laid out, else what its form will give it."""
+        if panel.size.width > 0:
+            return panel.size.width
+        width = self.app.size.width
+        return width - 2 if self._spark_form == "compact" else width // 2 - 3
 
     @on(DataTable.RowHighlighted)
     def _row_moved(self) -> None:

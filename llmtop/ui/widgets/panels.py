@@ -6,6 +6,7 @@ Each panel keeps the last thing it drew and only calls ``update``/``refresh`` on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widgets import Static
@@ -17,7 +18,7 @@ from llmtop.ui.fmt import DASH, S
 from llmtop.verdict import CRIT, OK, WARN, Verdict, short_target
 
 __all__ = [
-    "EventLog", "GpuPanel", "HeaderBar", "SparkPanel", "SparkSeries", "gpu_line",
+    "EventLog", "GpuPanel", "HeaderBar", "SparkClock", "SparkPanel", "SparkSeries", "gpu_line",
     "short_gpu_name", "spark_cell",
 ]
 
@@ -169,13 +170,48 @@ SPARK_LABEL_W = 9
 SPARK_VALUE_W = 6
 """Value cells of a compact sparkline (``<100ms``): the grid does not move as values do."""
 
+FULL_VALUE_W = 8
+"""Value cells of a sparkline in the full form."""
+
+
+@dataclass(frozen=True, slots=True)
+class SparkClock:
+    """Where the series end and how much history their cells are sized for.
+
+    ``end``: the source's ``series_count()`` (None: unknown, the values' own length);
+    ``span_points``: samples the width is sized for (``SPARK_SPAN_S`` at the interval);
+    ``times``: commit wall times aligned to the end of the values (the title's span).
+    """
+
+    end: int | None = None
+    span_points: int = 300
+    interval_s: float = 1.0
+    times: tuple[float, ...] = ()
+
+    def per_cell(self, n: int, spark_w: int) -> int:
+        """Samples a cell of ``spark_w`` cells holds for series of ``n`` values."""
+        end = n if self.end is None else self.end
+        return fmt.spark_plan(end, spark_w, self.span_points)[0]
+
+    def span(self, n: int, spark_w: int) -> str:
+        """``4m``: the history ``spark_w`` cells show of ``n`` values; "" when none."""
+        k = self.per_cell(n, spark_w)
+        bounds = fmt.spark_bounds(n, spark_w, k, self.end)
+        if not bounds:
+            return ""
+        shown = bounds[-1][1] - bounds[0][0]
+        return fmt.fmt_span(fmt.spark_span_s(self.times, shown, self.interval_s))
+
 
 def spark_cell(label: str, values: Sequence[float | None], value: str, *, label_w: int,
-               spark_w: int, value_w: int) -> Text:
+               spark_w: int, value_w: int, clock: SparkClock | None = None) -> Text:
     """``label spark value`` in exactly ``label_w + spark_w + value_w + 2`` cells; the newest
-    point at the right edge, gaps (and points not yet sampled) blank, never zero."""
+    cell at the right edge, gaps (and points not yet sampled) blank, never zero. With
+    ``clock``, each cell is the max of its samples (``fmt.spark_cells``)."""
+    k = clock.per_cell(len(values), spark_w) if clock is not None else 1
+    end = clock.end if clock is not None else None
     t = Text(f"{label:<{label_w}.{label_w}} ")
-    t.append(fmt.sparkline(values, spark_w).rjust(spark_w), style=S("accent"))
+    t.append(fmt.sparkline(values, spark_w, k, end).rjust(spark_w), style=S("accent"))
     t.append(f" {value:>{value_w}}")
     return t
 
@@ -185,7 +221,9 @@ class SparkPanel(Static):
 
     Two forms: one sparkline a line (``compact`` False: beside the event log on a tall, wide
     terminal), or ``compact``: the title line and the sparklines in two columns, as few
-    lines as possible, above the event log (which keeps the full width).
+    lines as possible, above the event log (which keeps the full width). Either way a cell
+    holds as many samples as it takes to show up to ``SPARK_SPAN_S`` of history (the max of
+    them: a spike stays visible), and the title says the span shown (``last 4m``).
     """
 
     DEFAULT_CSS = "SparkPanel { height: auto; padding: 0 1; }"
@@ -193,10 +231,14 @@ class SparkPanel(Static):
     COLUMNS = 2
     """Columns of the compact form."""
 
+    GAP = 2
+    """Cells between the compact form's columns."""
+
     def __init__(self, *a, **kw) -> None:
         super().__init__(*a, **kw)
         self.title = ""
         self.series: list[SparkSeries] = []
+        self.clock = SparkClock()
         self.compact = False
 
     @classmethod
@@ -209,30 +251,65 @@ class SparkPanel(Static):
             self.compact = compact
             self.refresh(layout=True)
 
-    def set_series(self, title: str, series: list[SparkSeries]) -> None:
+    def set_series(self, title: str, series: list[SparkSeries],
+                   clock: SparkClock | None = None) -> None:
         """``series``: (label, values, formatted last value). A fresh list every time."""
-        if title != self.title or series != self.series:
+        clock = clock or SparkClock()
+        if title != self.title or series != self.series or clock != self.clock:
             # a new height (auto) only when the number of lines changes
             layout = len(series) != len(self.series)
             self.title = title
             self.series = series
+            self.clock = clock
             self.refresh(layout=layout)
+
+    def spark_width(self, width: int | None = None, *, compact: bool | None = None) -> int:
+        """Cells of each sparkline when the panel is ``width`` cells wide (default: its own
+        width) in the compact form or not (default: its current form)."""
+        width = self.size.width if width is None else width
+        compact = self.compact if compact is None else compact
+        if compact:
+            return self._grid_widths(max(20, width))[2]
+        return max(4, max(10, width - 2) - SPARK_LABEL_W - FULL_VALUE_W - 3)
+
+    def _grid_widths(self, width: int) -> tuple[int, int, int]:
+        """``(label_w, value_w, spark_w)`` of a compact cell when the panel is ``width``."""
+        series = self.series
+        cell_w = (width - self.GAP * (self.COLUMNS - 1)) // self.COLUMNS
+        label_w = min(SPARK_LABEL_W, max((len(label) for label, _, _ in series),
+                                         default=SPARK_LABEL_W))
+        value_w = max([SPARK_VALUE_W, *(len(value) for _, _, value in series)])
+        return label_w, value_w, max(3, cell_w - label_w - value_w - 2)
+
+    def _title(self, width: int, spark_w: int) -> Text:
+        """The engine's name and the span shown (``last 4m``). Where both do not fit, the
+        model loses its path (``meta-llama/``), then the name is cut; the span never is."""
+        if not self.title:
+            return Text("no engine selected", style="bold")
+        n = max((len(values) for _, values, _ in self.series), default=0)
+        span = self.clock.span(n, spark_w)
+        suffix = f"  last {span}" if span else ""
+        name = self.title
+        room = width - len(suffix)
+        if len(name) > room:
+            name = " ".join(fmt.model_short(w) if "/" in w else w for w in name.split(" "))
+        if len(name) > room:
+            name = name[: max(room - 1, 1)] + "\u2026"
+        return Text(name + suffix, style="bold")
 
     def render(self) -> Text:
         t = Text(no_wrap=True, overflow="crop")
+        width = max(20, self.size.width) if self.compact else max(10, self.size.width - 2)
+        spark_w = self.spark_width()
+        t.append_text(self._title(width, spark_w))
         if self.compact:
-            t.append(self.title or "no engine selected", style="bold")
-            self._render_grid(t, max(20, self.size.width))
+            self._render_grid(t, width)
             return t
-        width = max(10, self.size.width - 2)
-        t.append(f"{self.title}  (last minutes)" if self.title else "no engine selected",
-                 style="bold")
-        val_w = 8
-        spark_w = max(4, width - SPARK_LABEL_W - val_w - 3)
         for label, values, last in self.series:
             t.append("\n")
             t.append_text(spark_cell(label, values, last, label_w=SPARK_LABEL_W,
-                                     spark_w=spark_w, value_w=val_w))
+                                     spark_w=spark_w, value_w=FULL_VALUE_W,
+                                     clock=self.clock))
         return t
 
     def _render_grid(self, t: Text, width: int) -> None:
@@ -240,12 +317,8 @@ class SparkPanel(Static):
         series = self.series
         if not series:
             return
-        gap = 2
         rows = -(-len(series) // self.COLUMNS)
-        cell_w = (width - gap * (self.COLUMNS - 1)) // self.COLUMNS
-        label_w = min(SPARK_LABEL_W, max(len(label) for label, _, _ in series))
-        value_w = max(SPARK_VALUE_W, *(len(value) for _, _, value in series))
-        spark_w = max(3, cell_w - label_w - value_w - 2)
+        label_w, value_w, spark_w = self._grid_widths(width)
         for r in range(rows):
             t.append("\n")
             for c in range(self.COLUMNS):
@@ -253,10 +326,11 @@ class SparkPanel(Static):
                 if i >= len(series):
                     break
                 if c:
-                    t.append(" " * gap)
+                    t.append(" " * self.GAP)
                 label, values, value = series[i]
                 t.append_text(spark_cell(label, values, value, label_w=label_w,
-                                         spark_w=spark_w, value_w=value_w))
+                                         spark_w=spark_w, value_w=value_w,
+                                         clock=self.clock))
 
 
 class EventLog(Static):
