@@ -61,7 +61,7 @@ class HelpScreen(ModalScreen[None]):
         t.add_column(justify="right", min_width=10, no_wrap=True)
         t.add_column()
         t.add_row(Text("llmtop", style="bold"), Text("htop for LLM inference servers. "
-                  "None = not reported, shown as \u2013. Esc goes back."))
+                  "\u2013 = the engine does not report it (never shown as 0). Esc goes back."))
         for title, bindings in binding_sections():
             t.add_row("", "")
             t.add_row("", Text(title, style="bold underline"))
