@@ -56,7 +56,11 @@ def tail(ring: deque[T], last: int | None) -> list[T]:
     n = len(ring)
     if last is None or last >= n:
         return list(ring)
-    return list(islice(ring, n - last, None)) if last > 0 else []
+    if last <= 0:
+        return []
+    out = list(islice(reversed(ring), last))  # from the newest end: O(last), not O(len)
+    out.reverse()
+    return out
 
 
 class EventLog:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
-from llmtop.history.derive import window_start
 from llmtop.history.rows import Entry
 from llmtop.parse.exposition import Family, ParseError
 
@@ -86,14 +86,24 @@ class TargetHistory:
         return entries
 
     def window(self, window_s: float, t_end: float) -> list[Entry]:
-        """Samples of the newest process (epoch) in the window ending at the newest sample."""
-        entries = self.entries(t_end)
-        if not entries:
-            return []
-        times = [e.t_mono for e in entries]
-        i0 = window_start(times, times[-1], window_s)
-        epoch = entries[-1].epoch
-        return [e for e in entries[i0:] if e.epoch == epoch]
+        """Samples of the newest process (epoch) in the window ending at the newest sample at
+        or before ``t_end``; the base is the newest sample at or before the window start (as
+        ``derive.window_start``). Walks back from the newest end only as far as it needs: an
+        hour of kept history costs a 10 s window nothing."""
+        out: list[Entry] = []
+        start = epoch = None
+        for e in chain(reversed(self.recent), reversed(self.old)):
+            if e.t_mono > t_end:
+                continue
+            if start is None:
+                start, epoch = e.t_mono - window_s + 1e-6, e.epoch
+            elif e.epoch != epoch:
+                break  # an older process: not in this window
+            out.append(e)
+            if e.t_mono <= start:
+                break
+        out.reverse()
+        return out
 
     def families(self, t: float, body: str) -> dict[str, Family]:
         """Fully parsed families of one kept body (lazy, cached)."""

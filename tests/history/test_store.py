@@ -355,3 +355,39 @@ def test_series_count_keeps_growing_past_the_bounded_rings():
     assert s.series_count() == 401
     util = s.gpu_series("local:0", "util", 2)
     assert util == [None, 0.5] and s.gpu_series("local:0", "util")[-2:] == util
+
+
+def _reference_window(ts, window_s: float, t_end: float):
+    """The window as first written: every kept entry, then a scan from the oldest."""
+    from llmtop.history.derive import window_start
+
+    entries = ts.entries(t_end)
+    if not entries:
+        return []
+    times = [e.t_mono for e in entries]
+    i0 = window_start(times, times[-1], window_s)
+    return [e for e in entries[i0:] if e.epoch == entries[-1].epoch]
+
+
+def test_window_walks_back_from_the_newest_end_with_the_same_result():
+    """Thinned + full history, restarts, t_end inside or before the history: the window
+    taken from the newest end equals the reference scan from the oldest."""
+    import random
+
+    from llmtop.history.rows import Entry
+    from llmtop.history.target import TargetHistory
+    from llmtop.model import EngineSample
+
+    rng = random.Random(7)
+    for _case in range(200):
+        ts = TargetHistory(name="t", host="h")
+        t, epoch = 0.0, 0
+        for _ in range(rng.randint(0, 900)):
+            t += rng.choice((0.5, 1.0, 1.0, 1.0, 3.0))
+            if rng.random() < 0.01:
+                epoch += 1
+            ts.recent.append(Entry(t, t, EngineSample(engine="vllm"), epoch))
+            ts.trim(t, 3600.0)
+        for window_s in (0.0, 10.0, 60.0, 300.0, 600.0, 3600.0):
+            t_end = t if rng.random() < 0.7 else rng.uniform(0, t + 5)
+            assert ts.window(window_s, t_end) == _reference_window(ts, window_s, t_end)
