@@ -251,13 +251,8 @@ class _Body(httpx.AsyncByteStream):
             async for part in self._chunks():
                 yield part
         elif self._length is not None:
-            left = self._length
-            while left > 0:
-                data = await conn.read_some(left, timeout)
-                if not data:
-                    raise _cut()
-                left -= len(data)
-                yield data
+            async for part in self._exactly(self._length):
+                yield part
         else:
             while True:
                 data = await conn.read_some(1 << 20, timeout)
@@ -265,6 +260,15 @@ class _Body(httpx.AsyncByteStream):
                     break
                 yield data
         self._done = True
+
+    async def _exactly(self, n: int) -> AsyncIterator[bytes]:
+        """``n`` body bytes as they arrive; the stream ending first is a cut body."""
+        while n > 0:
+            data = await self._conn.read_some(n, self._timeout)
+            if not data:
+                raise _cut()
+            n -= len(data)
+            yield data
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         conn, timeout = self._conn, self._timeout
@@ -281,13 +285,8 @@ class _Body(httpx.AsyncByteStream):
                 while await conn.read_line(timeout):  # trailers, up to the blank line
                     pass
                 return
-            left = size
-            while left > 0:
-                data = await conn.read_some(left, timeout)
-                if not data:
-                    raise _cut()
-                left -= len(data)
-                yield data
+            async for part in self._exactly(size):
+                yield part
             if await conn.read_line(timeout):
                 raise httpx.RemoteProtocolError("chunk not followed by CRLF")
 
