@@ -273,6 +273,8 @@ class Scraper:
         """True: an ok scrape never waits for identity (see ``identity_pending``)."""
         self._clients: dict[tuple[bool, bool, str | None], httpx.AsyncClient] = {}
         self._state: dict[str, _State] = {}
+        self._proxies: dict[str, str | None] = {}
+        """``_env_proxy`` per target, read once (it scans the environment)."""
 
     # -- plumbing ------------------------------------------------------------------------
     def verify_for(self, target: Target) -> bool:
@@ -280,7 +282,9 @@ class Scraper:
         return bool(target.verify_tls and self._config.verify_tls)
 
     def _client(self, target: Target) -> httpx.AsyncClient:
-        proxy = _env_proxy(target)
+        proxy = self._proxies.get(target.name, "")
+        if proxy == "":
+            proxy = self._proxies[target.name] = _env_proxy(target)
         key = (self.verify_for(target), _is_loopback(target.host), proxy)
         c = self._clients.get(key)
         if c is None:
