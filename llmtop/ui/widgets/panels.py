@@ -1,6 +1,7 @@
 """Text panels of the overview: header, GPU lines, sparklines, event log.
 
-Each panel keeps the last thing it drew and only calls ``update``/``refresh`` on a change.
+Each panel is a ``TextLines``: it redraws only when what it shows changes, and then only
+the lines that changed are rendered again.
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widgets import Static
 
 from llmtop.config import Thresholds
 from llmtop.model import Event, GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
+from llmtop.ui.widgets.textlines import TextLines, same
 from llmtop.verdict import CRIT, OK, WARN, Verdict, short_target
 
 __all__ = [
@@ -32,18 +33,15 @@ LOCAL_HOSTS = ("", "127.0.0.1", "localhost", "::1")
 """GPU hosts shown without a prefix."""
 
 
-class Painted(Static):
-    """A Static that skips identical updates."""
-
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self._last: object = None
+class Painted(TextLines):
+    """A panel of fixed height (CSS / ``GpuPanel.show``) showing the Text it is given."""
 
     def paint(self, content: Text | str) -> None:
-        if content != self._last:
-            self._last = content
-            # fixed heights (CSS / GpuPanel.show), so no layout pass on a new value
-            self.update(content, layout=False)
+        """Show ``content``; identical content costs one comparison."""
+        text = content if isinstance(content, Text) else Text(content)
+        if not same(text, self._text):
+            self._text = text
+            self.rebuild()  # a fixed height: no layout pass on a new value
 
 
 class HeaderBar(Painted):
@@ -216,7 +214,7 @@ def spark_cell(label: str, values: Sequence[float | None], value: str, *, label_
     return t
 
 
-class SparkPanel(Static):
+class SparkPanel(TextLines):
     """Sparklines of the selected engine; gaps stay blank. Renders to its own width.
 
     Two forms: one sparkline a line (``compact`` False: beside the event log on a tall, wide
@@ -249,7 +247,7 @@ class SparkPanel(Static):
     def set_compact(self, compact: bool) -> None:
         if compact != self.compact:
             self.compact = compact
-            self.refresh(layout=True)
+            self.rebuild(layout=True)
 
     def set_series(self, title: str, series: list[SparkSeries],
                    clock: SparkClock | None = None) -> None:
@@ -261,7 +259,7 @@ class SparkPanel(Static):
             self.title = title
             self.series = series
             self.clock = clock
-            self.refresh(layout=layout)
+            self.rebuild(layout=layout)
 
     def spark_width(self, width: int | None = None, *, compact: bool | None = None) -> int:
         """Cells of each sparkline when the panel is ``width`` cells wide (default: its own
@@ -297,10 +295,10 @@ class SparkPanel(Static):
             name = name[: max(room - 1, 1)] + "\u2026"
         return Text(name + suffix, style="bold")
 
-    def render(self) -> Text:
+    def build(self, width: int, height: int) -> Text:
         t = Text(no_wrap=True, overflow="crop")
-        width = max(20, self.size.width) if self.compact else max(10, self.size.width - 2)
-        spark_w = self.spark_width()
+        spark_w = self.spark_width(width)
+        width = max(20, width) if self.compact else max(10, width - 2)
         t.append_text(self._title(width, spark_w))
         if self.compact:
             self._render_grid(t, width)
@@ -333,7 +331,7 @@ class SparkPanel(Static):
                                          clock=self.clock))
 
 
-class EventLog(Static):
+class EventLog(TextLines):
     """The newest events that fit, deduplicated (repeats collapse to a count)."""
 
     DEFAULT_CSS = "EventLog { height: 1fr; padding: 0 1; }"
@@ -357,10 +355,10 @@ class EventLog(Static):
                 lines.append((e.t_wall, e.level, e.target, e.text, 1))
         if lines != self.lines:
             self.lines = lines
-            self.refresh()
+            self.rebuild()
 
-    def render(self) -> Text:
-        h = max(1, self.size.height)
+    def build(self, width: int, height: int) -> Text:
+        h = max(1, height)
         t = Text(no_wrap=True, overflow="ellipsis")
         shown = self.lines[-h:]
         if not shown:

@@ -1,0 +1,98 @@
+"""``TextLines``: no-wrap Rich Text drawn a line at a time.
+
+The overview's panels change every second. ``Static`` turns each new Text into Content,
+wraps it and renders it whole, which cost more CPU than the panels' data. Here each line is
+rendered to a strip once and kept until that line, the width or the style changes.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+__all__ = ["TextLines", "same"]
+
+
+def same(a: Text, b: Text) -> bool:
+    """Whether two Texts draw the same (``Text.__eq__`` ignores the base style)."""
+    return a == b and a.style == b.style
+
+
+class TextLines(Widget):
+    """Shows ``Text`` without wrapping: ``set_text`` for fixed content, or override ``build``
+    for content that follows the widget's size (call ``rebuild`` when its data change).
+
+    Each line is cut to the width the way the Text asks (``overflow``: ``ellipsis`` or
+    ``crop``). ``render()`` returns the whole Text as drawn now (tests, screenshots)."""
+
+    DEFAULT_CSS = "TextLines { height: auto; }"
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._text = Text()
+        self._tl_lines: list[Text] = []
+        self._tl_built: Size | None = None
+        self._tl_strips: dict[int, tuple[Text, int, object, Strip]] = {}
+        self._tl_style: Style | None = None
+
+    def build(self, width: int, height: int) -> Text:
+        """The text for a content area of ``width`` x ``height`` (default: ``set_text``'s)."""
+        return self._text
+
+    def set_text(self, text: Text) -> None:
+        """Show ``text``; nothing happens when it equals what is shown."""
+        if same(text, self._text):
+            return
+        layout = text.plain.count("\n") != self._text.plain.count("\n")
+        self._text = text
+        self.rebuild(layout=layout)
+
+    def rebuild(self, *, layout: bool = False) -> None:
+        """The content changed: build it again at the next paint."""
+        self._tl_built = None
+        self.refresh(layout=layout)
+
+    def render(self) -> Text:  # type: ignore[override]
+        return self.build(self.size.width, self.size.height)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.build(width, container.height).split("\n", allow_blank=True))
+
+    def _current_lines(self) -> list[Text]:
+        size = self.size
+        if self._tl_built != size:
+            self._tl_lines = self.build(size.width, size.height).split("\n", allow_blank=True)
+            self._tl_built = size
+        return self._tl_lines
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._tl_style = self.rich_style  # once per pass, not once per line
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._tl_style = None
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._current_lines()
+        width = self.size.width
+        style = self._tl_style or self.rich_style
+        if y >= len(lines) or width <= 0:
+            return Strip.blank(width, style)
+        line = lines[y]
+        hit = self._tl_strips.get(y)
+        if hit is not None and hit[1] == width and hit[2] == style and same(hit[0], line):
+            return hit[3]
+        cut = line.copy()
+        if cut.cell_len > width:
+            cut.truncate(width, overflow=line.overflow or self._text.overflow or "crop")
+        if cut.style and not cut.spans:  # Text.render leaves the base style out then
+            cut.stylize(cut.style)
+        strip = Strip(cut.render(self.app.console)).crop_extend(0, width, None)
+        strip = strip.apply_style(style)
+        if len(self._tl_strips) > 4 * max(len(lines), 8):
+            self._tl_strips.clear()
+        self._tl_strips[y] = (line, width, style, strip)
+        return strip

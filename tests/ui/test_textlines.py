@@ -1,0 +1,87 @@
+"""TextLines: no-wrap Text drawn line by line, each line's strip kept until it changes."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from llmtop.ui.widgets.textlines import TextLines, same
+
+
+class _App(App):
+    CSS = "TextLines { width: 20; height: 3; }"
+
+    def compose(self) -> ComposeResult:
+        yield TextLines()
+
+
+def _plain(strip) -> str:
+    return "".join(seg.text for seg in strip)
+
+
+async def test_lines_are_cut_to_the_width_the_text_asks():
+    app = _App()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(TextLines)
+        w.set_text(Text("a" * 30 + "\nshort", no_wrap=True, overflow="ellipsis"))
+        await pilot.pause()
+        assert _plain(w.render_line(0)) == "a" * 19 + "\u2026"
+        assert _plain(w.render_line(1)) == "short".ljust(20)
+        assert _plain(w.render_line(2)) == " " * 20  # past the text: blank, full width
+
+
+async def test_a_base_style_without_spans_is_drawn():
+    """Text.render leaves a span-less Text's base style out; the widget must not."""
+    app = _App()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(TextLines)
+        w.set_text(Text("GPU unavailable", style="dim"))
+        await pilot.pause()
+        assert all(seg.style is not None and seg.style.dim
+                   for seg in w.render_line(0) if seg.text.strip())
+
+
+async def test_unchanged_lines_keep_their_strip_and_changed_ones_are_redrawn():
+    app = _App()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(TextLines)
+        w.set_text(Text("header\nvalue 1"))
+        await pilot.pause()
+        first = [w.render_line(0), w.render_line(1)]
+        w.set_text(Text("header\nvalue 2"))
+        await pilot.pause()
+        assert w.render_line(0) is first[0]
+        assert w.render_line(1) is not first[1]
+        assert _plain(w.render_line(1)).rstrip() == "value 2"
+
+
+async def test_a_new_base_style_alone_is_a_change():
+    app = _App()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(TextLines)
+        w.set_text(Text("same words"))
+        await pilot.pause()
+        w.set_text(Text("same words", style="bold"))
+        await pilot.pause()
+        assert list(w.render_line(0))[0].style.bold
+        assert not same(Text("x"), Text("x", style="bold"))
+        assert same(Text("x", style="bold"), Text("x", style="bold"))
+
+
+async def test_build_follows_the_size():
+    class Sized(TextLines):
+        def build(self, width: int, height: int) -> Text:
+            return Text(f"{width}x{height}")
+
+    class SizedApp(App):
+        CSS = "Sized { width: 12; height: 2; }"
+
+        def compose(self) -> ComposeResult:
+            yield Sized()
+
+    app = SizedApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(Sized)
+        await pilot.pause()
+        assert _plain(w.render_line(0)).rstrip() == "12x2"
+        assert str(w.render()) == "12x2"
