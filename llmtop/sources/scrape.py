@@ -52,6 +52,7 @@ import ssl
 import sys
 import time
 import urllib.request
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -275,6 +276,9 @@ class Scraper:
         self._state: dict[str, _State] = {}
         self._proxies: dict[str, str | None] = {}
         """``_env_proxy`` per target, read once (it scans the environment)."""
+        self._lean: dict[tuple[bool, bool, str | None], _LazyTLSTransport] = {}
+        self._direct: dict[tuple[str, tuple[tuple[str, str], ...]], httpx.Request | None] = {}
+        """Prebuilt scrape requests for plain http (None: that URL redirects)."""
 
     # -- plumbing ------------------------------------------------------------------------
     def verify_for(self, target: Target) -> bool:
@@ -285,12 +289,15 @@ class Scraper:
         proxy = self._proxies.get(target.name, "")
         if proxy == "":
             proxy = self._proxies[target.name] = _env_proxy(target)
-        key = (self.verify_for(target), _is_loopback(target.host), proxy)
+        key = self._client_key(target, proxy)
         c = self._clients.get(key)
         if c is None:
             limits = httpx.Limits(
                 max_connections=128, max_keepalive_connections=64, keepalive_expiry=30.0
             )
+            lean = None if self._transport else _LazyTLSTransport(verify=key[0], limits=limits)
+            if lean is not None and proxy is None:
+                self._lean[key] = lean
             c = httpx.AsyncClient(
                 http1=True,
                 http2=False,
@@ -304,11 +311,45 @@ class Scraper:
                 limits=limits,
                 follow_redirects=True,
                 max_redirects=3,
-                transport=self._transport or _LazyTLSTransport(verify=key[0], limits=limits),
+                transport=self._transport or lean,
                 headers={"user-agent": f"llmtop/{__version__}", "accept": _ACCEPT},
             )
             self._clients[key] = c
         return c
+
+    def _client_key(self, target: Target, proxy: str | None) -> tuple[bool, bool, str | None]:
+        return (self.verify_for(target), _is_loopback(target.host), proxy)
+
+    @contextlib.asynccontextmanager
+    async def _stream(self, target: Target, url: str, headers: dict[str, str]
+                      ) -> AsyncIterator[httpx.Response]:
+        """``client.stream("GET", ...)``; a plain-http URL with no proxy goes straight to the
+        lean transport with a request built once, skipping httpx's client layer (URL merge,
+        cookies, auth and redirect machinery: about a third of a scrape's CPU). A redirect
+        sends that URL through the client from then on."""
+        client = self._client(target)
+        lean = self._lean.get(self._client_key(target, self._proxies.get(target.name)))
+        k = (url, tuple(headers.items()))
+        req = self._direct.get(k, False) if lean is not None else None
+        if req is False:
+            req = None
+            if url.startswith("http://"):
+                req = client.build_request("GET", url, headers=headers)
+            if len(self._direct) >= 256:
+                self._direct.clear()
+            self._direct[k] = req
+        if req is not None and lean is not None:
+            resp = await lean.handle_async_request(req)
+            resp.request = req
+            try:
+                if not resp.has_redirect_location:
+                    yield resp
+                    return
+            finally:
+                await resp.aclose()
+            self._direct[k] = None
+        async with client.stream("GET", url, headers=headers) as resp:
+            yield resp
 
     def _headers(self, target: Target) -> dict[str, str]:
         h = dict(target.headers)
@@ -349,11 +390,10 @@ class Scraper:
 
     # -- scraping ------------------------------------------------------------------------
     async def _get(self, target: Target, url: str, cap: int) -> _Result:
-        client = self._client(target)
         in_body = False
         headers = self._headers(target)
         try:
-            async with client.stream("GET", url, headers=headers) as resp:
+            async with self._stream(target, url, headers) as resp:
                 status = resp.status_code
                 ctype = resp.headers.get("content-type")
                 safe = {h: resp.headers[h] for h in SAFE_HEADERS if h in resp.headers}

@@ -617,3 +617,55 @@ async def test_remote_target_goes_through_the_environment_proxy_loopback_never(m
     from llmtop.sources.scrape import _env_proxy
 
     assert _env_proxy(parse_target("exempt.invalid:8000")) is None
+
+
+async def test_direct_plain_http_sends_the_client_headers_and_no_cookies():
+    """Plain-http scrapes skip httpx's client layer; the server must see the same request:
+    user agent, Accept, the API key and extra headers, and never a cookie it set."""
+    seen: list[dict[str, str]] = []
+
+    async def metrics(req):
+        seen.append(dict(req.headers))
+        return web.Response(text=METRICS, content_type="text/plain",
+                            headers={"Set-Cookie": "session=abc; Path=/"})
+
+    async with http_server({"/metrics": metrics}) as port:
+        t = _t(port, engine="vllm", api_key="k-1", headers=(("X-Team", "infra"),))
+        s = Scraper(Config(targets=(t,)), defer_identity=True)
+        try:
+            raws = [await s.scrape(t) for _ in range(3)]
+        finally:
+            await s.aclose()
+    assert [r.status for r in raws] == ["ok"] * 3 and raws[-1].body == METRICS
+    assert len(seen) == 3
+    for h in seen:
+        assert h["User-Agent"].startswith("llmtop/")
+        assert "text/plain" in h["Accept"]
+        assert h["Authorization"] == "Bearer k-1" and h["X-Team"] == "infra"
+        assert "Cookie" not in h
+
+
+async def test_a_redirecting_url_is_followed_every_time():
+    hits: list[str] = []
+
+    async def moved(req):
+        hits.append(req.path)
+        raise web.HTTPFound("/metrics2")
+
+    async def metrics2(req):
+        hits.append(req.path)
+        return web.Response(text=METRICS, content_type="text/plain")
+
+    async with http_server({"/metrics": moved, "/metrics2": metrics2}) as port:
+        t = _t(port, engine="vllm")
+        s = Scraper(Config(targets=(t,)), defer_identity=True)
+        try:
+            raws = [await s.scrape(t) for _ in range(3)]
+        finally:
+            await s.aclose()
+    assert [r.status for r in raws] == ["ok"] * 3
+    assert all(r.body == METRICS for r in raws)
+    # the first scrape found the redirect on the direct path and asked again through the
+    # client; later ones go through the client at once (no extra request)
+    assert hits == ["/metrics", "/metrics", "/metrics2", "/metrics", "/metrics2",
+                    "/metrics", "/metrics2"]
