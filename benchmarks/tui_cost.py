@@ -82,6 +82,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
 
 
+def wakeups(pid: int) -> int:
+    """Context switches of every thread of ``pid`` so far (each is a sleep/wake or a
+    preemption): a monitor that wakes often pays cold caches each time."""
+    n = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    n += int(line.split()[1])
+        except OSError:  # a thread that ended
+            continue
+    return n
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -173,7 +187,7 @@ def main() -> int:
                 ["py-spy", "record", "--pid", str(tui.pid), "--format", "raw", "--rate", "1000",
                  "--duration", str(int(args.seconds)), "--output", args.py_spy, "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cpu0, t0 = cpu_seconds(tui.pid), time.monotonic()
+        cpu0, t0, sw0 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
         next_report = t0 + (args.rss_every or float("inf"))
         while time.monotonic() - t0 < args.seconds:
             drain(master, 0.2)
@@ -184,7 +198,7 @@ def main() -> int:
                       f"RSS {rss_mb(tui.pid):6.1f} MB", flush=True)
             if tui.poll() is not None:
                 raise SystemExit(f"llmtop exited early: {tui.returncode}")
-        cpu1, t1 = cpu_seconds(tui.pid), time.monotonic()
+        cpu1, t1, sw1 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
         rss = rss_mb(tui.pid)
         if spy is not None:
             spy.wait(30)
@@ -212,6 +226,7 @@ def main() -> int:
     print(f"  start-up CPU: {cpu_first:.2f} s to first data, {cpu_warm - cpu_first:.2f} s in the "
           f"{args.warmup:g} s warm-up after it (not in the average below)")
     print(f"  CPU: {cpu_pct:.2f} % of one core          (target <= 2 %)")
+    print(f"  context switches: {(sw1 - sw0) / (t1 - t0):.0f}/s (all threads)")
     print(f"  RSS: {rss:.1f} MB                      (target <= 100 MB)")
     return 0
 
