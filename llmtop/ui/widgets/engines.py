@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
@@ -138,7 +140,23 @@ class EnginesTable(DataTable):
         self._keep_cursor: str | None = None
         self._cell_cache: dict[tuple, tuple[object, list]] = {}
         self._painted: dict[str, tuple] = {}
+        self._pass_style: Style | None = None
         self.order_dirty = True
+
+    # -- rendering --------------------------------------------------------------------------
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # DataTable asks for ``rich_style`` (a walk up the DOM) several times per line: work
+        # it out once per pass (it cannot change during one)
+        self._pass_style = DataTable.rich_style.fget(self)  # type: ignore[attr-defined]
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
+    @property
+    def rich_style(self) -> Style:
+        cached = self._pass_style
+        return cached if cached is not None else super().rich_style
 
     # -- layout -----------------------------------------------------------------------------
     def visible_columns(self) -> list[Column]:
