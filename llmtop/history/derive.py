@@ -18,8 +18,11 @@ Rules (``METRICS.md`` §3):
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, pairwise, repeat
+from operator import sub
 from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample, Quantiles
@@ -63,7 +66,18 @@ Point = tuple[float, float]
 
 
 def _decreased(prev: float, cur: float) -> bool:
+    # Hot loops test ``cur < prev and _decreased(prev, cur)``: the same answer, since a value
+    # that did not go below ``prev`` is never below ``prev`` minus a tolerance.
     return cur < prev - _EPS * max(1.0, abs(prev))
+
+
+def _last_restart(values: Sequence[float]) -> int:
+    """Index of the last value below its predecessor (``_decreased``), else 0."""
+    start = 0
+    for i, (a, b) in enumerate(pairwise(values), 1):
+        if b < a and _decreased(a, b):
+            start = i
+    return start
 
 
 # --------------------------------------------------------------------------- windows
@@ -93,10 +107,7 @@ def counter_delta(points: Sequence[Point]) -> tuple[float, float] | None:
 
     None with fewer than 2 points after the last restart, or when Δt is not positive.
     """
-    start = 0
-    for i in range(1, len(points)):
-        if _decreased(points[i - 1][1], points[i][1]):
-            start = i
+    start = _last_restart([v for _, v in points])
     if len(points) - start < 2:
         return None
     (t0, v0), (t1, v1) = points[start], points[-1]
@@ -122,11 +133,8 @@ def prefix_hit_rate(
     """
     if not points:
         return gauge
-    start = 0
-    for i in range(1, len(points)):
-        if _decreased(points[i - 1][1], points[i][1]) or _decreased(points[i - 1][2],
-                                                                    points[i][2]):
-            start = i
+    start = max(_last_restart([h for _, h, _ in points]),
+                _last_restart([q for _, _, q in points]))
     if len(points) - start < 2:
         return None
     dh = points[-1][1] - points[start][1]
@@ -140,13 +148,11 @@ def prefix_hit_rate(
 
 
 def _monotonic(cum: Sequence[float]) -> list[float]:
-    """Prometheus ``ensureMonotonic``: a cumulative count never goes down."""
-    out: list[float] = []
-    m = -math.inf
-    for c in cum:
-        m = max(m, c)
-        out.append(m)
-    return out
+    """Prometheus ``ensureMonotonic``: a cumulative count never goes down (NaN counts as
+    the running max, as ``max(m, nan)`` does). No NaN in the result, so it is sorted."""
+    run = accumulate(cum, max, initial=-math.inf)
+    next(run)
+    return list(run)
 
 
 def bucket_quantile(
@@ -171,12 +177,8 @@ def _quantile(q: float, bounds: Sequence[float], cum: list[float]
     if not observations > 0:
         return None, None
     rank = q * observations
-    # sort.Search over all buckets but the last: first i with cum[i] >= rank.
-    b = len(cum) - 1
-    for i in range(len(cum) - 1):
-        if cum[i] >= rank:
-            b = i
-            break
+    # sort.Search over all buckets but the last: first i with cum[i] >= rank (cum is sorted).
+    b = bisect_left(cum, rank, 0, len(cum) - 1) if rank == rank else len(cum) - 1  # NaN: none
     if b == len(cum) - 1:
         return bounds[-2], "above"
     if b == 0:
@@ -223,16 +225,23 @@ def hist_delta(points: Sequence[tuple[float, Hist]]) -> Hist | None:
     None with fewer than 2 points after the last restart.
     """
     start = 0
-    for i in range(1, len(points)):
-        a, b = points[i - 1][1], points[i][1]
-        if a.bounds != b.bounds or _decreased(a.count, b.count) or (
-            a.cumulative and b.cumulative and _decreased(a.cumulative[-1], b.cumulative[-1])
+    hists = [h for _, h in points]
+    for i, (a, b) in enumerate(pairwise(hists), 1):
+        ca, cb = a.cumulative, b.cumulative  # bounds are mostly shared (``rows.share_with``)
+        if (
+            (a.bounds is not b.bounds and a.bounds != b.bounds)
+            or (b.count < a.count and _decreased(a.count, b.count))
+            or (ca and cb and cb[-1] < ca[-1] and _decreased(ca[-1], cb[-1]))
         ):
             start = i
     if len(points) - start < 2:
         return None
-    first, last = points[start][1], points[-1][1]
-    cum = tuple(max(0.0, y - x) for x, y in zip(first.cumulative, last.cumulative, strict=True))
+    first, last = hists[start], hists[-1]
+    fc, lc = first.cumulative, last.cumulative
+    if len(fc) == len(lc):
+        cum = tuple(map(max, repeat(0.0), map(sub, lc, fc)))  # max(0.0, y - x) per bucket
+    else:  # raises, as zip(strict=True) does
+        cum = tuple(max(0.0, y - x) for x, y in zip(fc, lc, strict=True))
     d_sum = last.sum - first.sum  # NaN (an unreported sum) stays NaN: the mean is unknown
     return Hist(last.bounds, cum, d_sum if math.isnan(d_sum) else max(0.0, d_sum),
                 max(0.0, last.count - first.count))
@@ -264,11 +273,12 @@ def restart_reason(prev: EngineSample, cur: EngineSample) -> str | None:
             continue
         for k, v in m.counters.items():
             pv = p.counters.get(k)
-            if pv is not None and _decreased(pv, v):
+            if pv is not None and v < pv and _decreased(pv, v):
                 return f"counter {k} went down"
         for k, h in m.hists.items():
             ph = p.hists.get(k)
-            if ph is not None and ph.bounds == h.bounds and _decreased(ph.count, h.count):
+            if (ph is not None and h.count < ph.count and ph.bounds == h.bounds
+                    and _decreased(ph.count, h.count)):
                 return f"histogram {k} count went down"
     return None
 
@@ -291,30 +301,35 @@ class ModelWindow:
 
 def _present(
     samples: Sequence[tuple[float, ModelSample]],
-    get: Callable[[ModelSample], Any],
+    vals: list[Any],
     zero: Callable[[Any], Any],
 ) -> list[tuple[float, Any]] | None:
-    """Points of one value; None when the newest sample does not report it.
+    """Points of one value (``vals[i]`` is the value in ``samples[i]``, None = absent);
+    None when the newest sample does not report it.
 
     A series that first appears after the window's first sample and is then always present
     was created lazily (prometheus_client labels, SGLang multiprocess files): it was 0 at
     the sample before, so that sample counts as ``zero(value)``. Samples in the window all
     come from one process, so this never bridges a restart.
     """
-    vals = [(t, get(m)) for t, m in samples]
-    if not vals or vals[-1][1] is None:
+    if not vals or vals[-1] is None:
         return None
-    first = next(i for i, (_, v) in enumerate(vals) if v is not None)
-    tail = vals[first:]
-    pts = [(t, v) for t, v in tail if v is not None]
-    if first > 0 and len(pts) == len(tail):
-        pts.insert(0, (vals[first - 1][0], zero(pts[0][1])))
+    pts = [(t, v) for (t, _), v in zip(samples, vals, strict=True) if v is not None]
+    if len(pts) == len(vals):  # the common case: reported in every sample
+        return pts
+    first = next(i for i, v in enumerate(vals) if v is not None)
+    if first > 0 and len(pts) == len(vals) - first:
+        pts.insert(0, (samples[first - 1][0], zero(pts[0][1])))
     return pts
 
 
 def _series(samples: Sequence[tuple[float, ModelSample]], key: str) -> list[Point] | None:
     """Points of counter ``key`` (see ``_present``); None when the newest lacks it."""
-    return _present(samples, lambda m: m.counters.get(key), lambda v: 0.0)
+    return _present(samples, [m.counters.get(key) for _, m in samples], _zero_counter)
+
+
+def _zero_counter(v: float) -> float:
+    return 0.0
 
 
 def _zero_hist(h: Hist) -> Hist:
@@ -324,6 +339,10 @@ def _zero_hist(h: Hist) -> Hist:
 def _prefix_pair(m: ModelSample) -> tuple[float, float] | None:
     h, q = m.counters.get("prefix_hits"), m.counters.get("prefix_queries")
     return None if h is None or q is None else (h, q)
+
+
+def _zero_pair(v: tuple[float, float]) -> tuple[float, float]:
+    return 0.0, 0.0
 
 
 def _rate(samples: Sequence[tuple[float, ModelSample]], key: str) -> float | None:
@@ -362,12 +381,12 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]]) -> ModelWindow:
             fin[k.split(":", 1)[1]] = d[0] if d is not None else 0.0
         out.finished = fin if len(samples) >= 2 else None
     for key in last.hists:
-        hp = _present(samples, lambda m, k=key: m.hists.get(k), _zero_hist)
+        hp = _present(samples, [m.hists.get(key) for _, m in samples], _zero_hist)
         d = hist_delta(hp) if hp else None
         out.quantiles[key] = None if d is None else hist_quantiles(d.bounds, d.cumulative,
                                                                     d.sum, d.count)
     if "prefix_hits" in last.counters and "prefix_queries" in last.counters:
-        pp = _present(samples, _prefix_pair, lambda v: (0.0, 0.0)) or []
+        pp = _present(samples, [_prefix_pair(m) for _, m in samples], _zero_pair) or []
         out.prefix_hit_rate = prefix_hit_rate([(t, h, q) for t, (h, q) in pp])
     else:
         out.prefix_hit_rate = last.gauges.get("prefix_hit_rate_gauge")

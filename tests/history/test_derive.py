@@ -89,6 +89,16 @@ def test_bucket_quantile_non_monotonic_is_fixed_like_prometheus():
     assert flag is None and v == pytest.approx(0.5 + 0.5 * 3 / 7)
 
 
+def test_bucket_quantile_nan_and_out_of_range_q():
+    # no bucket holds a NaN rank: it falls in the +Inf bucket, as the linear search gives
+    assert derive.bucket_quantile(math.nan, B, (1, 2, 3, 4)) == (1.0, "above")
+    assert derive.bucket_quantile(0.0, B, (0, 0, 0, INF)) == (1.0, "above")  # 0 * inf
+    assert derive.bucket_quantile(1.5, B, (1, 2, 3, 4)) == (1.0, "above")
+    assert derive.bucket_quantile(-1.0, B, (1, 2, 3, 4)) == (0.1, "below")
+    # a NaN count takes the running max (ensureMonotonic): (1, 1, 3, 4), rank 2 in (0.5, 1]
+    assert derive.bucket_quantile(0.5, B, (1, math.nan, 3, 4)) == (0.75, None)
+
+
 def test_windowed_quantiles_from_bucket_deltas():
     # before: (1,1,1,1) sum 0.05; after: (3,7,10,11) sum 5.05  -> Δ (2,6,9,10), sum 5, count 10
     pts = [(0.0, H((1, 1, 1, 1), 0.05)), (10.0, H((3, 7, 10, 11), 5.05))]
