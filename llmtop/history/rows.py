@@ -45,12 +45,19 @@ def _finite(v: float | None) -> bool:
     return v is not None and not math.isnan(v) and not math.isinf(v)
 
 
+def _all_finite(values: tuple[float, ...]) -> bool:
+    try:
+        return all(map(math.isfinite, values))
+    except TypeError:  # a None among them
+        return all(map(_finite, values))
+
+
 def _clean_model(m: ModelSample) -> ModelSample:
     gauges = {k: v for k, v in m.gauges.items() if _finite(v)}
     counters = {k: v for k, v in m.counters.items() if _finite(v)}
     hists: dict[str, Hist] = {}
     for k, h in m.hists.items():
-        if not _finite(h.count) or any(not _finite(c) for c in h.cumulative):
+        if not _finite(h.count) or not _all_finite(h.cumulative):
             continue
         if not _finite(h.sum):  # buckets still give quantiles; only the mean is unknown
             h = Hist(h.bounds, h.cumulative, math.nan, h.count)
