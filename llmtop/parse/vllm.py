@@ -111,8 +111,34 @@ def group_values(
     return out
 
 
+_Route = tuple[dict[str, str], KeyFn, Key | None, float | None]
+_ROUTES: dict[int, _Route] = {}
+"""``id(labels)`` -> (labels, key, ``key(labels)``, bucket bound or None): what
+``group_hists`` makes of a series, kept across scrapes. The parser shares one labels dict per
+series (``exposition._SERIES``) and never mutates it; holding the dict keeps its id from
+being reused. Cleared when it reaches ``_ROUTES_MAX`` (it may hold that many dicts the parser
+has dropped)."""
+_ROUTES_MAX = 20_000
+
+
+def _route(labels: dict[str, str], key: KeyFn) -> _Route:
+    """Group and bucket bound (None when missing, not a number or NaN) of one series."""
+    try:
+        le: float | None = float(labels.get("le", "nan"))
+    except ValueError:
+        le = None
+    if le is not None and math.isnan(le):
+        le = None
+    if len(_ROUTES) >= _ROUTES_MAX:
+        _ROUTES.clear()
+    r = _ROUTES[id(labels)] = (labels, key, key(labels), le)
+    return r
+
+
 def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[Key, Hist]:
-    """One cumulative ``Hist`` per ``key`` group of a histogram family (series summed)."""
+    """One cumulative ``Hist`` per ``key`` group of a histogram family (series summed).
+
+    ``key`` must depend on the labels only: its result is kept per labels dict."""
     if fam is None:
         return {}
     base = fam.name
@@ -120,39 +146,38 @@ def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[K
     buckets: dict[Key, dict[float, float]] = {}
     sums: dict[Key, float] = {}
     counts: dict[Key, float] = {}
-    les: dict[str, float] = {}
+    routes, isnan = _ROUTES, math.isnan
     for s in fam.samples:
         n = s.name
+        if n not in (bname, sname, cname):
+            continue
+        labels = s.labels
+        r = routes.get(id(labels))
+        if r is None or r[0] is not labels or r[1] is not key:
+            r = _route(labels, key)
+        k = r[2]
+        if k is None:
+            continue
         if n == bname:
-            k = key(s.labels)
-            if k is None or math.isnan(s.value):
-                continue
-            raw = s.labels.get("le", "nan")
-            le = les.get(raw)
-            if le is None:
-                try:
-                    le = les[raw] = float(raw)
-                except ValueError:
-                    continue
-            if math.isnan(le):
+            le = r[3]
+            if le is None or isnan(s.value):
                 continue
             b = buckets.get(k)
             if b is None:
                 b = buckets[k] = {}
             b[le] = b.get(le, 0.0) + s.value
-        elif n in (sname, cname):
-            k = key(s.labels)
-            if k is None or (n == cname and math.isnan(s.value)):
-                continue
-            d = sums if n == sname else counts
-            d[k] = d.get(k, 0.0) + s.value  # a NaN sum stays NaN: its mean is unknown
+        elif n == sname:
+            sums[k] = sums.get(k, 0.0) + s.value  # a NaN sum stays NaN: its mean is unknown
+        elif not isnan(s.value):
+            counts[k] = counts.get(k, 0.0) + s.value
     out: dict[Key, Hist] = {}
     for k in buckets.keys() | counts.keys():
         b = buckets.get(k, {})
         bounds = tuple(sorted(b))
-        cum = tuple(b[x] for x in bounds)
+        cum = tuple(map(b.__getitem__, bounds))
         out[k] = Hist(
-            bounds=tuple(x if math.isinf(x) else x * scale for x in bounds),
+            bounds=bounds if scale == 1.0 else tuple(x if math.isinf(x) else x * scale
+                                                     for x in bounds),
             cumulative=cum,
             sum=sums.get(k, math.nan) * scale,
             count=counts.get(k, cum[-1] if cum else 0.0),
@@ -168,6 +193,28 @@ def _num(s: str | None) -> float | None:
     except ValueError:
         return None
     return v if _finite(v) else None
+
+
+_KEY_FNS: dict[tuple[tuple[str, ...], str], KeyFn] = {}
+
+
+def _key_fn(model_labels: tuple[str, ...], rank_label: str) -> KeyFn:
+    """The (model, rank) key function, one per label choice (``group_hists`` keeps its
+    results per function)."""
+    fn = _KEY_FNS.get((model_labels, rank_label))
+    if fn is None:
+
+        def fn(labels: dict[str, str]) -> Key | None:
+            for ml in model_labels:
+                m = labels.get(ml)
+                if m is not None:
+                    return m, labels.get(rank_label)
+            return None
+
+        if len(_KEY_FNS) >= 64:
+            _KEY_FNS.clear()
+        _KEY_FNS[(model_labels, rank_label)] = fn
+    return fn
 
 
 def _first(families: dict[str, Family], names: Iterable[str]) -> Family | None:
@@ -186,13 +233,7 @@ def normalize_families(
 ) -> EngineSample:
     """Normalize parsed ``vllm:*`` families (also used by the Triton vLLM-backend adapter)."""
     parts: dict[Key, ModelSample] = {}
-
-    def key(labels: dict[str, str]) -> Key | None:
-        for ml in model_labels:
-            m = labels.get(ml)
-            if m is not None:
-                return m, labels.get(rank_label)
-        return None
+    key = _key_fn(model_labels, rank_label)
 
     def part(k: Key) -> ModelSample:
         p = parts.get(k)

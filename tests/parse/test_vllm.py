@@ -8,7 +8,7 @@ import pytest
 
 from llmtop.model import GAUGE_KEYS
 from llmtop.parse import vllm
-from llmtop.parse.exposition import ParseError, parse
+from llmtop.parse.exposition import Family, ParseError, Sample, parse
 from tests.conftest import fixture_text
 
 
@@ -267,3 +267,43 @@ def test_bad_payloads_raise(name):
 def test_want_lists_only_vllm_and_process_start():
     assert "process_start_time_seconds" in vllm.WANTED
     assert all(n.startswith("vllm:") for n in vllm.WANTED - {"process_start_time_seconds"})
+
+
+def test_group_hists_reuses_labels_dicts_across_calls_and_keys():
+    """``group_hists`` keeps what it makes of a labels dict (group, bucket bound): the same
+    dicts seen again with new values, or grouped by another key, give fresh results."""
+    inf = math.inf
+    lo = {"model_name": "m", "engine": "0", "le": "0.5"}
+    top = {"model_name": "m", "engine": "0", "le": "+Inf"}
+    lo1 = {"model_name": "m", "engine": "1", "le": "0.5"}
+    top1 = {"model_name": "m", "engine": "1", "le": "+Inf"}
+    skipped = [{"model_name": "m", "le": "x"}, {"model_name": "m", "le": "NaN"}, {"le": "1"}]
+    series = {"model_name": "m", "engine": "0"}
+
+    def fam(v: float) -> Family:
+        samples = [Sample("h_bucket", lo, v), Sample("h_bucket", top, v + 1),
+                   Sample("h_bucket", lo1, 1.0), Sample("h_bucket", top1, math.nan),
+                   *(Sample("h_bucket", d, 7.0) for d in skipped),
+                   Sample("h_sum", series, 2.5), Sample("h_count", series, v + 1)]
+        return Family("h", "histogram", samples=samples)
+
+    def by_rank(labels):
+        m = labels.get("model_name")
+        return None if m is None else (m, labels.get("engine"))
+
+    def by_model(labels):
+        return ("all", None) if "model_name" in labels else None
+
+    def plain(hists):
+        return {k: (h.bounds, h.cumulative, "nan" if math.isnan(h.sum) else h.sum, h.count)
+                for k, h in hists.items()}
+
+    for _ in range(2):  # the second round reads the kept results
+        for v in (1.0, 3.0):
+            assert plain(vllm.group_hists(fam(v), by_rank)) == {
+                ("m", "0"): ((0.5, inf), (v, v + 1), 2.5, v + 1),
+                ("m", "1"): ((0.5,), (1.0,), "nan", 1.0),  # a NaN bucket is left out
+            }
+        assert plain(vllm.group_hists(fam(3.0), by_model)) == {
+            ("all", None): ((0.5, inf), (4.0, 4.0), 2.5, 4.0),
+        }
