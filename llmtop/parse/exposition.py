@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 __all__ = ["Family", "ParseError", "Sample", "parse"]
 
@@ -321,6 +322,20 @@ def _allowed(cand: str, typ: str) -> tuple[str, ...]:
     return got
 
 
+_STARTS: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+"""Sample names -> how their lines start (``name{``, ``name ``); None when a name is not a
+plain metric name (a quoted HELP/TYPE name may hold anything)."""
+
+
+def _starts(allowed: tuple[str, ...]) -> tuple[str, ...] | None:
+    if allowed not in _STARTS:
+        if len(_STARTS) >= _SERIES_MAX:
+            _STARTS.clear()
+        plain = bool(allowed) and all(_NAME_RE.match(a) for a in allowed)
+        _STARTS[allowed] = tuple(a + c for a in allowed for c in "{ ") if plain else None
+    return _STARTS[allowed]
+
+
 def _looks_like_json(text: str) -> bool:
     return text.lstrip()[:1] in ("[", "{")
 
@@ -351,13 +366,15 @@ class _Parser:
         fname, samples = self.name, self.samples
         if not fname:
             return
-        if self.typ == "counter":
-            if fname.endswith("_total"):
-                fname = fname[:-6]
-            else:  # new Samples: the old ones may be shared through the chunk cache
-                samples = [Sample(s.name + "_total", s.labels, s.value) for s in samples]
-        if self.want is not None and not self.want(fname):
+        counter = self.typ == "counter"
+        if counter and fname.endswith("_total"):
+            fname, counter = fname[:-6], False
+        if self.want is not None and not (
+            self.want(fname) if self.wanted is None else self.wanted  # decided by skippable
+        ):
             return
+        if counter:  # new Samples: the old ones may be shared through the chunk cache
+            samples = [Sample(s.name + "_total", s.labels, s.value) for s in samples]
         fam = self.out.get(fname)
         if fam is None:
             self.out[fname] = Family(fname, self.typ, self.doc, samples)
@@ -437,6 +454,12 @@ class _Parser:
             self.wanted = self.want(fname)
         if self.wanted:
             return False
+        starts = _starts(self.allowed)
+        if starts is not None:  # plain names: one line cannot start two ways
+            lines = chunk.split("\n")
+            if not lines[-1]:
+                lines.pop()
+            return all(map(str.startswith, lines, repeat(starts)))
         nlines = chunk.count("\n") + (chunk[-1:] != "\n")
         c = "\n" + chunk
         hits = 0
@@ -604,10 +627,9 @@ def parse(text: str, want: Callable[[str], bool] | None = None) -> dict[str, Fam
             line = text[c:e]
             try:
                 known = heads.get(line)
-                head = line[:7]
                 if known is not None:
                     p.help_type(*known)
-                elif head == "# HELP " or head == "# TYPE ":
+                elif line[:7] in ("# HELP ", "# TYPE "):
                     rest = line[7:]
                     sp = rest.find(" ")
                     name = rest if sp < 0 else rest[:sp]

@@ -263,6 +263,21 @@ def test_want_still_catches_a_truncated_last_line():
         parse('# TYPE g gauge\ng{a="b"} 1\ng{a="', want=lambda n: False)
 
 
+def test_want_skips_a_chunk_only_when_every_line_is_the_familys_own():
+    """Lines of an unwanted family are skipped unread, but a line of another family (or a
+    blank line) in between is still read, plain and quoted family names alike."""
+    text = (
+        '# HELP "a b" doc\n# TYPE "a b" gauge\n{"a b"} 1\nother 2\n'
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 2\nh_count 1\nh_total 3\n"
+        "# TYPE g gauge\ng 3\ng{x=\"1\"} 4\n\nlast 5\n"
+    )
+    full = parse(text)
+    assert set(full) == {"a b", "other", "h", "h_total", "g", "last"}
+    for keep in ({"other", "last", "h_total"}, {"g", "h"}, set()):
+        part = parse(text, want=keep.__contains__)
+        assert _plain(part) == _plain({k: v for k, v in full.items() if k in keep})
+
+
 def test_fixture_dir_exists():
     assert Path(FIXTURES / "metrics").is_dir()
 
