@@ -63,7 +63,7 @@ async def test_a_new_base_style_alone_is_a_change():
         await pilot.pause()
         w.set_text(Text("same words", style="bold"))
         await pilot.pause()
-        assert list(w.render_line(0))[0].style.bold
+        assert next(iter(w.render_line(0))).style.bold
         assert not same(Text("x"), Text("x", style="bold"))
         assert same(Text("x", style="bold"), Text("x", style="bold"))
 
