@@ -78,7 +78,7 @@ class TextLines(Widget):
     def render_line(self, y: int) -> Strip:
         lines = self._current_lines()
         width = self.size.width
-        style = self._tl_style or self.rich_style
+        style = self._tl_style if self._tl_style is not None else self.rich_style
         if y >= len(lines) or width <= 0:
             return Strip.blank(width, style)
         line = lines[y]
@@ -92,7 +92,5 @@ class TextLines(Widget):
             cut.stylize(cut.style)
         strip = Strip(cut.render(self.app.console)).crop_extend(0, width, None)
         strip = strip.apply_style(style)
-        if len(self._tl_strips) > 4 * max(len(lines), 8):
-            self._tl_strips.clear()
-        self._tl_strips[y] = (line, width, style, strip)
+        self._tl_strips[y] = (line, width, style, strip)  # one per line: bounded by height
         return strip
