@@ -276,7 +276,8 @@ class Scraper:
         self._state: dict[str, _State] = {}
         self._proxies: dict[str, str | None] = {}
         """``_env_proxy`` per target, read once (it scans the environment)."""
-        self._lean: dict[tuple[bool, bool, str | None], _LazyTLSTransport] = {}
+        self._lean: dict[httpx.AsyncClient, _LazyTLSTransport] = {}
+        """The lean transport under each client that has one and no proxy."""
         self._direct: dict[tuple[str, tuple[tuple[str, str], ...]], httpx.Request | None] = {}
         """Prebuilt scrape requests for plain http (None: that URL redirects)."""
 
@@ -289,15 +290,13 @@ class Scraper:
         proxy = self._proxies.get(target.name, "")
         if proxy == "":
             proxy = self._proxies[target.name] = _env_proxy(target)
-        key = self._client_key(target, proxy)
+        key = (self.verify_for(target), _is_loopback(target.host), proxy)
         c = self._clients.get(key)
         if c is None:
             limits = httpx.Limits(
                 max_connections=128, max_keepalive_connections=64, keepalive_expiry=30.0
             )
             lean = None if self._transport else _LazyTLSTransport(verify=key[0], limits=limits)
-            if lean is not None and proxy is None:
-                self._lean[key] = lean
             c = httpx.AsyncClient(
                 http1=True,
                 http2=False,
@@ -315,10 +314,9 @@ class Scraper:
                 headers={"user-agent": f"llmtop/{__version__}", "accept": _ACCEPT},
             )
             self._clients[key] = c
+            if lean is not None and proxy is None:
+                self._lean[c] = lean
         return c
-
-    def _client_key(self, target: Target, proxy: str | None) -> tuple[bool, bool, str | None]:
-        return (self.verify_for(target), _is_loopback(target.host), proxy)
 
     @contextlib.asynccontextmanager
     async def _stream(self, target: Target, url: str, headers: dict[str, str]
@@ -328,7 +326,7 @@ class Scraper:
         cookies, auth and redirect machinery: about a third of a scrape's CPU). A redirect
         sends that URL through the client from then on."""
         client = self._client(target)
-        lean = self._lean.get(self._client_key(target, self._proxies.get(target.name)))
+        lean = self._lean.get(client)
         k = (url, tuple(headers.items()))
         req = self._direct.get(k, False) if lean is not None else None
         if req is False:
