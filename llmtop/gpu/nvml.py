@@ -13,7 +13,9 @@ per tick) and never raises:
   (``error = "GPU is lost (fell off the bus?)"``) and the other GPUs keep working.
 - A call that answers NotSupported is not asked again for that GPU (keeps ticks cheap).
   PCIe throughput blocks ~20 ms per call inside NVML, so it is read at most every
-  ``pcie_every_s`` and held in between.
+  ``pcie_every_s`` and held in between. Total energy (~3 ms of CPU per call on an H100 VM,
+  measured by ``benchmarks/nvml_calls.py``) and the MIG mode (~0.14 ms; it changes only with
+  a GPU reset) are read at most every ``slow_every_s`` (30 s) and held likewise.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def _int(v: Any) -> int | None:
 class _Dev:
     """What we keep per GPU index between ticks."""
 
-    __slots__ = ("handle", "lost_at", "pcie", "pcie_at", "static", "unsupported")
+    __slots__ = ("handle", "held", "lost_at", "pcie", "pcie_at", "static", "unsupported")
 
     def __init__(self, handle: Any):
         self.handle = handle
@@ -119,6 +121,7 @@ class _Dev:
         self.lost_at: float | None = None
         self.pcie: tuple[float | None, float | None] = (None, None)
         self.pcie_at: float | None = None
+        self.held: dict[str, tuple[float, Any]] = {}
 
 
 class NvmlSampler:
@@ -133,6 +136,7 @@ class NvmlSampler:
         wall: Callable[[], float] = time.time,
         retry_s: float = 30.0,
         pcie_every_s: float = 5.0,
+        slow_every_s: float = 30.0,
         hostname: str | None = None,
         attributor: Attributor | None = None,
         proc: str = procfs.PROC,
@@ -144,6 +148,7 @@ class NvmlSampler:
         self._wall = wall
         self.retry_s = retry_s
         self.pcie_every_s = pcie_every_s
+        self.slow_every_s = slow_every_s
         self.host = hostname if hostname is not None else socket.gethostname()
         self._attributor = attributor if attributor is not None else Attributor(proc=proc)
         self._proc = proc
@@ -339,6 +344,16 @@ class NvmlSampler:
                 dev.static[key] = v
         return v
 
+    def _slow(self, dev: _Dev, key: str, now: float, fn: str, *args: Any) -> Any:
+        """A costly query, asked at most every ``slow_every_s`` and held in between."""
+        got = dev.held.get(key)
+        if got is not None and now - got[0] < self.slow_every_s:
+            return got[1]
+        v = self._q(dev, key, fn, *args)
+        if v is not None:  # a failed read is asked again next tick
+            dev.held[key] = (now, v)
+        return v
+
     def _fill(self, rec: GpuRecord, dev: _Dev, now: float) -> None:
         n = self._nvml
         rec.uuid = _s(self._static(dev, "uuid", "nvmlDeviceGetUUID"))
@@ -371,7 +386,9 @@ class NvmlSampler:
         rec.power_limit_w = _num(
             self._q(dev, "power_limit", "nvmlDeviceGetEnforcedPowerLimit"), 0.001
         )
-        rec.energy_j = _num(self._q(dev, "energy", "nvmlDeviceGetTotalEnergyConsumption"), 0.001)
+        rec.energy_j = _num(
+            self._slow(dev, "energy", now, "nvmlDeviceGetTotalEnergyConsumption"), 0.001
+        )
 
         sensor = _c(n, "NVML_TEMPERATURE_GPU", 0)
         temp = self._q(dev, "temp_v", "nvmlDeviceGetTemperatureV", sensor)
@@ -442,11 +459,11 @@ class NvmlSampler:
             )
         )
 
-        mig_handles = self._mig(rec, dev)
+        mig_handles = self._mig(rec, dev, now)
         rec.processes = self._processes(dev, mig_handles)
 
-    def _mig(self, rec: GpuRecord, dev: _Dev) -> list[Any]:
-        mode = self._q(dev, "mig_mode", "nvmlDeviceGetMigMode")
+    def _mig(self, rec: GpuRecord, dev: _Dev, now: float) -> list[Any]:
+        mode = self._slow(dev, "mig_mode", now, "nvmlDeviceGetMigMode")
         if mode is None:
             return []
         try:

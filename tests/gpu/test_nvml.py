@@ -610,3 +610,31 @@ def test_old_driver_process_listing_falls_back_to_v2():
         assert [p.pid for p in procs] == [me]
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 1
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 3
+
+
+def test_energy_and_mig_mode_are_read_at_most_every_slow_every_s_and_held():
+    # benchmarks/nvml_calls.py on an H100 VM: total energy ~3 ms of CPU per call, where most
+    # queries take ~2 us; the MIG mode changes only with a GPU reset.
+    dev = FakeDevice()
+    fake, s, clock = make([dev], slow_every_s=30.0)
+    assert s.sample().gpus[0].energy_j == pytest.approx(123456.789)
+    dev.energy_mj = 200_000_000
+    clock.t += 29
+    g = s.sample().gpus[0]
+    assert g.energy_j == pytest.approx(123456.789) and g.mig_mode is False
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
+    assert fake.calls["nvmlDeviceGetMigMode"] == 1
+    clock.t += 1
+    assert s.sample().gpus[0].energy_j == pytest.approx(200000.0)
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 2
+    assert fake.calls["nvmlDeviceGetMigMode"] == 2
+
+
+def test_a_failed_energy_read_is_retried_next_tick_not_held():
+    dev = FakeDevice()
+    dev.fail("nvmlDeviceGetTotalEnergyConsumption", fk.NVMLError_Unknown)
+    _, s, clock = make([dev], slow_every_s=30.0)
+    assert s.sample().gpus[0].energy_j is None
+    dev.ok("nvmlDeviceGetTotalEnergyConsumption")
+    clock.t += 1
+    assert s.sample().gpus[0].energy_j == pytest.approx(123456.789)
