@@ -31,18 +31,36 @@ HISTORY_FIELDS = (("util", "SM util", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt
 SKIP = {"processes", "extra", "mig_instances", "throttle"}
 
 
+UNITS = (("_w", " W"), ("_c", " \u00b0C"), ("_mhz", " MHz"), ("_pct", "%"))
+"""Field-name suffix -> unit shown after the value (field names stay the JSON keys)."""
+
+
 def _val(name: str, v: object) -> str:
     if v is None:
         return fmt.DASH
+    if isinstance(v, bool):
+        return "on" if v else "off"
     if name.endswith("_bytes") and isinstance(v, (int, float)):
         return fmt.fmt_bytes(v)
     if name.endswith("_bytes_s") and isinstance(v, (int, float)):
         return fmt.fmt_bytes(v) + "/s"
     if name in ("util", "mem_util") and isinstance(v, float):
         return fmt.fmt_pct(v)
-    if isinstance(v, float):
-        return f"{v:g}"
+    if isinstance(v, (int, float)):
+        unit = next((u for suffix, u in UNITS if name.endswith(suffix)), "")
+        if unit:
+            return f"{v:.1f}{unit}" if name.endswith("_w") and v != int(v) else f"{v:g}{unit}"
+        return f"{v:g}" if isinstance(v, float) else str(v)
     return str(v)
+
+
+def _energy(joules: float, source: str | None) -> str:
+    """A lifetime energy counter in J/kJ/MJ/GJ (NVML counts from the driver's load)."""
+    since = "since driver load" if source == "nvml" else "lifetime counter"
+    for div, unit in ((1e9, "GJ"), (1e6, "MJ"), (1e3, "kJ")):
+        if abs(joules) >= div:
+            return f"{joules / div:.1f} {unit} {since}"
+    return f"{joules:.0f} J {since}"
 
 
 def history_rows(history: dict[str, list[float | None]], width: int,
@@ -74,7 +92,11 @@ def gpu_table(g: GpuRecord, history: list[tuple[str, Text]]) -> Table:
     for f in fields(g):
         if f.name in SKIP:
             continue
-        t.add_row(f.name, _val(f.name, getattr(g, f.name)))
+        v = getattr(g, f.name)
+        if f.name == "energy_j" and isinstance(v, (int, float)):
+            t.add_row(f.name, _energy(v, g.source))
+        else:
+            t.add_row(f.name, _val(f.name, v))
     thr = g.throttle
     t.add_row("throttle", fmt.DASH if thr is None else (", ".join(thr) if thr else "none active"))
     if g.mig_instances:
