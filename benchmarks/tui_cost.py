@@ -5,6 +5,7 @@ the llmtop TUI in a pseudo-terminal (80x24 by default) monitoring those targets 
 GPU endpoint at a 1 s interval, draining the terminal output like a real terminal would.
 
     .venv/bin/python benchmarks/tui_cost.py [--seconds 60] [--size 80x24] [--interval 1]
+                                            [--gpus demo|nvml]
 
 Prints: time to first data on screen (spawn -> first engine row drawn), CPU % of one core
 averaged over the measured window (steady state: it opens ``--warmup`` seconds after first
@@ -43,7 +44,8 @@ info = json.loads(sys.argv[1])
 targets = tuple(Target(name=e["target"], base_url=e["base_url"], engine=e["engine"],
                        port=e["port"]) for e in info["engines"])
 config = Config(targets=targets, interval_s=float(sys.argv[2]), discover=False)
-sys.exit(run_tui(config, demo=SimpleNamespace(gpu_url=info["gpu_url"])))
+demo = SimpleNamespace(gpu_url=info["gpu_url"]) if sys.argv[3] == "demo" else None
+sys.exit(run_tui(config, demo=demo))
 """
 
 FAKE_DRIVER = r"""
@@ -96,6 +98,20 @@ def wakeups(pid: int) -> int:
     return n
 
 
+def threads(pid: int) -> dict[int, tuple[float, int]]:
+    """Per thread of ``pid``: CPU seconds and context switches so far."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            sw = sum(int(line.split()[1]) for line in (task / "status").read_text().splitlines()
+                     if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")))
+        except OSError:
+            continue
+        out[int(task.name)] = ((int(f[11]) + int(f[12])) / CLK, sw)
+    return out
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -114,6 +130,28 @@ def start_demo(engines: str) -> tuple[subprocess.Popen, dict]:
             raise SystemExit("demo serve did not start")
         time.sleep(0.05)
     return proc, json.loads(ready.read_text())
+
+
+def gpu_count(args: argparse.Namespace, info: dict) -> str:
+    """How many GPUs the TUI watched, in words."""
+    if args.fake:
+        return "2 fake GPUs"
+    if args.gpus == "nvml":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                return f"{pynvml.nvmlDeviceGetCount()} NVML GPU(s)"
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception as exc:
+            return f"NVML GPUs ({type(exc).__name__})"
+    try:
+        with urllib.request.urlopen(info["gpu_url"], timeout=2) as resp:
+            return f"{len(json.load(resp)['gpus'])} demo GPUs"
+    except Exception:
+        return "demo GPUs"
 
 
 def drain(fd: int, timeout: float) -> bytes:
@@ -140,12 +178,17 @@ def main() -> int:
     ap.add_argument("--fake", choices=("changing", "static"),
                     help="UI alone: a FakeSource (3 engines, 2 GPUs) whose every cell changes "
                          "each tick, or never changes; no demo servers")
+    ap.add_argument("--gpus", choices=("demo", "nvml"), default="demo",
+                    help="GPU source: the demo's simulated GPUs over HTTP (default), or the "
+                         "local NVIDIA driver (NVML) on a GPU machine")
     ap.add_argument("--warmup", type=float, default=5.0, metavar="S",
                     help="seconds after first data before the CPU window opens (default 5): "
                          "the window measures steady state; start-up CPU is printed apart")
     ap.add_argument("--rss-every", type=float, metavar="S",
                     help="also print elapsed time, CPU %% so far and RSS every S seconds "
                          "(to watch memory grow over an hour of history)")
+    ap.add_argument("--threads", action="store_true",
+                    help="also print each thread's CPU %% and context switches/s")
     ap.add_argument("--py-spy", metavar="OUT",
                     help="also record a py-spy profile (collapsed stacks) of the TUI process "
                          "over the measured window into OUT; needs py-spy on PATH")
@@ -157,7 +200,7 @@ def main() -> int:
         argv = [PY, "-c", FAKE_DRIVER, str(args.interval), args.fake]
     else:
         demo, info = start_demo(args.engines)
-        argv = [PY, "-c", DRIVER, json.dumps(info), str(args.interval)]
+        argv = [PY, "-c", DRIVER, json.dumps(info), str(args.interval), args.gpus]
     marker = f":{info['engines'][0]['port']} ".encode()
     env = dict(os.environ, TERM="xterm-256color", TEXTUAL_ANIMATIONS="none", COLUMNS=str(cols),
                LINES=str(rows))
@@ -188,6 +231,7 @@ def main() -> int:
                  "--duration", str(int(args.seconds)), "--output", args.py_spy, "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu0, t0, sw0 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
+        th0 = threads(tui.pid)
         next_report = t0 + (args.rss_every or float("inf"))
         while time.monotonic() - t0 < args.seconds:
             drain(master, 0.2)
@@ -199,14 +243,11 @@ def main() -> int:
             if tui.poll() is not None:
                 raise SystemExit(f"llmtop exited early: {tui.returncode}")
         cpu1, t1, sw1 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
+        th1 = threads(tui.pid)
         rss = rss_mb(tui.pid)
         if spy is not None:
             spy.wait(30)
-        try:
-            with urllib.request.urlopen(info["gpu_url"], timeout=2) as resp:
-                n_gpus = f"{len(json.load(resp)['gpus'])} demo GPUs"
-        except Exception:
-            n_gpus = "2 fake GPUs" if args.fake else "demo GPUs"
+        n_gpus = gpu_count(args, info)
     finally:
         if tui.poll() is None:
             os.killpg(tui.pid, signal.SIGTERM)
@@ -228,6 +269,13 @@ def main() -> int:
     print(f"  CPU: {cpu_pct:.2f} % of one core          (target <= 2 %)")
     print(f"  context switches: {(sw1 - sw0) / (t1 - t0):.0f}/s (all threads)")
     print(f"  RSS: {rss:.1f} MB                      (target <= 100 MB)")
+    if args.threads:
+        el = t1 - t0
+        print("  per thread (tid: CPU %, switches/s; the main thread's tid is the pid):")
+        for tid, (c, sw) in sorted(th1.items()):
+            c0, s0 = th0.get(tid, (0.0, 0))
+            print(f"    {tid}{' (main)' if tid == tui.pid else ''}: {(c - c0) / el * 100:5.2f} %"
+                  f"  {(sw - s0) / el:5.1f}/s")
     return 0
 
 
