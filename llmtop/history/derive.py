@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise, repeat
 from operator import sub
@@ -350,11 +350,13 @@ def _rate(samples: Sequence[tuple[float, ModelSample]], key: str) -> float | Non
     return None if pts is None else counter_rate(pts)
 
 
-def derive_window(samples: Sequence[tuple[float, ModelSample]]) -> ModelWindow:
+def derive_window(samples: Sequence[tuple[float, ModelSample]],
+                  hist_keys: Collection[str] | None = None) -> ModelWindow:
     """Windowed rates, quantiles, prefix hit rate and finish reasons of one model.
 
     ``samples`` are ``(t_mono, ModelSample)`` of one model, time-ordered, already cut to the
     window and to the current process (the store clips at restarts it detects).
+    ``hist_keys`` limits the quantiles to those histograms (None: every one).
     """
     out = ModelWindow()
     if not samples:
@@ -381,6 +383,8 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]]) -> ModelWindow:
             fin[k.split(":", 1)[1]] = d[0] if d is not None else 0.0
         out.finished = fin if len(samples) >= 2 else None
     for key in last.hists:
+        if hist_keys is not None and key not in hist_keys:
+            continue
         hp = _present(samples, [m.hists.get(key) for _, m in samples], _zero_hist)
         d = hist_delta(hp) if hp else None
         out.quantiles[key] = None if d is None else hist_quantiles(d.bounds, d.cumulative,

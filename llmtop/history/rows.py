@@ -145,7 +145,7 @@ def build_model_row(
     row.kv_cache_usage = g.get("kv_usage")
     row.kv_capacity_tokens = g.get("kv_capacity_tokens")
     row.info = dict(last.info)
-    w = derive_window(pts)
+    w = derive_window(pts, _LATENCY_FIELDS)  # the row keeps only these quantiles
     row.prompt_tokens_per_s = w.rates.get("prompt_tokens_per_s")
     row.generation_tokens_per_s = w.rates.get("generation_tokens_per_s")
     row.requests_per_s = w.rates.get("requests_per_s")

@@ -266,3 +266,14 @@ def test_intermittently_missing_counter_is_not_zeroed():
     assert w.rates["generation_tokens_per_s"] == pytest.approx(100.0)
     w = derive.derive_window([(0.0, gap), (1.0, s0), (2.0, gap), (3.0, s2)])
     assert w.rates["generation_tokens_per_s"] == pytest.approx(100.0)  # no zero inserted
+
+
+def test_derive_window_hist_keys_limits_the_quantiles_and_keeps_their_values():
+    s0 = _ms(hists={"ttft": H((0, 0, 0, 0)), "prompt_len": H((0, 0, 0, 0))})
+    s1 = _ms(hists={"ttft": H((2, 6, 10, 10), 4.0), "prompt_len": H((5, 5, 5, 5), 1.0)})
+    full = derive.derive_window([(0.0, s0), (1.0, s1)])
+    only = derive.derive_window([(0.0, s0), (1.0, s1)], {"ttft"})
+    assert set(full.quantiles) == {"ttft", "prompt_len"}
+    assert set(only.quantiles) == {"ttft"}
+    assert only.quantiles["ttft"] == full.quantiles["ttft"]
+    assert only.quantiles["ttft"].p50 == pytest.approx(0.4)  # rank 5 of 10: 0.1 + 3/4 * 0.4
