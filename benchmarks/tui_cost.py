@@ -80,8 +80,13 @@ sys.exit(_run(LlmtopApp(src, Config(interval_s=float(sys.argv[1])))))
 
 
 def cpu_seconds(pid: int) -> float:
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of ``pid`` so far (all threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+    return int(fields[11]) / CLK, int(fields[12]) / CLK
 
 
 def wakeups(pid: int) -> int:
@@ -231,7 +236,7 @@ def main() -> int:
                  "--duration", str(int(args.seconds)), "--output", args.py_spy, "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu0, t0, sw0 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
-        th0 = threads(tui.pid)
+        th0, us0 = threads(tui.pid), cpu_split(tui.pid)
         next_report = t0 + (args.rss_every or float("inf"))
         while time.monotonic() - t0 < args.seconds:
             drain(master, 0.2)
@@ -243,7 +248,7 @@ def main() -> int:
             if tui.poll() is not None:
                 raise SystemExit(f"llmtop exited early: {tui.returncode}")
         cpu1, t1, sw1 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
-        th1 = threads(tui.pid)
+        th1, us1 = threads(tui.pid), cpu_split(tui.pid)
         rss = rss_mb(tui.pid)
         if spy is not None:
             spy.wait(30)
@@ -267,6 +272,8 @@ def main() -> int:
     print(f"  start-up CPU: {cpu_first:.2f} s to first data, {cpu_warm - cpu_first:.2f} s in the "
           f"{args.warmup:g} s warm-up after it (not in the average below)")
     print(f"  CPU: {cpu_pct:.2f} % of one core          (target <= 2 %)")
+    print(f"    user {(us1[0] - us0[0]) / (t1 - t0) * 100:.2f} %, "
+          f"system {(us1[1] - us0[1]) / (t1 - t0) * 100:.2f} %")
     print(f"  context switches: {(sw1 - sw0) / (t1 - t0):.0f}/s (all threads)")
     print(f"  RSS: {rss:.1f} MB                      (target <= 100 MB)")
     if args.threads:
