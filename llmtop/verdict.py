@@ -1,10 +1,12 @@
 """One-line health verdict for the header: named, pure, tested rules.
 
 Each rule looks at one ``EngineRow`` (or the GPUs) and returns ``Finding`` objects. The verdict
-is the worst level found, with the findings of the worst target first::
+is the worst level found, with the findings of the worst target first; OK-level findings are
+notes (a GPU at its power cap) that follow the rest::
 
     DEGRADED — vllm@:8000 KV 97% · waiting 31 · preempting 4/s
     OK — 3 engines healthy
+    OK — 1 engine healthy · GPU0 power cap
 
 No I/O, no clock, no UI library. Thresholds come from ``config.Thresholds``.
 """
@@ -51,6 +53,11 @@ BAD_STATES = {
 
 BENIGN_THROTTLE = frozenset({"idle", "gpu idle", "applications clocks setting", "none"})
 """Clock-event reasons that are not a performance problem."""
+
+NOTE_THROTTLE = frozenset({"power cap", "sync boost", "display clocks setting"})
+"""Clock-event reasons that are the normal state of a busy GPU: a note, not DEGRADED. A real
+H100 under full load runs at its 700 W limit with ``power cap`` set all the time (SM clock
+1290-1305 of 1980 MHz, 2026-11-22); thermal and hardware slowdowns stay warnings."""
 
 WAITING_MIN_FOR_GROWTH = 1.0
 """Queue growth is only reported while at least this many requests wait."""
@@ -192,7 +199,8 @@ def rule_ttft_slo(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]
 
 
 def rule_gpu_throttle(gpus: Sequence[GpuRecord], th: Thresholds) -> list[Finding]:
-    """GPUs whose clocks are held down for a reason other than idling, or that failed."""
+    """GPUs whose clocks are held down for a reason other than idling (a warning; a power cap
+    alone is an OK-level note), or that failed."""
     out = []
     for g in gpus:
         if g.error:
@@ -200,7 +208,8 @@ def rule_gpu_throttle(gpus: Sequence[GpuRecord], th: Thresholds) -> list[Finding
             continue
         reasons = [r for r in (g.throttle or []) if r.lower() not in BENIGN_THROTTLE]
         if reasons:
-            out.append(Finding("gpu_throttle", WARN, None, f"GPU{g.index} {', '.join(reasons)}"))
+            level = OK if all(r.lower() in NOTE_THROTTLE for r in reasons) else WARN
+            out.append(Finding("gpu_throttle", level, None, f"GPU{g.index} {', '.join(reasons)}"))
     return out
 
 
@@ -239,9 +248,11 @@ def compute_verdict(
         if findings:
             return _summarize(findings)
         return Verdict(OK, "NO ENGINES — nothing to monitor yet")
-    if not findings:
+    if all(f.level == OK for f in findings):  # none, or notes only
         n = len(targets)
-        return Verdict(OK, f"OK — {n} engine{'s' if n != 1 else ''} healthy")
+        notes = "".join(f" · {f.text}" for f in findings)
+        return Verdict(OK, f"OK — {n} engine{'s' if n != 1 else ''} healthy{notes}",
+                       tuple(findings))
     return _summarize(findings)
 
 
@@ -255,7 +266,7 @@ def _summarize(findings: list[Finding]) -> Verdict:
     parts = []
     for t in order:
         words: list[str] = []
-        for f in by_target[t]:
+        for f in sorted(by_target[t], key=lambda f: -f.level):  # notes after problems
             if f.text not in words:
                 words.append(f.text)
         head = f"{short_target(t)} " if t else ""

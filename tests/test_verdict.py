@@ -155,3 +155,23 @@ async def test_rules_fire_on_demo_scenarios(scenario):
         assert want in fired, (scenario, fired)
     finally:
         demo.stop()
+
+
+def test_power_cap_alone_is_a_note_not_degraded():
+    # a real H100 under a full matmul load (2026-11-22): 699-702 W of a 700 W limit, SM clock
+    # 1290-1305 of 1980 MHz, NVML's clock-event reason "power cap" set on every sample
+    busy = GpuRecord(host="", index=0, source="nvml", throttle=["power cap"], util=1.0)
+    (f,) = rule_gpu_throttle([busy], TH)
+    assert f.level == OK and f.text == "GPU0 power cap"
+    v = compute_verdict(Snapshot(time=0, window_s=10, engines=[row()], gpus=[busy]), TH)
+    assert v.level == OK and v.text == "OK — 1 engine healthy · GPU0 power cap"
+    # with a real problem the note follows it, and the level is the problem's
+    bad = row(kv_cache_usage=0.97)
+    v = compute_verdict(Snapshot(time=0, window_s=10, engines=[bad], gpus=[busy]), TH)
+    assert v.level == WARN and v.text == "DEGRADED — vllm@:8000 KV 97% | GPU0 power cap"
+    # thermal or hardware slowdowns stay warnings, with the power cap named beside them
+    hot = GpuRecord(host="", index=1, source="nvml", throttle=["power cap", "hw slowdown"])
+    (f,) = rule_gpu_throttle([hot], TH)
+    assert f.level == WARN and f.text == "GPU1 power cap, hw slowdown"
+    v = compute_verdict(Snapshot(time=0, window_s=10, engines=[row()], gpus=[busy, hot]), TH)
+    assert v.level == WARN and v.text == "DEGRADED — GPU1 power cap, hw slowdown · GPU0 power cap"
