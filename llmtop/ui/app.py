@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +92,15 @@ class LlmtopApp(ReplayActions, App):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(GAUGE_DEFAULTS)
+
+    def get_driver_class(self) -> Any:
+        """On Linux and macOS terminals, ``CalmLinuxDriver`` (an input thread that does not
+        wake 10 times a second); Textual's own choice elsewhere or when TEXTUAL_DRIVER is set."""
+        if sys.platform == "win32" or os.environ.get("TEXTUAL_DRIVER"):
+            return super().get_driver_class()
+        from llmtop.ui.driver import CalmLinuxDriver
+
+        return CalmLinuxDriver
 
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._theme_changed)
