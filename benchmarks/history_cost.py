@@ -59,6 +59,14 @@ def _read_like_the_overview(store, snap) -> None:
     list(store.events)
 
 
+def _rss_mb() -> float:
+    """This process's resident memory (the monitor, its history and the parser's caches)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 async def run(args: argparse.Namespace) -> None:
     demo = start_demo(engines=["vllm", "vllm", "sglang", "triton"])
     clock = [1_000_000.0, 1.7e9]
@@ -92,7 +100,7 @@ async def run(args: argparse.Namespace) -> None:
             gc.collect()
             gc.freeze()
         print(f"{'ticks':>6} {'tick':>6} {'ingest':>6} {'commit':>6} {'read':>5} {'gc':>5} "
-              "  ms CPU per tick   GC-tracked objects")
+              "  ms CPU per tick   GC-tracked objects   RSS MB")
         for i in range(1, args.ticks + 1):
             clock[0] += 1.0
             clock[1] += 1.0
@@ -106,7 +114,7 @@ async def run(args: argparse.Namespace) -> None:
                 n = args.every
                 print(f"{i:6d} " + " ".join(f"{acc[k] / n * 1000:6.2f}" for k in
                                             ("tick", "ingest", "commit", "read", "gc"))
-                      + f"   {len(gc.get_objects()):>8d}", flush=True)
+                      + f"   {len(gc.get_objects()):>8d}   {_rss_mb():7.1f}", flush=True)
                 acc.update(dict.fromkeys(acc, 0.0))
         await mon.aclose()
     finally:

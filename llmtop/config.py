@@ -66,5 +66,7 @@ class Config:
     """Autodiscover on localhost when no targets are given."""
     verify_tls: bool = True
     api_key: str | None = field(default=None, repr=False)
-    history_s: float = 3600.0
-    """How much history the store keeps for sparklines and windows."""
+    history_s: float = 330.0
+    """How much history the store keeps: the longest window and sparkline (5 min) plus
+    margin. Nothing on screen reads older samples; an hour of them cost ~20 MB of RSS on the
+    box being watched (long history is what ``--record`` is for)."""

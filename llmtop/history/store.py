@@ -44,6 +44,8 @@ GPU_SERIES_FIELDS = ("util", "mem_used", "power", "temp")
 
 SERIES_WINDOW_S = 10.0
 MAX_SERIES_POINTS = 7200
+FASTEST_INTERVAL_S = 0.25
+"""The shortest refresh interval the UI offers (``ui.state.INTERVALS``)."""
 MAX_EVENTS = 500
 GOOD_STATES = ("ok", "restarted")
 
@@ -93,7 +95,9 @@ class Store:
         self._log = EventLog(MAX_EVENTS)
         self.events: deque[Event] = self._log.events
         """The event log, oldest first (bounded, deduplicated)."""
-        n = min(MAX_SERIES_POINTS, max(60, math.ceil(self.keep_s / self.interval_s)))
+        # enough points for keep_s at the fastest refresh the UI's "-" key reaches
+        fastest = min(self.interval_s, FASTEST_INTERVAL_S)
+        n = min(MAX_SERIES_POINTS, max(60, math.ceil(self.keep_s / fastest)))
         self._series = SeriesBook(n)
         self._gpu_series = SeriesBook(n)
         self._prev_gpu_error: str | None = None

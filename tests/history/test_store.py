@@ -300,7 +300,7 @@ def test_history_is_bounded():
     feed(s, "a", 0, 2000)
     ts = s._targets["a"]
     assert len(ts.recent) <= 335 and len(ts.old) <= 31
-    assert len(s.series_times()) <= 300
+    assert len(s.series_times()) <= 1200  # 300 s at the fastest refresh the keys offer (0.25 s)
     assert s.row("a|m", 300.0).generation_tokens_per_s == pytest.approx(100.0)
 
 
@@ -345,14 +345,15 @@ def test_series_count_keeps_growing_past_the_bounded_rings():
     the rings' length) keeps growing once old points drop; ``last`` reads only the tail."""
     s = make_store("a", history_s=300.0)
     assert s.series_count() == 0 and s.series_times(5) == []
-    feed(s, "a", 0, 399)
-    assert s.series_count() == 400
-    assert len(s.series_times()) == len(s.series("a|m", "running")) == 300  # the ring's cap
-    assert s.series_times(3) == [1_700_000_397.0, 1_700_000_398.0, 1_700_000_399.0]
+    feed(s, "a", 0, 1299)
+    assert s.series_count() == 1300
+    # the ring's cap: 300 s at the fastest refresh the keys offer (0.25 s)
+    assert len(s.series_times()) == len(s.series("a|m", "running")) == 1200
+    assert s.series_times(3) == [1_700_001_297.0, 1_700_001_298.0, 1_700_001_299.0]
     assert s.series_times(0) == [] and s.series_times(10_000) == s.series_times()
-    s.ingest_gpus(gpu_sample(400.0, utils=(0.5,)))
-    s.commit(400.0, 1_700_000_400.0)
-    assert s.series_count() == 401
+    s.ingest_gpus(gpu_sample(1300.0, utils=(0.5,)))
+    s.commit(1300.0, 1_700_001_300.0)
+    assert s.series_count() == 1301
     util = s.gpu_series("local:0", "util", 2)
     assert util == [None, 0.5] and s.gpu_series("local:0", "util")[-2:] == util
 
@@ -391,3 +392,13 @@ def test_window_walks_back_from_the_newest_end_with_the_same_result():
         for window_s in (0.0, 10.0, 60.0, 300.0, 600.0, 3600.0):
             t_end = t if rng.random() < 0.7 else rng.uniform(0, t + 5)
             assert ts.window(window_s, t_end) == _reference_window(ts, window_s, t_end)
+
+
+def test_default_history_is_the_longest_window_plus_margin():
+    # nothing on screen reads samples older than the 5 min window; keeping an hour of them
+    # cost ~20 MB of RSS on the watched box
+    s = make_store("a")
+    feed(s, "a", 0, 1000)
+    ts = s._targets["a"]
+    assert len(ts.old) == 0 and len(ts.recent) <= 335
+    assert s.row("a|m", 300.0).generation_tokens_per_s == pytest.approx(100.0)

@@ -355,3 +355,10 @@ async def test_verdict_changes_are_logged_without_flapping():
         lines = [e.text for e in src.events() if e.text.startswith("verdict:")]
         # OK -> DEGRADED -> CRITICAL logged at once; flapping back is held for VERDICT_LOG_S
         assert [t.split(" ")[1] for t in lines] == ["DEGRADED", "CRITICAL"]
+
+
+def test_the_store_keeps_series_for_the_fastest_interval_the_keys_offer():
+    from llmtop.history.store import FASTEST_INTERVAL_S
+    from llmtop.ui.state import INTERVALS
+
+    assert min(INTERVALS) == FASTEST_INTERVAL_S
