@@ -3,6 +3,7 @@ stops at once when told to, and does not spin when its input closes."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import selectors
 import signal
@@ -59,12 +60,12 @@ async def running(monkeypatch):
             signal.signal(s, h)
 
 
-def wait_for(pred, timeout=2.0):
+async def wait_for(pred, timeout=2.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
             return True
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
     return False
 
 
@@ -75,16 +76,16 @@ def keys(d) -> list[str]:
 async def test_keys_arrive_and_a_lone_escape_is_delivered_after_its_delay(running):
     d, w, _ = running
     os.write(w, b"q")
-    assert wait_for(lambda: keys(d) == ["q"])
+    assert await wait_for(lambda: keys(d) == ["q"])
     t0 = time.monotonic()
     os.write(w, b"\x1b")  # a lone Esc: the parser waits for more, then times out
-    assert wait_for(lambda: keys(d) == ["q", "escape"])
+    assert await wait_for(lambda: keys(d) == ["q", "escape"])
     assert time.monotonic() - t0 < 1.0
 
 
 async def test_idle_thread_sleeps_and_exits_at_once(running):
     d, _, t = running
-    time.sleep(0.6)
+    await asyncio.sleep(0.6)
     assert CountingSelector.calls <= 2  # upstream polls every 0.1 s: ~6 here
     t0 = time.monotonic()
     d.exit_event.set()
@@ -93,11 +94,11 @@ async def test_idle_thread_sleeps_and_exits_at_once(running):
 
 
 async def test_closed_input_does_not_spin(running):
-    d, w, t = running
+    _, w, t = running
     os.close(w)
-    time.sleep(0.1)
+    await asyncio.sleep(0.1)
     n = CountingSelector.calls
-    time.sleep(0.4)
+    await asyncio.sleep(0.4)
     assert CountingSelector.calls - n <= 1 and t.is_alive()
 
 
