@@ -107,6 +107,7 @@ async def shoot(out: Path, port: int) -> None:
     from llmtop.targets import parse_target
     from llmtop.ui.app import LlmtopApp
     from llmtop.ui.live import make_source
+    from screenshots import shoot as shoot_svg
 
     config = Config(targets=(parse_target(f"vllm@127.0.0.1:{port}"),), discover=False)
     for name, size, keys in (("overview-160x48", (160, 48), ()),
@@ -114,20 +115,8 @@ async def shoot(out: Path, port: int) -> None:
                              ("gpu-detail", (160, 48), ("g",))):
         source, _ = make_source(config)
         app = LlmtopApp(source, config, autopoll=False)
-        async with app.run_test(size=size) as pilot:
-            for _ in range(3):
-                await app.poll_once()
-                await pilot.pause()
-                await asyncio.sleep(0.5)
-            app.paint()
-            await pilot.pause()
-            for k in keys:
-                await pilot.press(k)
-                await pilot.pause()
-            app.paint()
-            await pilot.pause()
-            app.save_screenshot(filename=f"{name}.svg", path=str(out))
-            snap = app.snapshot
+        await shoot_svg(name, app, keys, size, 3, out=out, between_s=0.5)
+        snap = app.snapshot
         gpus = snap.gpus if snap is not None else []
         check(f"TUI {name}: NVML GPUs on screen", bool(gpus) and snap.gpu_error is None,
               ", ".join(f"{g.name} {g.mem_used_bytes}/{g.mem_total_bytes}" for g in gpus)

@@ -41,11 +41,14 @@ SHOTS = [
 
 
 async def shoot(name: str, app: LlmtopApp, keys: tuple[str, ...], size: tuple[int, int],
-                ticks: int) -> Path:
+                ticks: int, *, out: Path = OUT, between_s: float = 0.0) -> Path:
+    """Poll ``ticks`` times (``between_s`` apart), press ``keys``, save ``out/name.svg``."""
     async with app.run_test(size=size) as pilot:
         for _ in range(ticks):
             await app.poll_once()
             await pilot.pause()
+            if between_s:
+                await asyncio.sleep(between_s)
         app.paint()
         await pilot.pause()
         for k in keys:
@@ -53,8 +56,8 @@ async def shoot(name: str, app: LlmtopApp, keys: tuple[str, ...], size: tuple[in
             await pilot.pause()
         app.paint()
         await pilot.pause()
-        app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
-    return OUT / f"{name}.svg"
+        app.save_screenshot(filename=f"{name}.svg", path=str(out))
+    return out / f"{name}.svg"
 
 
 async def main_async(demo: bool) -> None:
