@@ -13,9 +13,9 @@ per tick) and never raises:
   (``error = "GPU is lost (fell off the bus?)"``) and the other GPUs keep working.
 - A call that answers NotSupported is not asked again for that GPU (keeps ticks cheap).
   PCIe throughput blocks ~20 ms per call inside NVML, so it is read at most every
-  ``pcie_every_s`` and held in between. Total energy (~3 ms of CPU per call on an H100 VM,
-  measured by ``benchmarks/nvml_calls.py``) and the MIG mode (~0.14 ms; it changes only with
-  a GPU reset) are read at most every ``slow_every_s`` (30 s) and held likewise.
+  ``pcie_every_s``; total energy (~3 ms of CPU per call on an H100 VM, measured by
+  ``benchmarks/nvml_calls.py``) and the MIG mode (~0.14 ms; it changes only with a GPU reset)
+  at most every ``slow_every_s`` (30 s). What they answer, a failed read too, is held between.
 """
 
 from __future__ import annotations
@@ -112,16 +112,15 @@ def _int(v: Any) -> int | None:
 class _Dev:
     """What we keep per GPU index between ticks."""
 
-    __slots__ = ("handle", "held", "lost_at", "pcie", "pcie_at", "static", "unsupported")
+    __slots__ = ("handle", "held", "lost_at", "static", "unsupported")
 
     def __init__(self, handle: Any):
         self.handle = handle
         self.static: dict[str, Any] = {}
         self.unsupported: set[str] = set()
         self.lost_at: float | None = None
-        self.pcie: tuple[float | None, float | None] = (None, None)
-        self.pcie_at: float | None = None
         self.held: dict[str, tuple[float, Any]] = {}
+        """Costly queries: key -> (when read, what it answered, None included)."""
 
 
 class NvmlSampler:
@@ -344,14 +343,14 @@ class NvmlSampler:
                 dev.static[key] = v
         return v
 
-    def _slow(self, dev: _Dev, key: str, now: float, fn: str, *args: Any) -> Any:
-        """A costly query, asked at most every ``slow_every_s`` and held in between."""
+    def _held(self, dev: _Dev, key: str, now: float, every: float, fn: str, *args: Any) -> Any:
+        """A costly query, asked at most every ``every`` seconds; its answer (a failed read's
+        None too) is held in between."""
         got = dev.held.get(key)
-        if got is not None and now - got[0] < self.slow_every_s:
+        if got is not None and now - got[0] < every:
             return got[1]
         v = self._q(dev, key, fn, *args)
-        if v is not None:  # a failed read is asked again next tick
-            dev.held[key] = (now, v)
+        dev.held[key] = (now, v)
         return v
 
     def _fill(self, rec: GpuRecord, dev: _Dev, now: float) -> None:
@@ -387,7 +386,8 @@ class NvmlSampler:
             self._q(dev, "power_limit", "nvmlDeviceGetEnforcedPowerLimit"), 0.001
         )
         rec.energy_j = _num(
-            self._slow(dev, "energy", now, "nvmlDeviceGetTotalEnergyConsumption"), 0.001
+            self._held(dev, "energy", now, self.slow_every_s,
+                       "nvmlDeviceGetTotalEnergyConsumption"), 0.001
         )
 
         sensor = _c(n, "NVML_TEMPERATURE_GPU", 0)
@@ -428,16 +428,12 @@ class NvmlSampler:
             mask = self._q(dev, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons")
         rec.throttle = reasons.decode_clock_events(mask)
 
-        if dev.pcie_at is None or now - dev.pcie_at >= self.pcie_every_s:
-            dev.pcie_at = now
-            tx = self._q(
-                dev, "pcie_tx", "nvmlDeviceGetPcieThroughput", _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0)
-            )
-            rx = self._q(
-                dev, "pcie_rx", "nvmlDeviceGetPcieThroughput", _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1)
-            )
-            dev.pcie = (_num(tx, 1024.0), _num(rx, 1024.0))  # NVML reports KB/s
-        rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = dev.pcie
+        every = self.pcie_every_s
+        tx = self._held(dev, "pcie_tx", now, every, "nvmlDeviceGetPcieThroughput",
+                        _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0))
+        rx = self._held(dev, "pcie_rx", now, every, "nvmlDeviceGetPcieThroughput",
+                        _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1))
+        rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = _num(tx, 1024.0), _num(rx, 1024.0)  # KB/s
 
         volatile = _c(n, "NVML_VOLATILE_ECC", 0)
         rec.ecc_corrected = _int(
@@ -463,7 +459,7 @@ class NvmlSampler:
         rec.processes = self._processes(dev, mig_handles)
 
     def _mig(self, rec: GpuRecord, dev: _Dev, now: float) -> list[Any]:
-        mode = self._slow(dev, "mig_mode", now, "nvmlDeviceGetMigMode")
+        mode = self._held(dev, "mig_mode", now, self.slow_every_s, "nvmlDeviceGetMigMode")
         if mode is None:
             return []
         try:

@@ -630,11 +630,14 @@ def test_energy_and_mig_mode_are_read_at_most_every_slow_every_s_and_held():
     assert fake.calls["nvmlDeviceGetMigMode"] == 2
 
 
-def test_a_failed_energy_read_is_retried_next_tick_not_held():
+def test_a_failed_energy_read_is_held_like_an_answer_then_asked_again():
     dev = FakeDevice()
     dev.fail("nvmlDeviceGetTotalEnergyConsumption", fk.NVMLError_Unknown)
-    _, s, clock = make([dev], slow_every_s=30.0)
+    fake, s, clock = make([dev], slow_every_s=30.0)
     assert s.sample().gpus[0].energy_j is None
     dev.ok("nvmlDeviceGetTotalEnergyConsumption")
     clock.t += 1
+    assert s.sample().gpus[0].energy_j is None  # not asked again within the period
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
+    clock.t += 30
     assert s.sample().gpus[0].energy_j == pytest.approx(123456.789)
