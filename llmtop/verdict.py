@@ -244,16 +244,13 @@ def compute_verdict(
         for rule in RULES:
             findings.extend(rule(row, th, ctx))
     findings.extend(rule_gpu_throttle(snapshot.gpus, th))
+    if any(f.level > OK for f in findings):
+        return _summarize(findings)
+    notes = "".join(f" · {f.text}" for f in findings)  # OK-level findings only, or none
     if not snapshot.engines:
-        if findings:
-            return _summarize(findings)
-        return Verdict(OK, "NO ENGINES — nothing to monitor yet")
-    if all(f.level == OK for f in findings):  # none, or notes only
-        n = len(targets)
-        notes = "".join(f" · {f.text}" for f in findings)
-        return Verdict(OK, f"OK — {n} engine{'s' if n != 1 else ''} healthy{notes}",
-                       tuple(findings))
-    return _summarize(findings)
+        return Verdict(OK, f"NO ENGINES — nothing to monitor yet{notes}", tuple(findings))
+    n = len(targets)
+    return Verdict(OK, f"OK — {n} engine{'s' if n != 1 else ''} healthy{notes}", tuple(findings))
 
 
 def _summarize(findings: list[Finding]) -> Verdict:

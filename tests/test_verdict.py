@@ -173,5 +173,7 @@ def test_power_cap_alone_is_a_note_not_degraded():
     hot = GpuRecord(host="", index=1, source="nvml", throttle=["power cap", "hw slowdown"])
     (f,) = rule_gpu_throttle([hot], TH)
     assert f.level == WARN and f.text == "GPU1 power cap, hw slowdown"
+    v = compute_verdict(Snapshot(time=0, window_s=10, engines=[], gpus=[busy]), TH)
+    assert v.level == OK and v.text == "NO ENGINES — nothing to monitor yet · GPU0 power cap"
     v = compute_verdict(Snapshot(time=0, window_s=10, engines=[row()], gpus=[busy, hot]), TH)
     assert v.level == WARN and v.text == "DEGRADED — GPU1 power cap, hw slowdown · GPU0 power cap"
