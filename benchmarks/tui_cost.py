@@ -92,15 +92,7 @@ def cpu_split(pid: int) -> tuple[float, float]:
 def wakeups(pid: int) -> int:
     """Context switches of every thread of ``pid`` so far (each is a sleep/wake or a
     preemption): a monitor that wakes often pays cold caches each time."""
-    n = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            for line in (task / "status").read_text().splitlines():
-                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                    n += int(line.split()[1])
-        except OSError:  # a thread that ended
-            continue
-    return n
+    return sum(sw for _, sw in threads(pid).values())
 
 
 def threads(pid: int) -> dict[int, tuple[float, int]]:

@@ -121,11 +121,7 @@ async def shoot(out: Path, port: int) -> None:
         check(f"TUI {name}: NVML GPUs on screen", bool(gpus) and snap.gpu_error is None,
               ", ".join(f"{g.name} {g.mem_used_bytes}/{g.mem_total_bytes}" for g in gpus)
               or f"gpu_error={getattr(snap, 'gpu_error', None)!r}")
-        close = getattr(source, "close", None)
-        if close is not None:
-            res = close()
-            if asyncio.iscoroutine(res):
-                await res
+        await source.aclose()  # the Source protocol: scraper and NVML closed
 
 
 def main() -> int:

@@ -93,16 +93,15 @@ class CalmLinuxDriver(LinuxDriver):
                 raw = os.read(fileno, 4096)
                 if not raw:  # end of input (a closed pipe): stop watching it, do not spin
                     selector.unregister(fileno)
-                for event in parser.feed(decode(raw)) if raw else ():
-                    self.process_message(event)
+                else:
+                    for event in parser.feed(decode(raw)):
+                        self.process_message(event)
             for event in parser.tick():
                 self.process_message(event)
 
         try:
             while not self.exit_event.is_set():
                 handle(selector.select(input_wait(parser)))
-            if fileno in selector.get_map():
-                selector.unregister(fileno)
             for event in parser.tick():
                 self.process_message(event)
         finally:

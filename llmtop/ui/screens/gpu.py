@@ -48,9 +48,7 @@ def _val(name: str, v: object) -> str:
         return fmt.fmt_pct(v)
     if isinstance(v, (int, float)):
         unit = next((u for suffix, u in UNITS if name.endswith(suffix)), "")
-        if unit:
-            return f"{v:.1f}{unit}" if name.endswith("_w") and v != int(v) else f"{v:g}{unit}"
-        return f"{v:g}" if isinstance(v, float) else str(v)
+        return f"{round(v, 1):g}{unit}" if isinstance(v, float) else f"{v}{unit}"
     return str(v)
 
 
