@@ -246,7 +246,7 @@ class GpuSample:
     t_mono: float
     gpus: list[GpuRecord] = field(default_factory=list)
     error: str | None = None
-    """One line: reason plus hint, e.g. "NVML library not found (no NVIDIA driver?)"."""
+    """One line: reason plus hint, e.g. ``gpu.reasons.LIBRARY_NOT_FOUND``."""
     cost_s: float | None = None
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
 
 __all__ = ["DASH", "build_table", "fmt_latency", "print_once", "state_badge"]
@@ -157,6 +158,4 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None) -> None:
     for g in snap.gpus:
         console.print(_gpu_line(g))
     if snap.gpu_error:
-        err = snap.gpu_error
-        text = err if err.lower().startswith("gpu unavailable") else f"GPU unavailable: {err}"
-        console.print(Text(text, style="yellow"))
+        console.print(Text(unavailable_line(snap.gpu_error), style="yellow"))

@@ -19,6 +19,7 @@ __all__ = [
     "VERSION_MISMATCH",
     "decode_clock_events",
     "init_error_reason",
+    "unavailable_line",
 ]
 
 LIBRARY_NOT_FOUND = "GPU unavailable: NVML library not found (is the NVIDIA driver installed?)"
@@ -62,6 +63,14 @@ CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = (
 _KNOWN_MASK = 0
 for _bit, _ in CLOCK_EVENT_BITS:
     _KNOWN_MASK |= _bit
+
+
+def unavailable_line(error: str | None) -> str:
+    """The one line shown where GPUs would be: ``GPU unavailable: <reason>``, whether or not
+    ``error`` (a sampler's reason, a replayed one, None) already starts that way."""
+    if not error:
+        return "GPU unavailable: no GPUs reported"
+    return error if error.lower().startswith("gpu unavailable") else f"GPU unavailable: {error}"
 
 
 def decode_clock_events(mask: int | None) -> list[str] | None:

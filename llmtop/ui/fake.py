@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from llmtop.gpu import reasons
 from llmtop.model import EngineRow, Event, GpuProcess, GpuRecord, Quantiles, Snapshot
 from llmtop.parse.exposition import Family, Sample
 
@@ -114,7 +115,7 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
         triton = _triton(state="down")
     if scenario == "no_gpu":
         gpus = []
-        gpu_error = "NVML library not found (no NVIDIA driver?)"
+        gpu_error = reasons.LIBRARY_NOT_FOUND  # the sampler's own words
     if scenario == "states":
         return Snapshot(time=t, window_s=10.0, engines=_state_rows(), gpus=gpus)
     return Snapshot(time=t, window_s=10.0, engines=[vllm, _sglang(), triton], gpus=gpus,

@@ -641,3 +641,10 @@ def test_a_failed_energy_read_is_held_like_an_answer_then_asked_again():
     assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
     clock.t += 30
     assert s.sample().gpus[0].energy_j == pytest.approx(123456.789)
+
+
+def test_unavailable_line_says_gpu_unavailable_once():
+    assert reasons.unavailable_line(reasons.LIBRARY_NOT_FOUND) == reasons.LIBRARY_NOT_FOUND
+    assert reasons.unavailable_line("GPU sampling disabled") == (
+        "GPU unavailable: GPU sampling disabled")
+    assert reasons.unavailable_line(None) == "GPU unavailable: no GPUs reported"

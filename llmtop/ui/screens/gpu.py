@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.screens.overview import SPARK_MIN_S, spark_clock
@@ -143,7 +144,7 @@ class GpuScreen(Screen):
             body.update("waiting for the first sample…")
             return
         if not snap.gpus:
-            body.update(Text(f"GPU unavailable: {snap.gpu_error or 'no GPUs reported'}"))
+            body.update(Text(unavailable_line(snap.gpu_error)))
             return
         width = self.app.size.width
         keys = [gpu_key(g) for g in snap.gpus]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from llmtop.config import Thresholds
+from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import Event, GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
@@ -147,8 +148,7 @@ class GpuPanel(Painted):
             self._lines = lines
             self.styles.height = lines
         if not gpus:
-            reason = error or "no GPUs reported"
-            self.paint(Text(f"GPU unavailable: {reason}", style="dim", no_wrap=True,
+            self.paint(Text(unavailable_line(error), style="dim", no_wrap=True,
                             overflow="ellipsis"))
             return
         out = Text(no_wrap=True, overflow="ellipsis")
