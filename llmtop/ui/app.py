@@ -43,6 +43,13 @@ VERDICT_LOG_S = 30.0
 FREEZE_AFTER_TICKS = 3
 """After this many polls start-up is over: ``freeze_startup_objects`` runs once."""
 
+GC_THRESHOLDS = (20_000, 20, 10)
+"""Cyclic-GC thresholds once start-up is over (Python's default: 700, 10, 10). Each tick
+allocates thousands of short-lived containers (samples, rows, strips) that reference
+counting frees; at 700 the collector ran 3 times a second and cost more CPU than the
+engines table. Little of what we make is cyclic garbage, so collecting rarely keeps memory
+the same (``benchmarks/tui_cost.py`` RSS)."""
+
 class LlmtopApp(ReplayActions, App):
     """htop for LLM inference servers."""
 
@@ -291,9 +298,11 @@ def freeze_startup_objects() -> None:
     """Take what start-up made (modules, Textual, the app and its screens: most of the
     objects the cyclic GC tracks) out of its full collections, which then walk only what
     came later (mostly history): an hour in, a fifth of the objects. Collected first, so no
-    start-up garbage is kept. Objects frozen here live as long as the app anyway."""
+    start-up garbage is kept. Objects frozen here live as long as the app anyway.
+    Then young collections are made rarer (``GC_THRESHOLDS``)."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def run_tui(config: Config, *, demo: Any = None, record_path: str | None = None,

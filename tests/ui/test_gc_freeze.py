@@ -6,12 +6,13 @@ import asyncio
 import gc
 
 from llmtop.config import Config
-from llmtop.ui.app import FREEZE_AFTER_TICKS, LlmtopApp
+from llmtop.ui.app import FREEZE_AFTER_TICKS, GC_THRESHOLDS, LlmtopApp
 from llmtop.ui.fake import FakeSource
 
 
 async def test_startup_objects_are_frozen_after_the_first_polls():
     gc.unfreeze()
+    before = gc.get_threshold()
     src = FakeSource.demo("ok")
     app = LlmtopApp(src, Config(interval_s=0.05))
     try:
@@ -26,5 +27,9 @@ async def test_startup_objects_are_frozen_after_the_first_polls():
             # the app and its screen are among the objects a full collection no longer walks
             assert frozen > 1000
             assert not any(o is app for o in gc.get_objects())
+            # and young collections are rarer from then on
+            assert gc.get_threshold() == GC_THRESHOLDS
+            assert GC_THRESHOLDS[0] > before[0]
     finally:
         gc.unfreeze()
+        gc.set_threshold(*before)
