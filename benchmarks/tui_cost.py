@@ -1,11 +1,12 @@
 """What the TUI costs on the box it watches: CPU % of one core, RSS, time to first data.
 
-Starts ``llmtop demo serve`` (4 engines, their demo GPUs) as a separate process, then runs
-the llmtop TUI in a pseudo-terminal (80x24 by default) monitoring those targets and the demo
-GPU endpoint at a 1 s interval, draining the terminal output like a real terminal would.
+Starts ``llmtop demo serve`` (4 engines, one demo GPU each) as a separate process, then runs
+the llmtop TUI in a pseudo-terminal (80x24 by default) monitoring those targets and the first
+``--gpu-count`` (2) demo GPUs at a 1 s interval, draining the terminal output like a real
+terminal would.
 
     .venv/bin/python benchmarks/tui_cost.py [--seconds 60] [--size 80x24] [--interval 1]
-                                            [--gpus demo|nvml]
+                                            [--gpus demo|nvml] [--gpu-count 2]
 
 Prints: time to first data on screen (spawn -> first engine row drawn), CPU % of one core
 averaged over the measured window (steady state: it opens ``--warmup`` seconds after first
@@ -175,6 +176,9 @@ def main() -> int:
     ap.add_argument("--fake", choices=("changing", "static"),
                     help="UI alone: a FakeSource (3 engines, 2 GPUs) whose every cell changes "
                          "each tick, or never changes; no demo servers")
+    ap.add_argument("--gpu-count", type=int, default=2, metavar="N",
+                    help="demo GPUs the TUI watches (default 2, as in the target; the demo "
+                         "has one per engine, this keeps the first N)")
     ap.add_argument("--gpus", choices=("demo", "nvml"), default="demo",
                     help="GPU source: the demo's simulated GPUs over HTTP (default), or the "
                          "local NVIDIA driver (NVML) on a GPU machine")
@@ -197,6 +201,7 @@ def main() -> int:
         argv = [PY, "-c", FAKE_DRIVER, str(args.interval), args.fake]
     else:
         demo, info = start_demo(args.engines)
+        info["gpu_url"] += f"?limit={args.gpu_count}"
         argv = [PY, "-c", DRIVER, json.dumps(info), str(args.interval), args.gpus]
     marker = f":{info['engines'][0]['port']} ".encode()
     env = dict(os.environ, TERM="xterm-256color", TEXTUAL_ANIMATIONS="none", COLUMNS=str(cols),

@@ -3,7 +3,8 @@
 :class:`DemoServer` builds one :class:`~llmtop.demo.sim.Engine` per requested engine, one
 aiohttp app per engine on its own 127.0.0.1 port (metrics and OpenAI API on the same port;
 real Triton splits HTTP 8000 / metrics 8002, the demo serves both on one port), plus a small
-control app whose ``GET /gpus`` returns the simulated GPUs as ``{"gpus": [GpuRecord JSON]}``.
+control app whose ``GET /gpus`` returns the simulated GPUs as ``{"gpus": [GpuRecord JSON]}``
+(``GET /gpus?limit=N``: the first N of them, for a box with fewer GPUs than engines).
 """
 
 from __future__ import annotations
@@ -196,7 +197,13 @@ class DemoServer:
 
     # -- HTTP -------------------------------------------------------------------------------
     async def _gpus(self, request: web.Request) -> web.Response:
-        return web.json_response({"gpus": [s.gpu.record() for s in self.sites if s.gpu]})
+        gpus = [s.gpu.record() for s in self.sites if s.gpu]
+        limit = request.query.get("limit", "")
+        if limit:
+            if not limit.isdigit():
+                return web.json_response({"error": "limit must be a whole number"}, status=400)
+            gpus = gpus[: int(limit)]
+        return web.json_response({"gpus": gpus})
 
     def _app(self, es: _EngineSite) -> web.Application:
         @web.middleware

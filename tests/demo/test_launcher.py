@@ -30,6 +30,9 @@ def test_start_demo_targets_and_stop():
         assert {g["source"] for g in gpus} == {"demo"}
         assert [g["processes"][0]["engine_target"] for g in gpus] == [t.name for t in demo.targets]
         assert gpus[0]["processes"][0]["pid"] == demo.pid
+        first2 = httpx.get(demo.gpu_url + "?limit=2", timeout=5).json()["gpus"]
+        assert [g["index"] for g in first2] == [g["index"] for g in gpus[:2]]
+        assert httpx.get(demo.gpu_url + "?limit=x", timeout=5).status_code == 400
         cfg = demo.apply(Config())
         assert cfg.discover is False and list(cfg.targets) == demo.targets
     finally:
