@@ -99,7 +99,9 @@ class Monitor:
             if t.name not in self._pending:
                 self._pending[t.name] = asyncio.ensure_future(self._scrape_one(t))
         if self._gpu is not None and self._gpu_task is None:
-            self._gpu_task = asyncio.ensure_future(asyncio.to_thread(self._gpu.sample))
+            run = getattr(self._gpu, "sample_async", None)
+            self._gpu_task = asyncio.ensure_future(
+                run() if run is not None else asyncio.to_thread(self._gpu.sample))
         waiting: list[asyncio.Future[Any]] = list(self._pending.values())
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
@@ -210,7 +212,11 @@ class Monitor:
                 self._error(None, "closing the scraper", exc)
         if self._gpu is not None:
             try:
-                self._gpu.close()
+                aclose = getattr(self._gpu, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                else:
+                    self._gpu.close()
             except Exception as exc:
                 self._error(None, "closing the GPU sampler", exc)
 

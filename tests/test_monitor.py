@@ -287,3 +287,34 @@ async def test_a_large_body_is_parsed_off_the_event_loop(monkeypatch):
     small_row, big_row = rows
     assert big_row.state == small_row.state == "ok"
     assert (big_row.running, big_row.waiting) == (small_row.running, small_row.waiting) == (8, 22)
+
+
+async def test_a_sampler_with_sample_async_is_awaited_on_the_loop_not_a_thread():
+    import threading
+
+    class AsyncSampler(FakeGpuSampler):
+        threads: list[str] = []
+        aclosed = False
+
+        def sample(self):
+            raise AssertionError("the thread path must not be taken")
+
+        async def sample_async(self):
+            self.threads.append(threading.current_thread().name)
+            return gpu_sample(self.clock.t)
+
+        async def aclose(self):
+            self.aclosed = True
+
+    clock = FakeClock()
+    cfg = Config(targets=targets("a"), interval_s=1.0)
+    sampler = AsyncSampler(clock)
+    mon = Monitor(cfg, scraper=FakeScraper(clock), gpu_sampler=sampler,
+                  store=Store(cfg, normalize=fake_normalize, detect=fake_detect))
+    for _ in range(2):
+        clock.step()
+        snap = await mon.tick()
+    assert snap.gpus and snap.gpus[0].util == 0.5
+    assert sampler.threads == [threading.current_thread().name] * 2
+    await mon.aclose()
+    assert sampler.aclosed and not sampler.closed

@@ -21,7 +21,8 @@ __all__ = ["GpuSampler", "NullSampler", "make_sampler"]
 
 
 class GpuSampler(Protocol):
-    """What the monitor calls once per tick."""
+    """What the monitor calls once per tick: ``sample`` in a worker thread (NVML calls can
+    block), or ``async sample_async()`` on the event loop when the sampler has one."""
 
     def sample(self) -> GpuSample: ...
 
@@ -36,6 +37,9 @@ class NullSampler:
 
     def sample(self) -> GpuSample:
         return GpuSample(t_wall=time.time(), t_mono=time.monotonic(), error=self.reason, cost_s=0.0)
+
+    async def sample_async(self) -> GpuSample:
+        return self.sample()
 
     def close(self) -> None:
         return None

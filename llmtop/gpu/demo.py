@@ -3,10 +3,14 @@
 The payload holds GpuRecord fields as JSON, processes as ``{pid, name, used_bytes,
 engine_target}`` (see docs/ARCHITECTURE.md). Records get ``source = "demo"``. Never raises:
 a refused/slow endpoint or a bad payload becomes ``GpuSample.error``.
+
+``sample`` (a worker thread, stdlib HTTP) or, for ``http://``, ``sample_async`` on the event
+loop over llmtop's lean transport: no thread hand-off each tick.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import http.client
 import json
@@ -16,8 +20,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from llmtop.gpu import reasons
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
+from llmtop.sources.plainhttp import PlainHTTPTransport
 
 __all__ = ["DemoGpuSampler", "record_from_json"]
 
@@ -108,6 +115,8 @@ class DemoGpuSampler:
         self._conn: http.client.HTTPConnection | None = None
         self._clock = clock
         self._wall = wall
+        self._plain: PlainHTTPTransport | None = None
+        self._request: httpx.Request | None = None
 
     def _get(self) -> bytes:
         """The body of one 200 answer; raises on anything else (the connection is dropped)."""
@@ -143,11 +152,48 @@ class DemoGpuSampler:
         """Fetch and convert; never raises."""
         t0 = time.perf_counter()
         t_wall, t_mono = self._wall(), self._clock()
-        gpus: list[GpuRecord] = []
-        error: str | None = None
         try:
             body = self._get()
         except Exception:
+            return self._sample(None, t_wall, t_mono, t0)
+        return self._sample(body, t_wall, t_mono, t0)
+
+    async def sample_async(self) -> GpuSample:
+        """``sample`` on the event loop (``https://``: in a worker thread); never raises."""
+        if self._https:
+            return await asyncio.to_thread(self.sample)
+        t0 = time.perf_counter()
+        t_wall, t_mono = self._wall(), self._clock()
+        try:
+            body = await asyncio.wait_for(self._aget(), self._timeout)
+        except Exception:
+            return self._sample(None, t_wall, t_mono, t0)
+        return self._sample(body, t_wall, t_mono, t0)
+
+    async def _aget(self) -> bytes:
+        if self._plain is None:
+            self._plain = PlainHTTPTransport()
+            self._request = httpx.Request("GET", self.url,
+                                          headers={"Accept": "application/json"})
+        assert self._request is not None
+        resp = await self._plain.handle_async_request(self._request)
+        try:
+            if resp.status_code != 200:
+                raise OSError(f"HTTP {resp.status_code}")
+            body = bytearray()
+            async for chunk in resp.aiter_raw():
+                body += chunk
+                if len(body) > _BODY_CAP:
+                    break
+            return bytes(body)
+        finally:
+            await resp.aclose()
+
+    def _sample(self, body: bytes | None, t_wall: float, t_mono: float, t0: float
+                ) -> GpuSample:
+        gpus: list[GpuRecord] = []
+        error: str | None = None
+        if body is None:
             error = reasons.DEMO_NOT_ANSWERING
         else:
             try:
@@ -163,6 +209,13 @@ class DemoGpuSampler:
         return GpuSample(
             t_wall=t_wall, t_mono=t_mono, gpus=gpus, error=error, cost_s=time.perf_counter() - t0
         )
+
+    async def aclose(self) -> None:
+        """Close both connections (the event loop's and the thread's)."""
+        plain, self._plain = self._plain, None
+        if plain is not None:
+            await plain.aclose()
+        self.close()
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -201,3 +202,93 @@ def test_null_sampler():
     out = s.sample()
     assert out.gpus == [] and out.error == "GPU sampling disabled (--no-gpu)"
     s.close()
+
+
+# -- sample_async: the same answers on the event loop, over the lean transport -----------
+
+
+def test_demo_sampler_async_gives_what_the_thread_path_gives(server):
+    s = DemoGpuSampler(server.url)
+
+    async def go():
+        try:
+            return await s.sample_async()
+        finally:
+            await s.aclose()
+
+    a = asyncio.run(go())
+    b = s.sample()
+    s.close()
+    assert a.error is None and a.cost_s is not None
+    assert a.gpus == b.gpus and len(a.gpus) == 2
+
+
+def test_demo_sampler_async_keeps_one_connection_and_survives_its_loss():
+    srv = Server(keep_alive=True)
+    s = DemoGpuSampler(srv.url)
+
+    async def go():
+        counts = [len((await s.sample_async()).gpus) for _ in range(3)]
+        assert srv.connections == 1
+        srv.hang_up = True
+        counts.append(len((await s.sample_async()).gpus))
+        out = await s.sample_async()  # the dead connection is replaced silently
+        await s.aclose()
+        return counts, out
+
+    try:
+        counts, out = asyncio.run(go())
+        assert counts == [2, 2, 2, 2]
+        assert out.error is None and len(out.gpus) == 2
+        assert srv.connections == 2
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("status,body,error", [
+    (200, b"<html>oops</html>", reasons.DEMO_BAD_PAYLOAD),
+    (200, b'{"gpus": 3}', reasons.DEMO_BAD_PAYLOAD),
+    (500, b"{}", reasons.DEMO_NOT_ANSWERING),
+])
+def test_demo_sampler_async_bad_answers(server, status, body, error):
+    server.status, server.body = status, body
+    s = DemoGpuSampler(server.url)
+
+    async def go():
+        try:
+            return await s.sample_async()
+        finally:
+            await s.aclose()
+
+    out = asyncio.run(go())
+    assert out.gpus == [] and out.error == error
+
+
+def test_demo_sampler_async_not_answering_and_slow():
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()  # nothing listens there now
+    slow = socket.socket()
+    slow.bind(("127.0.0.1", 0))
+    slow.listen()  # accepts into the backlog, never answers
+
+    async def go(url):
+        s = DemoGpuSampler(url, timeout_s=0.3)
+        try:
+            return await s.sample_async()
+        finally:
+            await s.aclose()
+
+    try:
+        for url in (f"http://127.0.0.1:{port}/gpus",
+                    f"http://127.0.0.1:{slow.getsockname()[1]}/gpus"):
+            out = asyncio.run(go(url))
+            assert out.gpus == [] and out.error == reasons.DEMO_NOT_ANSWERING
+    finally:
+        slow.close()
+
+
+def test_null_sampler_async():
+    out = asyncio.run(NullSampler("GPU sampling disabled (--no-gpu)").sample_async())
+    assert out.gpus == [] and out.error == "GPU sampling disabled (--no-gpu)"
