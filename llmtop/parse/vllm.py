@@ -26,6 +26,8 @@ adapters.
 from __future__ import annotations
 
 import math
+from functools import reduce
+from operator import add, attrgetter, itemgetter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -138,9 +140,106 @@ def _route(labels: dict[str, str], key: KeyFn) -> _Route:
 def group_hists(fam: Family | None, key: KeyFn, *, scale: float = 1.0) -> dict[Key, Hist]:
     """One cumulative ``Hist`` per ``key`` group of a histogram family (series summed).
 
-    ``key`` must depend on the labels only: its result is kept per labels dict."""
+    ``key`` must depend on the labels only: its result is kept per labels dict. When the
+    family has the same series as last time (the steady state), the values are put where
+    the layout kept from then says (``_Layout``) instead of grouping every sample again."""
     if fam is None:
         return {}
+    samples = fam.samples
+    lkey = (fam.name, key, scale)
+    names = tuple(map(_NAME, samples))
+    labels = tuple(map(_LABELS, samples))
+    lay = _LAYOUTS.get(lkey)
+    if lay is None or lay.names != names or lay.labels != labels:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        lay = _LAYOUTS[lkey] = _Layout.of(fam.name, key, scale, names, labels)
+    values = list(map(_VALUE, samples))
+    if any(map(math.isnan, values)):  # NaN buckets and counts are left out: the slow path
+        return _group_hists(fam, key, scale)
+    return lay.place(values)
+
+
+_NAME = attrgetter("name")
+_LABELS = attrgetter("labels")
+_VALUE = attrgetter("value")
+_LayoutGroup = tuple[Key, tuple[tuple[int, ...], ...], tuple[float, ...], tuple[int, ...],
+                     tuple[int, ...]]
+
+
+class _Layout:
+    """Where each group's buckets, sums and counts sit among a family's samples (``groups``:
+    key, the sample indices of each bucket by bound, scaled bounds, the sum's and the
+    count's indices), kept per (family, key, scale) with the sample names and labels dicts
+    it was made from. Samples of one place are added in sample order, as ``_group_hists``
+    adds them, so both give the same floats."""
+
+    __slots__ = ("groups", "labels", "names", "scale", "single")
+
+    def __init__(self, names: tuple[str, ...], labels: tuple[dict[str, str], ...],
+                 scale: float, groups: list[_LayoutGroup]) -> None:
+        self.names, self.labels, self.scale, self.groups = names, labels, scale, groups
+        self.single = all(len(ix) == 1 for g in groups for ix in g[1])
+        """No bucket adds up samples (one series per group): a bucket is one lookup."""
+
+    @classmethod
+    def of(cls, base: str, key: KeyFn, scale: float, names: tuple[str, ...],
+           labels: tuple[dict[str, str], ...]) -> _Layout:
+        bname, sname, cname = base + "_bucket", base + "_sum", base + "_count"
+        buckets: dict[Key, dict[float, list[int]]] = {}
+        sums: dict[Key, list[int]] = {}
+        counts: dict[Key, list[int]] = {}
+        for i, (n, lab) in enumerate(zip(names, labels, strict=True)):
+            if n != bname and n != sname and n != cname:
+                continue
+            r = _ROUTES.get(id(lab))
+            if r is None or r[0] is not lab or r[1] is not key:
+                r = _route(lab, key)
+            k = r[2]
+            if k is None:
+                continue
+            if n == bname:
+                if r[3] is not None:
+                    buckets.setdefault(k, {}).setdefault(r[3], []).append(i)
+            else:
+                (sums if n == sname else counts).setdefault(k, []).append(i)
+        groups: list[_LayoutGroup] = []
+        for k in buckets.keys() | counts.keys():
+            b = buckets.get(k, {})
+            bounds = tuple(sorted(b))
+            if scale != 1.0:
+                bounds_out = tuple(x if math.isinf(x) else x * scale for x in bounds)
+            else:
+                bounds_out = bounds
+            groups.append((k, tuple(tuple(b[x]) for x in bounds), bounds_out,
+                           tuple(sums.get(k, ())), tuple(counts.get(k, ()))))
+        return cls(names, labels, scale, groups)
+
+    def place(self, values: list[float]) -> dict[Key, Hist]:
+        """The Hists of a family with these samples and ``values`` (no NaN among them)."""
+        out: dict[Key, Hist] = {}
+        at, scale = values.__getitem__, self.scale
+        for k, idx, bounds, si, ci in self.groups:
+            if self.single:
+                cum = tuple(map(at, map(itemgetter(0), idx)))
+            else:
+                cum = tuple(reduce(add, map(at, ix), 0.0) for ix in idx)
+            out[k] = Hist(
+                bounds=bounds,
+                cumulative=cum,
+                sum=(reduce(add, map(at, si), 0.0) if si else math.nan) * scale,
+                count=reduce(add, map(at, ci), 0.0) if ci else (cum[-1] if cum else 0.0),
+            )
+        return out
+
+
+_LAYOUTS: dict[tuple[str, KeyFn, float], _Layout] = {}
+"""(family, key function, scale) -> its ``_Layout`` at the last call."""
+_LAYOUTS_MAX = 256
+
+
+def _group_hists(fam: Family, key: KeyFn, scale: float) -> dict[Key, Hist]:
+    """``group_hists`` sample by sample."""
     base = fam.name
     bname, sname, cname = base + "_bucket", base + "_sum", base + "_count"
     buckets: dict[Key, dict[float, float]] = {}

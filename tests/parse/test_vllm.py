@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -307,3 +308,57 @@ def test_group_hists_reuses_labels_dicts_across_calls_and_keys():
         assert plain(vllm.group_hists(fam(3.0), by_model)) == {
             ("all", None): ((0.5, inf), (4.0, 4.0), 2.5, 4.0),
         }
+
+
+def _hist_plain(hists):
+    return {k: (h.bounds, h.cumulative, "nan" if math.isnan(h.sum) else h.sum, h.count)
+            for k, h in hists.items()}
+
+
+@pytest.mark.parametrize("fixture", sorted(
+    p.name for p in (Path(__file__).parent.parent / "fixtures" / "metrics").glob("*.txt")
+    if p.name.startswith(("vllm", "sglang", "edge-vllm", "edge-sglang", "lmdeploy"))))
+def test_group_hists_layout_path_equals_the_sample_by_sample_path(fixture):
+    """The kept layout (same series as last call) gives exactly what grouping every sample
+    gives: first call, repeat, new values, a NaN among them, and a series fewer."""
+    from llmtop.parse.exposition import parse
+
+    text = (Path(__file__).parent.parent / "fixtures" / "metrics" / fixture).read_text()
+    try:
+        fams = parse(text)
+    except Exception:
+        pytest.skip("not parseable")
+    keys = (vllm._key_fn(("model_name", "model"), "engine"), lambda labels: ("all", None))
+    hist_fams = [f for f in fams.values() if f.type == "histogram"]
+    if not hist_fams:
+        pytest.skip("no histograms")
+    for f in hist_fams:
+        for key in keys:
+            for scale in (1.0, 1e-3):
+                want = _hist_plain(vllm._group_hists(f, key, scale))
+                assert _hist_plain(vllm.group_hists(f, key, scale=scale)) == want
+                assert _hist_plain(vllm.group_hists(f, key, scale=scale)) == want
+                moved = Family(f.name, f.type, f.help,
+                               [Sample(s.name, s.labels, s.value * 2 + 1) for s in f.samples])
+                assert (_hist_plain(vllm.group_hists(moved, key, scale=scale))
+                        == _hist_plain(vllm._group_hists(moved, key, scale)))
+                if f.samples:
+                    nan = Family(f.name, f.type, f.help, [Sample(f.samples[0].name,
+                                 f.samples[0].labels, math.nan), *f.samples[1:]])
+                    assert (_hist_plain(vllm.group_hists(nan, key, scale=scale))
+                            == _hist_plain(vllm._group_hists(nan, key, scale)))
+                    fewer = Family(f.name, f.type, f.help, f.samples[1:])
+                    assert (_hist_plain(vllm.group_hists(fewer, key, scale=scale))
+                            == _hist_plain(vllm._group_hists(fewer, key, scale)))
+
+
+def test_group_hists_adds_up_series_of_one_group_even_with_a_kept_layout():
+    """Two series in one group (multiprocess ``pid`` labels) are summed, every call."""
+    a = {"model_name": "m", "pid": "1", "le": "+Inf"}
+    b = {"model_name": "m", "pid": "2", "le": "+Inf"}
+    fam = Family("h", "histogram", samples=[Sample("h_bucket", a, 2.0),
+                                            Sample("h_bucket", b, 3.0)])
+    key = vllm._key_fn(("model_name",), "engine")
+    for _ in range(3):
+        (h,) = vllm.group_hists(fam, key).values()
+        assert h.cumulative == (5.0,) and h.count == 5.0
