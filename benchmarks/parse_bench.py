@@ -11,7 +11,7 @@ time (``time.process_time``) so that other load on a shared machine does not cou
   llmtop  = exposition.parse(text, want=vllm.want) + vllm.normalize_families (vllm.normalize)
   llmtop (parse only, all families) and prometheus_client.parser (all families, consumed).
   llmtop first scrape (cold) = the first row with the parser's caches (known series, HELP/TYPE
-  lines, parsed chunks) emptied before each run, as on a target's first scrape.
+  lines, parsed chunks, templates) emptied before each run, as on a target's first scrape.
   "every value changed" = each call parses a new variant of the scrape in which every sample
   value differs from every other variant: no chunk of sample lines can come from the chunk
   cache (a busy server where everything moves; the worst steady state, and the headline).
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         exposition._SERIES.clear()  # as on the first scrape: every line read in full
         exposition._HEADS.clear()
         exposition._CHUNKS.clear()
+        exposition._SLOTS.clear()
         vllm.normalize(text)
 
     ours_cold = bench(cold, n, timer)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -353,10 +354,11 @@ def test_leading_bom_is_ignored():
     "value", ["7", "1_0", "5\t6", "5 6", "5\r", "\u00a05", "5\u2003", "", "nan", "+Inf", "1e3",
               '"5"', "5{", "0x1", "\u0665"],
 )
-def test_a_series_seen_before_parses_as_the_first_time(value):
+def test_a_series_seen_before_parses_as_the_first_time(value, monkeypatch):
     """The second sight of ``name{labels}`` skips the regex: same result or same error."""
     from llmtop.parse import exposition
 
+    monkeypatch.setattr(exposition, "_SLOTS_MAX", 0)  # no templates: the path below them
     seen = '# TYPE s gauge\ns{a="1"} 3\ns 4\n'
     text = f'# TYPE s gauge\ns{{a="1"}} {value}\ns {value}\n'
     exposition._SERIES.clear()
@@ -393,11 +395,12 @@ def test_a_comment_line_seen_before_reads_as_the_first_time(bad):
     assert run() == cold  # the second time from the cache
 
 
-def test_unchanged_chunks_come_from_the_cache_and_give_the_same_families():
+def test_unchanged_chunks_come_from_the_cache_and_give_the_same_families(monkeypatch):
     """Real vLLM text parsed twice, then with one value changed: the same families as a
     cold parse each time; a counter declared without ``_total`` gets it exactly once."""
     from llmtop.parse import exposition
 
+    monkeypatch.setattr(exposition, "_SLOTS_MAX", 0)  # no templates: the path below them
     text = fixture_text("vllm-real-cpu-v0.32.0-under-load.txt")
     text += "# TYPE tgi_request_count counter\ntgi_request_count 5\n"
     exposition._CHUNKS.clear()
@@ -422,3 +425,281 @@ def test_chunk_cache_memory_is_bounded_by_its_text():
     assert held <= 2 * 100 + 60
     assert cache.get(("f", "gauge", "f 999\n" * 10)) is not None
     assert cache.get(("f", "gauge", "f 0\n" * 10)) is None
+
+
+# --- templates: a scrape like an earlier one, values aside -------------------------------
+
+
+@contextmanager
+def _no_templates():
+    from llmtop.parse import exposition
+
+    saved = exposition._SLOTS_MAX
+    exposition._SLOTS_MAX = 0
+    try:
+        yield
+    finally:
+        exposition._SLOTS_MAX = saved
+
+
+def _outcome(text: str, want=None):
+    try:
+        return _plain(parse(text, want))
+    except ParseError as exc:
+        return f"ParseError: {exc}"
+
+
+def _cold(text: str, want=None):
+    """The result without templates (what every parse must give)."""
+    with _no_templates():
+        return _outcome(text, want)
+
+
+def _learn(text: str, want=None) -> None:
+    for _ in range(2):  # a template is learned the second time a text's key is seen
+        _outcome(text, want)
+
+
+def _hits(monkeypatch) -> list:
+    """Collect each template's result (None: it did not fit)."""
+    from llmtop.parse import exposition
+
+    got: list = []
+    apply = exposition._Template.apply
+
+    def spy(self, lines, want):
+        out = apply(self, lines, want)
+        got.append(out)
+        return out
+
+    monkeypatch.setattr(exposition._Template, "apply", spy)
+    return got
+
+
+def _with_values(text: str, k: int) -> str:
+    """``text`` with every sample value changed (``k`` picks the change)."""
+    out = []
+    for ln in text.split("\n"):
+        head, sep, val = ln.rpartition(" ")
+        if sep and not ln.startswith("#") and val not in ("NaN", "+Inf", "-Inf"):
+            ln = f"{head} {float(val) * 1.5 + k}"
+        out.append(ln)
+    return "\n".join(out)
+
+
+def test_a_scrape_with_new_values_is_read_by_its_template(monkeypatch):
+    """Real vLLM text learned, then scrapes where every value moved: the template reads them
+    (no fallback) and gives what a parse without templates gives, want or not."""
+    from llmtop.parse import vllm
+
+    text = fixture_text("vllm-real-cpu-v0.32.0-under-load.txt")
+    text += "# TYPE tgi_request_count counter\ntgi_request_count 5\n"
+    for want in (None, vllm.want):
+        _learn(text, want)
+        hits = _hits(monkeypatch)
+        for k in range(1, 4):
+            moved = _with_values(text, k)
+            assert moved != text
+            assert _outcome(moved, want) == _cold(moved, want)
+            assert hits and hits[-1] is not None  # read by the template
+        monkeypatch.undo()
+    fams = parse(_with_values(text, 7))
+    assert [s.name for s in fams["tgi_request_count"].samples] == ["tgi_request_count_total"]
+    assert fams["tgi_request_count"].samples[0].value == 5 * 1.5 + 7
+
+
+def test_a_skipped_family_that_now_holds_another_familys_line_still_yields_it():
+    """An unwanted family's chunk was skipped unread; the next scrape has a line of another
+    family there (same line count): that line must start its own family."""
+    text = (
+        "# HELP a doc\n# TYPE a gauge\na 1\n"
+        '# HELP skip doc\n# TYPE skip gauge\nskip{x="1"} 2\nskip{x="2"} 3\n'
+        "# TYPE b counter\nb_total 4\n"
+    )
+    want = {"a", "b", "other"}.__contains__
+    _learn(text, want)
+    moved = text.replace('skip{x="2"} 3', "other 9")
+    got = parse(moved, want)
+    assert got["other"].samples[0].value == 9.0
+    assert _outcome(moved, want) == _cold(moved, want)
+    assert _outcome(text.replace("a 1", "a 8"), want) == _cold(text.replace("a 1", "a 8"), want)
+
+
+@pytest.mark.parametrize(
+    "value", ["7", "1_0", "5\t6", "5 6", "5\r", "\u00a05", "5\u2003", "", "nan", "+Inf", "1e3",
+              '"5"', "5{", "0x1", "\u0665", "-0.0", "5 1700000000000"],
+)
+def test_a_scrape_learned_before_parses_as_without_templates(value):
+    """The template's checks of a new value: the same result or the same error."""
+    text = '# TYPE s gauge\ns{a="1"} 3\ns 4\nu 6\n# TYPE t gauge\nt{b="2"} 5\n'
+    for want in (None, {"s"}.__contains__, {"t"}.__contains__, {"t", "u"}.__contains__):
+        _learn(text, want)
+        for new in (text.replace("} 3", "} " + value), text.replace("s 4", "s " + value),
+                    text.replace("} 5", "} " + value), text.replace("u 6", "u " + value)):
+            assert _outcome(new, want) == _cold(new, want), (want, new)
+
+
+@pytest.mark.parametrize(
+    ("text", "new"),
+    [
+        ("# TYPE g gauge\ng 1\ng 2\n", "# TYPE g gauge\ng 5\ng 6\n"),  # a series twice
+        ('# TYPE g gauge\ng{a="1"} 1\nh 3\ng{a="1"} 2\n',
+         '# TYPE g gauge\ng{a="1"} 5\nh 3\ng{a="1"} 6\n'),
+        ("# TYPE g gauge\ng 5 5\n", "# TYPE g gauge\ng 5 7\n"),  # a timestamp, as the value
+        ("# TYPE g gauge\ng 5  5\n", "# TYPE g gauge\ng 5  7\n"),
+        ('# TYPE g gauge\ng{a="\\\\"} 5\n', '# TYPE g gauge\ng{a="\\\\"} 7\n'),  # slow path
+    ],
+)  # fmt: skip
+def test_lines_read_another_way_are_not_value_lines(text, new):
+    for want in (None, {"g"}.__contains__, {"h"}.__contains__):
+        _learn(text, want)
+        assert _outcome(new, want) == _cold(new, want)
+
+
+def test_no_template_when_a_skip_decision_counted_names_that_are_not_plain():
+    """A quoted family name may hold spaces or newlines: counting its lines may then read
+    into values, so such a text is not learned."""
+    from llmtop.parse import exposition
+
+    text = '# TYPE "q 1\\nr" gauge\n{"q 1\\nr"} 1\n# TYPE g gauge\ng 2\n'
+    exposition._SLOTS.clear()
+    _learn(text, {"g"}.__contains__)
+    assert parse(text, {"g"}.__contains__)["g"].samples[0].value == 2.0
+    assert not any(s.templates for s in exposition._SLOTS.values())
+    _learn(text, None)  # want None skips nothing: learned
+    assert any(s.templates for s in exposition._SLOTS.values())
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda t: t.replace("# HELP a doc", "# HELP a new doc"),
+        lambda t: t.replace('a{x="1"}', 'a{x="9"}'),
+        lambda t: t.replace('a{x="1"}', 'a_bucket{x="1"}'),
+        lambda t: t.replace("skip 2", "a 2"),
+        lambda t: t.replace("skip 2", "skip  2"),
+        lambda t: t.replace("skip 2", ""),
+        lambda t: t.replace("skip 2", "# TYPE other gauge"),
+        lambda t: t.replace("skip 2", "skip{x=1} 2"),
+        lambda t: t.replace("skip 2", "skip"),
+        lambda t: t.replace("gauge\nskip", "counter\nskip"),
+        lambda t: t.rstrip("\n"),
+        lambda t: t[:-3],
+    ],
+)
+def test_a_changed_structure_is_not_read_by_the_template(edit):
+    text = '# HELP a doc\n# TYPE a gauge\na{x="1"} 1\na 2\n# TYPE skip gauge\nskip 2\nz 3\n'
+    for want in (None, {"a", "z", "other", "a_bucket"}.__contains__):
+        _learn(text, want)
+        new = edit(text)
+        assert new != text
+        assert _outcome(new, want) == _cold(new, want)
+
+
+def test_another_want_gets_its_own_families():
+    """A template learned with one ``want`` does not answer for another that differs."""
+    text = fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")
+    names = sorted(parse(text))
+    first, second = set(names[::2]), set(names[1::2])
+    _learn(text, first.__contains__)
+    _learn(text, None)
+    for want in (first.__contains__, second.__contains__, None, lambda n: n in first):
+        moved = _with_values(text, 3)
+        assert _outcome(moved, want) == _cold(moved, want)
+    assert set(parse(_with_values(text, 4), second.__contains__)) == second
+
+
+def test_a_fixed_line_that_changes_every_scrape_costs_few_learning_attempts(monkeypatch):
+    """A sample with a timestamp is read the slow way: its line is part of the template
+    as it was, so a new timestamp misses; learning is then tried less and less often."""
+    from llmtop.parse import exposition
+
+    calls = []
+    learn = exposition._learn
+    monkeypatch.setattr(exposition, "_learn", lambda *a: calls.append(1) or learn(*a))
+    exposition._SLOTS.clear()
+    for i in range(200):
+        text = f'# TYPE g gauge\ng 1 {1700000000000 + i}\nh{{a="1"}} {i}\n'
+        assert parse(text)["h"].samples[0].value == i
+    assert 1 <= len(calls) <= 200 // exposition._BACKOFF_MAX + 6  # wait 1, 3, 7, ... parses
+    calls.clear()
+    for i in range(exposition._BACKOFF_MAX + 5):  # no timestamp: learned once more, in time
+        assert parse(f'# TYPE g gauge\ng 1\nh{{a="1"}} {i}\n')["h"].samples[0].value == i
+    assert len(calls) == 1
+
+
+def test_template_caches_stay_bounded(monkeypatch):
+    from llmtop.parse import exposition
+
+    exposition._SLOTS.clear()
+    for i in range(200):  # many keys (line count, first line)
+        _learn(f"m{i} {i}\n")
+        assert len(exposition._SLOTS) <= exposition._SLOTS_MAX
+    for j in range(10):  # many templates under one key
+        _learn(f'# TYPE g gauge\ng{{k="{j}"}} 1\n')
+    slot = exposition._SLOTS[(3, "# TYPE g gauge")]
+    assert len(slot.templates) == exposition._SLOT_TEMPLATES
+    assert parse('# TYPE g gauge\ng{k="9"} 2\n')["g"].samples[0].value == 2.0
+    monkeypatch.setattr(exposition, "_TEMPLATE_CHARS", 2_000)  # memory: the text they hold
+    for i in range(100):
+        _learn("".join(f"n{i}_{j} {j}\n" for j in range(20)))
+        held = sum(t.chars for s in exposition._SLOTS.values() for t in s.templates)
+        assert 0 < held <= 2_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_family(), min_size=1, max_size=5), st.data())
+def test_templates_agree_with_the_parser_on_generated_scrapes(fams, data):
+    """Learn a generated text, then parse it with new values (valid or not) and maybe one
+    line replaced: the same families or the same error as without templates."""
+    lines = [line for fam in fams for line in fam]
+    if not lines:
+        return
+    text = "\n".join(lines) + "\n"
+    full = _cold(text)
+    names = sorted(full) if isinstance(full, dict) else ["x"]
+    keep = set(data.draw(st.lists(st.sampled_from(names), max_size=3)))
+    want = data.draw(st.sampled_from([None, keep.__contains__]))
+    _learn(text, want)
+    new = list(lines)
+    for i in data.draw(st.lists(st.integers(0, len(new) - 1), max_size=6)):
+        head, sep, _ = new[i].rpartition(" ")
+        if sep and not new[i].startswith("#"):
+            new[i] = f"{head} {data.draw(st.one_of(_value, st.sampled_from(['1_0', '', 'x'])))}"
+    if data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(new) - 1))
+        new[i] = data.draw(st.sampled_from(
+            ["zz 1", 'zz{a="1"} 2', "", "# TYPE zz gauge", new[i] + " 17", new[-1]]
+        ))  # fmt: skip
+    moved = "\n".join(new) + "\n"
+    assert _outcome(moved, want) == _cold(moved, want)
+
+
+def test_templates_agree_with_the_parser_on_mutated_fixtures():
+    """Real fixtures learned, then new values and one-character edits."""
+    import random
+
+    from llmtop.parse import sglang, vllm
+
+    rng = random.Random(1)
+    texts = [fixture_text(n) for n in PROM_FIXTURES]
+    texts = [t for t in texts if t.endswith("\n") and len(t) < 80_000]
+    chars = ['"', "{", "}", " ", "\\", ",", "=", "\t", "#", "_", "e", "+", ":", "\r", "\n"]
+    for _ in range(150):
+        text = rng.choice(texts)
+        want = rng.choice([None, vllm.want, sglang.want])
+        if not isinstance(_cold(text, want), dict):
+            continue
+        _learn(text, want)
+        lines = text.split("\n")
+        for _ in range(rng.randint(1, 20)):
+            i = rng.randrange(len(lines))
+            head, sep, _val = lines[i].rpartition(" ")
+            if sep and not lines[i].startswith("#"):
+                lines[i] = f"{head} {rng.choice(['1', '2.5', 'NaN', '1_0', '', 'x', '3 4'])}"
+        if rng.random() < 0.5:
+            i = rng.randrange(len(lines))
+            p = rng.randrange(len(lines[i]) + 1)
+            lines[i] = lines[i][:p] + rng.choice(chars) + lines[i][p + 1 :]
+        moved = "\n".join(lines)
+        assert _outcome(moved, want) == _cold(moved, want)
