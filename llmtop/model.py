@@ -13,6 +13,7 @@ Flow::
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,7 +324,7 @@ class EngineRow:
     finished: dict[str, float] | None = None
     """Finished requests by reason, counted over the window."""
     ranks: list[EngineRow] = field(default_factory=list)
-    lifetime: dict[str, Any] = field(default_factory=dict)
+    lifetime: Mapping[str, Any] = field(default_factory=dict)
     """Since process start: ``{"ttft_s": Quantiles, "itl_s": ..., "prefix_hit_rate": x, ...}``."""
     info: dict[str, str] = field(default_factory=dict)
 

@@ -7,7 +7,7 @@ module turns them into rows with windowed rates/quantiles and lifetime values.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +17,50 @@ from llmtop.model import EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 if TYPE_CHECKING:
     from llmtop.history.target import TargetHistory
 
-__all__ = ["Entry", "build_model_row", "clean_gpu", "clean_sample", "series_value", "share_with",
-           "target_rows"]
+__all__ = ["Entry", "Lifetime", "build_model_row", "clean_gpu", "clean_sample", "series_value",
+           "share_with", "target_rows"]
 
 _LATENCY_FIELDS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s",
                    "queue": "queue_s"}
+
+
+class Lifetime(Mapping[str, Any]):
+    """``derive_lifetime`` of one sample, worked out on first read: a row is rebuilt every
+    tick, its lifetime values are read only by the engine detail and JSON output."""
+
+    __slots__ = ("_args", "_values")
+
+    def __init__(self, sample: ModelSample, start_time: float | None, t_wall: float | None):
+        self._args: tuple[ModelSample, float | None, float | None] | None = (
+            sample, start_time, t_wall)
+        self._values: dict[str, Any] | None = None
+
+    def _get(self) -> dict[str, Any]:
+        if self._values is None:
+            assert self._args is not None
+            m, start, t_wall = self._args
+            self._values = derive_lifetime(m, start_time=start, t_wall=t_wall)
+            self._args = None
+        return self._values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lifetime) and self._args is not None and self._args == other._args:
+            return True  # the same sample at the same time: the same values, not worked out
+        return isinstance(other, Mapping) and self._get() == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Lifetime({self._get()!r})"
 
 
 @dataclass(slots=True)
@@ -156,8 +195,7 @@ def build_model_row(
     for key, attr in _LATENCY_FIELDS.items():
         setattr(row, attr, w.quantiles.get(key))
     newest = window[-1]
-    row.lifetime = derive_lifetime(last, start_time=newest.sample.start_time,
-                                   t_wall=newest.t_wall)
+    row.lifetime = Lifetime(last, newest.sample.start_time, newest.t_wall)
     return row
 
 

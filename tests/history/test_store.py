@@ -402,3 +402,30 @@ def test_default_history_is_the_longest_window_plus_margin():
     ts = s._targets["a"]
     assert len(ts.old) == 0 and len(ts.recent) <= 335
     assert s.row("a|m", 300.0).generation_tokens_per_s == pytest.approx(100.0)
+
+
+def test_lifetime_values_are_worked_out_when_read_and_equal_what_derive_gives(monkeypatch):
+    """Rows carry their lifetime values unworked (most rows are never read for them); reading
+    gives what ``derive_lifetime`` gives, and rows of one sample compare equal unworked."""
+    from llmtop.history import rows as rows_mod
+    from llmtop.history.derive import derive_lifetime
+
+    calls = []
+    real = rows_mod.derive_lifetime
+
+    def counting(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(rows_mod, "derive_lifetime", counting)
+    s = make_store("a")
+    feed(s, "a", 0, 20)
+    r = row_of(s.snapshot(10.0), "a")
+    other = s.row("a|m", 60.0)  # another window, the same newest sample
+    assert calls == []  # nothing read yet
+    assert r.lifetime == other.lifetime and calls == []
+    latest = s.latest_sample("a")
+    want = derive_lifetime(latest.models[0], start_time=latest.start_time,
+                           t_wall=1_700_000_020.0)
+    assert dict(r.lifetime) == want and len(calls) == 1
+    assert r.lifetime["requests"] == want["requests"] and len(calls) == 1  # kept
