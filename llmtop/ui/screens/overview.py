@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from llmtop.ui import fmt
 from llmtop.ui.source import SPARK_FIELDS, Source
@@ -233,12 +233,12 @@ class OverviewScreen(Screen):
         width = self.app.size.width
         return width - 2 if self._spark_form == "compact" else width // 2 - 3
 
-    @on(DataTable.RowHighlighted)
+    @on(EnginesTable.RowHighlighted)
     def _row_moved(self) -> None:
         if self._spark_form:
             self._paint_sparks()
 
-    @on(DataTable.RowSelected)
+    @on(EnginesTable.RowSelected)
     def _row_selected(self) -> None:
         self.action_details()
 
