@@ -26,9 +26,9 @@ adapters.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from functools import reduce
 from operator import add, attrgetter, itemgetter
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
