@@ -207,8 +207,8 @@ def test_null_sampler():
 # -- sample_async: the same answers on the event loop, over the lean transport -----------
 
 
-def test_demo_sampler_async_gives_what_the_thread_path_gives(server):
-    s = DemoGpuSampler(server.url)
+def sample_once_async(s: DemoGpuSampler):
+    """One ``sample_async`` in a fresh event loop, then ``aclose``."""
 
     async def go():
         try:
@@ -216,7 +216,12 @@ def test_demo_sampler_async_gives_what_the_thread_path_gives(server):
         finally:
             await s.aclose()
 
-    a = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_demo_sampler_async_gives_what_the_thread_path_gives(server):
+    s = DemoGpuSampler(server.url)
+    a = sample_once_async(s)
     b = s.sample()
     s.close()
     assert a.error is None and a.cost_s is not None
@@ -252,15 +257,7 @@ def test_demo_sampler_async_keeps_one_connection_and_survives_its_loss():
 ])
 def test_demo_sampler_async_bad_answers(server, status, body, error):
     server.status, server.body = status, body
-    s = DemoGpuSampler(server.url)
-
-    async def go():
-        try:
-            return await s.sample_async()
-        finally:
-            await s.aclose()
-
-    out = asyncio.run(go())
+    out = sample_once_async(DemoGpuSampler(server.url))
     assert out.gpus == [] and out.error == error
 
 
@@ -273,17 +270,10 @@ def test_demo_sampler_async_not_answering_and_slow():
     slow.bind(("127.0.0.1", 0))
     slow.listen()  # accepts into the backlog, never answers
 
-    async def go(url):
-        s = DemoGpuSampler(url, timeout_s=0.3)
-        try:
-            return await s.sample_async()
-        finally:
-            await s.aclose()
-
     try:
         for url in (f"http://127.0.0.1:{port}/gpus",
                     f"http://127.0.0.1:{slow.getsockname()[1]}/gpus"):
-            out = asyncio.run(go(url))
+            out = sample_once_async(DemoGpuSampler(url, timeout_s=0.3))
             assert out.gpus == [] and out.error == reasons.DEMO_NOT_ANSWERING
     finally:
         slow.close()

@@ -26,7 +26,7 @@ from textual.renderables.styled import Styled
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-__all__ = ["RowTable", "TableColumn", "same_cells"]
+__all__ = ["RowMessage", "RowTable", "TableColumn", "same_cells"]
 
 _EMPTY = Text("")
 
@@ -52,6 +52,20 @@ def same_cells(a: list[Text], b: list[Text]) -> bool:
     return len(a) == len(b) and all(
         x.plain == y.plain and x.style == y.style and x.justify == y.justify
         and x.spans == y.spans for x, y in zip(a, b, strict=True))
+
+
+class RowMessage(Message):
+    """A message about one row of a ``RowTable``: its index and key."""
+
+    def __init__(self, table: RowTable, cursor_row: int, row_key: str) -> None:
+        self.table = table
+        self.cursor_row = cursor_row
+        self.row_key = row_key
+        super().__init__()
+
+    @property
+    def control(self) -> RowTable:
+        return self.table
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -114,31 +128,11 @@ class RowTable(ScrollView, can_focus=True):
         Binding("end,ctrl+end", "cursor_last", "Last row", show=False),
     ]
 
-    class RowHighlighted(Message):
+    class RowHighlighted(RowMessage):
         """The cursor is on another row (keys, mouse, or the rows changed under it)."""
 
-        def __init__(self, table: RowTable, cursor_row: int, row_key: str) -> None:
-            self.table = table
-            self.cursor_row = cursor_row
-            self.row_key = row_key
-            super().__init__()
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
-
-    class RowSelected(Message):
+    class RowSelected(RowMessage):
         """Enter on a row, or a click on the row under the cursor."""
-
-        def __init__(self, table: RowTable, cursor_row: int, row_key: str) -> None:
-            self.table = table
-            self.cursor_row = cursor_row
-            self.row_key = row_key
-            super().__init__()
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
