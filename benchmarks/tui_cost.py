@@ -266,6 +266,9 @@ def main() -> int:
     print(f"llmtop TUI cost: {len(info['engines'])} targets ({what}), {n_gpus}, "
           f"interval {args.interval:g}s, {cols}x{rows}, measured {t1 - t0:.0f}s")
     print(f"  time to first data on screen: {first_data:.2f} s   (target <= 1.0 s)")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("    (PYTHONDONTWRITEBYTECODE is set: llmtop's modules are compiled from source at "
+              "every start, ~0.1 s of this; an installed llmtop has its .pyc files)")
     print(f"  start-up CPU: {cpu_first:.2f} s to first data, {cpu_warm - cpu_first:.2f} s in the "
           f"{args.warmup:g} s warm-up after it (not in the average below)")
     print(f"  CPU: {cpu_pct:.2f} % of one core          (target <= 2 %)")
