@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from textual.binding import Binding
+
 from llmtop.ui.app import LlmtopApp
 from llmtop.ui.screens.help import HelpScreen, binding_sections
 
@@ -12,6 +14,16 @@ def test_every_app_binding_is_in_a_section():
     listed = {b.id for _, bs in binding_sections() for b in bs}
     for b in LlmtopApp.BINDINGS:
         assert b.id in listed, b
+
+
+def test_the_engines_table_keys_are_listed():
+    from llmtop.ui.widgets.rowtable import RowTable
+
+    sections = dict(binding_sections())
+    (title,) = [t for t in sections if t.startswith("Engines table")]
+    actions = {b.action for b in sections[title]}
+    want = {b.action for b in Binding.make_bindings(RowTable.BINDINGS)} - {"select_cursor"}
+    assert actions == want and "cursor_last" in actions
 
 
 async def test_help_lists_every_binding_and_scrolls():

@@ -24,6 +24,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from llmtop.ui.screens.overview import OverviewScreen
     from llmtop.ui.screens.probe import ProbeScreen
     from llmtop.ui.screens.raw import RawMetricsScreen
+    from llmtop.ui.widgets.rowtable import RowTable
 
     app_b = list(Binding.make_bindings(LlmtopApp.BINDINGS))
     replay = [b for b in app_b if b.action.split("(")[0] in REPLAY_ACTIONS]
@@ -31,6 +32,8 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     return [
         ("Everywhere", general),
         ("Overview", list(Binding.make_bindings(OverviewScreen.BINDINGS))),
+        ("Engines table (Enter: details, as above)",
+         [b for b in Binding.make_bindings(RowTable.BINDINGS) if b.action != "select_cursor"]),
         ("Engine detail", list(Binding.make_bindings(EngineDetailScreen.BINDINGS))),
         ("Raw metrics", list(Binding.make_bindings(RawMetricsScreen.BINDINGS))),
         ("GPU detail", list(Binding.make_bindings(GpuScreen.BINDINGS))),
