@@ -124,7 +124,11 @@ _ROUTES_MAX = 20_000
 
 
 def _route(labels: dict[str, str], key: KeyFn) -> _Route:
-    """Group and bucket bound (None when missing, not a number or NaN) of one series."""
+    """Group and bucket bound (None when missing, not a number or NaN) of one series, kept
+    in ``_ROUTES``."""
+    r = _ROUTES.get(id(labels))
+    if r is not None and r[0] is labels and r[1] is key:
+        return r
     try:
         le: float | None = float(labels.get("le", "nan"))
     except ValueError:
@@ -192,9 +196,7 @@ class _Layout:
         for i, (n, lab) in enumerate(zip(names, labels, strict=True)):
             if n != bname and n != sname and n != cname:
                 continue
-            r = _ROUTES.get(id(lab))
-            if r is None or r[0] is not lab or r[1] is not key:
-                r = _route(lab, key)
+            r = _route(lab, key)
             k = r[2]
             if k is None:
                 continue
@@ -245,15 +247,12 @@ def _group_hists(fam: Family, key: KeyFn, scale: float) -> dict[Key, Hist]:
     buckets: dict[Key, dict[float, float]] = {}
     sums: dict[Key, float] = {}
     counts: dict[Key, float] = {}
-    routes, isnan = _ROUTES, math.isnan
+    isnan = math.isnan
     for s in fam.samples:
         n = s.name
         if n not in (bname, sname, cname):
             continue
-        labels = s.labels
-        r = routes.get(id(labels))
-        if r is None or r[0] is not labels or r[1] is not key:
-            r = _route(labels, key)
+        r = _route(s.labels, key)
         k = r[2]
         if k is None:
             continue

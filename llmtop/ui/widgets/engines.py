@@ -13,8 +13,8 @@ from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 from llmtop.ui.widgets.rowtable import RowTable, TableColumn
 
-__all__ = ["COLUMNS", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable", "TableColumn",
-           "name_width", "row_matches", "state_width"]
+__all__ = ["COLUMNS", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable", "name_width",
+           "row_matches", "state_width"]
 
 
 WIDE_MIN_WIDTH = 130
