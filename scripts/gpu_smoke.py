@@ -34,7 +34,7 @@ import sys, torch
 gib = float(sys.argv[2])
 x = torch.empty(int(gib * 1024**3), dtype=torch.uint8, device="cuda")
 torch.cuda.synchronize()
-from llmtop.demo.cli import main
+from llmtop.cli.demo import main
 sys.exit(main(["serve", "--engines", "vllm", "--ports", sys.argv[1], "--quiet"]))
 """
 

@@ -1,7 +1,7 @@
 """llmtop.demo: simulated vLLM, SGLang and Triton/TRT-LLM engines (see ``docs/demo.md``).
 
 Entry points: ``llmtop.demo.launcher.start_demo`` (separate process) and
-``llmtop.demo.cli.main`` (``llmtop demo serve``). Importing this package imports nothing else.
+``llmtop.cli.demo.main`` (``llmtop demo serve``). Importing this package imports nothing else.
 """
 
 from __future__ import annotations

@@ -155,14 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             cmd, rest = argv[0], argv[1:]
             if cmd == "demo":
-                from llmtop.demo.cli import main as demo_main
+                from llmtop.cli.demo import main as demo_main
 
                 return demo_main(rest)
             if cmd == "probe":
-                from llmtop.loadgen.cli import main as probe_main
+                from llmtop.cli.probe import main as probe_main
 
                 return probe_main(rest)
-            from llmtop.record.cli import record_main, replay_main
+            from llmtop.cli.record import record_main, replay_main
 
             return record_main(rest) if cmd == "record" else replay_main(rest)
         return _run_monitor(build_parser().parse_args(argv))
