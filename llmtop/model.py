@@ -23,6 +23,7 @@ __all__ = [
     "GAUGE_KEYS",
     "HIST_KEYS",
     "LATENCY_KINDS",
+    "PHASE_KINDS",
     "STATES",
     "EngineRow",
     "EngineSample",
@@ -46,8 +47,12 @@ STATES = ("ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "r
 LATENCY_KINDS = ("ttft", "itl", "tpot", "e2e", "queue")
 """Latency histograms every adapter maps into, all in seconds."""
 
-HIST_KEYS = (*LATENCY_KINDS, "prompt_len", "gen_len")
-"""All histogram keys of ``ModelSample.hists`` (token-length distributions in tokens)."""
+PHASE_KINDS = ("prefill", "decode", "inference")
+"""Per-request phase-time histograms (seconds): vLLM ``request_{prefill,decode,inference}_time``."""
+
+HIST_KEYS = (*LATENCY_KINDS, *PHASE_KINDS, "prompt_len", "gen_len", "iteration_tokens")
+"""All histogram keys of ``ModelSample.hists``: latencies and phases in seconds; prompt and
+generation lengths per request and tokens per engine step (``iteration_tokens``) in tokens."""
 
 GAUGE_KEYS = (
     "running",  # requests in the running batch
@@ -57,6 +62,7 @@ GAUGE_KEYS = (
     "kv_usage",  # 0..1
     "kv_capacity_tokens",  # KV cache capacity in tokens
     "prefix_hit_rate_gauge",  # an engine-computed hit-rate gauge (fallback only)
+    "spec_accept_rate_gauge",  # an engine-computed spec-decode acceptance gauge (fallback only)
 )
 
 COUNTER_KEYS = (
@@ -69,6 +75,9 @@ COUNTER_KEYS = (
     "aborted",
     "errors",
     "rejected",
+    "spec_drafts",  # speculative-decoding draft rounds
+    "spec_draft_tokens",  # tokens proposed by the draft
+    "spec_accepted_tokens",  # draft tokens accepted
     # plus "finished:<reason>" for each finish reason (stop, length, abort, error, repetition, ...)
 )
 
@@ -316,6 +325,17 @@ class EngineRow:
     tpot_s: Quantiles | None = None
     e2e_s: Quantiles | None = None
     queue_s: Quantiles | None = None
+    prefill_s: Quantiles | None = None
+    decode_s: Quantiles | None = None
+    inference_s: Quantiles | None = None
+    prompt_len: Quantiles | None = None
+    """Prompt tokens per finished request over the window (tokens, not seconds)."""
+    gen_len: Quantiles | None = None
+    """Generated tokens per finished request over the window (tokens)."""
+    iteration_tokens: Quantiles | None = None
+    """Tokens per engine step (batch size in tokens) over the window."""
+    spec_accept_rate: float | None = None
+    """Speculative decoding: accepted / drafted tokens over the window (None: no drafts)."""
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
     requests_per_s: float | None = None
@@ -350,6 +370,13 @@ class EngineRow:
             "tpot_s": q(self.tpot_s),
             "e2e_s": q(self.e2e_s),
             "queue_s": q(self.queue_s),
+            "prefill_s": q(self.prefill_s),
+            "decode_s": q(self.decode_s),
+            "inference_s": q(self.inference_s),
+            "prompt_len": q(self.prompt_len),
+            "gen_len": q(self.gen_len),
+            "iteration_tokens": q(self.iteration_tokens),
+            "spec_accept_rate": _num(self.spec_accept_rate),
             "prompt_tokens_per_s": _num(self.prompt_tokens_per_s),
             "generation_tokens_per_s": _num(self.generation_tokens_per_s),
             "requests_per_s": _num(self.requests_per_s),
