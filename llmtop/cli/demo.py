@@ -92,7 +92,12 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``llmtop demo ...``."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    from llmtop.cli.argv import subcommand_first, value_options
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    args = parser.parse_args(subcommand_first(list(sys.argv[1:] if argv is None else argv),
+                                              sub.choices, value_options(sub.choices.values())))
     from llmtop.demo.scenarios import SCENARIOS
 
     if args.scenario not in (None, "", "none", "default") and args.scenario not in SCENARIOS:

@@ -148,9 +148,24 @@ def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -
                   retention_s=retention, max_bytes=parse_size(args.max_size))
 
 
+def _subcommand_first(argv: list[str]) -> list[str]:
+    """``llmtop --api-key K record F`` -> ``llmtop record --api-key K F``."""
+    if not argv or not argv[0].startswith("-") or not any(a in SUBCOMMANDS for a in argv):
+        return argv
+    from llmtop.cli import demo, probe, record
+    from llmtop.cli.argv import subcommand_first, value_options
+
+    demo_parser = demo.build_parser()
+    demo_sub = next(a for a in demo_parser._actions
+                    if isinstance(a, argparse._SubParsersAction))
+    parsers = [build_parser(), probe.build_parser(), record._record_parser(),
+               record._replay_parser(), *demo_sub.choices.values()]
+    return subcommand_first(argv, SUBCOMMANDS, value_options(parsers))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``llmtop`` command."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _subcommand_first(list(sys.argv[1:] if argv is None else argv))
     try:
         if argv and argv[0] in SUBCOMMANDS:
             cmd, rest = argv[0], argv[1:]
@@ -165,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from llmtop.cli.record import record_main, replay_main
 
             return record_main(rest) if cmd == "record" else replay_main(rest)
-        return _run_monitor(build_parser().parse_args(argv))
+        return _run_monitor(build_parser().parse_intermixed_args(argv))
     except LlmtopError as exc:
         print(f"llmtop: {exc}", file=sys.stderr)
         return 2

@@ -181,7 +181,7 @@ def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``llmtop probe``."""
-    ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    ns = build_parser().parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
     base, _host, _ep = split_url(ns.url)
     options = options_from_args(ns, resolve_api_key(ns.api_key, base_url=base))
     _base, host, _ep = split_url(options.url)

@@ -49,7 +49,7 @@ def record_main(argv: Sequence[str]) -> int:
     from llmtop.record.recorder import parse_size
     from llmtop.settings import build_config
 
-    args = _record_parser().parse_args(list(argv))
+    args = _record_parser().parse_intermixed_args(list(argv))
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s llmtop-record: %(message)s")
     for noisy in ("httpx", "httpcore"):  # one line per scrape would flood the journal
@@ -152,7 +152,7 @@ def replay_main(argv: Sequence[str]) -> int:
     from llmtop.record.reader import Recording
     from llmtop.record.replay import ReplaySource, parse_when, snapshot_at
 
-    args = _replay_parser().parse_args(list(argv))
+    args = _replay_parser().parse_intermixed_args(list(argv))
     rec = Recording.open(args.file)
     if rec.problem:
         print(f"llmtop: {args.file}: {rec.problem}", file=sys.stderr)

@@ -1,0 +1,39 @@
+"""Options anywhere: a subcommand word may follow options (``llmtop --api-key K record F``).
+
+``argparse`` wants the subcommand word first; these helpers move it there so that every
+command accepts its options before, between and after its positionals (the positionals
+themselves are parsed with ``parse_intermixed_args``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection, Iterable
+
+__all__ = ["subcommand_first", "value_options"]
+
+
+def value_options(parsers: Iterable[argparse.ArgumentParser]) -> set[str]:
+    """The option strings of ``parsers`` that take a value (``--config FILE``)."""
+    return {opt for p in parsers for act in p._actions
+            if act.nargs != 0 and act.option_strings for opt in act.option_strings}
+
+
+def subcommand_first(argv: list[str], names: Collection[str],
+                     takes_value: Collection[str]) -> list[str]:
+    """``argv`` with the first positional moved to the front when it is one of ``names``.
+
+    A token right after an option in ``takes_value`` is that option's value, never the
+    subcommand; ``--`` ends the search. Anything else comes back unchanged.
+    """
+    if not argv or argv[0] in names or not argv[0].startswith("-"):
+        return argv
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            break
+        if not tok.startswith("-") or tok == "-":
+            return [tok, *argv[:i], *argv[i + 1:]] if tok in names else argv
+        i += 2 if tok in takes_value else 1
+    return argv
