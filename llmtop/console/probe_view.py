@@ -16,11 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtop.loadgen.options import ProbeOptions, redact_url
+from llmtop.loadgen.report import knee_text, load_text, slo_text
 
 __all__ = ["ProbeLiveView", "print_summary", "summary_table"]
 
 DASH = "\u2013"
 """Shown for a value that was not measured (None)."""
+WIDE = 10_000
+"""Width of a non-terminal console: wide enough that no table or line is ever cut."""
 
 
 def _ms(v: float | None) -> str:
@@ -32,11 +35,7 @@ def _num(v: float | None, digits: int = 1) -> str:
 
 
 def _load(d: dict[str, Any]) -> str:
-    if d.get("concurrency"):
-        return f"c={d['concurrency']}"
-    if d.get("rate"):
-        return f"{d['rate']:g}/s"
-    return DASH
+    return load_text(d)
 
 
 def _errors(errs: dict[str, int] | None) -> str:
@@ -45,13 +44,17 @@ def _errors(errs: dict[str, int] | None) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(errs.items()))
 
 
+COLUMNS = ("step", "load", "achieved", "req/s", "out tok/s", "goodput/s", "TTFT p50",
+           "TTFT p95", "ITL p50", "E2E p95", "errors", "client")
+"""The summary table's headers: short, but whole words (never cut, on a pipe or a file)."""
+
+
 def summary_table(report: dict[str, Any], title: str | None = None) -> Table:
     """One row per step; latencies in ms except E2E (s). ``*`` marks a partial step."""
     t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
               caption="latencies in ms (E2E in s); * = partial step", caption_justify="left",
               padding=(0, 1), collapse_padding=True, pad_edge=False)
-    for col in ("step", "load", "achvd", "req/s", "tok/s", "good/s", "ttft50", "ttft95",
-                "itl50", "e2e95", "err", "client"):
+    for col in COLUMNS:
         t.add_column(col, justify="right", no_wrap=True)
     for s in report.get("steps", []):
         t.add_row(
@@ -69,7 +72,7 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
     sat, mx, sla = (report.get("saturation"), report.get("max_throughput"),
                     report.get("sla_boundary"))
     if sat:
-        out.append(Text(f"Saturation point: {_load(sat)} (knee {sat['knee_load']:.1f}), "
+        out.append(Text(f"Saturation point: {_load(sat)} (knee {knee_text(sat)}), "
                         f"{sat['output_tokens_per_s']:.0f} out tok/s", style="bold"))
     elif report.get("options", {}).get("sweep"):
         out.append(Text("Saturation point: not found (no accepted knee)"))
@@ -77,9 +80,11 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
         out.append(Text(f"Max throughput: {mx['output_tokens_per_s']:.0f} out tok/s, "
                         f"{mx['requests_per_s']:.2f} req/s at {_load(mx)}"))
     if sla and sla.get("met"):
-        out.append(Text(f"SLA boundary: {_load(sla)}, goodput {sla['goodput_per_s']:.2f} req/s"))
+        out.append(Text(f"SLA boundary: {_load(sla)}, goodput {sla['goodput_per_s']:.2f} req/s "
+                        f"(SLO: {slo_text(sla.get('slo'))})"))
     elif sla:
-        out.append(Text("SLA boundary: no step met the SLO", style="yellow"))
+        out.append(Text(f"SLA boundary: no step met the SLO ({slo_text(sla.get('slo'))})",
+                        style="yellow"))
     if any(s.get("client_bound") for s in report.get("steps", [])):
         out.append(Text("Some steps were client-bound: the client, not the server, was the "
                         "limit there.", style="red"))
@@ -93,13 +98,22 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
     return out
 
 
+def _uncut(console: Console) -> Console:
+    """On a pipe or a file nothing is cut at 80 columns: the same file, no width limit."""
+    if console.is_terminal:
+        return console
+    return Console(file=console.file, width=WIDE, color_system=None, highlight=False,
+                   soft_wrap=True)
+
+
 def print_summary(report: dict[str, Any], console: Console | None = None) -> None:
-    """The final table and verdict lines."""
-    console = console or Console()
+    """The final table and verdict lines, then a blank line (before any ``wrote FILE``)."""
+    console = _uncut(console or Console())
     title = f"llmtop probe · {report.get('target')} · {report.get('model')}"
     console.print(summary_table(report, title))
     for line in _verdicts(report):
         console.print(line)
+    console.print()
 
 
 class ProbeLiveView:

@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CSV_COLUMNS", "to_csv", "to_json", "to_markdown", "write_reports"]
+__all__ = ["CSV_COLUMNS", "knee_text", "load_text", "slo_text", "to_csv", "to_json", "to_markdown",
+           "write_reports"]
 
 _LAT = ("ttft_s", "itl_s", "itl_request_s", "tpot_s", "e2e_s")
 _Q = ("p50", "p90", "p95", "p99", "mean")
@@ -73,6 +74,36 @@ def _f(v: Any, scale: float = 1.0, digits: int = 1) -> str:
     return f"{v * scale:.{digits}f}"
 
 
+def load_text(d: dict[str, Any] | None) -> str:
+    """A load as people read it: ``c=8`` (concurrency) or ``8 req/s`` (rate); never bare."""
+    d = d or {}
+    if d.get("concurrency"):
+        return f"c={d['concurrency']}"
+    if d.get("rate"):
+        return f"{d['rate']:g} req/s"
+    return "\u2013"
+
+
+def knee_text(sat: dict[str, Any]) -> str:
+    """Where the fitted knee lies, as a load: ``c=39.3`` or ``39.3 req/s``."""
+    k = sat.get("knee_load")
+    if k is None:
+        return "\u2013"
+    return f"{k:.1f} req/s" if sat.get("rate") and not sat.get("concurrency") else f"c={k:.1f}"
+
+
+def _dur(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:g} s"
+
+
+def slo_text(slo: dict[str, float | None] | None) -> str:
+    """``{"ttft": 0.5, "itl": None}`` -> ``TTFT p95 ≤ 500 ms``; ``no SLO`` when none is set."""
+    names = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"))
+    parts = [f"{label} p95 \u2264 {_dur(slo[k])}" for k, label in names
+             if slo and slo.get(k) is not None]
+    return ", ".join(parts) if parts else "no SLO"
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     """A human summary: header, one table row per step, saturation and SLA boundary."""
     lines = [f"# llmtop probe: {report.get('target')}", "",
@@ -83,7 +114,7 @@ def to_markdown(report: dict[str, Any]) -> str:
               "| TTFT p95 ms | ITL p50 ms | TPOT p50 ms | E2E p95 s | errors | client-bound |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in report.get("steps", []):
-        load = f"c={s['concurrency']}" if s.get("concurrency") else f"{s.get('rate')}/s"
+        load = load_text(s)
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(s.get("errors", {}).items())) or "0"
         lines.append(
             f"| {s['index']}{' (partial)' if s.get('partial') else ''} | {load} "
@@ -97,21 +128,20 @@ def to_markdown(report: dict[str, Any]) -> str:
     mx = report.get("max_throughput")
     sla = report.get("sla_boundary")
     if sat:
-        load = sat.get("concurrency") or sat.get("rate")
-        lines.append(f"**Saturation point:** {load} (knee at {sat['knee_load']:.1f}), "
+        load = load_text(sat)
+        lines.append(f"**Saturation point:** {load} (knee at {knee_text(sat)}), "
                      f"{sat['output_tokens_per_s']:.0f} output tok/s")
     else:
         lines.append("**Saturation point:** not found")
     if mx:
-        load = mx.get("concurrency") or mx.get("rate")
+        load = load_text(mx)
         lines.append(f"**Max throughput:** {mx['output_tokens_per_s']:.0f} output tok/s "
                      f"at {load}")
     if sla and sla.get("met"):
-        load = sla.get("concurrency") or sla.get("rate")
-        lines.append(f"**SLA boundary:** {load}, goodput {sla['goodput_per_s']:.2f} req/s "
-                     f"(SLO {sla['slo']})")
+        lines.append(f"**SLA boundary:** {load_text(sla)}, goodput "
+                     f"{sla['goodput_per_s']:.2f} req/s (SLO: {slo_text(sla['slo'])})")
     elif sla:
-        lines.append(f"**SLA boundary:** no step met the SLO ({sla['slo']})")
+        lines.append(f"**SLA boundary:** no step met the SLO (SLO: {slo_text(sla['slo'])})")
     if any(s.get("client_bound") for s in report.get("steps", [])):
         lines.append("")
         lines.append("> Some steps were client-bound: the client, not the server, was the "

@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from llmtop.cli.probe import build_parser, confirm_target, resolve_api_key
 from llmtop.loadgen import report as rep
 from llmtop.loadgen.api import start_probe
-from llmtop.cli.probe import build_parser, confirm_target, resolve_api_key
 from llmtop.loadgen.options import ProbeOptions, is_loopback_host, split_url
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,8 @@ from llmtop.ui import fmt
 if TYPE_CHECKING:
     from llmtop.ui.app import LlmtopApp
 
-__all__ = ["POLL_S", "ProbeScreen", "bounds_text", "build_options", "ladder_text", "step_chart"]
+__all__ = ["POLL_S", "ProbeScreen", "StateCheckbox", "bounds_text", "build_options",
+           "ladder_text", "step_chart"]
 
 POLL_S = 0.5
 """How often the screen reads the probe's progress queue."""
@@ -115,31 +116,63 @@ def build_options(values: dict[str, Any], options_cls: Any) -> Any:
     return options_cls(**{k: v for k, v in offered.items() if k in accepted})
 
 
+STEP_COLUMNS = ("load", "actual", "tok/s", "TTFT95", "err")
+"""Headers of the per-step table: short, but whole at 80x24 (about 33 columns)."""
+BARS_MIN_WIDTH = 60
+"""Below this width the table drops its bars rather than cutting its headers."""
+
+
+def _load_cell(s: dict) -> str:
+    conc, rate = _get(s, "concurrency"), _get(s, "rate")
+    if conc:
+        return f"c={conc}"
+    return f"{rate:g} req/s" if rate else fmt.DASH
+
+
 def step_chart(steps: list[dict], width: int) -> Table:
-    """Throughput and TTFT p95 against concurrency, one row per finished step."""
+    """Throughput and TTFT p95 against load, one row per finished step.
+
+    ``actual`` is the achieved concurrency (or rate); ``!`` after the errors marks a
+    client-bound step. Bars are drawn only where the width leaves room for them.
+    """
+    bars = width >= BARS_MIN_WIDTH
     t = Table(box=None, padding=(0, 1), header_style="bold", title="Client side (per step)",
-              title_justify="left")
-    for c in ("conc", "ach", "tok/s", "", "TTFT95", "", "err"):
-        t.add_column(c, justify="right" if c not in ("",) else "left", no_wrap=True)
+              title_justify="left", caption="! = client-bound" if steps else None,
+              caption_justify="left")
+    cols = ["load", "actual", "tok/s", *([""] if bars else []), "TTFT95",
+            *([""] if bars else []), "err"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("", "load") else "right", no_wrap=True)
     if not steps:
-        t.add_row(fmt.DASH, "", "", "", "", "", "")
+        t.add_row(fmt.DASH, *[""] * (len(cols) - 1))
         return t
-    bw = max(3, (width - 36) // 2)
+    bw = max(3, (width - 46) // 2)
     tps_max = max((_get(s, "output_tokens_per_s") or 0) for s in steps) or 1.0
     ttfts = [(_get(s, "ttft_s") or {}).get("p95") for s in steps]
     ttft_max = max((v or 0) for v in ttfts) or 1.0
     for s, ttft in zip(steps, ttfts, strict=True):
-        conc = _get(s, "concurrency", _get(s, "rate"))
         tps = _get(s, "output_tokens_per_s")
         errs = sum((_get(s, "errors") or {}).values())
-        bound = " client-bound" if _get(s, "client_bound") else ""
-        t.add_row(fmt.fmt_num(conc), fmt.fmt_num(_get(s, "achieved_concurrency"), 1),
-                  fmt.fmt_num(tps), fmt.bar(None if tps is None else tps / tps_max, bw,
-                                            "gauge-ok"),
-                  fmt.fmt_s(ttft), fmt.bar(None if ttft is None else ttft / ttft_max, bw,
-                                           "gauge-warn"),
-                  f"{errs}{bound}")
+        actual = _get(s, "achieved_concurrency") if _get(s, "concurrency") \
+            else _get(s, "achieved_rate")
+        cells: list[Any] = [_load_cell(s), fmt.fmt_num(actual, 1), fmt.fmt_num(tps)]
+        if bars:
+            cells.append(fmt.bar(None if tps is None else tps / tps_max, bw, "gauge-ok"))
+        cells.append(fmt.fmt_s(ttft))
+        if bars:
+            cells.append(fmt.bar(None if ttft is None else ttft / ttft_max, bw, "gauge-warn"))
+        cells.append(f"{errs}{'!' if _get(s, 'client_bound') else ''}")
+        t.add_row(*cells)
     return t
+
+
+class StateCheckbox(Checkbox):
+    """A checkbox whose mark is the state itself: ``X`` when on, blank when off (Textual's
+    own draws ``X`` either way and tells them apart only by colour)."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # type: ignore[override]
+        return "X" if self.value else " "
 
 
 class ProbeScreen(Screen):
@@ -180,7 +213,7 @@ class ProbeScreen(Screen):
                     yield Label(label)
                     yield Input(default, id=f"pf-{key}", restrict=r"[0-9.]*")
             with Horizontal():
-                yield Checkbox("sweep 1,2,4,8\u2026", value=False, id="pf-sweep")
+                yield StateCheckbox("sweep 1,2,4,8\u2026", value=False, id="pf-sweep")
                 yield Select([("completions", "completions"), ("chat", "chat")],
                              value="completions", allow_blank=False, id="pf-endpoint")
             yield Static(id="probe-bounds")
