@@ -29,6 +29,7 @@ from llmtop.ui.source import Source, replay_control
 from llmtop.ui.state import ViewState, next_interval
 from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
 from llmtop.ui.widgets.engines import COLUMNS
+from llmtop.ui.widgets.scrollbar import use_whole_cell_scrollbars
 from llmtop.verdict import Verdict, compute_verdict, growth_per_min, growth_points
 
 __all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "freeze_startup_objects", "run_source",
@@ -75,6 +76,7 @@ class LlmtopApp(ReplayActions, App):
     def __init__(self, source: Source, config: Config | None = None, *, autopoll: bool = True,
                  clock: Callable[[], float] = time.time, theme: str | None = None) -> None:
         super().__init__()
+        use_whole_cell_scrollbars()
         self.source = source
         self.config = config or Config()
         self.thresholds: Thresholds = self.config.thresholds

@@ -15,11 +15,17 @@ SIZES = [(80, 24), (160, 48)]
 
 
 def _run(*keys: str):
+    """First paint, then ``keys``; a pushed screen then sits over a live overview: the data
+    are polled and every screen in the stack painted twice more."""
     async def run_before(pilot) -> None:
         await first_paint(pilot.app, pilot)
         for k in keys:
             await pilot.press(k)
             await pilot.pause()
+        for _ in range(2 if keys else 0):
+            await pilot.app.poll_once()
+            await pilot.pause()
+            pilot.app.paint()
         pilot.app.paint()
         await pilot.pause()
 
