@@ -37,7 +37,7 @@ async def _push(size: tuple[int, int], keys: tuple[str, ...], scroll: int = 0):
     for _ in range(scroll):
         await pilot.press("down")
     await pilot.pause()
-    return app, pilot, pilot_cm
+    return app, pilot_cm
 
 
 def _cells(lines: list[str], region) -> list[tuple[int, int, str]]:
@@ -60,7 +60,7 @@ def _cells(lines: list[str], region) -> list[tuple[int, int, str]]:
     (("question_mark",), "HelpScreen", 4),
 ])
 async def test_no_block_glyphs_on_screens_without_sparklines(size, keys, name, scroll):
-    app, pilot, cm = await _push(size, keys, scroll)
+    app, cm = await _push(size, keys, scroll)
     try:
         screen = app.screen
         assert type(screen).__name__ == name
@@ -75,7 +75,7 @@ async def test_no_block_glyphs_on_screens_without_sparklines(size, keys, name, s
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_scrollbars_draw_whole_cells(size):
     """The GPU screen draws sparklines and bars, but never in a scrollbar's cells."""
-    app, pilot, cm = await _push(size, ("g",), 3)
+    app, cm = await _push(size, ("g",), 3)
     try:
         lines = screen_lines(app)
         bars = [w for w in app.screen.query(ScrollBar) if w.display and w.region]
