@@ -29,9 +29,12 @@ Identity: the first successful scrape of a target (and the first after ``reident
 after the ``Process-Start-Time-Unix`` header changes) carries ``RawScrape.identity``;
 ``identify`` probes the identity endpoints in parallel (<= 1 s each, 256 KiB cap) and keeps
 only whitelisted fields (SGLang's ``/server_info`` contains its ``api_key``: never copied).
-With ``defer_identity`` (the monitor's scraper) identity never delays data: when the metrics
-URL cannot depend on it (an engine hint other than trtllm, or an explicit path), an ok scrape
-goes out without it and the next scrape carries it (``identity_pending`` says so meanwhile).
+With ``defer_identity`` (the monitor's scraper) identity never delays data of an engine whose
+metrics name its models (a hint in ``MODELS_IN_METRICS``): an ok scrape goes out without it
+and the next scrape carries it (``identity_pending`` says so meanwhile). Any other target
+(llama.cpp, TGI, trtllm-serve, or no hint) waits for identity beside its first scrape: its
+model name, and so its model key, comes from identity, and a first sample keyed ``default``
+would leave every window with one point per key and every rate null.
 Identity requests ask the server to close their connections (``Connection: close``).
 
 Costs: an SSL context (loading the certificate store) is built only at the first https
@@ -67,6 +70,7 @@ from llmtop.sources.plainhttp import PlainHTTPTransport
 __all__ = [
     "IDENTITY_PATHS",
     "IDENTITY_TIMEOUT_S",
+    "MODELS_IN_METRICS",
     "SAFE_HEADERS",
     "Scraper",
     "default_metrics_path",
@@ -83,6 +87,9 @@ IDENTITY_TIMEOUT_S = 1.0
 IDENTITY_BODY_CAP = 256 * 1024
 IDENTITY_RETRY_S = 30.0
 """After a failed scrape, identity is probed alongside scrapes at most this often."""
+MODELS_IN_METRICS = frozenset({"vllm", "sglang", "triton", "lmdeploy", "ollama", "dcgm"})
+"""Engines whose metrics name their models (labels, ``/api/ps``; DCGM has none): identity
+adds only versions and limits, so with ``defer_identity`` it may follow the first sample."""
 
 _OWNED_BY = {
     "vllm": "vllm",
@@ -507,11 +514,9 @@ class Scraper:
             ident = await self._probe_identity(target, st)
             want_ident = False
         url = self.metrics_url(target)
-        if want_ident and self._defer_identity and (
-            target.metrics_path is not None or target.engine not in (None, "trtllm")
-        ):
-            # The URL does not depend on identity: an ok answer goes out at once, identity
-            # follows with the next scrape (it shows no data, only the version and models).
+        if want_ident and self._defer_identity and target.engine in MODELS_IN_METRICS:
+            # Neither the URL nor the model key depends on identity: an ok answer goes out
+            # at once, identity follows with the next scrape (only versions and limits).
             task = asyncio.ensure_future(self._probe_identity(target, st))
             res, elapsed = await self._fetch(target, url)
             if res.status == "ok":
@@ -522,8 +527,9 @@ class Scraper:
             (res, elapsed), ident = await asyncio.gather(
                 self._fetch(target, url), self._probe_identity(target, st)
             )
-            if res.status == "ok" and self.metrics_url(target) != url:
-                url = self.metrics_url(target)  # identity changed the path (trtllm, ollama)
+            if self.metrics_url(target) != url:
+                # identity changed the path (trtllm, ollama: whose /metrics is a 404)
+                url = self.metrics_url(target)
                 res, elapsed = await self._fetch(target, url)
         else:
             res, elapsed = await self._fetch(target, url)
@@ -555,7 +561,8 @@ class Scraper:
             if start_hdr:
                 st.start_header = start_hdr
             if st.identity is None and st.ident_task is None:
-                if ident is None and self._defer_identity:
+                if ident is None and self._defer_identity and (
+                        target.engine in MODELS_IN_METRICS):
                     st.ident_task = asyncio.ensure_future(self._probe_identity(target, st))
                 else:
                     if ident is None:

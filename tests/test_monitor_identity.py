@@ -1,0 +1,199 @@
+"""A target's model key is stable from its first sample (issue 15, "llama.cpp behind an engine
+hint reports no rates").
+
+Engines without a model label are named from their identity endpoints (llama.cpp ``/props``
+and ``/v1/models``, TGI ``/info``, trtllm-serve ``/v1/models``). If the first sample counted
+before identity was known it was keyed ``target|default`` and the second ``target|<name>``:
+every window then held one point per key and every rate was null. Each engine is served
+over loopback from its real fixture text, with and without an engine hint, and watched by
+the real ``Monitor`` and ``Scraper`` for two ticks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from llmtop.config import Config
+from llmtop.monitor import Monitor
+from llmtop.sources.scrape import Scraper
+from llmtop.targets import parse_target
+
+FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+
+
+def _fixture(name: str) -> str:
+    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if not line.startswith("# source:")
+                     and not line.startswith("# note:") and not line.startswith("#   ")) + "\n"
+
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)(.*)$")
+
+
+def advance(text: str, k: int) -> str:
+    """The Prometheus ``text`` after ``k`` more requests: every counter and histogram
+    series grows by ``10 * k`` (buckets alike, so histograms stay consistent)."""
+    grows: set[str] = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[:2] == ["#", "TYPE"] and parts[3] in ("counter",
+                                                                            "histogram"):
+            grows.add(parts[2])
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and not line.startswith("#"):
+            name = m.group(1)
+            base = re.sub(r"(_bucket|_count|_sum|_total)$", "", name)
+            if name in grows or base in grows or f"{base}_total" in grows:
+                line = f"{name}{m.group(2) or ''} {float(m.group(3)) + 10 * k!r}{m.group(4)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def advance_trtllm_json(text: str, k: int) -> str:
+    """trtllm-serve's JSON iteration stats after ``k`` more iterations."""
+    stats = json.loads(text)
+    for it in stats:
+        it["iter"] = int(it.get("iter", 0)) + 10 * k
+        it["numCompletedRequests"] = int(it.get("numCompletedRequests", 0)) + k
+        kv = it.get("kvCacheStats")
+        if isinstance(kv, dict):
+            for key in ("reusedBlocks", "missedBlocks"):
+                if key in kv:
+                    kv[key] = int(kv[key]) + 10 * k
+    return json.dumps(stats)
+
+
+Route = Callable[[int], tuple[str, str]]
+
+
+def _static(obj: object) -> Route:
+    return lambda _k: ("application/json", json.dumps(obj))
+
+
+def _metrics(name: str, grow: Callable[[str, int], str] = advance,
+             ctype: str = "text/plain; version=0.0.4") -> Route:
+    text = _fixture(name)
+    return lambda k: (ctype, grow(text, k))
+
+
+@contextlib.contextmanager
+def serve(routes: dict[str, Route]) -> Iterator[int]:
+    """A loopback HTTP server: GET ``path`` -> ``routes[path](n)`` where n counts the
+    requests to that path so far."""
+    hits: dict[str, int] = {}
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            route = routes.get(path)
+            if route is None:
+                self.send_error(404)
+                return
+            with lock:
+                n = hits[path] = hits.get(path, -1) + 1
+            ctype, body = route(n)
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _models(model: str, owned_by: str) -> Route:
+    return _static({"object": "list", "data": [{"id": model, "object": "model",
+                                                "owned_by": owned_by}]})
+
+
+LLAMA_MODEL = "qwen2.5-0.5b-instruct-q4_k_m.gguf"
+TGI_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+TRT_MODEL = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+LMD_MODEL = "internlm2_5-7b-chat"
+
+ENGINES: dict[str, tuple[dict[str, Route], str | None]] = {
+    "llamacpp": ({
+        "/metrics": _metrics("llamacpp-SYNTHETIC-from-server-context-cpp.txt"),
+        "/props": _static({"total_slots": 4, "build_info": "b6100-abc1234",
+                           "model_path": f"/models/{LLAMA_MODEL}", "n_ctx": 4096}),
+        "/v1/models": _models(LLAMA_MODEL, "llamacpp"),
+    }, LLAMA_MODEL),
+    "tgi": ({
+        "/metrics": _metrics("tgi-SYNTHETIC-from-server-rs.txt"),
+        "/info": _static({"model_id": TGI_MODEL, "router": "text-generation-router",
+                          "version": "3.3.4", "max_concurrent_requests": 128}),
+        "/v1/models": _models(TGI_MODEL, "text-generation-inference"),
+    }, TGI_MODEL),
+    "lmdeploy": ({
+        "/metrics": _metrics("lmdeploy-SYNTHETIC-from-loggers-py.txt"),
+        "/v1/models": _models(LMD_MODEL, "lmdeploy"),
+    }, None),  # labelled: the model comes from the metrics themselves
+    "trtllm": ({
+        "/metrics": _metrics("trtllm-serve-SYNTHETIC-metrics-full.json", advance_trtllm_json,
+                             "application/json"),
+        "/prometheus/metrics": _metrics("trtllm-prometheus-SYNTHETIC-from-collector-py.txt"),
+        "/v1/models": _models(TRT_MODEL, "tensorrt_llm"),
+    }, TRT_MODEL),
+    "ollama": ({
+        "/api/ps": _static(json.loads(_fixture("ollama-docs-api-ps.txt"))),
+        "/api/version": _static(json.loads(_fixture("ollama-docs-api-version.txt"))),
+        "/api/tags": _static(json.loads(_fixture("ollama-docs-api-tags.txt"))),
+    }, None),
+}
+
+RATES = ("prompt_tokens_per_s", "generation_tokens_per_s", "requests_per_s")
+
+
+async def _two_ticks(spec: str) -> tuple[list, list]:
+    target = parse_target(spec)
+    config = Config(targets=(target,), interval_s=0.2)
+    monitor = Monitor(config, scraper=Scraper(config, defer_identity=True))
+    try:
+        first = await monitor.tick(timeout_s=5)
+        await asyncio.sleep(0.3)
+        second = await monitor.tick(timeout_s=5)
+        return [r.key for r in first.engines], list(second.engines)
+    finally:
+        await monitor.aclose()
+
+
+@pytest.mark.parametrize("hint", [True, False], ids=["hint", "no-hint"])
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_model_key_is_stable_from_the_first_sample(engine: str, hint: bool) -> None:
+    routes, model = ENGINES[engine]
+    with serve(routes) as port:
+        spec = f"{engine}@127.0.0.1:{port}" if hint else f"127.0.0.1:{port}"
+        keys_first, rows = asyncio.run(_two_ticks(spec))
+    assert rows, f"{engine}: no rows"
+    assert all(r.engine == engine for r in rows), [(r.key, r.engine) for r in rows]
+    assert keys_first == [r.key for r in rows], "the model key changed between samples"
+    if model is not None:
+        assert [r.model for r in rows] == [model]
+    if engine == "ollama":
+        return  # /api/ps has no counters: no rates to derive
+    for r in rows:
+        got = {k: getattr(r, k) for k in RATES}
+        assert any(v is not None and v > 0 for v in got.values()), (r.key, got)
