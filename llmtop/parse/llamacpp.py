@@ -6,6 +6,17 @@ waiting, ``prompt_tokens_total``/``tokens_predicted_total`` -> token counters, o
 ``kv_cache_usage_ratio`` -> kv_usage. The throughput gauges (reset by scrapes in some builds)
 and the other counters only go to ``extra``. ``Process-Start-Time-Unix`` header ->
 ``start_time``; ``identity["total_slots"]`` (``/props``) -> max_running.
+
+Prefix cache (recent builds, ``server-task.cpp`` ``to_metrics``): ``prompt_tokens_cached_total``
+counts prompt tokens reused from the cache, and ``prompt_tokens_total`` then counts only the
+computed ones. With the cached counter, ``prompt_tokens`` = computed + cached (vLLM's meaning:
+every prompt token), ``prefix_hits`` = cached and ``prefix_queries`` = computed + cached, so the
+windowed hit rate is Δcached / (Δcached + Δcomputed). Without it (older builds)
+``prompt_tokens`` is ``prompt_tokens_total`` and there is no hit rate.
+
+Speculative decoding: ``spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total`` ->
+``spec_drafts``/``spec_draft_tokens``/``spec_accepted_tokens`` (0 without a draft model: the
+history gives no acceptance rate for a window without drafts).
 """
 
 from __future__ import annotations
@@ -26,6 +37,9 @@ _GAUGES = {
 _COUNTERS = {
     "llamacpp:prompt_tokens": "prompt_tokens",
     "llamacpp:tokens_predicted": "generation_tokens",
+    "llamacpp:spec_decode_num_drafts": "spec_drafts",
+    "llamacpp:spec_decode_num_draft_tokens": "spec_draft_tokens",
+    "llamacpp:spec_decode_num_accepted_tokens": "spec_accepted_tokens",
 }
 _EXTRA = {
     "llamacpp:prompt_seconds": "prompt_seconds_total",
@@ -86,6 +100,12 @@ def normalize(
         v = _value(idx, name)
         if v is not None:
             m.counters[key] = v
+    cached = _value(idx, "llamacpp:prompt_tokens_cached")
+    computed = m.counters.get("prompt_tokens")
+    if cached is not None and computed is not None:
+        m.counters["prompt_tokens"] = computed + cached
+        m.counters["prefix_hits"] = cached
+        m.counters["prefix_queries"] = computed + cached
     slots = (identity or {}).get("total_slots")
     if isinstance(slots, (int, float)) and not isinstance(slots, bool) and slots > 0:
         m.gauges["max_running"] = float(slots)

@@ -15,8 +15,12 @@ means one API server per rank, so one rank per scrape). No ``_created`` series
   (or ``abort``), ``errors`` = reasons containing ``error``
 * ttft ``time_to_first_token_seconds``; itl ``iter_token_latency``; tpot
   ``time_per_output_token_seconds`` (per request); e2e ``e2e_request_latency_seconds``; queue
-  ``request_queue_time_seconds``; prompt_len/gen_len ``request_prompt_tokens``/
-  ``request_generation_tokens``
+  ``request_queue_time_seconds``; prefill/decode/inference ``request_{prefill,decode,
+  inference}_time_seconds``; prompt_len/gen_len ``request_prompt_tokens``/
+  ``request_generation_tokens``; iteration_tokens ``iteration_tokens_total`` (a histogram)
+* spec decode ``spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total`` ->
+  ``spec_drafts``/``spec_draft_tokens``/``spec_accepted_tokens``; the gauge
+  ``spec_decode_mean_accept_rate`` -> ``spec_accept_rate_gauge``
 * ``backend_config_info`` labels -> ``ModelSample.info``
 """
 
@@ -38,16 +42,27 @@ _GAUGES = {
     "num_requests_waiting": ("waiting", "sum"),
     "gpu_cache_usage_perc": ("kv_usage", "max"),
     "prefix_cache_hit_rate": ("prefix_hit_rate_gauge", "max"),
+    "spec_decode_mean_accept_rate": ("spec_accept_rate_gauge", "max"),
 }
-_COUNTERS = {"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens"}
+_COUNTERS = {
+    "prompt_tokens": "prompt_tokens",
+    "generation_tokens": "generation_tokens",
+    "spec_decode_num_drafts": "spec_drafts",
+    "spec_decode_num_draft_tokens": "spec_draft_tokens",
+    "spec_decode_num_accepted_tokens": "spec_accepted_tokens",
+}
 _HISTS = {
     "ttft": "time_to_first_token_seconds",
     "itl": "iter_token_latency",
     "tpot": "time_per_output_token_seconds",
     "e2e": "e2e_request_latency_seconds",
     "queue": "request_queue_time_seconds",
+    "prefill": "request_prefill_time_seconds",
+    "decode": "request_decode_time_seconds",
+    "inference": "request_inference_time_seconds",
     "prompt_len": "request_prompt_tokens",
     "gen_len": "request_generation_tokens",
+    "iteration_tokens": "iteration_tokens_total",  # a histogram family named ..._total
 }
 WANTED = frozenset(
     _P + n

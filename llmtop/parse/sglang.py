@@ -20,6 +20,10 @@
   ``request_time_per_output_token_seconds``, else the old ``time_per_output_token_seconds``;
   e2e ``e2e_request_latency_seconds``; queue ``queue_time_seconds``; prompt_len/gen_len
   ``prompt_tokens_histogram``/``generation_tokens_histogram``
+* spec decode: SGLang has no draft/accept counters; its ``spec_accept_rate`` gauge (accepted /
+  proposed drafts of the last batch) -> ``spec_accept_rate_gauge``, only while speculative
+  decoding is on (``spec_num_steps`` or ``spec_num_draft_tokens`` > 0, or, in builds without
+  them, ``spec_accept_length`` > 0): without it the gauge reads 0, which is "not reported"
 
 Decision: the old ``sglang:time_per_output_token_seconds`` (v0.3-0.4) is mapped to ``tpot``, not
 ``itl``. It was observed with the request's running mean (time since first token / tokens so
@@ -55,6 +59,8 @@ _COUNTERS = {
     "num_aborted_requests": "aborted",
 }
 _PREEMPT = ("num_retracted_requests", "num_retractions")
+_SPEC_ON = ("spec_num_steps", "spec_num_draft_tokens")
+_SPEC = ("spec_accept_rate", "spec_accept_length", *_SPEC_ON)
 _HISTS: dict[str, tuple[str, ...]] = {
     "ttft": ("time_to_first_token_seconds",),
     "itl": ("inter_token_latency_seconds",),
@@ -71,6 +77,7 @@ WANTED = frozenset(
         *_COUNTERS,
         *_PREEMPT,
         "cached_tokens",
+        *_SPEC,
         *(n for names in _HISTS.values() for n in names),
     )
 )
@@ -128,8 +135,22 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
         put("counters", "prefix_hits", {k: hits.get(k, 0.0) for k in queries} | hits)
     for hkey, names in _HISTS.items():
         put("hists", hkey, group_hists(_first(families, names), _key))
+    put("gauges", "spec_accept_rate_gauge", _spec_rate(families))
 
     return assemble("sglang", parts)
+
+
+def _spec_rate(families: dict[str, Family]) -> dict[Key, float]:
+    """The ``spec_accept_rate`` gauge of the groups where speculative decoding is on."""
+    rate = group_values(families.get(_P + "spec_accept_rate"), _key, suffix="", agg="max")
+    if not rate:
+        return {}
+    on: dict[Key, float] = {}
+    names = [n for n in _SPEC_ON if families.get(_P + n) is not None] or ["spec_accept_length"]
+    for n in names:
+        for k, v in group_values(families.get(_P + n), _key, suffix="", agg="max").items():
+            on[k] = max(on.get(k, v), v)
+    return {k: v for k, v in rate.items() if on.get(k, 0.0) > 0}
 
 
 def normalize(

@@ -18,7 +18,11 @@ same way, prefixed names winning. ``model_name="undefined"`` (what ``openai_serv
 sets) is replaced by the identity model. ``time_per_output_token_seconds`` is observed once
 per request, so it maps to ``tpot``. Prefix counters come from the cumulative
 ``kv_cache_iter_{reused,missed}_blocks`` (x tokens per block), else from
-``prompt_cached_tokens``/``prompt_tokens``.
+``prompt_cached_tokens``/``prompt_tokens``. Newer collectors also give the phase histograms
+``request_{prefill,decode,inference}_time_seconds`` -> ``prefill``/``decode``/``inference``,
+``max_num_active_requests`` -> max_running and the speculative-decoding counters
+``spec_decode_num_{draft,accepted}_tokens`` -> ``spec_draft_tokens``/``spec_accepted_tokens``
+(no count of draft rounds exists).
 """
 
 from __future__ import annotations
@@ -48,13 +52,22 @@ _TEXT_GAUGES = {
     "num_requests_waiting": "waiting",
     "kv_cache_utilization": "kv_usage",
     "kv_cache_hit_rate": "prefix_hit_rate_gauge",
+    "max_num_active_requests": "max_running",
 }
-_TEXT_COUNTERS = {"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens"}
+_TEXT_COUNTERS = {
+    "prompt_tokens": "prompt_tokens",
+    "generation_tokens": "generation_tokens",
+    "spec_decode_num_draft_tokens": "spec_draft_tokens",
+    "spec_decode_num_accepted_tokens": "spec_accepted_tokens",
+}
 _TEXT_HISTS = {
     "e2e_request_latency_seconds": "e2e",
     "time_to_first_token_seconds": "ttft",
     "time_per_output_token_seconds": "tpot",
     "request_queue_time_seconds": "queue",
+    "request_prefill_time_seconds": "prefill",
+    "request_decode_time_seconds": "decode",
+    "request_inference_time_seconds": "inference",
 }
 _TEXT_EXTRA = {
     "gpu_memory_usage_bytes": "gpu_memory_usage_bytes",

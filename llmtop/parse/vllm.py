@@ -12,6 +12,13 @@ Aliases (``../shared/METRICS.md`` §4.1, §4.2), first present wins:
   ``num_gpu_blocks * block_size``; its other labels go to ``ModelSample.info``
 * ``request_success_total{finished_reason}`` -> ``finished:<reason>``, ``requests`` (sum),
   ``aborted`` (``abort``), ``errors`` (``error``); ``admission_rejections_total`` -> ``rejected``
+* phases: ``request_{prefill,decode,inference}_time_seconds`` -> ``prefill``/``decode``/
+  ``inference``; lengths ``request_prompt_tokens``/``request_generation_tokens`` ->
+  ``prompt_len``/``gen_len``; ``iteration_tokens_total`` (a histogram whose family name ends in
+  ``_total``) -> ``iteration_tokens``
+* spec decode (V1, and V0's counters): ``spec_decode_num_drafts``/``_num_draft_tokens``/
+  ``_num_accepted_tokens`` -> ``spec_drafts``/``spec_draft_tokens``/``spec_accepted_tokens``;
+  V0's gauge ``spec_decode_draft_acceptance_rate`` -> ``spec_accept_rate_gauge``
 
 Labels: the model is ``model_name`` (Triton's vLLM backend: ``model``); data-parallel ranks are
 ``engine``. ``models`` holds one aggregate per model; ``ranks`` the per-rank samples when the
@@ -43,6 +50,7 @@ _GAUGES = {  # family -> gauge key; earlier aliases win
     "num_requests_waiting": "waiting",
     "num_requests_swapped": "swapped",
     "gpu_prefix_cache_hit_rate": "prefix_hit_rate_gauge",
+    "spec_decode_draft_acceptance_rate": "spec_accept_rate_gauge",
 }
 _KV_USAGE = ("kv_cache_usage_perc", "gpu_cache_usage_perc")
 _PREFIX = (("prefix_cache_queries", "prefix_cache_hits"),
@@ -51,6 +59,9 @@ _COUNTERS = {
     "prompt_tokens": "prompt_tokens",
     "generation_tokens": "generation_tokens",
     "num_preemptions": "preemptions",
+    "spec_decode_num_drafts": "spec_drafts",
+    "spec_decode_num_draft_tokens": "spec_draft_tokens",
+    "spec_decode_num_accepted_tokens": "spec_accepted_tokens",
 }
 _HISTS: dict[str, tuple[str, ...]] = {
     "ttft": ("time_to_first_token_seconds",),
@@ -58,8 +69,12 @@ _HISTS: dict[str, tuple[str, ...]] = {
     "tpot": ("request_time_per_output_token_seconds",),
     "e2e": ("e2e_request_latency_seconds",),
     "queue": ("request_queue_time_seconds",),
+    "prefill": ("request_prefill_time_seconds",),
+    "decode": ("request_decode_time_seconds",),
+    "inference": ("request_inference_time_seconds",),
     "prompt_len": ("request_prompt_tokens",),
     "gen_len": ("request_generation_tokens",),
+    "iteration_tokens": ("iteration_tokens_total",),  # a histogram family named ..._total
 }
 _COUNTER_FAMILIES = (
     *_COUNTERS,

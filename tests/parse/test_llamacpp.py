@@ -1,4 +1,4 @@
-"""llama.cpp adapter on the synthetic fixture (format from server-context.cpp)."""
+"""llama.cpp adapter on the synthetic fixtures (format from server-context.cpp/server-task.cpp)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from llmtop.parse.exposition import ParseError
 from tests.conftest import fixture_text
 
 TEXT = fixture_text("llamacpp-SYNTHETIC-from-server-context-cpp.txt")
+NEW = fixture_text("llamacpp-SYNTHETIC-from-server-task-cpp-cached-spec.txt")
 
 
 def test_fixture_fields():
@@ -76,6 +77,27 @@ def test_counter_reset_pair():
     a = llamacpp.normalize(TEXT).models[0].counters["prompt_tokens"]
     b = llamacpp.normalize(TEXT.replace("prompt_tokens_total 18432", "prompt_tokens_total 10"))
     assert b.models[0].counters["prompt_tokens"] == 10.0 < a
+
+
+def test_cached_prompt_tokens_and_spec_counters():
+    (m,) = llamacpp.normalize(NEW).models
+    assert m.counters == {
+        "prompt_tokens": 6144.0 + 12288.0,  # computed + cached: every prompt token
+        "prefix_hits": 12288.0,  # prompt_tokens_cached_total
+        "prefix_queries": 6144.0 + 12288.0,
+        "generation_tokens": 2211.0,
+        "spec_drafts": 400.0,
+        "spec_draft_tokens": 1600.0,
+        "spec_accepted_tokens": 1180.0,
+    }
+    assert m.gauges == {"running": 2.0, "waiting": 1.0}
+
+
+def test_older_build_without_cached_counter_has_no_prefix_or_spec():
+    (m,) = llamacpp.normalize(TEXT).models
+    assert m.counters["prompt_tokens"] == 18432.0  # prompt_tokens_total as it is
+    assert "prefix_hits" not in m.counters and "prefix_queries" not in m.counters
+    assert not any(k.startswith("spec_") for k in m.counters)
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,8 @@ def test_synthetic_from_loggers_py():
         "errors": 0.0,
     }
     assert "prefix_hits" not in m.counters  # no cached_tokens_total in that version
-    assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len"}
+    assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len",
+                            "prefill", "decode", "inference", "iteration_tokens"}
     ttft = m.hists["ttft"]
     assert (ttft.sum, ttft.count) == (0.99, 5.0)
     assert ttft.bounds[:4] == (0.001, 0.005, 0.01, 0.02) and ttft.bounds[-1] == math.inf
@@ -47,6 +48,40 @@ def test_synthetic_from_loggers_py():
     assert m.hists["queue"].cumulative[:2] == (4.0, 5.0)
     assert (m.hists["prompt_len"].sum, m.hists["gen_len"].sum) == (2300.0, 640.0)
     assert m.hists["prompt_len"].bounds[-2:] == (2000.0, math.inf)
+    assert "spec_accept_rate_gauge" not in m.gauges and "spec_draft_tokens" not in m.counters
+
+
+def test_phase_and_iteration_histograms():
+    (m,) = lmdeploy.normalize(fixture_text(FIXTURE)).models
+    pre, dec, inf = m.hists["prefill"], m.hists["decode"], m.hists["inference"]
+    assert (pre.count, pre.sum) == (5.0, 0.95)
+    assert pre.bounds[:4] == (0.3, 0.5, 0.8, 1.0) and pre.cumulative[:2] == (4.0, 5.0)
+    assert (dec.count, dec.sum) == (5.0, 11.7) and dec.cumulative[:4] == (0.0, 0.0, 1.0, 2.0)
+    assert (inf.count, inf.sum) == (5.0, 12.7)
+    it = m.hists["iteration_tokens"]  # lmdeploy:iteration_tokens_total, a histogram
+    assert (it.count, it.sum) == (4.0, 578.0)
+    assert it.bounds[:4] == (1.0, 8.0, 16.0, 32.0) and it.cumulative[:4] == (0.0, 0.0, 0.0, 2.0)
+
+
+# Names and values as lmdeploy's own test asserts them (its
+# test_prometheus_stat_logger_records_specdecode_metrics: two drafts of 3, 2 + 1 accepted).
+SPEC = """# HAND-MADE from lmdeploy's PrometheusStatLogger spec-decode test
+# TYPE lmdeploy:spec_decode_num_drafts_total counter
+lmdeploy:spec_decode_num_drafts_total{engine="2",model_name="test-model"} 2.0
+# TYPE lmdeploy:spec_decode_num_draft_tokens_total counter
+lmdeploy:spec_decode_num_draft_tokens_total{engine="2",model_name="test-model"} 6.0
+# TYPE lmdeploy:spec_decode_num_accepted_tokens_total counter
+lmdeploy:spec_decode_num_accepted_tokens_total{engine="2",model_name="test-model"} 3.0
+# TYPE lmdeploy:spec_decode_mean_accept_rate gauge
+lmdeploy:spec_decode_mean_accept_rate{engine="2",model_name="test-model"} 0.5
+"""
+
+
+def test_spec_decode_counters_and_gauge():
+    (m,) = lmdeploy.normalize(SPEC).models
+    assert m.counters == {"spec_drafts": 2.0, "spec_draft_tokens": 6.0,
+                          "spec_accepted_tokens": 3.0}
+    assert m.gauges == {"spec_accept_rate_gauge": 0.5}
 
 
 def test_newer_names_and_ranks():

@@ -96,3 +96,38 @@ def test_dp_ranks_pid_nan_and_tp_duplicates():
     assert r0.gauges == {"running": 3.0, "kv_usage": 0.2}  # waiting NaN: not reported
     assert r1.gauges == {"running": 5.0, "waiting": 2.0, "kv_usage": 0.6}
     assert r0.counters == {"preemptions": 3.0} and r1.counters == {"preemptions": 4.0}
+
+
+def test_spec_accept_rate_gauge_is_absent_while_speculation_is_off():
+    # the v0.5.23 text: spec_accept_rate 0.0 with spec_num_steps/spec_num_draft_tokens 0.0
+    (m,) = sglang.normalize(fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")).models
+    assert "spec_accept_rate_gauge" not in m.gauges
+    assert not any(k.startswith("spec_") for k in m.counters)  # SGLang has no spec counters
+
+
+def test_spec_accept_rate_gauge_while_speculation_is_on():
+    text = fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")
+    on = {"sglang:spec_accept_rate{": "0.463", "sglang:spec_num_steps{": "4.0",
+          "sglang:spec_num_draft_tokens{": "5.0", "sglang:spec_accept_length{": "2.85"}
+    lines = []
+    for line in text.splitlines():
+        for prefix, value in on.items():
+            if line.startswith(prefix):
+                line = line.rsplit(" ", 1)[0] + " " + value
+        lines.append(line)
+    (m,) = sglang.normalize("\n".join(lines) + "\n").models
+    assert m.gauges["spec_accept_rate_gauge"] == 0.463
+
+
+def test_spec_accept_rate_gauge_in_builds_without_spec_num_steps():
+    base = 'engine_type="unified",model_name="m",tp_rank="0"'
+    text = (
+        "# TYPE sglang:spec_accept_rate gauge\n"
+        f"sglang:spec_accept_rate{{{base}}} 0.5\n"
+        "# TYPE sglang:spec_accept_length gauge\n"
+        f"sglang:spec_accept_length{{{base}}} 0.0\n"
+    )
+    off = sglang.normalize(text).models  # length 0: speculation off, the 0.5 is not used
+    assert all("spec_accept_rate_gauge" not in m.gauges for m in off)
+    (m,) = sglang.normalize(text.replace("} 0.0", "} 2.5")).models
+    assert m.gauges == {"spec_accept_rate_gauge": 0.5}

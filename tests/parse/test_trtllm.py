@@ -114,6 +114,31 @@ def test_prometheus_text():
     assert s.extra["num_requests_completed"] == {"TinyLlama": 42.0}
 
 
+def test_prometheus_phases_max_running_and_spec_counters():
+    s = trtllm.normalize(fixture_text("trtllm-prometheus-generated-phases-spec.txt"))
+    (m,) = s.models
+    assert m.model == "default"  # model_name="undefined", no identity
+    assert m.gauges == {"running": 5.0, "waiting": 2.0, "max_running": 64.0}
+    assert m.counters["spec_draft_tokens"] == 2400.0
+    assert m.counters["spec_accepted_tokens"] == 1740.0
+    assert "spec_drafts" not in m.counters  # TRT-LLM counts no draft rounds
+    assert "spec_accept_rate_gauge" not in m.gauges  # acceptance_length is not a rate
+    pre, dec, inf = m.hists["prefill"], m.hists["decode"], m.hists["inference"]
+    assert (pre.count, pre.sum) == (8.0, 0.8700000000000001)
+    assert pre.bounds[:5] == (0.001, 0.005, 0.01, 0.025, 0.05)
+    assert pre.cumulative[:6] == (0.0, 0.0, 0.0, 1.0, 4.0, 6.0)
+    assert (dec.count, dec.sum) == (8.0, 27.6) and dec.cumulative[:4] == (0.0, 0.0, 1.0, 2.0)
+    assert (inf.count, inf.sum) == (8.0, 28.47)
+    assert set(m.hists) == {"e2e", "ttft", "tpot", "queue", "prefill", "decode", "inference"}
+
+
+def test_prometheus_without_phases_has_none():
+    text = fixture_text("trtllm-prometheus-SYNTHETIC-from-collector-py.txt")
+    (m,) = trtllm.normalize(text).models
+    assert not {"prefill", "decode", "inference"} & set(m.hists)
+    assert "max_running" not in m.gauges and "spec_draft_tokens" not in m.counters
+
+
 BARE = """# HAND-MADE: TRT-LLM 1.1.0rc5-style bare names (Dynamo docs), a NaN gauge, cached tokens
 # TYPE request_success_total counter
 request_success_total{model_name="Qwen3-0.6B",engine_type="trtllm",finished_reason="stop"} 7

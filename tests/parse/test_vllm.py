@@ -48,7 +48,8 @@ def test_generated_v0_33():
         "errors": 0.0,
         "rejected": 0.0,
     }
-    assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len"}
+    assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len",
+                            "prefill", "decode", "inference", "iteration_tokens"}
     ttft = m.hists["ttft"]
     assert ttft.count == 3.0 and ttft.sum == 0.182
     assert ttft.bounds[:8] == (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1)
@@ -107,7 +108,51 @@ def test_docs_design_model_name_only():
 
 def test_docs_usage_iteration_tokens_only():
     s = vllm.normalize(fixture_text("vllm-docs-usage-metrics.txt"))
-    assert s.models == [] and s.ranks == []
+    (m,) = s.models  # the histogram whose family name ends in _total is not a counter
+    assert m.model == "unsloth/Llama-3.2-1B-Instruct"
+    assert m.gauges == {} and m.counters == {}
+    assert set(m.hists) == {"iteration_tokens"}
+    it = m.hists["iteration_tokens"]
+    assert (it.sum, it.count) == (0.0, 3.0)
+    assert it.bounds[:3] == (1.0, 8.0, 16.0) and it.cumulative[:3] == (3.0, 3.0, 3.0)
+
+
+def test_generated_v0_33_phases_and_iteration_tokens():
+    _s, m = one("vllm-generated-v0.33.0-loggers.txt")
+    pre, dec, inf = m.hists["prefill"], m.hists["decode"], m.hists["inference"]
+    assert (pre.count, pre.sum) == (3.0, 0.093)
+    assert (dec.count, dec.sum) == (3.0, 1.3949999999999998)
+    assert (inf.count, inf.sum) == (3.0, 1.5)
+    assert inf.bounds[:4] == (0.3, 0.5, 0.8, 1.0) and inf.cumulative[:4] == (1.0, 1.0, 3.0, 3.0)
+    it = m.hists["iteration_tokens"]  # vllm:iteration_tokens_total_{bucket,sum,count}
+    assert (it.count, it.sum) == (43.0, 1151.0)
+    assert it.bounds[:3] == (1.0, 8.0, 16.0) and it.bounds[-1] == math.inf
+    assert it.cumulative[:3] == (1.0, 41.0, 41.0) and it.cumulative[-1] == 43.0
+    assert "spec_draft_tokens" not in m.counters  # no speculative_config: absent, not 0
+    assert "spec_accept_rate_gauge" not in m.gauges
+
+
+def test_generated_spec_decode_counters():
+    s, m = one("vllm-generated-spec-decode-v1.txt")
+    assert m.model == "Qwen/Qwen3-8B"
+    assert m.counters == {"spec_drafts": 512.0, "spec_draft_tokens": 1536.0,
+                          "spec_accepted_tokens": 1024.0}
+    assert m.gauges == {"running": 4.0, "waiting": 0.0}
+    assert s.start_time == 1.7953340009489536e09  # the spec counters' _created
+
+
+def test_v0_spec_decode_acceptance_gauge():
+    text = (  # V0 vllm/engine/metrics.py: the gauge beside the same counters
+        "# TYPE vllm:spec_decode_draft_acceptance_rate gauge\n"
+        'vllm:spec_decode_draft_acceptance_rate{model_name="m"} 0.71\n'
+        "# TYPE vllm:spec_decode_num_draft_tokens_total counter\n"
+        'vllm:spec_decode_num_draft_tokens_total{model_name="m"} 700.0\n'
+        "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n"
+        'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 497.0\n'
+    )
+    m = vllm.normalize(text).models[0]
+    assert m.gauges == {"spec_accept_rate_gauge": 0.71}
+    assert m.counters == {"spec_draft_tokens": 700.0, "spec_accepted_tokens": 497.0}
 
 
 def test_real_cpu_v0_32_capture():
