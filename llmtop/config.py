@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["DEFAULT_INTERVAL_S", "Config", "Target", "Thresholds"]
+__all__ = ["DEFAULT_INTERVAL_S", "Config", "PrometheusConfig", "Target", "Thresholds"]
 
 DEFAULT_INTERVAL_S = 1.0
 
@@ -52,6 +52,39 @@ class Thresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class PrometheusConfig:
+    """Fleet mode: where the Prometheus-compatible server is and how to ask it.
+
+    Credentials are only ever file paths or header values kept out of ``repr``."""
+
+    url: str
+    """Base URL, path prefix allowed (``/prometheus``, ``/select/0/prometheus``)."""
+    match: str | None = None
+    """Label matchers added to every query, e.g. ``namespace=~"prod-.*"``."""
+    group_by: tuple[str, ...] | None = None
+    """Labels that make a row (None: ``instance``, or ``namespace,pod`` when series have pod)."""
+    window_s: float | None = None
+    """Rate window (None: max(4 x scrape interval, 60 s))."""
+    at: float | None = None
+    """Evaluate at this unix time instead of now (``--at``)."""
+    scrape_interval_s: float = 30.0
+    """Scrape interval when the server has no ``/api/v1/targets``."""
+    bearer_token_file: str | None = None
+    basic_user: str | None = None
+    basic_password_file: str | None = None
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Extra request headers (``X-Scope-OrgID``, ``THANOS-TENANT``, ``AccountID``)."""
+    params: tuple[tuple[str, str], ...] = ()
+    """Extra query parameters (``dedup``, ``partial_response``, ``nocache``)."""
+    ca_file: str | None = None
+    insecure: bool = False
+    timeout_s: float = 10.0
+    """Per-query timeout (also sent to the server as ``timeout``)."""
+    kind: str | None = None
+    """Backend override: prometheus | victoriametrics | thanos | mimir (None: detect)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Everything a run needs."""
 
@@ -66,6 +99,8 @@ class Config:
     """Autodiscover on localhost when no targets are given."""
     verify_tls: bool = True
     api_key: str | None = field(default=None, repr=False)
+    prometheus: PrometheusConfig | None = None
+    """Fleet mode (``--prometheus URL``); None = direct mode."""
     history_s: float = 330.0
     """How much history the store keeps: the longest window and sparkline (5 min) plus
     margin. Nothing on screen reads older samples; an hour of them cost ~20 MB of RSS on the

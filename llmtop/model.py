@@ -347,6 +347,8 @@ class EngineRow:
     lifetime: Mapping[str, Any] = field(default_factory=dict)
     """Since process start: ``{"ttft_s": Quantiles, "itl_s": ..., "prefix_hit_rate": x, ...}``."""
     info: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] | None = None
+    """Fleet mode: the row's group labels and ``job`` (None in direct mode)."""
 
     def to_json(self) -> dict[str, Any]:
         def q(v: Quantiles | None) -> dict[str, Any] | None:
@@ -391,6 +393,8 @@ class EngineRow:
         }
         if self.rank is not None:
             out["rank"] = self.rank
+        if self.labels is not None:
+            out["labels"] = dict(self.labels)
         return out
 
 
