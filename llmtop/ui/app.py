@@ -28,7 +28,6 @@ from llmtop.ui.screens.overview import OverviewScreen
 from llmtop.ui.source import Source, replay_control
 from llmtop.ui.state import ViewState, next_interval
 from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
-from llmtop.ui.widgets.engines import COLUMNS
 from llmtop.ui.widgets.scrollbar import use_whole_cell_scrollbars
 from llmtop.verdict import Verdict, compute_verdict, growth_per_min, growth_points
 
@@ -116,7 +115,7 @@ class LlmtopApp(ReplayActions, App):
         self._theme_changed(None)
         for line in self.theme_errors:
             self.source.event("warn", None, line)
-        self.push_screen(OverviewScreen())
+        self.push_screen(OverviewScreen(self))
         if self.autopoll:
             self._poll_loop()
 
@@ -235,7 +234,7 @@ class LlmtopApp(ReplayActions, App):
         from llmtop.ui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.BINDINGS))
 
     def action_pause(self) -> None:
         if self.replay is not None:
@@ -258,21 +257,11 @@ class LlmtopApp(ReplayActions, App):
         if self.state.paused:
             self.request_paint(force=True)
 
-    def cycle_sort(self) -> None:
-        keys = [c.key for c in COLUMNS]
-        cur = keys.index(self.state.sort_column) if self.state.sort_column in keys else -1
-        visible = self.screen.query("EnginesTable")
-        names = [c.key for c in visible.first().visible_columns()] if visible else keys
-        nxt = next((k for k in keys[cur + 1:] + keys[: cur + 1] if k in names), keys[0])
-        self.state.sort_column = nxt
-        if isinstance(self.screen, OverviewScreen):
-            self.screen._reorder()
-
     def action_gpus(self) -> None:
         from llmtop.ui.screens.gpu import GpuScreen
 
         if not isinstance(self.screen, GpuScreen):
-            self.push_screen(GpuScreen())
+            self.push_screen(GpuScreen(self))
 
     def action_probe(self) -> None:
         from llmtop.ui.screens.probe import ProbeScreen
@@ -283,7 +272,7 @@ class LlmtopApp(ReplayActions, App):
         for screen in self.screen_stack:
             if isinstance(screen, OverviewScreen):
                 target = screen.selected_target()
-        self.push_screen(ProbeScreen(target))
+        self.push_screen(ProbeScreen(target, view=self))
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names

@@ -11,7 +11,7 @@ from .conftest import first_paint, make_app
 
 
 def test_every_app_binding_is_in_a_section():
-    listed = {b.id for _, bs in binding_sections() for b in bs}
+    listed = {b.id for _, bs in binding_sections(LlmtopApp.BINDINGS) for b in bs}
     for b in LlmtopApp.BINDINGS:
         assert b.id in listed, b
 
@@ -19,7 +19,7 @@ def test_every_app_binding_is_in_a_section():
 def test_the_engines_table_keys_are_listed():
     from llmtop.ui.widgets.rowtable import RowTable
 
-    sections = dict(binding_sections())
+    sections = dict(binding_sections(LlmtopApp.BINDINGS))
     (title,) = [t for t in sections if t.startswith("Engines table")]
     actions = {b.action for b in sections[title]}
     want = {b.action for b in Binding.make_bindings(RowTable.BINDINGS)} - {"select_cursor"}
@@ -34,7 +34,7 @@ async def test_help_lists_every_binding_and_scrolls():
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         plain = app.screen.plain_text()
-        for _, bindings in binding_sections():
+        for _, bindings in binding_sections(LlmtopApp.BINDINGS):
             for b in bindings:
                 assert b.description in plain, b
         scroller = app.screen.query_one("#help-box")

@@ -147,7 +147,7 @@ async def test_raw_metrics_filter_and_rates():
     app = make_app()
     async with app.run_test() as pilot:
         await first_paint(app, pilot)
-        app.push_screen(RawMetricsScreen("vllm@127.0.0.1:8000"))
+        app.push_screen(RawMetricsScreen(app, "vllm@127.0.0.1:8000"))
         await pilot.pause()
         table = app.screen.query_one("#raw-table")
         rows = [[c.plain.strip() for c in table.get_row_at(i)] for i in range(table.row_count)]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -16,9 +14,7 @@ from textual.widgets import Footer, Static
 from llmtop.model import LATENCY_KINDS, EngineRow, Quantiles
 from llmtop.ui import fmt
 from llmtop.ui.screens.raw import RawMetricsScreen
-
-if TYPE_CHECKING:
-    from llmtop.ui.app import LlmtopApp
+from llmtop.ui.view import LiveView
 
 __all__ = ["WINDOWS", "EngineDetailScreen"]
 
@@ -148,16 +144,16 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> G
 
 
 class EngineDetailScreen(Screen):
-    """Everything about one row."""
+    """Everything about one row (``key``), read from ``view``."""
 
-    app: LlmtopApp
     BINDINGS = [
         Binding("escape", "back", "Back", id="detail_back"),
         Binding("m", "raw", "Raw metrics", id="raw"),
     ]
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, view: LiveView, key: str) -> None:
         super().__init__()
+        self.view = view
         self.key = key
 
     def compose(self) -> ComposeResult:
@@ -171,7 +167,7 @@ class EngineDetailScreen(Screen):
         self.query_one(VerticalScroll).focus()
 
     def current_row(self) -> EngineRow | None:
-        snap = self.app.snapshot
+        snap = self.view.snapshot
         return _find(snap.engines, self.key) if snap is not None else None
 
     def refresh_data(self, *, force: bool = False) -> None:
@@ -183,7 +179,7 @@ class EngineDetailScreen(Screen):
         windows: dict[str, EngineRow | None] = {}
         for name, secs in WINDOWS:
             try:
-                snap = self.app.source.snapshot(secs)
+                snap = self.view.source.snapshot(secs)
             except Exception:
                 snap = None
             windows[name] = _find(snap.engines, self.key) if snap is not None else None
@@ -195,4 +191,4 @@ class EngineDetailScreen(Screen):
     def action_raw(self) -> None:
         row = self.current_row()
         target = row.target if row is not None else self.key.split("|")[0]
-        self.app.push_screen(RawMetricsScreen(target))
+        self.app.push_screen(RawMetricsScreen(self.view, target))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
-from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -19,10 +18,8 @@ from llmtop.model import GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.screens.overview import SPARK_MIN_S, spark_clock
 from llmtop.ui.source import gpu_key
+from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.panels import SparkClock, gpu_line
-
-if TYPE_CHECKING:
-    from llmtop.ui.app import LlmtopApp
 
 __all__ = ["GpuScreen", "gpu_table", "history_rows"]
 
@@ -118,11 +115,11 @@ def gpu_table(g: GpuRecord, history: list[tuple[str, Text]]) -> Table:
 class GpuScreen(Screen):
     """All GPUs, in full."""
 
-    app: LlmtopApp
     BINDINGS = [Binding("escape", "back", "Back", id="gpu_back")]
 
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
+    def __init__(self, view: LiveView) -> None:
+        super().__init__()
+        self.view = view
         self._history: dict[str, list[tuple[str, Text]]] = {}
         self._history_at = 0.0
         self._history_width = 0
@@ -138,7 +135,7 @@ class GpuScreen(Screen):
         self.query_one(VerticalScroll).focus()
 
     def refresh_data(self, *, force: bool = False) -> None:
-        snap = self.app.snapshot
+        snap = self.view.snapshot
         body = self.query_one("#gpu-body", Static)
         if snap is None:
             body.update("waiting for the first sample…")
@@ -156,15 +153,15 @@ class GpuScreen(Screen):
             self._history = self._read_history(keys, width)
         parts = Table.grid()
         for g, key in zip(snap.gpus, keys, strict=True):
-            parts.add_row(gpu_line(g, self.app.thresholds, wide=width >= 120))
+            parts.add_row(gpu_line(g, self.view.thresholds, wide=width >= 120))
             parts.add_row(gpu_table(g, self._history.get(key, [])))
             parts.add_row("")
         body.update(parts)
 
     def _read_history(self, keys: list[str], width: int) -> dict[str, list[tuple[str, Text]]]:
-        source = self.app.source
+        source = self.view.source
         spark_w = max(10, width - 30)
-        clock, points = spark_clock(source, self.app.state.interval_s, spark_w)
+        clock, points = spark_clock(source, self.view.state.interval_s, spark_w)
         out = {}
         for key in keys:
             hist = {f: source.gpu_series(key, f, points) if points > 0 else []

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from llmtop.ui.replay_keys import REPLAY_ACTIONS
+
 __all__ = ["HelpScreen", "SeekScreen", "binding_sections"]
 
 
-def binding_sections() -> list[tuple[str, list[Binding]]]:
-    """(section title, bindings) for the app and each screen, in help order."""
-    from llmtop.ui.app import REPLAY_ACTIONS, LlmtopApp
+def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, list[Binding]]]:
+    """(section title, bindings) for the app (``app_bindings``) and each screen, in help
+    order."""
     from llmtop.ui.screens.detail import EngineDetailScreen
     from llmtop.ui.screens.gpu import GpuScreen
     from llmtop.ui.screens.overview import OverviewScreen
@@ -26,7 +29,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from llmtop.ui.screens.raw import RawMetricsScreen
     from llmtop.ui.widgets.rowtable import RowTable
 
-    app_b = list(Binding.make_bindings(LlmtopApp.BINDINGS))
+    app_b = list(Binding.make_bindings(app_bindings))
     replay = [b for b in app_b if b.action.split("(")[0] in REPLAY_ACTIONS]
     general = [b for b in app_b if b not in replay]
     return [
@@ -44,7 +47,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, scrollable at 80x24."""
+    """Every key, scrollable at 80x24: the app's ``app_bindings``, then each screen's."""
 
     BINDINGS = [
         Binding("escape", "close", "Close", id="help_close"),
@@ -54,6 +57,10 @@ class HelpScreen(ModalScreen[None]):
         Binding("j,down", "scroll(1)", "Down", show=False, id="help_down"),
         Binding("k,up", "scroll(-1)", "Up", show=False, id="help_up"),
     ]
+
+    def __init__(self, app_bindings: Sequence[BindingType]) -> None:
+        super().__init__()
+        self.app_bindings = list(app_bindings)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
@@ -65,7 +72,7 @@ class HelpScreen(ModalScreen[None]):
         t.add_column()
         t.add_row(Text("llmtop", style="bold"), Text("htop for LLM inference servers. "
                   "\u2013 = the engine does not report it (never shown as 0). Esc goes back."))
-        for title, bindings in binding_sections():
+        for title, bindings in binding_sections(self.app_bindings):
             t.add_row("", "")
             t.add_row("", Text(title, style="bold underline"))
             for b in bindings:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
@@ -16,11 +15,9 @@ from textual.widgets import Footer, Input, Static
 
 from llmtop.ui import fmt
 from llmtop.ui.source import SPARK_FIELDS, Source
-from llmtop.ui.widgets.engines import WIDE_MIN_WIDTH, EnginesTable
+from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.engines import COLUMNS, WIDE_MIN_WIDTH, EnginesTable
 from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, SparkPanel
-
-if TYPE_CHECKING:
-    from llmtop.ui.app import LlmtopApp
 
 __all__ = [
     "EVENTS_MIN_LINES",
@@ -108,9 +105,7 @@ class BottomArea(Container):
 
 
 class OverviewScreen(Screen):
-    """The default screen."""
-
-    app: LlmtopApp
+    """The default screen; ``view`` is the app's data and view state."""
 
     BINDINGS = [
         Binding("s", "sort_next", "Sort", tooltip="sort by the next column", id="sort"),
@@ -121,6 +116,10 @@ class OverviewScreen(Screen):
         Binding("f", "toggle_ranks", "Ranks", tooltip="fold per-rank rows out/in", id="ranks"),
         Binding("escape", "back", "Back", show=False, tooltip="clear the filter", id="back"),
     ]
+
+    def __init__(self, view: LiveView) -> None:
+        super().__init__()
+        self.view = view
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -155,7 +154,7 @@ class OverviewScreen(Screen):
                 f"Terminal too small ({width}\u00d7{height}): the engines table needs at least "
                 f"{MIN_WIDTH}\u00d7{MIN_HEIGHT}. Enlarge the window; ? help, q quit.")
         rebuilt = self.query_one(EnginesTable).set_layout(width)
-        if self.app.snapshot is not None:  # the name column follows the width at once
+        if self.view.snapshot is not None:  # the name column follows the width at once
             self.refresh_data(force=rebuilt)
 
     def fit_sparks(self, room: int) -> None:
@@ -168,7 +167,7 @@ class OverviewScreen(Screen):
             bottom.set_class(form == "full", "-full")
             bottom.set_class(form == "compact", "-compact")
             self.query_one(SparkPanel).set_compact(form == "compact")
-        if form is not None and self.app.snapshot is not None:
+        if form is not None and self.view.snapshot is not None:
             # shown, or wider: read enough points for the new width now
             self._sparks_at = time.monotonic()
             self._paint_sparks()
@@ -176,13 +175,13 @@ class OverviewScreen(Screen):
     # -- painting -----------------------------------------------------------------------------
     def refresh_data(self, *, force: bool = False) -> None:
         """Paint the latest snapshot (called by the app at most a few times a second)."""
-        app = self.app
-        snap = app.snapshot
-        st = app.state
+        view = self.view
+        snap = view.snapshot
+        st = view.state
         self.query_one(HeaderBar).show(
-            host=app.source.host, now=snap.time if snap else app.clock(),
-            interval_s=st.interval_s, paused=st.paused, verdict=app.verdict,
-            replay=app.replay_badge(),
+            host=view.source.host, now=snap.time if snap else view.clock(),
+            interval_s=st.interval_s, paused=st.paused, verdict=view.verdict,
+            replay=view.replay_badge(),
             window=f"latency over {_window(snap)}" if self.has_class("-wide") else _window(snap))
         if snap is None:
             return
@@ -191,24 +190,24 @@ class OverviewScreen(Screen):
             table.repaint_all()
         table.update_rows(
             snap.engines, sort_column=st.sort_column, sort_reverse=st.sort_reverse,
-            filter_text=st.filter_text, show_ranks=st.show_ranks, th=app.thresholds,
-            trend=app.trend)
-        self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, app.thresholds,
+            filter_text=st.filter_text, show_ranks=st.show_ranks, th=view.thresholds,
+            trend=view.trend)
+        self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, view.thresholds,
                                       wide=self.has_class("-wide"))
         now = time.monotonic()
         if self._spark_form and (force or now - self._sparks_at >= SPARK_MIN_S):
             self._sparks_at = now
             self._paint_sparks()
-        self.query_one(EventLog).set_events(app.source.events())
+        self.query_one(EventLog).set_events(view.source.events())
 
     def _paint_sparks(self) -> None:
         row = self.query_one(EnginesTable).selected_row()
         if row is None:
             self.query_one(SparkPanel).set_series("", [])
             return
-        source = self.app.source
+        source = self.view.source
         panel = self.query_one(SparkPanel)
-        clock, points = spark_clock(source, self.app.state.interval_s,
+        clock, points = spark_clock(source, self.view.state.interval_s,
                                     panel.spark_width(self._panel_width(panel)))
         series = []
         for field, label in SPARK_FIELDS:
@@ -244,10 +243,17 @@ class OverviewScreen(Screen):
 
     # -- actions ------------------------------------------------------------------------------
     def action_sort_next(self) -> None:
-        self.app.cycle_sort()
+        """Sort by the next column the table shows."""
+        st = self.view.state
+        keys = [c.key for c in COLUMNS]
+        cur = keys.index(st.sort_column) if st.sort_column in keys else -1
+        names = [c.key for c in self.query_one(EnginesTable).visible_columns()]
+        st.sort_column = next((k for k in keys[cur + 1:] + keys[: cur + 1] if k in names),
+                              keys[0])
+        self._reorder()
 
     def action_sort_reverse(self) -> None:
-        self.app.state.sort_reverse = not self.app.state.sort_reverse
+        self.view.state.sort_reverse = not self.view.state.sort_reverse
         self._reorder()
 
     def _reorder(self) -> None:
@@ -255,18 +261,18 @@ class OverviewScreen(Screen):
         self.refresh_data()
 
     def action_toggle_ranks(self) -> None:
-        self.app.state.show_ranks = not self.app.state.show_ranks
+        self.view.state.show_ranks = not self.view.state.show_ranks
         self._reorder()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
-        box.value = self.app.state.filter_text
+        box.value = self.view.state.filter_text
         box.add_class("-open")
         box.focus()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.app.state.filter_text = event.value
+        self.view.state.filter_text = event.value
         self._reorder()
 
     @on(Input.Submitted, "#filter")
@@ -276,9 +282,9 @@ class OverviewScreen(Screen):
 
     def action_back(self) -> None:
         box = self.query_one("#filter", Input)
-        if box.has_class("-open") or self.app.state.filter_text:
+        if box.has_class("-open") or self.view.state.filter_text:
             box.value = ""
-            self.app.state.filter_text = ""
+            self.view.state.filter_text = ""
             box.remove_class("-open")
             self.query_one(EnginesTable).focus()
             self._reorder()
@@ -288,7 +294,7 @@ class OverviewScreen(Screen):
         if row is not None:
             from llmtop.ui.screens.detail import EngineDetailScreen
 
-            self.app.push_screen(EngineDetailScreen(row.key))
+            self.app.push_screen(EngineDetailScreen(self.view, row.key))
 
     def selected_target(self) -> str | None:
         row = self.query_one(EnginesTable).selected_row()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from rich.table import Table
@@ -19,9 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Checkbox, Footer, Input, Label, Select, Static
 
 from llmtop.ui import fmt
-
-if TYPE_CHECKING:
-    from llmtop.ui.app import LlmtopApp
+from llmtop.ui.view import LiveView
 
 __all__ = ["POLL_S", "ProbeScreen", "StateCheckbox", "bounds_text", "build_options",
            "ladder_text", "step_chart"]
@@ -178,15 +176,15 @@ class StateCheckbox(Checkbox):
 class ProbeScreen(Screen):
     """Form -> run -> curves. Esc stops a running probe (results stay), else goes back."""
 
-    app: LlmtopApp
     BINDINGS = [
         Binding("escape", "stop_or_back", "Stop/Back", id="probe_stop"),
         Binding("ctrl+r", "start", "Start", id="probe_start"),
     ]
 
     def __init__(self, target: str | None, *, starter: Callable[[Any], Any] | None = None,
-                 options_cls: Any = None) -> None:
+                 options_cls: Any = None, view: LiveView | None = None) -> None:
         super().__init__()
+        self._view = view
         self.target = target
         self.starter = starter
         self.options_cls = options_cls
@@ -199,6 +197,11 @@ class ProbeScreen(Screen):
         self.stopping = False
         self._confirm_url: str | None = None
         self._timer: Timer | None = None
+
+    @property
+    def view(self) -> LiveView:
+        """The app's data: the ``view`` given when made, else the running app (a LiveView)."""
+        return self._view if self._view is not None else cast(LiveView, self.app)
 
     def compose(self) -> ComposeResult:
         yield Static(f"Load probe: {self.target or 'no target selected'}", classes="title")
@@ -269,13 +272,13 @@ class ProbeScreen(Screen):
             return vals
         vals["url"] = self._url()
         vals["yes"] = True
-        key = self.app.config.api_key
+        key = self.view.config.api_key
         if key:
             vals["api_key"] = key
         return vals
 
     def _url(self) -> str | None:
-        for t in self.app.config.targets:
+        for t in self.view.config.targets:
             if t.name == self.target:
                 return t.base_url
         return None
@@ -308,7 +311,7 @@ class ProbeScreen(Screen):
             return
         self.steps, self.report, self.progress, self.stopping = [], None, None, False
         self._set_status(f"running against {values.get('url')} \u2026 (esc stops)")
-        self.app.source.event("info", self.target, "probe started")
+        self.view.source.event("info", self.target, "probe started")
         self._timer = self.set_interval(POLL_S, self.poll_probe)
 
     def _confirmed(self, url: str | None) -> bool:
@@ -360,7 +363,7 @@ class ProbeScreen(Screen):
         err = f"; {self.errors[-1]}" if self.errors else ""
         self._set_status(f"probe {how}{extra}{err}; results stay (esc: back)",
                          error=bool(self.errors) and not self.steps)
-        self.app.source.event("info", self.target, f"probe {how}")
+        self.view.source.event("info", self.target, f"probe {how}")
 
     def action_stop_or_back(self) -> None:
         if self.handle is not None and not self.stopping:
@@ -404,7 +407,7 @@ class ProbeScreen(Screen):
 
     def _server_side(self, width: int) -> Text:
         t = Text("Server side (llmtop's own metrics)\n", style="bold")
-        snap = self.app.snapshot
+        snap = self.view.snapshot
         rows = [r for r in (snap.engines if snap else []) if r.target == self.target]
         if not rows:
             t.append("no data for this target", style="dim")
@@ -415,7 +418,7 @@ class ProbeScreen(Screen):
                                     ("waiting", "waiting", fmt.fmt_num),
                                     ("kv", "KV", fmt.fmt_pct), ("preempt_s", "preempt/s",
                                                                 fmt.fmt_rate)):
-                values = self.app.source.series(r.key, field, spark_w)
+                values = self.view.source.series(r.key, field, spark_w)
                 last = next((v for v in reversed(values) if v is not None), None)
                 t.append(f"{label:<10}")
                 t.append(fmt.sparkline(values, spark_w), style=fmt.S("accent"))

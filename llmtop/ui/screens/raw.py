@@ -10,7 +10,7 @@ selected sample in full, as an exposition line.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from rich.text import Text
 from textual import on
@@ -21,9 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from llmtop.ui import fmt
-
-if TYPE_CHECKING:
-    from llmtop.ui.app import LlmtopApp
+from llmtop.ui.view import LiveView
 
 __all__ = ["RawLayout", "RawMetricsScreen", "RawSample", "family_rows", "fit_columns",
            "fit_name", "fmt_value", "shared_labels"]
@@ -169,15 +167,15 @@ COLUMNS = (("metric", "left"), ("value", "right"), ("rate/s", "right"), ("type",
 class RawMetricsScreen(Screen):
     """Every sample the target exposes, filterable, with values and counter rates."""
 
-    app: LlmtopApp
     BINDINGS = [
         Binding("escape", "back", "Back", tooltip="clear the filter, else go back",
                 id="raw_back"),
         Binding("slash", "filter", "Filter", key_display="/", id="raw_filter"),
     ]
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, view: LiveView, target: str) -> None:
         super().__init__()
+        self.view = view
         self.target = target
         self.filter_text = ""
         self._shown: list[RawSample] = []
@@ -201,7 +199,7 @@ class RawMetricsScreen(Screen):
 
     def refresh_data(self, *, force: bool = False) -> None:
         try:
-            now, prev, dt = self.app.source.raw_families(self.target)
+            now, prev, dt = self.view.source.raw_families(self.target)
             note = ""
         except Exception as exc:
             now, prev, dt = {}, {}, 0.0
