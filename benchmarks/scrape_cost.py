@@ -43,7 +43,7 @@ async def per_scrape_ms(config: Config, transport, n: int, repeat: int, *, direc
             await scraper.scrape(target)
             await asyncio.sleep(0.2)
         if not direct:
-            scraper._lean.clear()  # no lean transport known: every scrape takes the client
+            scraper._http._lean.clear()  # no lean transport known: every scrape takes the client
         runs, size = [], 0
         for _ in range(repeat):
             t0 = time.process_time()
