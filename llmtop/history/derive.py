@@ -30,6 +30,7 @@ from llmtop.model import EngineSample, Hist, ModelSample, Quantiles
 __all__ = [
     "QUANTILES",
     "RATE_KEYS",
+    "TOKEN_HISTS",
     "ModelWindow",
     "bucket_quantile",
     "counter_delta",
@@ -41,6 +42,7 @@ __all__ = [
     "lifetime_quantiles",
     "prefix_hit_rate",
     "restart_reason",
+    "spec_accept_rate",
     "window_start",
 ]
 
@@ -123,6 +125,20 @@ def counter_rate(points: Sequence[Point]) -> float | None:
     return None if d is None else d[0] / d[1]
 
 
+def _ratio(points: Sequence[tuple[float, float, float]]) -> float | None:
+    """Δpart/Δwhole over ``(t, part, whole)`` points, clipped after a decrease of either
+    counter and to 0..1; None with fewer than 2 points after it or when Δwhole <= 0."""
+    start = max(_last_restart([p for _, p, _ in points]),
+                _last_restart([w for _, _, w in points]))
+    if len(points) - start < 2:
+        return None
+    dp = points[-1][1] - points[start][1]
+    dw = points[-1][2] - points[start][2]
+    if dw <= 0:
+        return None
+    return min(1.0, max(0.0, dp / dw))
+
+
 def prefix_hit_rate(
     points: Sequence[tuple[float, float, float]], gauge: float | None = None
 ) -> float | None:
@@ -133,15 +149,21 @@ def prefix_hit_rate(
     """
     if not points:
         return gauge
-    start = max(_last_restart([h for _, h, _ in points]),
-                _last_restart([q for _, _, q in points]))
-    if len(points) - start < 2:
-        return None
-    dh = points[-1][1] - points[start][1]
-    dq = points[-1][2] - points[start][2]
-    if dq <= 0:
-        return None
-    return min(1.0, max(0.0, dh / dq))
+    return _ratio(points)
+
+
+def spec_accept_rate(
+    points: Sequence[tuple[float, float, float]], gauge: float | None = None
+) -> float | None:
+    """Windowed speculative-decoding acceptance from ``(t, accepted, draft_tokens)`` points.
+
+    Δaccepted/Δdraft tokens (clipped after a decrease of either counter); None when no draft
+    token was proposed in the window (no drafts: nothing to accept, not 0 %). ``gauge`` (an
+    engine-computed acceptance gauge) is used only when there are no counters.
+    """
+    if not points:
+        return gauge
+    return _ratio(points)
 
 
 # --------------------------------------------------------------------------- histograms
@@ -224,8 +246,12 @@ def hist_delta(points: Sequence[tuple[float, Hist]]) -> Hist | None:
 
     None with fewer than 2 points after the last restart.
     """
+    return _hist_delta([h for _, h in points])
+
+
+def _hist_delta(hists: list[Hist]) -> Hist | None:
+    """``hist_delta`` of the histograms alone (their times do not matter)."""
     start = 0
-    hists = [h for _, h in points]
     for i, (a, b) in enumerate(pairwise(hists), 1):
         ca, cb = a.cumulative, b.cumulative  # bounds are mostly shared (``rows.share_with``)
         if (
@@ -234,9 +260,13 @@ def hist_delta(points: Sequence[tuple[float, Hist]]) -> Hist | None:
             or (ca and cb and cb[-1] < ca[-1] and _decreased(ca[-1], cb[-1]))
         ):
             start = i
-    if len(points) - start < 2:
+    if len(hists) - start < 2:
         return None
-    first, last = hists[start], hists[-1]
+    return _delta(hists[start], hists[-1])
+
+
+def _delta(first: Hist, last: Hist) -> Hist:
+    """``last`` minus ``first`` (same layout), each bucket clipped at 0."""
     fc, lc = first.cumulative, last.cumulative
     if len(fc) == len(lc):
         cum = tuple(map(max, repeat(0.0), map(sub, lc, fc)))  # max(0.0, y - x) per bucket
@@ -295,6 +325,8 @@ class ModelWindow:
     quantiles: dict[str, Quantiles | None] = field(default_factory=dict)
     """Histogram key -> windowed ``Quantiles`` (None = not reported or < 2 samples)."""
     prefix_hit_rate: float | None = None
+    spec_accept_rate: float | None = None
+    """Δaccepted/Δdraft tokens of speculative decoding (None: not reported, or no drafts)."""
     finished: dict[str, float] | None = None
     """Finished requests by reason counted over the window (None = not reported)."""
 
@@ -336,9 +368,17 @@ def _zero_hist(h: Hist) -> Hist:
     return Hist(h.bounds, tuple(0.0 for _ in h.cumulative), 0.0, 0.0)
 
 
-def _prefix_pair(m: ModelSample) -> tuple[float, float] | None:
-    h, q = m.counters.get("prefix_hits"), m.counters.get("prefix_queries")
-    return None if h is None or q is None else (h, q)
+def _pair(m: ModelSample, part: str, whole: str) -> tuple[float, float] | None:
+    c = m.counters
+    p, w = c.get(part), c.get(whole)
+    return None if p is None or w is None else (p, w)
+
+
+def _pair_points(samples: Sequence[tuple[float, ModelSample]], part: str, whole: str
+                 ) -> list[tuple[float, float, float]]:
+    """``(t, part, whole)`` points of two counters reported together (see ``_present``)."""
+    pp = _present(samples, [_pair(m, part, whole) for _, m in samples], _zero_pair) or []
+    return [(t, p, w) for t, (p, w) in pp]
 
 
 def _zero_pair(v: tuple[float, float]) -> tuple[float, float]:
@@ -385,39 +425,58 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]],
     for key in last.hists:
         if hist_keys is not None and key not in hist_keys:
             continue
-        hp = _present(samples, [m.hists.get(key) for _, m in samples], _zero_hist)
-        d = hist_delta(hp) if hp else None
+        vals = [m.hists.get(key) for _, m in samples]
+        if all(vals):  # reported in every sample (a Hist is always true): no times needed
+            d = _hist_delta(vals)
+        else:
+            hp = _present(samples, vals, _zero_hist)
+            d = hist_delta(hp) if hp else None
         out.quantiles[key] = None if d is None else hist_quantiles(d.bounds, d.cumulative,
                                                                     d.sum, d.count)
     if "prefix_hits" in last.counters and "prefix_queries" in last.counters:
-        pp = _present(samples, [_prefix_pair(m) for _, m in samples], _zero_pair) or []
-        out.prefix_hit_rate = prefix_hit_rate([(t, h, q) for t, (h, q) in pp])
+        out.prefix_hit_rate = prefix_hit_rate(
+            _pair_points(samples, "prefix_hits", "prefix_queries"))
     else:
         out.prefix_hit_rate = last.gauges.get("prefix_hit_rate_gauge")
+    if "spec_accepted_tokens" in last.counters and "spec_draft_tokens" in last.counters:
+        out.spec_accept_rate = spec_accept_rate(
+            _pair_points(samples, "spec_accepted_tokens", "spec_draft_tokens"))
+    else:
+        out.spec_accept_rate = last.gauges.get("spec_accept_rate_gauge")
     return out
 
 
 LIFETIME_COUNTERS = ("requests", "prompt_tokens", "generation_tokens", "preemptions", "errors",
-                     "aborted", "rejected")
+                     "aborted", "rejected", "spec_drafts", "spec_draft_tokens",
+                     "spec_accepted_tokens")
+TOKEN_HISTS = frozenset({"prompt_len", "gen_len", "iteration_tokens"})
+"""Histograms in tokens: their row and lifetime keys carry no ``_s``."""
+
+
+def _lifetime_ratio(m: ModelSample, part: str, whole: str, gauge: str) -> float | None:
+    p, w = m.counters.get(part), m.counters.get(whole)
+    if p is None or w is None:
+        return m.gauges.get(gauge)
+    return min(1.0, max(0.0, p / w)) if w > 0 else None
 
 
 def derive_lifetime(m: ModelSample, *, start_time: float | None = None,
                     t_wall: float | None = None) -> dict[str, object]:
     """Values since process start, from the cumulative values of one sample.
 
-    Keys: ``<hist>_s`` (latency ``Quantiles``), ``prompt_len``/``gen_len`` (token-length
-    ``Quantiles``), ``prefix_hit_rate``, the counters of ``LIFETIME_COUNTERS`` that are
-    reported, ``finished`` ({reason: count}), ``start_time`` and ``uptime_s``.
+    Keys: ``<hist>_s`` (latency and phase ``Quantiles``), ``prompt_len``/``gen_len``/
+    ``iteration_tokens`` (token ``Quantiles``), ``prefix_hit_rate``, ``spec_accept_rate``, the
+    counters of ``LIFETIME_COUNTERS`` that are reported, ``finished`` ({reason: count}),
+    ``start_time`` and ``uptime_s``.
     """
     out: dict[str, object] = {}
     for key, h in m.hists.items():
-        name = key if key in ("prompt_len", "gen_len") else f"{key}_s"
+        name = key if key in TOKEN_HISTS else f"{key}_s"
         out[name] = lifetime_quantiles(h)
-    hits, queries = m.counters.get("prefix_hits"), m.counters.get("prefix_queries")
-    if hits is not None and queries is not None:
-        out["prefix_hit_rate"] = min(1.0, max(0.0, hits / queries)) if queries > 0 else None
-    else:
-        out["prefix_hit_rate"] = m.gauges.get("prefix_hit_rate_gauge")
+    out["prefix_hit_rate"] = _lifetime_ratio(m, "prefix_hits", "prefix_queries",
+                                             "prefix_hit_rate_gauge")
+    out["spec_accept_rate"] = _lifetime_ratio(m, "spec_accepted_tokens", "spec_draft_tokens",
+                                              "spec_accept_rate_gauge")
     for k in LIFETIME_COUNTERS:
         if k in m.counters:
             out[k] = m.counters[k]

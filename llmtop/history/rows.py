@@ -1,7 +1,8 @@
 """Build ``EngineRow`` objects from one target's kept samples. Pure: no I/O, no clock.
 
 The store hands over the samples of one process (one restart epoch) inside the window; this
-module turns them into rows with windowed rates/quantiles and lifetime values.
+module turns them into rows with windowed rates/quantiles and lifetime values. It knows
+nothing of ``target.TargetHistory`` (``target.target_rows`` calls down into it).
 """
 
 from __future__ import annotations
@@ -9,19 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from llmtop.history.derive import derive_lifetime, derive_window
-from llmtop.model import EngineRow, EngineSample, GpuRecord, Hist, ModelSample
+from llmtop.history.derive import TOKEN_HISTS, derive_lifetime, derive_window
+from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 
-if TYPE_CHECKING:
-    from llmtop.history.target import TargetHistory
+__all__ = ["ROW_HISTS", "Entry", "Lifetime", "build_model_row", "clean_gpu", "clean_sample",
+           "series_value", "share_with"]
 
-__all__ = ["Entry", "Lifetime", "build_model_row", "clean_gpu", "clean_sample", "series_value",
-           "share_with", "target_rows"]
-
-_LATENCY_FIELDS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s",
-                   "queue": "queue_s"}
+ROW_HISTS: dict[str, str] = {k: (k if k in TOKEN_HISTS else f"{k}_s") for k in HIST_KEYS}
+"""Histogram key -> ``EngineRow`` field of its windowed quantiles (``ttft`` -> ``ttft_s``,
+``prompt_len`` -> ``prompt_len``): a row works out only these (an engine's other histograms,
+if any, are never summarized)."""
 
 
 class Lifetime(Mapping[str, Any]):
@@ -185,7 +185,7 @@ def build_model_row(
     row.kv_cache_usage = g.get("kv_usage")
     row.kv_capacity_tokens = g.get("kv_capacity_tokens")
     row.info = dict(last.info)
-    w = derive_window(pts, _LATENCY_FIELDS)  # the row keeps only these quantiles
+    w = derive_window(pts, ROW_HISTS)  # the row keeps only these quantiles
     row.prompt_tokens_per_s = w.rates.get("prompt_tokens_per_s")
     row.generation_tokens_per_s = w.rates.get("generation_tokens_per_s")
     row.requests_per_s = w.rates.get("requests_per_s")
@@ -193,8 +193,10 @@ def build_model_row(
     row.errors_per_s = w.rates.get("errors_per_s")
     row.finished = w.finished
     row.prefix_hit_rate = w.prefix_hit_rate
-    for key, attr in _LATENCY_FIELDS.items():
-        setattr(row, attr, w.quantiles.get(key))
+    row.spec_accept_rate = w.spec_accept_rate
+    q = w.quantiles
+    for key, attr in ROW_HISTS.items():
+        setattr(row, attr, q.get(key))
     newest = window[-1]
     row.lifetime = Lifetime(last, newest.sample.start_time, newest.t_wall)
     return row
@@ -217,41 +219,3 @@ def series_value(row: EngineRow, name: str) -> float | None:
         "kv": row.kv_cache_usage,
         "preempt_s": row.preemptions_per_s,
     }.get(name)
-
-
-def target_rows(
-    ts: TargetHistory, window_s: float, t: float, interval_s: float
-) -> list[EngineRow]:
-    """Rows of one target (one per model in its newest good sample, ranks folded in;
-    one row without a model when there is none) over ``window_s``, at time ``t``."""
-    state, error = ts.state(t, interval_s)
-    base: dict[str, Any] = {
-        "target": ts.name,
-        "engine": ts.engine,
-        "engine_version": ts.version,
-        "state": state,
-        "error": error,
-        "http_status": ts.http_status,
-        "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
-    }
-    window = ts.window(window_s, t)
-    if not window:
-        return [EngineRow(key=f"{ts.name}|", model=None, **base)]
-    latest = window[-1].sample
-    if latest.engine:
-        base["engine"] = latest.engine
-    present = [m for m in ts.models if m in window[-1].by_model]
-    if not present:
-        return [EngineRow(key=f"{ts.name}|", model=None, **base)]
-    rows = []
-    for model in present:
-        row = build_model_row(EngineRow(key=f"{ts.name}|{model}", model=model, **base),
-                              window, model)
-        for r in latest.ranks:
-            if r.model != model:
-                continue
-            rank = r.rank or ""
-            rr = EngineRow(key=f"{ts.name}|{model}|{rank}", model=model, rank=rank, **base)
-            row.ranks.append(build_model_row(rr, window, model, rank))
-        rows.append(row)
-    return rows

@@ -17,16 +17,9 @@ from urllib.parse import urlsplit
 
 from llmtop.config import Config
 from llmtop.history.derive import restart_reason
-from llmtop.history.rows import (
-    Entry,
-    clean_gpu,
-    clean_sample,
-    series_value,
-    share_with,
-    target_rows,
-)
+from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
-from llmtop.history.target import TargetHistory, identity_version, state_word
+from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
 from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
 from llmtop.parse.exposition import Family, ParseError
 

@@ -1,4 +1,5 @@
-"""What the store keeps per target: samples (full, then thinned), status, bodies, identity.
+"""What the store keeps per target: samples (full, then thinned), status, bodies, identity,
+and the target's rows over a window (``target_rows``, built with ``rows``).
 
 No clock: every method takes the time it needs.
 """
@@ -11,10 +12,12 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from llmtop.history.rows import Entry
+from llmtop.history.rows import Entry, build_model_row
+from llmtop.model import EngineRow
 from llmtop.parse.exposition import Family, ParseError
 
-__all__ = ["FULL_KEEP_S", "THIN_STEP_S", "TargetHistory", "identity_version", "state_word"]
+__all__ = ["FULL_KEEP_S", "THIN_STEP_S", "TargetHistory", "identity_version", "state_word",
+           "target_rows"]
 
 FULL_KEEP_S = 330.0
 """Every sample is kept this long (the 5 min window plus margin)."""
@@ -136,3 +139,41 @@ def state_word(state: str | None, http_status: int | None) -> str:
     return {"down": "DOWN", "bad_payload": "BAD PAYLOAD", "stale": "STALE"}.get(
         state or "", (state or "").upper()
     )
+
+
+def target_rows(
+    ts: TargetHistory, window_s: float, t: float, interval_s: float
+) -> list[EngineRow]:
+    """Rows of one target (one per model in its newest good sample, ranks folded in;
+    one row without a model when there is none) over ``window_s``, at time ``t``."""
+    state, error = ts.state(t, interval_s)
+    base: dict[str, Any] = {
+        "target": ts.name,
+        "engine": ts.engine,
+        "engine_version": ts.version,
+        "state": state,
+        "error": error,
+        "http_status": ts.http_status,
+        "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
+    }
+    window = ts.window(window_s, t)
+    if not window:
+        return [EngineRow(key=f"{ts.name}|", model=None, **base)]
+    latest = window[-1].sample
+    if latest.engine:
+        base["engine"] = latest.engine
+    present = [m for m in ts.models if m in window[-1].by_model]
+    if not present:
+        return [EngineRow(key=f"{ts.name}|", model=None, **base)]
+    rows = []
+    for model in present:
+        row = build_model_row(EngineRow(key=f"{ts.name}|{model}", model=model, **base),
+                              window, model)
+        for r in latest.ranks:
+            if r.model != model:
+                continue
+            rank = r.rank or ""
+            rr = EngineRow(key=f"{ts.name}|{model}|{rank}", model=model, rank=rank, **base)
+            row.ranks.append(build_model_row(rr, window, model, rank))
+        rows.append(row)
+    return rows
