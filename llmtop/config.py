@@ -80,6 +80,8 @@ class PrometheusConfig:
     insecure: bool = False
     timeout_s: float = 10.0
     """Per-query timeout (also sent to the server as ``timeout``)."""
+    refresh_s: float | None = None
+    """Refresh interval asked for (``--interval``); never faster than the scrape interval."""
     kind: str | None = None
     """Backend override: prometheus | victoriametrics | thanos | mimir (None: detect)."""
 

@@ -36,6 +36,7 @@ ENV_API_KEY = "LLMTOP_API_KEY"
 """Environment variable holding a bearer token for all targets."""
 
 _TOP_KEYS = {
+    "prometheus",
     "interval",
     "timeout",
     "theme",
@@ -293,7 +294,13 @@ def build_config(
     for spec in arg("targets") or ():
         targets.append(parse_target(spec, timeout_s=timeout, verify_tls=verify))
 
+    from llmtop.fleet.config import prometheus_config
+
+    prometheus = prometheus_config(
+        data, arg, where, timeout=flag_timeout, insecure=insecure_flag,
+        interval=arg("interval"))
     return Config(
+        prometheus=prometheus,
         targets=_dedupe(targets),
         interval_s=interval,
         timeout_s=timeout,

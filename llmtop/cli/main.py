@@ -69,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"llmtop {__version__}")
     p.add_argument("--once", action="store_true", help="scrape twice, print one table, exit")
     p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
-    p.add_argument("--window", type=_NON_NEGATIVE, default=1.0, metavar="S",
-                   help="with --once: seconds between the two scrapes (default 1)")
+    p.add_argument("--window", type=_NON_NEGATIVE, default=None, metavar="S",
+                   help="with --once: seconds between the two scrapes (default 1); with "
+                   "--prometheus: the rate window (default max(4 x scrape interval, 60))")
     p.add_argument("--demo", action="store_true",
                    help="start simulated vLLM, SGLang and Triton/TRT-LLM engines on loopback "
                    "and monitor them")
@@ -96,6 +97,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="config file (default $XDG_CONFIG_HOME/llmtop/config.toml)")
     p.add_argument("--no-discover", action="store_true",
                    help="do not autodiscover engines when no target is given")
+    fleet = p.add_argument_group("fleet mode (read a Prometheus-compatible server)")
+    fleet.add_argument("--prometheus", default=None, metavar="URL",
+                       help="Prometheus / VictoriaMetrics / Thanos / Mimir URL, path prefix "
+                       "allowed; shows every engine it scrapes")
+    fleet.add_argument("--match", default=None, metavar="SELECTOR",
+                       help='label matchers added to every query: namespace=~"prod-.*"')
+    fleet.add_argument("--group-by", default=None, metavar="LABELS",
+                       help="labels that make a row (default instance, or namespace,pod)")
+    fleet.add_argument("--at", default=None, metavar="TIME",
+                       help="evaluate at a past time: unix seconds, RFC 3339 or -2h")
+    fleet.add_argument("--prometheus-token-file", default=None, metavar="FILE",
+                       help="bearer token file (re-read when it changes)")
+    fleet.add_argument("--prometheus-user", default=None, metavar="USER",
+                       help="basic-auth user (password from --prometheus-password-file)")
+    fleet.add_argument("--prometheus-password-file", default=None, metavar="FILE")
+    fleet.add_argument("--prometheus-header", action="append", default=None,
+                       metavar="NAME:VALUE", help="extra header (X-Scope-OrgID:tenant); repeat")
+    fleet.add_argument("--prometheus-param", action="append", default=None,
+                       metavar="NAME=VALUE", help="extra query parameter (dedup=true); repeat")
+    fleet.add_argument("--prometheus-ca-file", default=None, metavar="FILE",
+                       help="CA bundle for the server's TLS certificate")
     p.add_argument("--record", default=None, metavar="FILE", help="record while the TUI runs")
     p.add_argument("--retention", type=_POSITIVE, default=None, metavar="HOURS",
                    help="with --record: keep at most this many hours")
@@ -108,6 +130,17 @@ def _run_monitor(args: argparse.Namespace) -> int:
     from llmtop.settings import build_config
 
     config = build_config(args)
+    if config.prometheus is not None:  # fleet mode: rows from a Prometheus-compatible server
+        from llmtop.fleet.run import run_fleet_once, tui_config
+
+        if args.once:
+            return run_fleet_once(config, as_json=args.json)
+        from llmtop.fleet.monitor import FleetMonitor
+        from llmtop.ui.app import run_source
+
+        fleet = FleetMonitor(config)
+        return run_source(fleet, tui_config(config), host=fleet.display_url,
+                          theme=getattr(args, "theme", None))
     demo = None
     try:
         if args.demo:
@@ -119,7 +152,8 @@ def _run_monitor(args: argparse.Namespace) -> int:
             from llmtop.once import run_once
 
             monitor = _recording_monitor(config, demo, args) if args.record else None
-            return run_once(config, window_s=args.window, as_json=args.json, demo=demo,
+            window = args.window if args.window is not None else 1.0
+            return run_once(config, window_s=window, as_json=args.json, demo=demo,
                             monitor=monitor)
         from llmtop.ui.app import run_tui
 

@@ -1,0 +1,391 @@
+"""``FleetMonitor``: one refresh = a fixed set of instant queries at one aligned time.
+
+It has the shape of ``llmtop.monitor.Monitor`` (``tick() -> Snapshot``, ``snapshot()``,
+``aclose()``), so the TUI's ``MonitorSource`` and ``--once`` use it unchanged. Connect-time
+work (backend, scrape interval, metric names, grouping) is redone every ``REDISCOVER_S``.
+At most one refresh is in flight: a second ``tick`` while one runs waits for that one.
+A failure is never raised: it becomes ``error`` (a ``PromError``) and an empty snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from llmtop.config import Config, PrometheusConfig
+from llmtop.fleet.queries import (
+    ENGINE_LABELS,
+    MODEL_LABELS,
+    Plan,
+    align,
+    classify,
+    discovery_query,
+    engine_of,
+    parse_duration,
+    parse_match,
+)
+from llmtop.fleet.rows import Group, build_rows, gpu_records, model_totals, split_groups
+from llmtop.model import EngineRow, GpuRecord, Snapshot
+from llmtop.parse import vllm as _vllm_names
+from llmtop.sources.prometheus import Backend, PromClient, PromError, PromResult, parse_value
+
+__all__ = ["REDISCOVER_S", "FleetMonitor"]
+
+REDISCOVER_S = 60.0
+VM_LATENCY_OFFSET_S = 30.0
+"""VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
+
+_WANT: dict[str, Callable[[str], bool] | None] = {"vllm": _vllm_names.want}
+
+
+def _wanted(name: str, engine: str) -> bool:
+    """Adapters with a ``want`` list read only those names; others read their whole prefix."""
+    if engine not in _WANT:
+        import importlib
+
+        _WANT[engine] = getattr(importlib.import_module(f"llmtop.parse.{engine}"), "want", None)
+    fn = _WANT.get(engine)
+    if fn is None:
+        return True
+    base = name
+    for sfx in ("_bucket", "_sum", "_count", "_total"):
+        if base.endswith(sfx):
+            base = base[: -len(sfx)]
+            break
+    return fn(base) or fn(name)
+
+
+class FleetMonitor:
+    """Rows for every instance of every model, from a Prometheus-compatible server."""
+
+    def __init__(self, config: Config, *, transport: httpx.AsyncBaseTransport | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        assert config.prometheus is not None
+        self.config = config
+        self.cfg: PrometheusConfig = config.prometheus
+        self.client = PromClient(self.cfg, transport=transport)
+        self.clock = clock
+        self.backend: Backend | None = None
+        self.plan: Plan | None = None
+        self.scrape_interval_s: float = self.cfg.scrape_interval_s
+        self.interval_from: str = "config"
+        self.error: PromError | None = None
+        self.warnings: list[str] = []
+        self.partial = False
+        self.eval_time: float | None = None
+        self.at: float | None = self.cfg.at
+        self.totals: list[EngineRow] = []
+        self.queries_last: int = 0
+        self._targets: list[dict[str, Any]] = []
+        self._connected_at: float | None = None
+        self._last: Snapshot | None = None
+        self._inflight: asyncio.Task[Snapshot] | None = None
+        self._refreshed_at: float | None = None
+        self.store = None
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def display_url(self) -> str:
+        return self.client.display_url
+
+    @property
+    def window_s(self) -> float:
+        if self.cfg.window_s is not None:
+            return self.cfg.window_s
+        return max(4 * self.scrape_interval_s, 60.0)
+
+    @property
+    def refresh_s(self) -> float:
+        return max(self.cfg.refresh_s or 10.0, self.scrape_interval_s)
+
+    @property
+    def live(self) -> bool:
+        return self.at is None
+
+    def source_json(self) -> dict[str, Any]:
+        b = self.backend
+        return {"kind": b.kind if b else None, "url": self.display_url,
+                "version": b.version if b else None}
+
+    def travel(self, at: float | None) -> None:
+        """Evaluate at ``at`` from the next refresh on (None: live again)."""
+        self.at = at
+        self._connected_at = None
+
+    # ------------------------------------------------------------------ time
+
+    def eval_time_now(self) -> float:
+        if self.at is not None:
+            return round(self.at, 3)
+        now = self.clock()
+        if self.backend is not None and self.backend.kind == "victoriametrics" and \
+                not any(k == "latency_offset" for k, _ in self.cfg.params):
+            now -= VM_LATENCY_OFFSET_S
+        return align(now, self.scrape_interval_s)
+
+    # ------------------------------------------------------------------ connect
+
+    def _matchers(self) -> tuple[list[str], list[str]]:
+        parsed = parse_match(self.cfg.match)
+        if parsed is None:  # unreadable: send as written, the server says what is wrong
+            raw = self.cfg.match.strip().strip("{}") if self.cfg.match else ""
+            return [raw, 'server=""'], [raw]
+        f = [m.text() for m in parsed] + ['server=""']
+        ft = [m.text() for m in parsed if m.label not in ENGINE_LABELS]
+        return f, ft
+
+    async def connect(self, t: float) -> None:
+        self.backend = await self.client.detect()
+        warn: list[str] = []
+        try:
+            body = await self.client.get("/api/v1/targets", {"state": "active"})
+            data = body.get("data") or {}
+            self._targets = list(data.get("activeTargets") or [])
+        except PromError as exc:
+            if exc.kind in ("unreachable", "unauthorized"):
+                raise
+            self._targets = []
+            warn.append(f"no /api/v1/targets ({exc.message}); scrape interval "
+                        f"{self.cfg.scrape_interval_s:g} s from config")
+        f, ft = self._matchers()
+        res = await self.client.query(discovery_query(f), t)
+        names: dict[str, str] = {}
+        jobs: set[str] = set()
+        has_pod = False
+        counters = await self._counter_names()
+        present = {(it.get("metric") or {}).get("__name__", "") for it in res.result}
+        bucket_bases = {n[:-7] for n in present if n.endswith("_bucket")}
+        for item in res.result:
+            metric = item.get("metric") or {}
+            if metric.get("llmtop_name") == "has_pod":
+                has_pod = parse_value((item.get("value") or [0, "0"])[1]) > 0
+                continue
+            name = metric.get("__name__", "")
+            engine = engine_of(name)
+            if engine is None:
+                continue
+            if engine == "dcgm":
+                names[name] = "dcgm"
+                continue
+            if not _wanted(name, engine):
+                continue
+            kind = classify(name, counters, bucket_bases)
+            if kind != "skip":
+                names[name] = kind
+                if metric.get("job"):
+                    jobs.add(metric["job"])
+        self._set_interval(jobs, warn)
+        engines = tuple(sorted({e for n in names if (e := engine_of(n)) not in (None, "dcgm")}))
+        if self.cfg.group_by:
+            group = tuple(self.cfg.group_by)
+        else:
+            group = ("namespace", "pod") if has_pod else ("instance",)
+        self.plan = Plan(group=group, window_s=self.window_s, matchers=f, target_matchers=ft,
+                         names=names, engines=engines,
+                         lookback_s=max(600.0, 2 * self.window_s))
+        self._connect_warnings = warn
+        self._connected_at = self.clock()
+
+    async def _counter_names(self) -> set[str]:
+        """Names the server's metadata types as counters ({} when it keeps no metadata)."""
+        try:
+            body = await self.client.get("/api/v1/metadata")
+        except PromError:
+            return set()
+        data = body.get("data")
+        out: set[str] = set()
+        if isinstance(data, dict):
+            for name, entries in data.items():
+                if isinstance(entries, list) and any(
+                        isinstance(e, dict) and e.get("type") == "counter" for e in entries):
+                    out.add(name)
+                    out.add(name + "_total")
+        return out
+
+    def _set_interval(self, jobs: set[str], warn: list[str]) -> None:
+        found = []
+        for tg in self._targets:
+            labels = tg.get("labels") or {}
+            if jobs and labels.get("job") not in jobs:
+                continue
+            v = parse_duration(str(tg.get("scrapeInterval") or (
+                tg.get("discoveredLabels") or {}).get("__scrape_interval__") or ""))
+            if v:
+                found.append(v)
+        if found:
+            self.scrape_interval_s = max(found)
+            self.interval_from = "targets"
+        else:
+            self.scrape_interval_s = self.cfg.scrape_interval_s
+            self.interval_from = "config"
+            if self._targets:
+                warn.append("scrape interval not found in /api/v1/targets; "
+                            f"{self.cfg.scrape_interval_s:g} s from config")
+
+    # ------------------------------------------------------------------ refresh
+
+    async def tick(self, timeout_s: float | None = None) -> Snapshot:
+        """One refresh (or the one already in flight)."""
+        if self._inflight is not None and not self._inflight.done():
+            return await asyncio.shield(self._inflight)
+        if (self._last is not None and self.error is None and self.live
+                and self._refreshed_at is not None
+                and self.clock() - self._refreshed_at < self.scrape_interval_s):
+            return self._last  # never faster than the scrape interval
+        self._inflight = asyncio.ensure_future(self._refresh())
+        return await asyncio.shield(self._inflight)
+
+    async def _refresh(self) -> Snapshot:
+        self.warnings = []
+        self.partial = False
+        sent_before = self.client.requests
+        try:
+            t0 = self.eval_time_now()
+            if (self.plan is None or self._connected_at is None
+                    or self.clock() - self._connected_at > REDISCOVER_S):
+                await self.connect(t0)
+            t = self.eval_time_now()
+            snap = await self._evaluate(t)
+            self.error = None
+        except PromError as exc:
+            self.error = exc
+            snap = Snapshot(time=self.eval_time if self.eval_time is not None
+                            else self.clock(), window_s=self.window_s)
+        self.queries_last = self.client.requests - sent_before
+        self._last = snap
+        self._refreshed_at = self.clock()
+        return snap
+
+    async def _run(self, queries: dict[str, str], t: float) -> dict[str, PromResult]:
+        keys = list(queries)
+        answers = await asyncio.gather(*(self.client.query(queries[k], t) for k in keys))
+        out = dict(zip(keys, answers, strict=True))
+        for r in answers:
+            for w in r.warnings:
+                if w not in self.warnings:
+                    self.warnings.append(w)
+            self.partial = self.partial or r.partial
+        return out
+
+    async def _evaluate(self, t: float) -> Snapshot:
+        plan = self.plan
+        assert plan is not None
+        self.eval_time = t
+        self.warnings.extend(getattr(self, "_connect_warnings", []))
+        if not plan.names:
+            m = f" matching {self.cfg.match}" if self.cfg.match else ""
+            raise PromError("empty", f"no inference-engine metrics{m} on {self.display_url} "
+                            "(is Prometheus scraping the engines? check --match)")
+        ans = await self._run(plan.queries(), t)
+        def role(name: str) -> list[dict[str, Any]]:
+            return [it for k, r in ans.items() if k.split("#")[0] == name for it in r.result]
+
+        data = [role("gauges"), role("counters"), role("buckets")]
+        groups = split_groups(data, plan.group)
+        rows, samples = build_rows(groups, plan.group, self.window_s)
+        await self._states(rows, role("state"), plan, t)
+        gpus: list[GpuRecord] = []
+        gpu_items = role("gpus")
+        if gpu_items:
+            by_name: dict[str, list[tuple[dict[str, str], float]]] = {}
+            for item in gpu_items:
+                metric = dict(item.get("metric") or {})
+                name = metric.pop("llmtop_name", "")
+                v = parse_value((item.get("value") or [0, "nan"])[1])
+                if name and not math.isnan(v):
+                    by_name.setdefault(name, []).append((metric, v))
+            gpus = gpu_records(by_name)
+        self.totals = model_totals(samples.values(), self.window_s)
+        if self.partial:
+            self.warnings.insert(0, "PARTIAL: some stores did not answer; values may be "
+                                 "incomplete")
+        return Snapshot(time=t, window_s=self.window_s, engines=rows, gpus=gpus,
+                        gpu_error=None if gpus else "no DCGM exporter series")
+
+    async def _states(self, rows: list[EngineRow], state: list[dict[str, Any]], plan: Plan,
+                      t: float) -> None:
+        """down / stale / restarted, and rows for instances that stopped reporting."""
+        group = plan.group
+        inventory: dict[tuple[tuple[str, ...], str], tuple[str, dict[str, str]]] = {}
+        last_ts: dict[tuple[tuple[str, ...], str], float] = {}
+        up: dict[tuple[str, ...], float] = {}
+        up_labels: dict[tuple[str, ...], dict[str, str]] = {}
+        restarts: dict[tuple[str, ...], float] = {}
+        for item in state:
+            metric = dict(item.get("metric") or {})
+            tag = metric.pop("llmtop_name", "")
+            v = parse_value((item.get("value") or [0, "nan"])[1])
+            gkey = tuple(metric.get(g, "") for g in group)
+            model = next((metric[m] for m in MODEL_LABELS if metric.get(m)), "default")
+            if tag.startswith("inventory:"):
+                inventory[(gkey, model)] = (tag.split(":", 1)[1], metric)
+            elif tag.startswith("last_ts:") and not math.isnan(v):
+                last_ts[(gkey, model)] = max(v, last_ts.get((gkey, model), v))
+            elif tag == "up" and not math.isnan(v):
+                up[gkey] = min(v, up.get(gkey, v))
+                if v == 0:
+                    up_labels[gkey] = metric
+            elif tag == "restarts" and not math.isnan(v):
+                restarts[gkey] = max(v, restarts.get(gkey, v))
+        errors = await self._scrape_errors(up_labels) if up_labels else {}
+        stale_after = 2 * self.scrape_interval_s
+        have = {(tuple(r.labels.get(g, "") for g in group) if r.labels else (), r.model)
+                for r in rows}
+        for r in rows:
+            gkey = tuple((r.labels or {}).get(g, "") for g in group)
+            ts = last_ts.get((gkey, r.model or "default"))
+            if ts is not None:
+                r.last_ok_age_s = max(0.0, t - ts)
+            if up.get(gkey) == 0:
+                r.state, r.error = "down", errors.get(gkey) or "up == 0"
+            elif r.last_ok_age_s is not None and r.last_ok_age_s > stale_after:
+                r.state = "stale"
+                r.error = f"newest sample {r.last_ok_age_s:.0f} s old"
+            elif restarts.get(gkey, 0) > 0:
+                r.state, r.error = "restarted", "process_start_time_seconds changed"
+        for (gkey, model), (engine, metric) in sorted(inventory.items()):
+            if (gkey, model) in have:
+                continue
+            labels = {g: v for g, v in zip(group, gkey, strict=True) if v}
+            if metric.get("job"):
+                labels["job"] = metric["job"]
+            target = Group(gkey, labels).labels
+            from llmtop.fleet.rows import target_name
+
+            name = target_name(target, group)
+            down = up.get(gkey) == 0
+            rows.append(EngineRow(
+                key=f"{name}|{model}", target=name, engine=engine, model=model, labels=labels,
+                state="down" if down else "stale",
+                error=(errors.get(gkey) or "up == 0") if down else
+                f"no samples now (seen in the last {plan.lookback_s / 60:.0f} min)"))
+
+    async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
+                             ) -> dict[tuple[str, ...], str]:
+        """The last scrape error of down targets, from ``/api/v1/targets``."""
+        try:
+            body = await self.client.get("/api/v1/targets", {"state": "active"})
+        except PromError:
+            return {}
+        out: dict[tuple[str, ...], str] = {}
+        want = {(m.get("job", ""), m.get("instance", "")): k for k, m in down.items()}
+        for tg in (body.get("data") or {}).get("activeTargets") or []:
+            labels = tg.get("labels") or {}
+            k = want.get((labels.get("job", ""), labels.get("instance", "")))
+            if k is not None and tg.get("lastError"):
+                out[k] = f"down: {tg['lastError']}"
+        return out
+
+    # ------------------------------------------------------------------ Monitor shape
+
+    def snapshot(self, window_s: float | None = None) -> Snapshot | None:
+        return self._last
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,311 @@
+"""PromQL that fleet mode sends: a fixed set of union queries per refresh, whatever the fleet size.
+
+Every per-refresh query is an instant query at one aligned time ``t``:
+
+* ``gauges``: ``sum by (KEEP) (max without (DUP) (X{F}))`` per gauge name;
+* ``counters``: ``sum by (KEEP) (max without (DUP) (rate(X{F}[W])))`` per counter (and per
+  histogram ``_sum``/``_count``): rate first, then the sum;
+* ``buckets``: ``sum by (KEEP, le) (max without (DUP) (rate(X_bucket{F}[W])))``: quantiles
+  are taken on the client, so one query serves every quantile and every rollup;
+* ``state``: inventory (``last_over_time`` of one gauge per engine), the newest sample time
+  (``timestamp``), ``up`` and ``changes(process_start_time_seconds[W])``;
+* ``gpus``: the DCGM exporter's gauges.
+
+Each name's sub-expression is tagged with ``label_replace(..., "llmtop_name", NAME, "", "")``
+and joined with ``or``: ``rate()`` and aggregations drop ``__name__``, the tag keeps the
+answers apart. ``F`` always holds ``server=""`` (the vLLM production-stack router re-exports
+engine names with a ``server`` label); ``DUP`` are the labels of copies that must be counted
+once (HA replicas, SGLang tensor/pipeline ranks). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "DUP_LABELS",
+    "ENGINE_LABELS",
+    "MAX_QUERY_CHARS",
+    "MODEL_LABELS",
+    "PRESENCE",
+    "Matcher",
+    "Plan",
+    "align",
+    "classify",
+    "discovery_query",
+    "engine_of",
+    "parse_duration",
+    "parse_match",
+    "selector",
+    "split_union",
+]
+
+DUP_LABELS = ("prometheus_replica", "replica", "tp_rank", "pp_rank", "moe_ep_rank", "cp_rank")
+"""Labels of copies of one value: HA Prometheus pairs, SGLang TP/PP/EP ranks (max over them)."""
+
+MODEL_LABELS = ("model_name", "model", "name")
+"""Labels that name the model (vLLM/SGLang/trtllm ``model_name``, Triton ``model``, SGLang<0.4
+``name``)."""
+
+ENGINE_LABELS = (*MODEL_LABELS, "version", "engine", "dp_rank", "finished_reason", "reason",
+                 "request_type", "kv_cache_block_type", "engine_type", "method", "err",
+                 "quantile", "gpu_uuid")
+"""Labels the adapters in ``llmtop/parse`` read (model, rank, category): kept in every ``by``."""
+
+PRESENCE = {
+    "vllm": "vllm:num_requests_running",
+    "sglang": "sglang:num_running_reqs",
+    "lmdeploy": "lmdeploy:num_requests_running",
+    "llamacpp": "llamacpp:requests_processing",
+    "tgi": "tgi_queue_size",
+    "trtllm": "trtllm_num_requests_running",
+    "triton": "nv_inference_request_success",
+}
+"""One series per engine family that every instance exposes: the inventory is built from it."""
+
+_PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("lmdeploy:", "lmdeploy"),
+             ("llamacpp:", "llamacpp"), ("tgi_", "tgi"), ("trtllm_", "trtllm"),
+             ("trtllm:", "trtllm"), ("nv_", "triton"), ("DCGM_FI_", "dcgm"))
+_NAME_RE = "(vllm|sglang|lmdeploy|llamacpp|trtllm):.+|(tgi_|trtllm_|nv_inference_|nv_trt_llm_|" \
+    "nv_llm_|DCGM_FI_).+"
+_SKIP_TRITON = ("nv_gpu_", "nv_cpu_", "nv_energy", "nv_pinned")
+_TRITON_GAUGES = ("nv_inference_pending_request_count",)
+
+
+def engine_of(name: str) -> str | None:
+    """The engine family a metric name belongs to, by prefix."""
+    for prefix, engine in _PREFIXES:
+        if name.startswith(prefix):
+            return engine
+    return None
+
+
+def parse_duration(text: str) -> float | None:
+    """Prometheus duration (``15s``, ``1m30s``, ``500ms``) in seconds, None if unreadable."""
+    total = 0.0
+    found = False
+    for num, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", text or ""):
+        found = True
+        total += float(num) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400,
+                               "w": 604800, "y": 31536000}[unit]
+    return total if found else None
+
+
+def align(t: float, step: float) -> float:
+    """``t`` rounded down to a multiple of ``step`` (so caching frontends can reuse answers)."""
+    step = max(1.0, step)
+    return math.floor(t / step) * step
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """One label matcher of ``--match`` (``label op "value"``)."""
+
+    label: str
+    op: str
+    value: str
+
+    def text(self) -> str:
+        v = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.label}{self.op}"{v}"'
+
+
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
+
+
+def parse_match(text: str | None) -> list[Matcher] | None:
+    """``--match`` text (with or without braces) -> matchers; None when it cannot be read
+    (it is then sent as written and the server's error is shown)."""
+    if not text or not text.strip():
+        return []
+    s = text.strip()
+    if s.startswith("{") and s.endswith("}"):
+        s = s[1:-1]
+    out: list[Matcher] = []
+    pos = 0
+    while pos < len(s):
+        m = _MATCHER.match(s, pos)
+        if m is None:
+            return None
+        out.append(Matcher(m.group(1), m.group(2),
+                           re.sub(r"\\(.)", r"\1", m.group(3))))
+        pos = m.end()
+    return out
+
+
+def selector(name: str | None, matchers: list[str]) -> str:
+    """``name{m1,m2}`` (or ``{...}``)."""
+    inner = ",".join(matchers)
+    return f"{name or ''}{{{inner}}}"
+
+
+def _by(labels: tuple[str, ...]) -> str:
+    return ", ".join(labels)
+
+
+def _tag(expr: str, name: str) -> str:
+    return f'label_replace({expr}, "llmtop_name", "{name}", "", "")'
+
+
+def classify(name: str, counters: set[str], bucket_bases: set[str]) -> str:
+    """``gauge`` | ``counter`` | ``bucket`` | ``info`` | ``skip`` for one present name.
+
+    ``counters`` are names the server's metadata types as counters (may be empty: then the
+    name decides)."""
+    if name.endswith("_created") or name.startswith(_SKIP_TRITON):
+        return "skip"
+    if name.endswith("_bucket"):
+        return "bucket"
+    if name.endswith(("_sum", "_count")):
+        return "counter"
+    if name.endswith("_total") or name in counters:
+        return "counter"
+    if name.endswith("_info"):
+        return "info"
+    if name.startswith("nv_inference_") and name not in _TRITON_GAUGES:
+        return "counter"
+    return "gauge"
+
+
+def discovery_query(matchers: list[str]) -> str:
+    """Once per connect: which engine metric names exist, by job, and whether series carry
+    ``pod`` (for the default grouping)."""
+    sel = selector(None, [f'__name__=~"{_NAME_RE}"', *matchers])
+    pod = selector(None, [f'__name__=~"{"|".join(map(re.escape, PRESENCE.values()))}"',
+                          *matchers, 'pod!=""'])
+    return f"count by (__name__, job) ({sel}) or {_tag(f'count({pod})', 'has_pod')}"
+
+
+@dataclass(slots=True)
+class Plan:
+    """Everything the per-refresh queries depend on, fixed at connect time."""
+
+    group: tuple[str, ...]
+    """Row labels (without the model label: the adapters find it)."""
+    window_s: float
+    matchers: list[str]
+    """``F``: the user's matchers plus ``server=""``."""
+    target_matchers: list[str]
+    """``F`` without matchers on engine labels: for ``up`` and process series."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Present name -> kind (``classify``)."""
+    engines: tuple[str, ...] = ()
+    lookback_s: float = 600.0
+    """How far back the inventory looks for instances that went away."""
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        seen: dict[str, None] = dict.fromkeys((*self.group, "job", *ENGINE_LABELS))
+        return tuple(seen)
+
+    @property
+    def target_keep(self) -> tuple[str, ...]:
+        seen = dict.fromkeys(g for g in (*self.group, "job", "instance")
+                             if g not in ENGINE_LABELS)
+        return tuple(seen)
+
+    @property
+    def inventory_keep(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.target_keep, *self.group, *MODEL_LABELS)))
+
+    def _w(self) -> str:
+        return f"{max(1, round(self.window_s))}s"
+
+    def _dedup(self, expr: str) -> str:
+        return f"max without ({_by(DUP_LABELS)}) ({expr})"
+
+    def _sel(self, name: str) -> str:
+        return selector(name, self.matchers)
+
+    def gauges(self) -> str | None:
+        keep = _by(self.keep)
+        parts = []
+        for name, kind in sorted(self.names.items()):
+            if kind == "gauge":
+                parts.append(_tag(f"sum by ({keep}) ({self._dedup(self._sel(name))})", name))
+            elif kind == "info":
+                parts.append(_tag(self._dedup(self._sel(name)), name))
+        return " or ".join(parts) or None
+
+    def counters(self) -> str | None:
+        keep = _by(self.keep)
+        parts = [_tag(f"sum by ({keep}) ({self._dedup(f'rate({self._sel(n)}[{self._w()}])')})", n)
+                 for n, kind in sorted(self.names.items()) if kind == "counter"]
+        return " or ".join(parts) or None
+
+    def buckets(self) -> str | None:
+        keep = _by((*self.keep, "le"))
+        parts = [_tag(f"sum by ({keep}) ({self._dedup(f'rate({self._sel(n)}[{self._w()}])')})", n)
+                 for n, kind in sorted(self.names.items()) if kind == "bucket"]
+        return " or ".join(parts) or None
+
+    def _presence(self) -> list[tuple[str, str]]:
+        return [(e, PRESENCE[e]) for e in self.engines if PRESENCE.get(e) in self.names]
+
+    def state(self) -> str | None:
+        pres = self._presence()
+        if not pres:
+            return None
+        inv, tk = _by(self.inventory_keep), _by(self.target_keep)
+        look = f"{max(1, round(self.lookback_s))}s"
+        parts: list[str] = []
+        seen = []
+        for engine, name in pres:
+            parts.append(_tag(f"group by ({inv}) (last_over_time({self._sel(name)}[{look}]))",
+                              f"inventory:{engine}"))
+            parts.append(_tag(f"max by ({inv}) (timestamp({self._sel(name)}))",
+                              f"last_ts:{engine}"))
+            seen.append(f"last_over_time({self._sel(name)}[{look}])")
+        known = f"group by (job, instance) ({' or '.join(seen)})"
+        up = selector("up", self.target_matchers)
+        parts.append(_tag(f"max by ({tk}) ({up}) and on (job, instance) {known}", "up"))
+        pst = selector("process_start_time_seconds", self.target_matchers)
+        w = self._w()  # not changes(): VictoriaMetrics counts a series' first sample as one
+        parts.append(_tag(f"max by ({tk}) (max_over_time({pst}[{w}]) - min_over_time({pst}[{w}]))"
+                          f" and on (job, instance) {known}", "restarts"))
+        return " or ".join(parts)
+
+    def gpus(self) -> str | None:
+        parts = [_tag(f"max without ({_by(DUP_LABELS)}) ({selector(n, [])})", n)
+                 for n, kind in sorted(self.names.items()) if kind == "dcgm"]
+        return " or ".join(parts) or None
+
+    def queries(self) -> dict[str, str]:
+        """The per-refresh queries by role (a fixed set, whatever the fleet size): ``ROLE`` or
+        ``ROLE#N`` when a union is split to stay under ``MAX_QUERY_CHARS``."""
+        out: dict[str, str] = {}
+        for role, expr in (("gauges", self.gauges()), ("counters", self.counters()),
+                           ("buckets", self.buckets()), ("state", self.state()),
+                           ("gpus", self.gpus())):
+            if not expr:
+                continue
+            chunks = split_union(expr)
+            for i, chunk in enumerate(chunks):
+                out[role if len(chunks) == 1 else f"{role}#{i}"] = chunk
+        return out
+
+
+MAX_QUERY_CHARS = 12_000
+"""VictoriaMetrics refuses queries over 16 KiB (``-search.maxQueryLen``): unions are split."""
+
+
+def split_union(expr: str, limit: int = MAX_QUERY_CHARS) -> list[str]:
+    """A union ``a or b or ...`` of tagged parts cut into unions of at most ``limit`` chars
+    (a cut only ever falls between ``label_replace(...)`` parts)."""
+    if len(expr) <= limit:
+        return [expr]
+    parts = expr.split(" or label_replace(")
+    parts = [parts[0]] + ["label_replace(" + p for p in parts[1:]]
+    out: list[str] = []
+    cur = ""
+    for p in parts:
+        if cur and len(cur) + 4 + len(p) > limit:
+            out.append(cur)
+            cur = p
+        else:
+            cur = f"{cur} or {p}" if cur else p
+    if cur:
+        out.append(cur)
+    return out

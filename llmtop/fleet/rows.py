@@ -1,0 +1,257 @@
+"""Query answers -> the same ``EngineRow``/``GpuRecord`` objects the direct mode shows.
+
+The answers of one refresh are split by group (``Plan.group`` label values); each group's
+series are written back as exposition text and read by the engine's own adapter in
+``llmtop/parse``, so every metric-name generation and label convention the direct mode knows
+applies here too. The adapter's "counters" are then per-second rates over the window and its
+histograms hold bucket *rates*: quantiles of those are PromQL's ``histogram_quantile`` of
+``sum by (group, le) (rate(X_bucket[W]))`` (``history.derive.bucket_quantile``; a quantile in
+the lowest bucket is reported as that bucket's bound and listed in ``Quantiles.below``, as in
+direct mode). Totals per model add the groups' rates and bucket rates, then take quantiles.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtop.history.derive import hist_quantiles
+from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, ModelSample, Quantiles
+from llmtop.parse.common import aggregate
+from llmtop.parse.detect import engine_from_body
+from llmtop.parse.exposition import ParseError
+from llmtop.parse.registry import normalize
+from llmtop.sources.prometheus import parse_value
+
+__all__ = ["Group", "Series", "build_rows", "gpu_records", "model_totals", "render",
+           "row_from_sample", "split_groups"]
+
+Series = tuple[dict[str, str], float]
+"""One answer series: its labels (without the ``llmtop_name`` tag) and value."""
+
+_TARGET_LABELS = frozenset(("instance", "job", "pod", "namespace", "container", "endpoint",
+                            "service", "node", "prometheus", "prometheus_replica", "replica"))
+
+
+@dataclass(slots=True)
+class Group:
+    """All series of one row group (one instance, or one namespace/pod)."""
+
+    key: tuple[str, ...]
+    labels: dict[str, str]
+    series: dict[str, list[Series]] = field(default_factory=dict)
+    jobs: set[str] = field(default_factory=set)
+
+
+def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
+                 ) -> dict[tuple[str, ...], Group]:
+    """Answer series (``{"metric": ..., "value": [t, "v"]}``) by group key; NaN dropped."""
+    out: dict[tuple[str, ...], Group] = {}
+    for result in results:
+        for item in result:
+            metric = dict(item.get("metric") or {})
+            name = metric.pop("llmtop_name", None) or metric.pop("__name__", None)
+            value = item.get("value")
+            if not name or not isinstance(value, list) or len(value) != 2:
+                continue
+            v = parse_value(value[1])
+            if math.isnan(v):
+                continue  # an idle histogram's NaN is "no value", never 0
+            key = tuple(metric.get(g, "") for g in group)
+            g = out.get(key)
+            if g is None:
+                g = out[key] = Group(key, {k: v for k, v in zip(group, key, strict=True) if v})
+            if metric.get("job"):
+                g.jobs.add(metric["job"])
+            g.series.setdefault(name, []).append((metric, v))
+    return out
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _line(name: str, labels: dict[str, str], value: float, drop: frozenset[str]) -> str:
+    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(labels.items())
+                     if k not in drop and v != "")
+    val = "+Inf" if value == math.inf else "-Inf" if value == -math.inf else repr(value)
+    return f"{name}{{{inner}}} {val}" if inner else f"{name} {val}"
+
+
+def render(series: dict[str, list[Series]], drop: Iterable[str] = ()) -> str:
+    """Exposition text of one group's series (histogram parts together under their TYPE
+    line), for the adapters. ``drop``: labels left out (the group's own)."""
+    dropset = frozenset(drop) | {"llmtop_name", "__name__"}
+    bases = {n[:-7] for n in series if n.endswith("_bucket")}
+    lines: list[str] = []
+    done: set[str] = set()
+    for name in sorted(series):
+        if name in done:
+            continue
+        base = next((name[: -len(s)] for s in ("_bucket", "_sum", "_count")
+                     if name.endswith(s) and name[: -len(s)] in bases), None)
+        if base is not None:
+            lines.append(f"# TYPE {base} histogram")
+            for part in (base + "_bucket", base + "_sum", base + "_count"):
+                done.add(part)
+                for labels, v in series.get(part, ()):
+                    lines.append(_line(part, labels, v, dropset))
+            continue
+        done.add(name)
+        if name.endswith("_total"):
+            lines.append(f"# TYPE {name} counter")
+        elif name.endswith("_info"):
+            lines.append(f"# TYPE {name} gauge")
+            for labels, v in series[name]:
+                info = {k: x for k, x in labels.items() if k not in _TARGET_LABELS}
+                lines.append(_line(name, info, v, dropset))
+            continue
+        for labels, v in series[name]:
+            lines.append(_line(name, labels, v, dropset))
+    return "\n".join(lines) + "\n"
+
+
+def group_sample(g: Group, drop: Iterable[str]) -> EngineSample | None:
+    """The adapter's reading of one group (its counters are rates), or None."""
+    text = render(g.series, drop)
+    engine = engine_from_body(text)
+    if engine is None or engine == "dcgm":
+        return None
+    try:
+        return normalize(engine, text)
+    except ParseError:
+        return None
+
+
+def _hist_field(key: str) -> str:
+    return key if key in ("prompt_len", "gen_len", "iteration_tokens") else f"{key}_s"
+
+
+def _quantiles(m: ModelSample, key: str, window_s: float) -> Quantiles | None:
+    h = m.hists.get(key)
+    if h is None:
+        return None
+    w = window_s
+    return hist_quantiles(h.bounds, [c * w for c in h.cumulative],
+                          h.sum * w if math.isfinite(h.sum) else math.nan, h.count * w)
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or not den > 0:
+        return None
+    return min(1.0, max(0.0, num / den))
+
+
+def row_from_sample(row: EngineRow, m: ModelSample, window_s: float) -> EngineRow:
+    """Fill ``row`` from one model's rates (``m.counters`` per second, ``m.hists`` bucket
+    rates) and gauges; absent stays None."""
+    g, c = m.gauges, m.counters
+    row.running = g.get("running")
+    row.waiting = g.get("waiting")
+    row.max_running = g.get("max_running")
+    row.kv_cache_usage = g.get("kv_usage")
+    row.kv_capacity_tokens = g.get("kv_capacity_tokens")
+    row.info = dict(m.info)
+    row.prompt_tokens_per_s = c.get("prompt_tokens")
+    row.generation_tokens_per_s = c.get("generation_tokens")
+    row.preemptions_per_s = c.get("preemptions")
+    finished = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("finished:")}
+    req = c.get("requests")
+    if req is None and finished:
+        req = sum(finished.values())
+    row.requests_per_s = req
+    row.errors_per_s = c.get("errors", c.get("finished:error"))
+    row.finished = {k: v * window_s for k, v in finished.items()} if finished else None
+    if "prefix_hits" in c and "prefix_queries" in c:
+        row.prefix_hit_rate = _ratio(c["prefix_hits"], c["prefix_queries"])
+    else:
+        row.prefix_hit_rate = g.get("prefix_hit_rate_gauge")
+    if hasattr(row, "spec_accept_rate"):
+        acc = _ratio(c.get("spec_accepted_tokens"), c.get("spec_draft_tokens"))
+        row.spec_accept_rate = acc if acc is not None else g.get("spec_accept_rate_gauge")
+    for key in HIST_KEYS:
+        attr = _hist_field(key)
+        if hasattr(row, attr):
+            setattr(row, attr, _quantiles(m, key, window_s))
+    return row
+
+
+def build_rows(groups: dict[tuple[str, ...], Group], group: tuple[str, ...], window_s: float
+               ) -> tuple[list[EngineRow], dict[tuple[str, ...], EngineSample]]:
+    """One row per (group, model), ranks folded in; and each group's sample (for totals)."""
+    rows: list[EngineRow] = []
+    samples: dict[tuple[str, ...], EngineSample] = {}
+    for key in sorted(groups):
+        g = groups[key]
+        sample = group_sample(g, group)
+        if sample is None:
+            continue
+        samples[key] = sample
+        target = target_name(g.labels, group)
+        labels = dict(g.labels)
+        if g.jobs:
+            labels["job"] = ",".join(sorted(g.jobs))
+        for m in sample.models:
+            row = EngineRow(key=f"{target}|{m.model}", target=target, engine=sample.engine,
+                            model=m.model, labels=labels)
+            row_from_sample(row, m, window_s)
+            for r in sample.ranks:
+                if r.model == m.model:
+                    rr = EngineRow(key=f"{target}|{m.model}|{r.rank}", target=target,
+                                   engine=sample.engine, model=m.model, rank=r.rank,
+                                   labels=labels)
+                    row.ranks.append(row_from_sample(rr, r, window_s))
+            rows.append(row)
+    return rows, samples
+
+
+def target_name(labels: dict[str, str], group: tuple[str, ...]) -> str:
+    """``instance`` when it is the group, else the group's label values joined by ``/``."""
+    if group == ("instance",):
+        return labels.get("instance", "") or "-"
+    return "/".join(labels.get(g, "") for g in group) or "-"
+
+
+def model_totals(samples: Iterable[EngineSample], window_s: float) -> list[EngineRow]:
+    """Per model: rates summed over groups, quantiles from the summed bucket rates."""
+    by_model: dict[str, list[ModelSample]] = {}
+    engines: dict[str, str] = {}
+    for s in samples:
+        for m in s.models:
+            by_model.setdefault(m.model, []).append(m)
+            engines.setdefault(m.model, s.engine)
+    out = []
+    for model in sorted(by_model):
+        parts = by_model[model]
+        agg = aggregate(model, parts)
+        # KV usage of a model is the worst instance (aggregate's max), running/waiting sums.
+        row = EngineRow(key=f"total|{model}", target=f"total ({len(parts)})",
+                        engine=engines[model], model=model)
+        out.append(row_from_sample(row, agg, window_s))
+    return out
+
+
+def gpu_records(series: dict[str, list[Series]]) -> list[GpuRecord]:
+    """DCGM exporter series -> ``GpuRecord`` via the DCGM adapter, one host at a time (the
+    ``Hostname`` label, else the instance's host)."""
+    by_host: dict[str, dict[str, list[Series]]] = {}
+    for name, items in series.items():
+        for labels, v in items:
+            lab = dict(labels)
+            for k in ("pod", "namespace", "container"):
+                if lab.get("exported_" + k):
+                    lab[k] = lab.pop("exported_" + k)
+            host = lab.get("Hostname") or lab.get("instance", "").rsplit(":", 1)[0]
+            by_host.setdefault(host, {}).setdefault(name, []).append((lab, v))
+    out: list[GpuRecord] = []
+    for host in sorted(by_host):
+        text = render(by_host[host], ("instance", "job", "endpoint", "service"))
+        try:
+            sample = normalize("dcgm", text, identity={"host": host})
+        except ParseError:
+            continue
+        out.extend(sample.gpus)
+    return out

@@ -1,0 +1,92 @@
+"""``llmtop --prometheus URL --once [--json]``, and the TUI's config for fleet mode.
+
+JSON is the direct mode's schema (``docs/json-schema.md``) plus ``time`` (the evaluation
+time of every query), ``window_s``, ``source`` (kind, URL without credentials, version),
+``warnings``, ``partial``, ``error`` and ``totals`` (one row per model). Exit status 0 when
+rows came back, 1 when the server could not be read or held no engine series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from llmtop import __version__
+from llmtop.config import Config
+from llmtop.fleet.monitor import FleetMonitor
+from llmtop.model import Snapshot
+
+__all__ = ["fleet_json", "header_line", "run_fleet_once", "tui_config"]
+
+
+def fleet_json(mon: FleetMonitor, snap: Snapshot) -> dict[str, Any]:
+    """The ``--once --json`` document of one fleet snapshot."""
+    from llmtop.once import _finite
+
+    doc = snap.to_json(__version__)
+    doc["time"] = snap.time
+    doc["window_s"] = snap.window_s
+    doc["source"] = mon.source_json()
+    doc["mode"] = "fleet"
+    doc["scrape_interval_s"] = mon.scrape_interval_s
+    doc["warnings"] = list(mon.warnings)
+    doc["partial"] = mon.partial
+    doc["error"] = ({"kind": mon.error.kind, "message": mon.error.message,
+                     "http_status": mon.error.http_status} if mon.error else None)
+    doc["totals"] = [r.to_json() for r in mon.totals]
+    doc["queries"] = mon.queries_last
+    return _finite(doc)
+
+
+def header_line(mon: FleetMonitor, snap: Snapshot | None) -> str:
+    """``prometheus http://h:9090 · window 60 s · LIVE 03:12:05 · PARTIAL`` (one line)."""
+    kind = mon.backend.kind if mon.backend else "prometheus"
+    t = snap.time if snap is not None else mon.eval_time
+    when = time.strftime("%H:%M:%S", time.localtime(t)) if t else "–"
+    parts = [f"{kind} {mon.display_url}", f"window {mon.window_s:g} s",
+             f"LIVE {when}" if mon.live else f"AT {when}"]
+    if mon.partial:
+        parts.append("PARTIAL")
+    if mon.error is not None:
+        parts.append(f"ERROR {mon.error.kind}: {mon.error.message}")
+    return " · ".join(parts)
+
+
+def tui_config(config: Config) -> Config:
+    """The TUI polls no faster than the fleet refresh (>= the scrape interval, default 10 s);
+    the monitor also refuses to refresh faster than its scrape interval."""
+    p = config.prometheus
+    assert p is not None
+    return dataclasses.replace(config, interval_s=max(p.refresh_s or 10.0, 1.0))
+
+
+def run_fleet_once(config: Config, *, as_json: bool = False, out: TextIO | None = None,
+                   err: TextIO | None = None, transport: Any = None) -> int:
+    """One refresh, printed; the exit status (see the module docstring)."""
+    return asyncio.run(_once(config, as_json, out or sys.stdout, err or sys.stderr, transport))
+
+
+async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transport: Any) -> int:
+    mon = FleetMonitor(config, transport=transport)
+    try:
+        snap = await mon.tick()
+    finally:
+        await mon.aclose()
+    if as_json:
+        print(json.dumps(fleet_json(mon, snap), indent=2, allow_nan=False), file=out)
+    else:
+        from llmtop.console.once_table import print_once
+
+        print(header_line(mon, snap), file=out)
+        for w in mon.warnings:
+            print(f"warning: {w}", file=out)
+        if snap.engines:
+            print_once(snap, file=out)
+    if mon.error is not None:
+        print(f"llmtop: {mon.display_url}: {mon.error.message}", file=err)
+        return 1
+    return 0 if snap.engines else 1
