@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtop.config import Config
+from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
@@ -357,6 +358,8 @@ class Store:
         for name, row in states.items():
             ts = self._targets[name]
             prev, cur = ts.prev_state, row.state
+            if cur == "stale" and ts.status is None:
+                continue  # not scraped yet: nothing happened, and nothing to recover from
             ts.prev_state = cur
             was_good = prev is None or prev in GOOD_STATES
             if cur in GOOD_STATES:
@@ -366,8 +369,6 @@ class Store:
                 continue
             if prev == cur:
                 continue
-            if cur == "stale" and ts.status is None:
-                continue  # not scraped yet: nothing to say
             level = "warn" if cur == "stale" else "error"
             text = state_word(cur, row.http_status)
             if cur == "stale":
@@ -377,7 +378,7 @@ class Store:
             self.event(level, name, text, t_wall=t_wall)
         err = self._gpu.error if self._gpu is not None else None
         if err and err != self._prev_gpu_error:
-            self.event("warn", None, f"GPU unavailable: {err}", t_wall=t_wall)
+            self.event("warn", None, unavailable_line(err), t_wall=t_wall)
         elif self._prev_gpu_error and not err and self._gpu is not None and self._gpu.gpus:
             self.event("info", None, "GPU readings back", t_wall=t_wall)
         self._prev_gpu_error = err
