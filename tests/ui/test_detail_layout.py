@@ -23,7 +23,9 @@ async def test_section_titles_stay_on_one_line():
         lines = [line.strip() for line in screen_lines(app)]
         for title in ("Latency by window (lifetime = since process start)",
                       "Fields (window of the overview)", "Finish reasons (window)",
-                      "Token lengths (lifetime)", "Cache configuration"):
+                      "Request phases, p50 / p95",
+                      "Token lengths, p50 / p90 (step = tokens per engine step)",
+                      "Cache configuration"):
             assert title in lines, title
         assert "reasons" not in lines and "configuration" not in lines
 

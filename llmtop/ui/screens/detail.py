@@ -23,9 +23,14 @@ WINDOWS = (("10s", 10.0), ("1m", 60.0), ("5m", 300.0))
 
 SCALARS = ("target", "engine", "engine_version", "model", "state", "error", "http_status",
            "last_ok_age_s", "running", "waiting", "max_running", "kv_cache_usage",
-           "kv_capacity_tokens", "prefix_hit_rate", "prompt_tokens_per_s",
+           "kv_capacity_tokens", "prefix_hit_rate", "spec_accept_rate", "prompt_tokens_per_s",
            "generation_tokens_per_s", "requests_per_s", "preemptions_per_s", "errors_per_s")
-PCT = {"kv_cache_usage", "prefix_hit_rate"}
+PCT = {"kv_cache_usage", "prefix_hit_rate", "spec_accept_rate"}
+PHASES = (("QUEUE", "queue_s"), ("PREFILL", "prefill_s"), ("DECODE", "decode_s"),
+          ("INFER", "inference_s"))
+"""Per-request phase times (row field = lifetime key), shown as p50 / p95 per window."""
+LENGTHS = (("prompt", "prompt_len"), ("generated", "gen_len"), ("step", "iteration_tokens"))
+"""Token counts per request (and per engine step), shown as p50 / p90 per window."""
 
 
 def _find(rows: list[EngineRow], key: str) -> EngineRow | None:
@@ -80,6 +85,39 @@ def latency_table(row: EngineRow, windows: dict[str, EngineRow | None]) -> Table
     return t
 
 
+def _pair(q: Quantiles | None, names: tuple[str, str], unit_s: bool) -> str:
+    """Two quantiles as ``a / b`` (``<``/``>`` for bounds); ``–`` when neither is known."""
+    if q is None:
+        return fmt.DASH
+    out = []
+    for n in names:
+        if unit_s:
+            out.append(fmt.quantile_text(q, n))
+            continue
+        v = getattr(q, n)
+        mark = "<" if n in q.below else ">" if n in q.above else ""
+        out.append(fmt.DASH if v is None else mark + fmt.fmt_num(v))
+    return fmt.DASH if all(x == fmt.DASH for x in out) else " / ".join(out)
+
+
+def window_table(title: str, kinds: tuple[tuple[str, str], ...], names: tuple[str, str],
+                 row: EngineRow, windows: dict[str, EngineRow | None], *,
+                 unit_s: bool = True) -> Table:
+    """One line per kind, one column per window and lifetime: ``p50 / p95`` (or ``p90``)."""
+    t = Table(title=title, title_justify="left", box=None, padding=(0, 1),
+              header_style="bold")
+    t.add_column("", no_wrap=True)
+    for c in (*windows, "lifetime"):
+        t.add_column(c, justify="right", no_wrap=True)
+    for label, attr in kinds:
+        cells = [_pair(getattr(w, attr, None) if w is not None else None, names, unit_s)
+                 for w in windows.values()]
+        life = row.lifetime.get(attr)
+        cells.append(_pair(life if isinstance(life, Quantiles) else None, names, unit_s))
+        t.add_row(label, *cells)
+    return t
+
+
 def _titled(table: Table) -> Group:
     """The table under its title as a line of its own: a Rich title wraps at the table's
     width, which put "Finish reasons (window)" on three lines above a narrow table."""
@@ -110,13 +148,9 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> G
         fin.add_row(reason, fmt.fmt_num(n))
     if not row.finished:
         fin.add_row("none reported", "")
-    tok = Table(title="Token lengths (lifetime)", title_justify="left", box=None,
-                padding=(0, 1), header_style="bold")
-    for c in ("", "p50", "p90", "p95", "p99", "mean", "n"):
-        tok.add_column(c, justify="right" if c else "left")
-    for k, label in (("prompt_len", "prompt"), ("gen_len", "generated")):
-        q = row.lifetime.get(k)
-        tok.add_row(*_qrow(label, q if isinstance(q, Quantiles) else None, unit_s=False))
+    phases = window_table("Request phases, p50 / p95", PHASES, ("p50", "p95"), row, windows)
+    tok = window_table("Token lengths, p50 / p90 (step = tokens per engine step)", LENGTHS,
+                       ("p50", "p90"), row, windows, unit_s=False)
     cache = Table(title="Cache configuration", title_justify="left", box=None,
                   show_header=False, padding=(0, 1))
     cache.add_column(style="bold")
@@ -126,8 +160,8 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> G
     if not row.info:
         cache.add_row("not reported", "")
     parts: list = [head, Text(""), _titled(latency_table(row, windows)), Text(""),
-                   _titled(fields_t), Text(""), _titled(fin), Text(""), _titled(tok), Text(""),
-                   _titled(cache)]
+                   _titled(phases), Text(""), _titled(tok), Text(""),
+                   _titled(fields_t), Text(""), _titled(fin), Text(""), _titled(cache)]
     if row.ranks:
         ranks = Table(title="Data-parallel ranks", title_justify="left", box=None,
                       padding=(0, 1), header_style="bold")
