@@ -1,5 +1,8 @@
 """``llmtop demo serve``: run the simulated engines headless until Ctrl-C / SIGTERM.
 
+``llmtop demo fleet``: demo engines scraped by a real Prometheus on loopback, then the fleet
+view (:mod:`llmtop.demo.fleet`).
+
 Binds 127.0.0.1 only. Prints each engine's metrics URL, OpenAI base URL and the GPU JSON
 URL. ``--ready-file F`` writes the same information as JSON once every port listens (the
 launcher waits for it); ``--parent-pid P`` exits when that process goes away.
@@ -43,7 +46,73 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
     s.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     s.add_argument("--quiet", action="store_true", help="do not print the URLs")
+    _add_fleet_parser(sub)
     return p
+
+
+def _add_fleet_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    f = sub.add_parser("fleet", help="demo engines scraped by a real Prometheus on 127.0.0.1, "
+                       "then the fleet view (other options go to llmtop, e.g. --once --json)")
+    f.add_argument("--engines", type=int, default=8, metavar="N",
+                   help="number of demo engines: vLLM and SGLang, two models, one in trouble "
+                   "(default 8)")
+    f.add_argument("--backend", choices=("prometheus", "victoriametrics"), default="prometheus",
+                   help="the server that scrapes them (default prometheus)")
+    f.add_argument("--scrape-interval", type=float, default=2.0, metavar="S",
+                   help="scrape interval in seconds (default 2)")
+    f.add_argument("--down", type=int, default=1, metavar="N",
+                   help="dead targets to add, shown as down (default 1)")
+    f.add_argument("--port", type=int, default=0, help="the server's port (default: a free one)")
+    f.add_argument("--serve", action="store_true",
+                   help="do not open the fleet view: print the URL and serve until Ctrl-C")
+
+
+def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
+    """``llmtop demo fleet [options] [llmtop options]``."""
+    import importlib.util
+    import time
+
+    from llmtop.demo.fleet import start_demo_fleet
+    from llmtop.errors import LlmtopError
+
+    args, rest = parser.parse_known_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        running = start_demo_fleet(max(1, args.engines), backend=args.backend,
+                                   scrape_interval_s=args.scrape_interval,
+                                   down=max(0, args.down), port=args.port)
+    except LlmtopError as exc:
+        print(f"llmtop demo fleet: {exc}", file=sys.stderr)
+        return 2
+    try:
+        live = [e for e in running.fleet.engines if not e.down and e.job != "dcgm"]
+        print(f"llmtop demo fleet: {args.backend} at {running.url} scraping {len(live)} demo "
+              f"engines every {args.scrape_interval:g} s (+ {len(running.fleet.gpu_urls)} DCGM "
+              f"exporters, {args.down} dead target); data in {running.workdir}", file=sys.stderr)
+        for e in running.fleet.engines:
+            what = ("down" if e.down else "in trouble" if e.trouble
+                    else "DCGM exporter" if e.job == "dcgm" else (e.scenario or ""))
+            print(f"  {e.job:<7} {e.instance:<16} {e.model or '-':<34} {what}", file=sys.stderr)
+        from llmtop.cli.main import build_parser as llmtop_parser
+
+        has_view = (importlib.util.find_spec("llmtop.fleet") is not None
+                    and "--prometheus" in llmtop_parser()._option_string_actions)
+        if args.serve or not has_view:
+            why = "" if has_view else " (this build has no fleet view yet)"
+            print(f"Open the fleet view with: llmtop --prometheus {running.url}{why}\n"
+                  "Ctrl-C to stop.", file=sys.stderr, flush=True)
+            while running.server.alive():
+                time.sleep(1.0)
+            print(f"llmtop demo fleet: {args.backend} exited: {running.server.log_tail()}",
+                  file=sys.stderr)
+            return 1
+        from llmtop.cli.main import main as llmtop_main
+
+        return llmtop_main(["--prometheus", running.url, *rest])
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        running.stop()
 
 
 def _write_ready(path: str, info: dict[str, object]) -> None:
@@ -96,8 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    args = parser.parse_args(subcommand_first(list(sys.argv[1:] if argv is None else argv),
-                                              sub.choices, value_options(sub.choices.values())))
+    words = subcommand_first(list(sys.argv[1:] if argv is None else argv), sub.choices,
+                             value_options(sub.choices.values()))
+    if words[:1] == ["fleet"]:
+        return _fleet(words[1:], sub.choices["fleet"])
+    args = parser.parse_args(words)
     from llmtop.demo.scenarios import SCENARIOS
 
     if args.scenario not in (None, "", "none", "default") and args.scenario not in SCENARIOS:

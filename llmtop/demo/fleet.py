@@ -23,6 +23,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,9 +37,9 @@ from llmtop.demo.profiles import DEFAULT_PROFILE
 from llmtop.errors import LlmtopError
 
 __all__ = ["BIN_ENV", "INSTALL_HINT", "MODEL_A", "MODEL_B", "DemoFleet", "FleetEngine",
-           "ServerProcess", "TextTarget", "dcgm_text", "find_binary", "free_port",
-           "frozen_text", "plan", "query", "start_fleet", "start_prometheus", "start_victoria",
-           "wait_scraped"]
+           "RunningFleet", "ServerProcess", "TextTarget", "dcgm_text", "find_binary", "free_port",
+           "frozen_text", "plan", "query", "start_demo_fleet", "start_fleet", "start_prometheus",
+           "start_victoria", "wait_scraped"]
 
 MODEL_A = DEFAULT_PROFILE.model
 MODEL_B = "Qwen/Qwen2.5-7B-Instruct"
@@ -472,3 +473,52 @@ def dcgm_text(gpus: Sequence[dict[str, Any]], hostname: str) -> str:
         mask = sum(_REASON_BITS.get(r, 0) for r in g.get("throttle") or [])
         lines.append(f"{name}{{{lab}}} {mask}")
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class RunningFleet:
+    """A demo fleet and the real server scraping it (``llmtop demo fleet``)."""
+
+    fleet: DemoFleet
+    server: ServerProcess
+    workdir: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.fleet.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_demo_fleet(n: int = 8, *, backend: str = "prometheus", scrape_interval_s: float = 2.0,
+                     down: int = 1, port: int = 0, min_samples: int = 3) -> RunningFleet:
+    """N demo engines + DCGM targets + a dead one, scraped by a real server on 127.0.0.1.
+
+    Raises :class:`LlmtopError` (with :data:`INSTALL_HINT`) when the binary is missing.
+    """
+    name = "prometheus" if backend == "prometheus" else "victoria-metrics"
+    binary = find_binary(name)
+    if not binary:
+        raise LlmtopError(f"no {name} binary found: {INSTALL_HINT}")
+    fl = start_fleet(n, down=down, dcgm=True)
+    workdir = tempfile.mkdtemp(prefix="llmtop-demo-fleet-")
+    try:
+        cfg = fl.scrape_config(scrape_interval_s)
+        if name == "prometheus":
+            srv = start_prometheus(cfg, workdir, binary=binary, port=port)
+        else:
+            srv = start_victoria(cfg, workdir, binary=binary, port=port)
+        try:
+            wait_scraped(srv.url, fl.instances, min_samples=min_samples,
+                         timeout_s=max(30.0, 6 * min_samples * scrape_interval_s))
+        except BaseException:
+            srv.stop()
+            raise
+    except BaseException:
+        fl.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return RunningFleet(fl, srv, workdir)

@@ -9,6 +9,8 @@ the recorded Thanos/Mimir/VictoriaMetrics envelopes are well formed.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import httpx
@@ -165,3 +167,27 @@ def test_the_backend_quirks_the_fixtures_document():
     vm_targets = load("victoriametrics-1.79-targets.json")["response"]["body"]["data"]
     assert all("scrapeInterval" not in t and t["discoveredLabels"]["__scrape_interval__"] == "1s"
                for t in vm_targets["activeTargets"])
+
+
+# -- llmtop demo fleet --------------------------------------------------------------------
+
+def test_demo_fleet_without_a_binary_says_how_to_get_one(monkeypatch, capsys):
+    from llmtop.cli.demo import main as demo_main
+    from llmtop.demo import fleet
+
+    monkeypatch.setattr(fleet, "find_binary", lambda name: None)
+    assert demo_main(["fleet", "--once", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "no prometheus binary" in err and "scripts/fleet_servers.sh" in err
+    assert "apt-get install prometheus" in err
+
+
+def test_demo_fleet_passes_once_json_through(prometheus_server):
+    # prometheus_server: only to skip (or fail in CI) without the binary; this starts its own.
+    out = subprocess.run([sys.executable, "-m", "llmtop", "demo", "fleet", "--engines", "3",
+                          "--scrape-interval", "1", "--once", "--json"], capture_output=True,
+                         text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert "llmtop demo fleet: prometheus at http://127.0.0.1:" in out.stderr, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["source"]["kind"] == "prometheus"
+    assert doc["source"]["url"].startswith("http://127.0.0.1:")
