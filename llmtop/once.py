@@ -2,8 +2,9 @@
 
 The JSON schema is ``docs/json-schema.md`` (``Snapshot.to_json``); scripts depend on it.
 Exit status: 0 when at least one target could be read, 1 when none could (or none was
-found). ``--gpu-required`` with unreadable GPUs raises ``GpuRequiredError``. Never a
-traceback: unexpected errors are left to ``cli.main``, which prints one line.
+found: ``--json`` then still prints one object, with no engines and a ``message``).
+``--gpu-required`` with unreadable GPUs raises ``GpuRequiredError``. Never a traceback:
+unexpected errors are left to ``cli.main``, which prints one line.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import json
 import math
 import sys
+import time
 from typing import Any, TextIO
 
 from llmtop import __version__
@@ -20,11 +22,19 @@ from llmtop.config import Config
 from llmtop.errors import GpuRequiredError
 from llmtop.model import Snapshot
 
-__all__ = ["NO_TARGETS_MESSAGE", "run_once", "snapshot_json"]
+__all__ = ["NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "empty_json", "run_once", "snapshot_json"]
 
 NO_TARGETS_MESSAGE = (
     "no inference engines found on localhost; give a TARGET such as 127.0.0.1:8000"
 )
+
+NO_TARGETS_HINTS = (
+    ("llmtop 127.0.0.1:8000", "watch a server: give a TARGET (host:port or URL)"),
+    ("llmtop --demo", "try it on simulated engines"),
+    ("llmtop --prometheus URL", "watch a fleet through Prometheus"),
+)
+"""What to do when nothing was found: (command, what it does); the TUI shows them centred,
+``--once`` after its one-line message."""
 
 
 def run_once(
@@ -61,7 +71,12 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
     if monitor is None:
         config = await _targets(config)
         if not config.targets:
+            if as_json:  # still one valid object: scripts read `engines` and `message`
+                print(empty_json(NO_TARGETS_MESSAGE), file=out)
             print(f"llmtop: {NO_TARGETS_MESSAGE}", file=err)
+            if not as_json:
+                for cmd, what in NO_TARGETS_HINTS:
+                    print(f"  {cmd:<26}{what}", file=err)
             return 1
         from llmtop.monitor import Monitor
 
@@ -96,6 +111,15 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
             print(f"llmtop: no target could be read ({reasons or 'no targets'})", file=err)
         return 1
     return 0
+
+
+def empty_json(message: str) -> str:
+    """The ``--once --json`` object when no target was found: no engines, no window, and
+    ``message`` saying why (``docs/json-schema.md``)."""
+    doc = Snapshot(time=time.time(), window_s=0.0).to_json(__version__)
+    doc["window_s"] = None
+    doc["message"] = message
+    return json.dumps(doc, indent=2, allow_nan=False)
 
 
 def snapshot_json(snap: Snapshot) -> str:

@@ -1,8 +1,9 @@
 """A network-free ``Source`` built from model objects: tests, screenshots and docs use it.
 
 ``FakeSource.demo(scenario)`` gives fixed, deterministic data for vLLM + SGLang + Triton and
-two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"`` or ``"states"``
-(one row in each bad state: BAD PAYLOAD, RESTARTED, STALE, HTTP 503, UNAUTHORIZED, DOWN).
+two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"``, ``"empty"``
+(no engine, no GPU) or ``"states"`` (one row in each bad state: BAD PAYLOAD, RESTARTED,
+STALE, HTTP 503, UNAUTHORIZED, DOWN).
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
     if scenario == "no_gpu":
         gpus = []
         gpu_error = reasons.LIBRARY_NOT_FOUND  # the sampler's own words
+    if scenario == "empty":  # nothing found, no NVML: what a first start on a laptop shows
+        return Snapshot(time=t, window_s=10.0, gpu_error=reasons.LIBRARY_NOT_FOUND)
     if scenario == "states":
         return Snapshot(time=t, window_s=10.0, engines=_state_rows(), gpus=gpus)
     return Snapshot(time=t, window_s=10.0, engines=[vllm, _sglang(), triton], gpus=gpus,

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from llmtop.gpu.reasons import LIBRARY_NOT_FOUND
+from llmtop.model import Event
+from llmtop.ui.fake import FROZEN_TIME, FakeSource
+
 from .conftest import first_paint, make_app
 
 SIZES = [(80, 24), (160, 48)]
@@ -84,3 +88,11 @@ def test_raw_metrics(snap_compare, size):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_gpu_detail(snap_compare, size):
     assert snap_compare(make_app("ok"), terminal_size=size, run_before=_run("g"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_nothing_found(snap_compare, size):
+    """No engine, no NVML: whole headers, the centred hint, the GPU reason said once."""
+    events = [Event(FROZEN_TIME, "warn", None, LIBRARY_NOT_FOUND)]
+    app = make_app(source=FakeSource.demo("empty", events=events))
+    assert snap_compare(app, terminal_size=size, run_before=_run())

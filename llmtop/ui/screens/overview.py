@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 import time
 
+from rich.align import Align
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,6 +17,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from llmtop.once import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.source import SPARK_FIELDS, Source
 from llmtop.ui.view import LiveView
@@ -28,6 +33,7 @@ __all__ = [
     "TALL_MIN_HEIGHT",
     "BottomArea",
     "OverviewScreen",
+    "empty_hint",
     "spark_clock",
     "spark_form",
 ]
@@ -124,6 +130,7 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
         yield EnginesTable(id="engines")
+        yield Static(empty_hint(), id="empty-hint")
         yield Static("GPUs", id="gpu-title", classes="section")
         yield GpuPanel(id="gpus")
         with BottomArea(id="bottom"):
@@ -185,6 +192,7 @@ class OverviewScreen(Screen):
             window=f"latency over {_window(snap)}" if self.has_class("-wide") else _window(snap))
         if snap is None:
             return
+        self.set_class(not snap.engines, "-empty")
         table = self.query_one(EnginesTable)
         if force:
             table.repaint_all()
@@ -299,6 +307,17 @@ class OverviewScreen(Screen):
     def selected_target(self) -> str | None:
         row = self.query_one(EnginesTable).selected_row()
         return row.target if row is not None else None
+
+
+def empty_hint() -> Align:
+    """What to do when no engine was found, centred under the (empty) engines table."""
+    t = Table.grid(padding=(0, 3))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(style="dim")
+    for cmd, what in NO_TARGETS_HINTS:
+        t.add_row(cmd, what)
+    title = Text("No inference engine found on this machine.", style="bold")
+    return Align.center(Group(Align.center(title), Text(""), t))
 
 
 def _window(snap) -> str:

@@ -183,10 +183,12 @@ class EnginesTable(RowTable):
         return min(self._avail_w, max(floor, self._need_w))
 
     def _name_label(self) -> Text:
+        """``ENGINE`` over the targets and ``MODEL`` over the models, in whole words only:
+        the first that fits the column (an empty table's column is 12 wide: "MODE" was
+        shown there)."""
         tw = self._target_w
-        label = "ENGINE".ljust(tw) + " MODEL" if tw else "ENGINE  MODEL"
-        if tw and self._name_w - tw - 1 < 3:  # no room for a model name worth a header
-            label = "ENGINE"
+        tries = ["ENGINE".ljust(tw) + " MODEL"] if tw else ["ENGINE  MODEL", "ENGINE MODEL"]
+        label = next((t for t in tries if len(t) <= self._name_w), "ENGINE")
         return Text(" " + label[: self._name_w])
 
     def _fit_name_column(self) -> None:
