@@ -1,0 +1,146 @@
+"""The engine's own baseline: the median of each signal over its recent past.
+
+``BaselineTracker.observe`` takes one summary point per row (and per GPU) every
+``BASELINE_STEP_S`` from the rows it is given (the store's 10 s rows, which tile time), and
+keeps ``BASELINE_KEEP_S`` of them: about 90 points of ~20 floats per row, whatever the
+refresh rate. ``baseline(key, t, exclude_s)`` is the per-signal median of the points older
+than the current window. Live, it is fed every tick; in a replay, from the recording's
+earlier part. Pure: time is passed in, never read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from llmtop.diagnose.signals import BASELINE_SIGNALS, SIGNALS
+from llmtop.diagnose.thresholds import BASELINE_KEEP_S, BASELINE_MIN_POINTS, BASELINE_STEP_S
+from llmtop.model import EngineRow, GpuRecord
+
+__all__ = ["GPU_SIGNALS", "Baseline", "BaselineTracker", "gpu_key"]
+
+GPU_SIGNALS = ("sm_clock", "util")
+_GOOD = ("ok",)
+
+
+def gpu_key(g: GpuRecord) -> str:
+    """``host:index``, the store's GPU series key."""
+    return f"{g.host}:{g.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """Medians of one row's (or GPU's) signals over ``points`` points spanning ``span_s``."""
+
+    values: Mapping[str, float]
+    points: int
+    span_s: float
+
+    def get(self, name: str) -> float | None:
+        return self.values.get(name)
+
+
+def _median(vals: list[float]) -> float:
+    vals.sort()
+    n = len(vals)
+    mid = n // 2
+    return vals[mid] if n % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+class _Series:
+    """The points of one row or GPU: (t, values in ``names`` order)."""
+
+    __slots__ = ("cache", "names", "points")
+
+    def __init__(self, names: tuple[str, ...], maxlen: int) -> None:
+        self.names = names
+        self.points: deque[tuple[float, tuple[float | None, ...]]] = deque(maxlen=maxlen)
+        self.cache: tuple[tuple[int, float, float], Baseline | None] | None = None
+
+    def baseline(self, lo: float, hi: float) -> Baseline | None:
+        pts = [p for p in self.points if lo <= p[0] <= hi]
+        if not pts:
+            return None
+        ck = (len(pts), pts[0][0], pts[-1][0])
+        if self.cache is not None and self.cache[0] == ck:
+            return self.cache[1]
+        out: Baseline | None = None
+        if len(pts) >= BASELINE_MIN_POINTS:
+            values: dict[str, float] = {}
+            for i, name in enumerate(self.names):
+                vals = [v for _, vs in pts if (v := vs[i]) is not None]
+                if len(vals) >= BASELINE_MIN_POINTS:
+                    values[name] = _median(vals)
+            out = Baseline(values, len(pts), pts[-1][0] - pts[0][0])
+        self.cache = (ck, out)
+        return out
+
+
+class BaselineTracker:
+    """One summary point per row per ``step_s``, kept ``keep_s`` (see the module doc)."""
+
+    def __init__(self, step_s: float = BASELINE_STEP_S, keep_s: float = BASELINE_KEEP_S
+                 ) -> None:
+        self.step_s = step_s
+        self.keep_s = keep_s
+        self._maxlen = int(keep_s // step_s) + 2
+        self._rows: dict[str, _Series] = {}
+        self._gpus: dict[str, _Series] = {}
+        self._last_t: float | None = None
+
+    def due(self, t: float) -> bool:
+        """True when ``observe`` at ``t`` would take a point."""
+        return self._last_t is None or t - self._last_t >= self.step_s - 1e-6 or t < self._last_t
+
+    def observe(self, t: float, rows: Iterable[EngineRow], gpus: Iterable[GpuRecord] = ()
+                ) -> bool:
+        """Take a point of every good row and GPU if one is due at ``t``; True if taken."""
+        if not self.due(t):
+            return False
+        self._last_t = t
+        for row in rows:
+            if row.state not in _GOOD or row.model is None:
+                continue
+            s = self._rows.get(row.key)
+            if s is None:
+                s = self._rows[row.key] = _Series(BASELINE_SIGNALS, self._maxlen)
+            s.points.append((t, tuple(SIGNALS[n](row) for n in BASELINE_SIGNALS)))
+        for g in gpus:
+            if g.error:
+                continue
+            k = gpu_key(g)
+            s = self._gpus.get(k)
+            if s is None:
+                s = self._gpus[k] = _Series(GPU_SIGNALS, self._maxlen)
+            s.points.append((t, (g.sm_clock_mhz, g.util)))
+        return True
+
+    def baseline(self, key: str, t: float, exclude_s: float) -> Baseline | None:
+        """Medians of row ``key`` over ``[t - keep_s, t - exclude_s]``; None when fewer than
+        ``BASELINE_MIN_POINTS`` points."""
+        s = self._rows.get(key)
+        return s.baseline(t - self.keep_s, t - exclude_s) if s is not None else None
+
+    def gpu_baseline(self, key: str, t: float, exclude_s: float) -> Baseline | None:
+        """Like ``baseline`` for one GPU (``host:index``)."""
+        s = self._gpus.get(key)
+        return s.baseline(t - self.keep_s, t - exclude_s) if s is not None else None
+
+    def baselines(self, keys: Iterable[str], t: float, exclude_s: float
+                  ) -> dict[str, Baseline]:
+        """``baseline`` of each key that has one."""
+        out = {}
+        for k in keys:
+            b = self.baseline(k, t, exclude_s)
+            if b is not None:
+                out[k] = b
+        return out
+
+    def gpu_baselines(self, t: float, exclude_s: float) -> dict[str, Baseline]:
+        out = {}
+        for k in self._gpus:
+            b = self.gpu_baseline(k, t, exclude_s)
+            if b is not None:
+                out[k] = b
+        return out

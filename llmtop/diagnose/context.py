@@ -1,0 +1,97 @@
+"""What one rule sees of one engine row: the row, its baseline, its GPUs and its siblings,
+plus the small formatting helpers every summary uses. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from llmtop.diagnose.baseline import Baseline, gpu_key
+from llmtop.diagnose.findings import Evidence, Finding
+from llmtop.diagnose.signals import signal
+from llmtop.model import EngineRow, GpuRecord
+
+_SIGNAL = object()
+"""``RowCtx.ev``'s default: read the value from the row."""
+
+__all__ = ["RowCtx", "fmt_pct", "fmt_s", "fmt_tok", "fmt_x", "window_label"]
+
+
+def window_label(window_s: float) -> str:
+    """``30s``, ``1m``, ``5m``: the window as evidence names it."""
+    if window_s >= 60 and window_s % 60 == 0:
+        return f"{window_s / 60:.0f}m"
+    return f"{window_s:g}s"
+
+
+def fmt_s(v: float | None) -> str:
+    """Seconds for a sentence: ``85 ms``, ``3.2 s``, ``–``."""
+    if v is None:
+        return "\u2013"
+    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.1f} s"
+
+
+def fmt_pct(v: float | None) -> str:
+    """A 0..1 fraction as ``62 %``."""
+    return "\u2013" if v is None else f"{v * 100:.0f} %"
+
+
+def fmt_tok(v: float | None) -> str:
+    """``812 tokens``."""
+    return "\u2013" if v is None else f"{v:.0f} tokens"
+
+
+def fmt_x(v: float, base: float | None) -> str:
+    """`` (×3.1 usual)`` or empty when no usable baseline."""
+    if base is None or base <= 0:
+        return ""
+    return f" (\u00d7{v / base:.1f} its usual {_short(base)})"
+
+
+def _short(v: float) -> str:
+    return f"{v:.2g}" if v < 10 else f"{v:.0f}"
+
+
+@dataclass(slots=True)
+class RowCtx:
+    """The inputs of the rules for one row (see ``diagnose.engine.diagnose``)."""
+
+    row: EngineRow
+    base: Baseline | None
+    window_s: float
+    waiting_min: float | None = None
+    """The smallest ``waiting`` seen over the window (None: unknown)."""
+    gpus: Sequence[GpuRecord] = ()
+    """GPUs holding this engine's memory (attribution)."""
+    gpu_base: Mapping[str, Baseline] = field(default_factory=dict)
+    siblings: Sequence[EngineRow] = ()
+    """Other replicas of the same model (other targets), good state only."""
+    restarted_ago_s: float | None = None
+    """Seconds since llmtop saw this engine restart (None: not seen)."""
+
+    @property
+    def window(self) -> str:
+        return window_label(self.window_s)
+
+    def sig(self, name: str) -> float | None:
+        return signal(self.row, name)
+
+    def usual(self, name: str) -> float | None:
+        return self.base.get(name) if self.base is not None else None
+
+    def ev(self, name: str, threshold: float | str | None = None,
+           value: float | str | object | None = _SIGNAL, *, baseline: bool = True
+           ) -> Evidence:
+        """Evidence of one signal (its value read from the row unless given)."""
+        v = self.sig(name) if value is _SIGNAL else value
+        assert v is None or isinstance(v, (int, float, str))
+        return Evidence(name, v, self.window, self.usual(name) if baseline else None, threshold)
+
+    def gpu_usual(self, g: GpuRecord, name: str) -> float | None:
+        b = self.gpu_base.get(gpu_key(g))
+        return b.get(name) if b is not None else None
+
+    def finding(self, rule: str, severity: str, summary: str, evidence: Sequence[Evidence],
+                action: str) -> Finding:
+        return Finding(rule, severity, self.row.target, self.row.model, summary,
+                       tuple(evidence), action)

@@ -1,0 +1,35 @@
+"""The diagnosis rules, one small module per cause; ``ROW_RULES`` runs them in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llmtop.diagnose.context import RowCtx
+from llmtop.diagnose.findings import Finding
+from llmtop.diagnose.rules.decode import decode_slowdown, spec_decode_drop, ttft_rise
+from llmtop.diagnose.rules.errors import aborts, errors
+from llmtop.diagnose.rules.gpu import gpu_throttle
+from llmtop.diagnose.rules.imbalance import imbalance
+from llmtop.diagnose.rules.kv import kv_pressure
+from llmtop.diagnose.rules.prompts import long_prompts, prefix_cache_miss
+from llmtop.diagnose.rules.queueing import queueing
+from llmtop.diagnose.rules.warmup import warming_up
+
+__all__ = ["ROW_RULES", "Rule"]
+
+Rule = Callable[[RowCtx], list[Finding]]
+
+ROW_RULES: tuple[Rule, ...] = (
+    warming_up,
+    gpu_throttle,
+    kv_pressure,
+    long_prompts,
+    prefix_cache_miss,
+    spec_decode_drop,
+    imbalance,
+    errors,
+    queueing,
+    decode_slowdown,
+    ttft_rise,
+    aborts,
+)

@@ -1,0 +1,72 @@
+"""``queueing``: admission-bound. Requests wait for a running slot, not for compute."""
+
+from __future__ import annotations
+
+from llmtop.diagnose.context import RowCtx, fmt_pct, fmt_s
+from llmtop.diagnose.findings import Finding
+from llmtop.diagnose.signals import count
+from llmtop.diagnose.thresholds import (
+    KV_FULL,
+    MIN_REQUESTS,
+    QUEUE_CRIT_S,
+    QUEUE_CRIT_SHARE,
+    QUEUE_P95_MIN_S,
+    QUEUE_SHARE,
+    RUNNING_AT_LIMIT,
+)
+
+__all__ = ["queueing"]
+
+WAITING_ONLY_MIN = 5.0
+"""Without queue-time histograms, a queue this long all window long (vLLM Doctor's 5)."""
+
+
+def _action(c: RowCtx, at_limit: bool) -> str:
+    row = c.row
+    kv = row.kv_cache_usage
+    if row.engine == "sglang" and kv is not None and kv < 0.9:
+        return ("lower --schedule-conservativeness (e.g. 0.3): token usage below 0.9 with a "
+                "queue means the scheduler admits too few, or add a replica")
+    if at_limit and kv is not None and kv < KV_FULL:
+        flag = "--max-num-seqs" if row.engine == "vllm" else "the running limit"
+        return f"raise {flag} (KV has room at {fmt_pct(kv)}) or add a replica"
+    return "add a replica: the load exceeds this engine's capacity (llmtop probe finds how much)"
+
+
+def queueing(c: RowCtx) -> list[Finding]:
+    """Waiting > 0 all window long and queue time a large share of TTFT."""
+    row = c.row
+    w = row.waiting
+    if w is None or w < 1 or (c.waiting_min is not None and c.waiting_min < 1):
+        return []
+    q50, q95, t50 = c.sig("queue_p50"), c.sig("queue_p95"), c.sig("ttft_p50")
+    run, lim = row.running, row.max_running
+    at_limit = run is not None and lim is not None and lim > 0 and run >= RUNNING_AT_LIMIT * lim
+    limit = f"; running is pinned at {run:.0f} = its limit" if at_limit and run is not None else ""
+    kv = f" while KV is {fmt_pct(row.kv_cache_usage)}" if row.kv_cache_usage is not None else ""
+    ev = [c.ev("waiting", 1.0), c.ev("waiting_min", 1.0, c.waiting_min, baseline=False)]
+    if row.queue_s is not None:
+        if count(row, "queue_s") < MIN_REQUESTS or q95 is None or q95 < QUEUE_P95_MIN_S:
+            return []
+        share = q50 / t50 if q50 is not None and t50 else None
+        if share is not None and share < QUEUE_SHARE:
+            return []
+        critical = q95 >= QUEUE_CRIT_S and (share is None or share >= QUEUE_CRIT_SHARE)
+        usual = c.usual("queue_p95")
+        ev += [c.ev("queue_p95", QUEUE_P95_MIN_S), c.ev("queue_p50"), c.ev("ttft_p50"),
+               c.ev("queue_share_of_ttft", QUEUE_SHARE, share, baseline=False)]
+        tt = c.sig("ttft_p95")
+        head = f"TTFT p95 {fmt_s(tt)}: " if tt is not None else ""
+        share_txt = f" is {fmt_pct(min(share, 1.0))} of TTFT" if share is not None else ""
+        summary = (f"{head}{w:.0f} requests wait and queue time (p50 {fmt_s(q50)}, p95 "
+                   f"{fmt_s(q95)}){share_txt}{limit}{kv}")
+        if usual is not None and q95 < 2 * usual:
+            summary += f"; as usual for this engine (p95 {fmt_s(usual)})"
+            return [c.finding("queueing", "info", summary, ev, _action(c, at_limit))]
+        return [c.finding("queueing", "critical" if critical else "warn", summary, ev,
+                          _action(c, at_limit))]
+    # no queue-time histogram: only a long queue seen all window long
+    if c.waiting_min is None or c.waiting_min < WAITING_ONLY_MIN:
+        return []
+    summary = f"{w:.0f} requests wait (at least {c.waiting_min:.0f} all window){limit}{kv}"
+    return [c.finding("queueing", "warn", summary, ev, _action(c, at_limit))]

@@ -1,0 +1,101 @@
+"""``Diagnoser``: the diagnosis over time, as the store runs it every tick.
+
+It feeds the baseline tracker, re-runs ``diagnose`` every ``DIAG_EVERY_S`` on rows over
+``DIAG_WINDOW_S``, and keeps findings with hysteresis: a finding starts when a rule fires
+and ends only after the rule has not fired for ``END_HOLD_S`` (the last fired version is
+shown meanwhile), so the event log does not flicker. Time is passed in; pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from llmtop.diagnose.baseline import BaselineTracker
+from llmtop.diagnose.engine import diagnose
+from llmtop.diagnose.findings import Finding, order_findings, severity_rank
+from llmtop.diagnose.thresholds import DIAG_EVERY_S, DIAG_WINDOW_S, END_HOLD_S
+from llmtop.model import EngineRow, GpuRecord
+
+__all__ = ["Diagnoser", "Transition"]
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A finding that started (``kind == "start"``), got worse (``"worse"``) or ended."""
+
+    kind: str
+    finding: Finding
+    lasted_s: float | None = None
+
+
+@dataclass(slots=True)
+class _Active:
+    finding: Finding
+    since: float
+    last_fired: float
+
+
+class Diagnoser:
+    """Baseline + periodic diagnosis + hysteresis (see the module doc)."""
+
+    def __init__(self, *, window_s: float = DIAG_WINDOW_S, every_s: float = DIAG_EVERY_S,
+                 hold_s: float = END_HOLD_S, tracker: BaselineTracker | None = None) -> None:
+        self.window_s = window_s
+        self.every_s = every_s
+        self.hold_s = hold_s
+        self.tracker = tracker or BaselineTracker()
+        self._active: dict[tuple[str, str, str | None], _Active] = {}
+        self._last_run: float | None = None
+        self.findings: list[Finding] = []
+        """The current findings, ordered (``order_findings``)."""
+
+    def observe(self, t: float, rows: Sequence[EngineRow], gpus: Sequence[GpuRecord]) -> None:
+        """Feed the baseline with the store's 10 s rows (a point every 10 s)."""
+        self.tracker.observe(t, rows, gpus)
+
+    def due(self, t: float) -> bool:
+        return self._last_run is None or t - self._last_run >= self.every_s - 1e-6 or \
+            t < self._last_run
+
+    def update(
+        self,
+        t: float,
+        rows: Sequence[EngineRow] | Callable[[], Sequence[EngineRow]],
+        gpus: Sequence[GpuRecord],
+        *,
+        waiting_min: Mapping[str, float] | None = None,
+        restarted_ago_s: Mapping[str, float] | None = None,
+        force: bool = False,
+    ) -> list[Transition]:
+        """Re-run the rules if due (or ``force``); returns what started, worsened or ended.
+        ``rows`` may be a function, called only when the rules run."""
+        if not force and not self.due(t):
+            return []
+        self._last_run = t
+        if callable(rows):
+            rows = rows()
+        keys = [r.key for r in rows]
+        now = diagnose(rows, baselines=self.tracker.baselines(keys, t, self.window_s),
+                       gpus=gpus, gpu_baselines=self.tracker.gpu_baselines(t, self.window_s),
+                       window_s=self.window_s, waiting_min=waiting_min,
+                       restarted_ago_s=restarted_ago_s)
+        out: list[Transition] = []
+        seen = set()
+        for f in now:
+            seen.add(f.key)
+            a = self._active.get(f.key)
+            if a is None:
+                self._active[f.key] = _Active(f, t, t)
+                out.append(Transition("start", f))
+                continue
+            if severity_rank(f.severity) > severity_rank(a.finding.severity):
+                out.append(Transition("worse", f, t - a.since))
+            a.finding, a.last_fired = f, t
+        for k, a in list(self._active.items()):
+            if k not in seen and (t - a.last_fired >= self.hold_s or t < a.last_fired):
+                del self._active[k]
+                out.append(Transition("end", a.finding, t - a.since))
+        targets = list(dict.fromkeys(r.target for r in rows))
+        self.findings = order_findings((a.finding for a in self._active.values()), targets)
+        return out

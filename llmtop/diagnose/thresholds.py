@@ -1,0 +1,145 @@
+"""Every threshold of the diagnosis, in one place (``docs/diagnosis.md`` explains each).
+
+Relative limits compare with the engine's own baseline (its median over the last 15 minutes,
+the current window left out); absolute limits are where physics or the engines' own docs set
+one. A change must pass both a relative and an absolute limit, so tiny values do not flap.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ABORT_SHARE_INFO",
+    "BASELINE_KEEP_S",
+    "BASELINE_MIN_POINTS",
+    "BASELINE_STEP_S",
+    "DECODE_ABS_S",
+    "DECODE_CRIT_X",
+    "DECODE_RUNNING_X",
+    "DECODE_X",
+    "DIAG_EVERY_S",
+    "DIAG_WINDOW_S",
+    "END_HOLD_S",
+    "ERRORS_MIN",
+    "ERROR_SHARE_CRIT",
+    "ERROR_SHARE_WARN",
+    "GPU_CLOCK_DROP",
+    "GPU_HARD_THROTTLE",
+    "GPU_UTIL_BUSY",
+    "HIT_ABS_DROP",
+    "HIT_BASE_MIN",
+    "HIT_REL",
+    "IMB_KV_GAP",
+    "IMB_RUNNING_ABS",
+    "IMB_RUNNING_X",
+    "IMB_WAITING_MIN",
+    "KV_CRIT",
+    "KV_FULL",
+    "MIN_REQUESTS",
+    "MIN_TOKENS",
+    "PREEMPT_CRIT_PER_S",
+    "PREEMPT_MIN_EVENTS",
+    "PROMPT_ABS_TOKENS",
+    "PROMPT_X",
+    "QUEUE_CRIT_S",
+    "QUEUE_CRIT_SHARE",
+    "QUEUE_P95_MIN_S",
+    "QUEUE_SHARE",
+    "RUNNING_AT_LIMIT",
+    "SLOWER_X",
+    "SPEC_ABS_DROP",
+    "SPEC_REL",
+    "TTFT_ABS_S",
+    "TTFT_X",
+    "WARMUP_S",
+]
+
+# ---------------------------------------------------------------- windows and baseline
+DIAG_WINDOW_S = 30.0
+"""The window the rules judge (live and in replay): long enough for a minimum request count."""
+DIAG_EVERY_S = 2.0
+"""The store re-runs the rules at most this often (the 30 s rows cost a derivation)."""
+END_HOLD_S = 15.0
+"""Hysteresis: a finding ends only after it has not fired for this long."""
+BASELINE_STEP_S = 10.0
+"""One baseline point per row per 10 s (the store's 10 s rows, which tile time)."""
+BASELINE_KEEP_S = 900.0
+"""The baseline is the median over the last 15 minutes (the current window left out)."""
+BASELINE_MIN_POINTS = 3
+"""Fewer points than this (30 s of history) give no baseline: relative rules do not apply."""
+
+# ---------------------------------------------------------------- noise floors
+MIN_REQUESTS = 20
+"""A quantile or share over fewer finished requests in the window is noise."""
+MIN_TOKENS = 200
+"""ITL histograms count tokens: fewer in the window is noise."""
+
+# ---------------------------------------------------------------- kv_pressure
+KV_FULL = 0.95
+"""KV usage at or above this, with preemption or a queue, is pressure (vLLM's Grafana
+colours 0.9 / 0.98; GAIE treats 0.8 as routing headroom, not a problem)."""
+KV_CRIT = 0.98
+PREEMPT_MIN_EVENTS = 2.0
+"""Preemptions in the window before they count (rate x window)."""
+PREEMPT_CRIT_PER_S = 1.0
+"""vLLM's Instances dashboard colours preemptions/s red above 1."""
+
+# ---------------------------------------------------------------- queueing
+QUEUE_SHARE = 0.5
+"""Queue time p50 as a share of TTFT p50: above it, requests wait more than they compute."""
+QUEUE_P95_MIN_S = 0.5
+"""Queue p95 below this is not worth a warning (vLLM's lowest queue bucket is 0.3 s)."""
+QUEUE_CRIT_S = 2.0
+QUEUE_CRIT_SHARE = 0.8
+RUNNING_AT_LIMIT = 0.95
+"""running >= this x max_running: the running limit is what admits requests."""
+
+# ---------------------------------------------------------------- baseline-relative latency
+SLOWER_X = 1.5
+"""Prefill/TTFT "up" for the prompt rules: this x baseline."""
+TTFT_X = 2.0
+TTFT_ABS_S = 0.2
+DECODE_X = 1.5
+DECODE_CRIT_X = 3.0
+DECODE_ABS_S = 0.01
+DECODE_RUNNING_X = 1.5
+"""A decode slowdown with running above this x baseline (+2) is load, not a slowdown."""
+
+# ---------------------------------------------------------------- prompts and prefix cache
+PROMPT_X = 2.0
+PROMPT_ABS_TOKENS = 256.0
+HIT_BASE_MIN = 0.2
+"""A baseline hit rate below this has no reuse to lose."""
+HIT_REL = 0.5
+"""Hit rate at or below this x baseline ..."""
+HIT_ABS_DROP = 0.15
+"""... and at least this many points (0..1) below it."""
+
+# ---------------------------------------------------------------- spec decode
+SPEC_REL = 0.7
+SPEC_ABS_DROP = 0.1
+
+# ---------------------------------------------------------------- errors and aborts
+ERROR_SHARE_WARN = 0.02
+ERROR_SHARE_CRIT = 0.2
+ERRORS_MIN = 3.0
+ABORT_SHARE_INFO = 0.1
+
+# ---------------------------------------------------------------- GPU
+GPU_HARD_THROTTLE = frozenset({"hw slowdown", "thermal slowdown (sw)", "hw thermal slowdown",
+                               "hw power brake", "thermal slowdown", "sw thermal slowdown"})
+"""Clock-event reasons that mean the GPU protects itself (NVML)."""
+GPU_CLOCK_DROP = 0.8
+"""SM clock at or below this x its usual value (baseline, else the board's max) counts."""
+GPU_UTIL_BUSY = 0.3
+"""A power cap matters only on a busy GPU."""
+
+# ---------------------------------------------------------------- imbalance
+IMB_WAITING_MIN = 3.0
+"""An overloaded replica has at least this many waiting while its siblings have none."""
+IMB_RUNNING_X = 2.0
+IMB_RUNNING_ABS = 8.0
+IMB_KV_GAP = 0.4
+
+# ---------------------------------------------------------------- warming up
+WARMUP_S = 120.0
+"""An engine that (re)started less than this ago is warming up (cold prefix cache)."""
