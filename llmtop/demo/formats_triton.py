@@ -162,7 +162,7 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
         histogram(name, "TRT LLM response metrics", {**model, "response_metric_type": rtype},
                   TOKEN_BUCKETS, h.cumulative(), h.sum)
     ok = c["success"]
-    failed = c["rejected"] + c["aborted"]
+    failed = c["rejected"] + c["aborted"] + c["errors"]
     for name, doc, typ, v in (
         ("nv_inference_request_success",
          "Number of successful inference requests, all batch sizes", "counter", ok),

@@ -4,6 +4,11 @@ Memory = weights + the engine's reserved KV pool + activations (reserved at star
 ``gpu_memory_utilization`` does); SM utilization = share of wall time the engine spent in
 steps; power follows utilization and batch size; temperature follows power with a ~20 s lag;
 under sustained power near the limit the SM clock drops and ``power cap`` is reported.
+
+``overheat()`` (the ``gpu-throttle`` scenario) makes the GPU protect itself: the temperature
+climbs past the slowdown threshold, NVML's ``hw slowdown`` and ``hw thermal slowdown``
+reasons are set, the SM clock falls to ~55 % of its maximum, and the engine's steps slow down
+by the same ratio (``Engine.clock_factor``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 from llmtop.demo.sim import Engine
 
 __all__ = ["SimGpu"]
+
+_SLOWDOWN_C = 87.0
 
 
 class SimGpu:
@@ -39,6 +46,7 @@ class SimGpu:
         self.sm_clock_mhz = p.sm_clock_max_mhz
         self.throttle: list[str] = []
         self._hot_s = 0.0
+        self.overheated = False
         self._last = (time.monotonic(), engine.busy_s)
 
     @property
@@ -47,6 +55,10 @@ class SimGpu:
         p = e.profile
         kv = e.pool.total * e.settings.block_size * p.kv_bytes_per_token
         return int(p.weights_bytes + p.activation_bytes + kv + 512 * 1024 * 1024)
+
+    def overheat(self, on: bool = True) -> None:
+        """Start (or stop) a thermal slowdown of this GPU."""
+        self.overheated = on
 
     def update(self) -> None:
         """Advance the GPU state to now (call every ~0.5 s)."""
@@ -76,10 +88,21 @@ class SimGpu:
         self.power_w = min(self.power_w, p.power_limit_w)
         self.throttle = ["power cap"] if capped else []
         want_clock = p.sm_clock_max_mhz * (0.88 if capped else 1.0)
-        self.sm_clock_mhz += (want_clock - self.sm_clock_mhz) * min(1.0, dt / 3.0)
         target_t = p.temp_ambient_c + 3.0 + 45.0 * (self.power_w - p.power_idle_w) / (
             p.power_limit_w - p.power_idle_w)
-        self.temp_c += (target_t - self.temp_c) * min(1.0, dt / 20.0)
+        if self.overheated:  # failing cooling: past the slowdown threshold, clocks cut
+            target_t = _SLOWDOWN_C + 3.0
+            self.temp_c += (target_t - self.temp_c) * min(1.0, dt / 3.0)
+            self.throttle = ["hw slowdown", "hw thermal slowdown"]
+            want_clock = p.sm_clock_max_mhz * 0.55
+            self.power_w = min(self.power_w, p.power_limit_w * 0.6)
+        else:
+            self.temp_c += (target_t - self.temp_c) * min(1.0, dt / 20.0)
+        self.sm_clock_mhz += (want_clock - self.sm_clock_mhz) * min(1.0, dt / 3.0)
+        # only the thermal slowdown slows the simulated steps (the power cap's clock is the
+        # profile's normal full-load clock)
+        e.clock_factor = (p.sm_clock_max_mhz / max(1.0, self.sm_clock_mhz)
+                          if self.overheated else 1.0)
         self.energy_j += self.power_w * dt
 
     def record(self) -> dict[str, Any]:
@@ -103,7 +126,7 @@ class SimGpu:
             "power_limit_w": self.power_limit_w,
             "energy_j": round(self.energy_j, 1),
             "temp_c": round(self.temp_c, 1),
-            "temp_slowdown_c": 87.0,
+            "temp_slowdown_c": _SLOWDOWN_C,
             "temp_shutdown_c": 92.0,
             "mem_temp_c": round(self.temp_c + 6.0, 1),
             "fan_pct": None,

@@ -7,7 +7,8 @@ with ``choices: []``, then ``data: [DONE]``. Tokens are whitespace-separated wor
 ``usage``, ``/tokenize`` and a client's ``text.split()`` agree. Token timing comes from the
 engine's step loop. ``max_tokens`` is exact with ``ignore_eos``; without it a request may
 stop earlier with ``finish_reason: "stop"``. An engine that refuses a request (Triton queue
-full) answers 503 with ``Retry-After``.
+full) answers 503 with ``Retry-After``; a request the engine fails (``errors`` scenario)
+answers 500, or, streaming, ends with an ``{"error": {...}}`` event before ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from llmtop.demo.sim import Engine, Rejected
 __all__ = ["chat_completions", "completions", "error_response", "prompt_words", "token_text"]
 
 _V = len(VOCAB)
+_ENGINE_ERROR = "The engine failed while processing the request (demo scenario 'errors')."
 
 
 def token_text(rid: int, i: int) -> str:
@@ -124,6 +126,8 @@ async def _run(request: web.Request, engine: Engine, chat: bool) -> web.StreamRe
             raise
         if r.failed:
             raise web.HTTPInternalServerError(text="engine restarted")
+        if r.finish_reason == "error":
+            return error_response(500, _ENGINE_ERROR, "InternalServerError")
         text = "".join(token_text(r.rid, i) for i in range(r.output))
         usage = {"prompt_tokens": r.prompt_len, "total_tokens": r.prompt_len + r.output,
                  "completion_tokens": r.output, "prompt_tokens_details": None}
@@ -178,7 +182,7 @@ async def _stream(request: web.Request, engine: Engine, r: Any, rid: str, create
             if n > sent:
                 parts = []
                 for i in range(sent, n):
-                    last = r.done and i == n - 1
+                    last = r.done and i == n - 1 and r.finish_reason != "error"
                     fin = f'"{r.finish_reason}"' if last else "null"
                     parts.append(f"{pre}{token_text(r.rid, i)}{mid}{fin}{post}")
                 sent = n
@@ -186,6 +190,11 @@ async def _stream(request: web.Request, engine: Engine, r: Any, rid: str, create
             if r.done:
                 break
             await r.wait()
+        if r.finish_reason == "error":  # vLLM's streaming error event, then [DONE]
+            err = _dumps({"error": {"message": _ENGINE_ERROR, "type": "InternalServerError",
+                                    "param": None, "code": 500}})
+            await resp.write(f"data: {err}\n\ndata: [DONE]\n\n".encode())
+            return resp
         tail = ""
         if include_usage:
             usage = _dumps({"prompt_tokens": r.prompt_len, "total_tokens": r.prompt_len + r.output,

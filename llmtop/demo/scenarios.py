@@ -2,37 +2,66 @@
 
 Background traffic is simulated inside the demo process (requests go straight into each
 engine, no HTTP): per engine, a target concurrency made of a slow sine wave plus short
-bursts, refilled every 0.25 s. The default peaks well under each engine's ``max_num_seqs``
-so a load probe still finds the knee.
+bursts, refilled every 0.25 s. Traffic shape, KV pool and scheduler settings can differ per
+engine kind (``per_engine``, ``kv_blocks``, ``settings``).
 
-Scenarios (``--scenario`` / ``--demo-scenario``):
+The default demo keeps every engine's KV cache 20-80 % full, shows a prefix hit rate, and
+lets Triton (running limit 32) queue a little: a small queue that comes and drains.
 
-==============  ==============================================================================
-kv-pressure     small KV pools + long prompts/outputs: vLLM preempts, SGLang retracts,
-                Triton queues and rejects (503)
-queue-spike     every 40 s (first after 5 s) 8 s of 160 extra concurrent requests per engine
-prefix-thrash   400 distinct 512-word prefixes on a small KV pool: LRU evictions, low hit rate
-restart         the first engine restarts (counters reset, new start time, streams cut)
-                ``fault_after`` s after start (default 10) and then every ``fault_every`` s (30)
-down            the first engine's port stops listening at ``fault_after`` and listens again
-                ``fault_every`` s later, alternating (connection refused while down)
-garbage         the first engine's /metrics answers HTTP 200 with junk (not Prometheus text)
-slow            the first engine's /metrics answers after 3 s (past the 2 s scrape timeout)
-==============  ==============================================================================
+Diagnosis scenarios run a healthy **baseline** first (``baseline_s``, 30 s; the environment
+variable ``LLMTOP_DEMO_BASELINE_S`` or ``DemoServer(baseline_s=...)`` changes it) and then
+switch to their anomaly: other traffic (``anomaly``, per engine kind) and/or an ``effect``
+on some engines (``effect_engines``) that :class:`~llmtop.demo.server.DemoServer` applies.
+
+================  ============================================================================
+kv-pressure       small KV pools + long prompts/outputs: vLLM preempts, SGLang retracts,
+                  Triton queues and rejects (503)
+queue-spike       every 40 s (first after 5 s) 8 s of 160 extra concurrent requests per engine
+prefix-thrash     400 distinct 512-word prefixes on a small KV pool: LRU evictions, low hit rate
+restart           the first engine restarts (counters reset, new start time, streams cut)
+                  ``fault_after`` s after start (default 10) and then every ``fault_every`` s (30)
+down              the first engine's port stops listening at ``fault_after`` and listens again
+                  ``fault_every`` s later, alternating (connection refused while down)
+garbage           the first engine's /metrics answers HTTP 200 with junk (not Prometheus text)
+slow              the first engine's /metrics answers after 3 s (past the 2 s scrape timeout)
+long-prompts      after the baseline, vLLM's and SGLang's prompts get 3x longer (shared
+                  prefixes too, so the hit rate holds): prefill time and TTFT rise
+decode-slowdown   after the baseline, every vLLM and SGLang step takes 2.5x as long (a noisy
+                  neighbour on the GPU): ITL/TPOT rise, same prompts, no queue, same KV
+gpu-throttle      after the baseline, vLLM's GPU overheats: HW (thermal) slowdown, SM clock
+                  down to ~55 %, and that engine's ITL rises
+errors            after the baseline, 10 % of vLLM's and Triton's requests fail (vLLM
+                  ``finished_reason="error"``, Triton ``nv_inference_request_failure``)
+imbalance         after the baseline, vLLM gets ~3x its share of the traffic and its replica
+                  SGLang (same model) almost none
+================  ============================================================================
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
+import os
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from llmtop.demo.sim import Engine, Rejected, prompt_hashes
+from llmtop.demo.sim import Engine, Rejected
 
-__all__ = ["FAULTS", "SCENARIOS", "VOCAB", "BackgroundTraffic", "Scenario", "get_scenario"]
+__all__ = [
+    "BASELINE_ENV",
+    "DIAGNOSIS",
+    "FAULTS",
+    "SCENARIOS",
+    "VOCAB",
+    "BackgroundTraffic",
+    "Scenario",
+    "baseline_seconds",
+    "get_scenario",
+]
 
 VOCAB = (
     'the', 'of', 'and', 'to', 'in', 'is', 'that', 'for', 'it', 'as', 'with', 'was', 'on',
@@ -47,6 +76,12 @@ VOCAB = (
 )
 
 FAULTS = ("restart", "down", "garbage", "slow")
+BASELINE_ENV = "LLMTOP_DEMO_BASELINE_S"
+"""Environment variable: seconds of healthy baseline before a scenario's anomaly."""
+
+_TRAFFIC = ("base", "wave", "wave_period_s", "burst", "burst_every_s", "burst_len_s",
+            "first_burst_s", "prompt_range", "output_range", "ignore_eos", "shared_prefixes",
+            "prefix_len", "shared_share")
 
 
 @dataclass(frozen=True)
@@ -70,27 +105,103 @@ class Scenario:
     shared_share: float = 0.6
     kv_blocks: dict[str, int] = field(default_factory=dict)
     """Forced KV pool sizes (blocks) per engine kind."""
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Other ``EngineSettings`` changes per engine kind (e.g. ``max_num_seqs``)."""
+    per_engine: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Traffic fields (``base``, ``prompt_range``...) that differ per engine kind."""
+    baseline_s: float = 0.0
+    """Healthy seconds before the anomaly (0: the scenario has no anomaly phase)."""
+    anomaly: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Traffic fields per engine kind from the end of the baseline on."""
+    effect: str | None = None
+    """``decode-slowdown`` | ``gpu-throttle`` | ``errors``: applied by the server."""
+    effect_engines: tuple[str, ...] = ()
+    """Engine kinds the effect applies to (``gpu-throttle``: the first engine of the kind)."""
+    rule: str | None = None
+    """The diagnosis rule the scenario is meant to trigger (documentation, tests)."""
 
+    def shape(self, kind: str, anomaly: bool = False) -> Scenario:
+        """This scenario's traffic for one engine kind, in the baseline or the anomaly."""
+        changes = dict(self.per_engine.get(kind, {}))
+        if anomaly:
+            changes.update(self.anomaly.get(kind, {}))
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+# The default demo: KV 20-80 % full (pools as with --num-gpu-blocks-override), a visible
+# prefix hit rate, Triton's batch (32) a little short of its load so a small queue comes and
+# goes. vLLM and SGLang serve the same model and carry the same load (no imbalance).
+_DEFAULT_KV = {"vllm": 1200, "sglang": 1100, "triton": 440}
+_DEFAULT: dict[str, Any] = {
+    "base": 20.0, "wave": 4.0, "wave_period_s": 45.0, "burst": 6.0, "burst_every_s": 40.0,
+    "burst_len_s": 4.0, "first_burst_s": 20.0,
+    "kv_blocks": _DEFAULT_KV,
+    "settings": {"triton": {"max_num_seqs": 32}},
+    "per_engine": {"triton": {"base": 39.0, "wave": 3.0, "wave_period_s": 16.0, "burst": 0.0,
+                              "output_range": (24, 96)}},
+}
+# Diagnosis scenarios: the same engines and load, Triton below its limit (no queue), then
+# the anomaly on vLLM (and SGLang) while Triton stays as it was (a control).
+_CALM: dict[str, Any] = {
+    **_DEFAULT, "burst": 0.0, "baseline_s": 30.0,
+    "per_engine": {"triton": {"base": 20.0, "wave": 3.0, "burst": 0.0}},
+}
+_LONG = {"prompt_range": (300, 1200), "prefix_len": 1024}
 
 SCENARIOS: dict[str, Scenario] = {
-    "default": Scenario("default"),
+    "default": Scenario("default", **_DEFAULT),
     "kv-pressure": Scenario("kv-pressure", base=22.0, wave=4.0, burst=6.0, first_burst_s=8.0,
                             prompt_range=(500, 1100), output_range=(300, 700), ignore_eos=True,
-                            kv_blocks={"vllm": 640, "sglang": 640, "triton": 200}),
+                            kv_blocks={"vllm": 640, "sglang": 640, "triton": 200},
+                            rule="kv_pressure"),
     "queue-spike": Scenario("queue-spike", burst=160.0, burst_every_s=40.0, burst_len_s=8.0,
-                            first_burst_s=5.0),
+                            first_burst_s=5.0, rule="queueing"),
     "prefix-thrash": Scenario("prefix-thrash", base=12.0, wave=4.0, shared_prefixes=400,
                               prefix_len=512, shared_share=1.0, prompt_range=(20, 120),
                               output_range=(32, 128),
-                              kv_blocks={"vllm": 1500, "sglang": 1500, "triton": 400}),
+                              kv_blocks={"vllm": 1500, "sglang": 1500, "triton": 400},
+                              rule="prefix_cache_miss"),
+    "long-prompts": Scenario("long-prompts", **{
+        **_CALM, "kv_blocks": {"vllm": 3400, "sglang": 3200, "triton": 440},
+        "anomaly": {"vllm": _LONG, "sglang": _LONG}}, rule="long_prompts"),
+    "decode-slowdown": Scenario("decode-slowdown", **_CALM, effect="decode-slowdown",
+                                effect_engines=("vllm", "sglang"), rule="decode_slowdown"),
+    "gpu-throttle": Scenario("gpu-throttle", **_CALM, effect="gpu-throttle",
+                             effect_engines=("vllm",), rule="gpu_throttle"),
+    "errors": Scenario("errors", **_CALM, effect="errors", effect_engines=("vllm", "triton"),
+                       rule="errors"),
+    "imbalance": Scenario("imbalance", **{
+        **_CALM, "kv_blocks": {"vllm": 1700, "sglang": 1600, "triton": 440},
+        "anomaly": {"vllm": {"base": 48.0, "wave": 3.0, "burst": 0.0},
+                    "sglang": {"base": 4.0, "wave": 1.0, "burst": 0.0}}}, rule="imbalance"),
 }
 for _f in FAULTS:
     SCENARIOS[_f] = Scenario(_f)
+
+DIAGNOSIS = {name: sc.rule for name, sc in SCENARIOS.items() if sc.rule}
+"""Scenario name -> the diagnosis rule it is meant to trigger."""
 
 
 def get_scenario(name: str | None) -> Scenario:
     """The scenario called ``name`` (None: default); raises ``KeyError`` for unknown names."""
     return SCENARIOS["default" if name in (None, "", "default", "none") else name]
+
+
+def baseline_seconds(scenario: Scenario, override: float | None = None) -> float:
+    """Seconds of baseline before ``scenario``'s anomaly: ``override``, else the environment
+    variable ``LLMTOP_DEMO_BASELINE_S``, else the scenario's own (0 for scenarios without an
+    anomaly phase)."""
+    if not scenario.baseline_s and not scenario.anomaly and not scenario.effect:
+        return 0.0
+    if override is not None:
+        return max(0.0, float(override))
+    env = os.environ.get(BASELINE_ENV, "").strip()
+    if env:
+        try:
+            return max(0.0, float(env))
+        except ValueError:
+            pass
+    return scenario.baseline_s
 
 
 class BackgroundTraffic:
@@ -99,42 +210,43 @@ class BackgroundTraffic:
     def __init__(self, engines: Sequence[Engine], scenario: Scenario, seed: int = 0):
         self.engines = list(engines)
         self.sc = scenario
+        self.shapes = [scenario.shape(e.kind) for e in self.engines]
+        self.anomaly_shapes = [scenario.shape(e.kind, anomaly=True) for e in self.engines]
+        self.anomaly = False
+        """True from the end of the baseline on (set by the server)."""
         self.rng = random.Random(seed + 7)
         self.t0 = time.monotonic()
         self._task: asyncio.Task[None] | None = None
-        self._prefixes: list[tuple[list[str], list[int]]] = []
+        self._prefix_len = max(s.prefix_len for s in (*self.shapes, *self.anomaly_shapes,
+                                                      scenario))
+        self._prefixes: list[list[str]] = []
         self.rejected = 0
 
-    def _prefix(self, i: int, block_size: int) -> tuple[list[str], list[int]]:
+    def _prefix(self, i: int, n: int) -> list[str]:
+        """The first ``n`` words of shared prefix ``i`` (a longer prefix extends a shorter)."""
         while len(self._prefixes) <= i:
             rng = random.Random(1000 + len(self._prefixes))
-            words = ["system:", *rng.choices(VOCAB, k=self.sc.prefix_len - 1)]
-            self._prefixes.append((words, []))
-        words, hs = self._prefixes[i]
-        if not hs:
-            hs = prompt_hashes(words, block_size)
-            self._prefixes[i] = (words, hs)
-        return words, hs
+            self._prefixes.append(["system:", *rng.choices(VOCAB, k=self._prefix_len - 1)])
+        return self._prefixes[i][:n]
 
-    def target(self, t: float, phase: float = 0.0) -> float:
+    def target(self, t: float, phase: float = 0.0, shape: Scenario | None = None) -> float:
         """Background concurrency wanted at ``t`` seconds after start."""
-        sc = self.sc
+        sc = shape or self.sc
         v = sc.base + sc.wave * math.sin(2 * math.pi * t / sc.wave_period_s + phase)
-        if t >= sc.first_burst_s:
+        if sc.burst and t >= sc.first_burst_s:
             k = (t - sc.first_burst_s) % sc.burst_every_s
             if k < sc.burst_len_s:
                 v += sc.burst
         return max(0.0, v)
 
-    def submit_one(self, e: Engine) -> bool:
-        sc = self.sc
+    def submit_one(self, e: Engine, shape: Scenario | None = None) -> bool:
+        sc = shape or self.sc
         rng = self.rng
-        bs = e.settings.block_size
         lo, hi = sc.prompt_range
         n_unique = rng.randint(lo, hi)
         if sc.shared_prefixes and rng.random() < sc.shared_share:
-            pw, _ph = self._prefix(rng.randrange(sc.shared_prefixes), bs)
-            words = pw + rng.choices(VOCAB, k=n_unique)
+            words = self._prefix(rng.randrange(sc.shared_prefixes), sc.prefix_len)
+            words = words + rng.choices(VOCAB, k=n_unique)
         else:
             words = rng.choices(VOCAB, k=n_unique)
         limit = e.settings.max_model_len
@@ -152,10 +264,12 @@ class BackgroundTraffic:
 
     def tick(self) -> None:
         t = time.monotonic() - self.t0
+        shapes = self.anomaly_shapes if self.anomaly else self.shapes
         for i, e in enumerate(self.engines):
-            want = round(self.target(t, phase=i * 1.3))
+            shape = shapes[i]
+            want = round(self.target(t, phase=i * 1.3, shape=shape))
             for _ in range(max(0, want - e.bg_inflight)):
-                if not self.submit_one(e):
+                if not self.submit_one(e, shape):
                     break  # Triton said 503: try again next tick
 
     async def run(self) -> None:

@@ -22,7 +22,7 @@ from aiohttp import web
 from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
 from llmtop.demo.gpu import SimGpu
 from llmtop.demo.profiles import DEFAULT_PROFILE, PROFILES, engine_settings
-from llmtop.demo.scenarios import BackgroundTraffic, get_scenario
+from llmtop.demo.scenarios import BackgroundTraffic, baseline_seconds, get_scenario
 from llmtop.demo.sim import Engine
 
 __all__ = ["ENGINE_KINDS", "DemoServer"]
@@ -30,6 +30,10 @@ __all__ = ["ENGINE_KINDS", "DemoServer"]
 ENGINE_KINDS = ("vllm", "sglang", "triton")
 _OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "triton": "tensorrt_llm"}
 _SLOW_METRICS_S = 3.0
+_DECODE_SLOWDOWN = 2.5
+"""``decode-slowdown``: each step's non-prefill time is multiplied by this."""
+_ERROR_SHARE = 0.10
+"""``errors``: the share of requests that fail."""
 _GARBAGE = (b"\x00\x01garbage ::: {{ not prometheus }} 12 34\n%%%% demo scenario 'garbage' "
             b"%%%%\n}{ \xff\xfe junk=\n")
 
@@ -80,7 +84,8 @@ class DemoServer:
     def __init__(self, engines: Sequence[str] = ENGINE_KINDS, ports: Sequence[int] = (),
                  *, scenario: str | None = None, seed: int = 0, background: bool = True,
                  profile: str | None = None, fault_after: float = 10.0,
-                 fault_every: float = 30.0, gpu_port: int = 0):
+                 fault_every: float = 30.0, gpu_port: int = 0,
+                 baseline_s: float | None = None):
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
@@ -93,6 +98,10 @@ class DemoServer:
         self.fault_after = fault_after
         self.fault_every = fault_every
         self.gpu_port = gpu_port
+        self.baseline_s = baseline_seconds(self.scenario, baseline_s)
+        """Seconds of healthy traffic before the scenario's anomaly (0: none)."""
+        self.anomaly_started: float | None = None
+        """Unix time the anomaly began (None: not yet, or the scenario has none)."""
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -103,7 +112,7 @@ class DemoServer:
     async def start(self) -> None:
         sc = self.scenario
         for i, kind in enumerate(self.kinds):
-            changes: dict[str, Any] = {}
+            changes: dict[str, Any] = dict(sc.settings.get(kind, {}))
             if kind in sc.kv_blocks:
                 changes["num_gpu_blocks"] = sc.kv_blocks[kind]
             settings = engine_settings(kind, **changes)
@@ -135,6 +144,8 @@ class DemoServer:
         self._tasks.append(loop.create_task(self._gpu_loop()))
         if sc.name in ("restart", "down") and self.sites:
             self._tasks.append(loop.create_task(self._fault_loop(sc.name)))
+        if sc.anomaly or sc.effect:
+            self._tasks.append(loop.create_task(self._anomaly_after(self.baseline_s)))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -159,6 +170,8 @@ class DemoServer:
         return {
             "pid": os.getpid(),
             "scenario": self.scenario.name,
+            "rule": self.scenario.rule,
+            "baseline_s": self.baseline_s,
             "gpu_url": self.gpu_url,
             "engines": [{
                 "engine": s.kind,
@@ -179,6 +192,31 @@ class DemoServer:
                 if s.gpu is not None:
                     s.gpu.update()
             await asyncio.sleep(0.5)
+
+    async def _anomaly_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.start_anomaly()
+
+    def start_anomaly(self) -> None:
+        """End the baseline: switch the traffic and apply the scenario's effect (idempotent)."""
+        if self.anomaly_started is not None:
+            return
+        self.anomaly_started = time.time()
+        sc = self.scenario
+        if self.traffic is not None:
+            self.traffic.anomaly = True
+        throttled: set[str] = set()
+        for s in self.sites:
+            if s.kind not in sc.effect_engines:
+                continue
+            e = s.engine
+            if sc.effect == "decode-slowdown":
+                e.decode_factor = _DECODE_SLOWDOWN
+            elif sc.effect == "errors":
+                e.error_share = _ERROR_SHARE
+            elif sc.effect == "gpu-throttle" and s.gpu is not None and s.kind not in throttled:
+                throttled.add(s.kind)  # one GPU: the first engine of that kind
+                s.gpu.overheat()
 
     async def _fault_loop(self, kind: str) -> None:
         es = self.sites[0]

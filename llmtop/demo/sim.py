@@ -30,11 +30,12 @@ import asyncio
 import math
 import random
 import time
-from bisect import bisect_left
-from collections import OrderedDict, defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 
+from llmtop.demo.kvpool import KVPool, prompt_hashes
 from llmtop.demo.profiles import EngineSettings, Profile
+from llmtop.demo.stats import Hist, Stats
 
 __all__ = ["Engine", "Hist", "KVPool", "Rejected", "Request", "Stats", "prompt_hashes"]
 
@@ -43,166 +44,13 @@ class Rejected(Exception):
     """The engine refused a request (queue full); the API answers 503."""
 
 
-class Hist:
-    """A Prometheus-style histogram: ``counts[i]`` observations ``<= bounds[i]`` (last: +Inf)."""
-
-    __slots__ = ("bounds", "count", "counts", "sum")
-
-    def __init__(self, bounds: Sequence[float]):
-        self.bounds = tuple(bounds)
-        self.counts = [0.0] * (len(self.bounds) + 1)
-        self.sum = 0.0
-        self.count = 0.0
-
-    def observe(self, v: float, n: float = 1.0) -> None:
-        self.counts[bisect_left(self.bounds, v)] += n
-        self.sum += v * n
-        self.count += n
-
-    def cumulative(self) -> list[float]:
-        out, acc = [], 0.0
-        for c in self.counts:
-            acc += c
-            out.append(acc)
-        return out
-
-
-class Stats:
-    """Counters and histograms of one engine since its (simulated) process start.
-
-    ``hist_bounds`` names the histograms the engine exposes; observations of other names are
-    dropped. Keys in ``split`` are also kept per ``is_streaming`` (``key:true``/``key:false``).
-    """
-
-    def __init__(self, hist_bounds: dict[str, Sequence[float]],
-                 split: frozenset[str] = frozenset()):
-        self.bounds = hist_bounds
-        self.split = split
-        self.c: defaultdict[str, float] = defaultdict(float)
-        self.h: dict[str, Hist] = {}
-        self.created = time.time()
-
-    def inc(self, key: str, v: float = 1.0, streaming: bool | None = None) -> None:
-        self.c[key] += v
-        if streaming is not None and key in self.split:
-            self.c[f"{key}:{'true' if streaming else 'false'}"] += v
-
-    def obs(self, key: str, v: float, n: float = 1.0, streaming: bool | None = None) -> None:
-        b = self.bounds.get(key)
-        if b is None:
-            return
-        if key in self.split:
-            key = f"{key}:{'true' if streaming else 'false'}"
-        h = self.h.get(key)
-        if h is None:
-            h = self.h[key] = Hist(b)
-        h.observe(v, n)
-
-    def hist(self, key: str) -> Hist:
-        """The histogram ``key`` (an empty one when never observed)."""
-        h = self.h.get(key)
-        if h is None:
-            h = self.h[key] = Hist(self.bounds.get(key.split(":")[0], ()))
-        return h
-
-
-def prompt_hashes(words: Sequence[str], block_size: int) -> list[int]:
-    """Chained hashes of the full blocks of a prompt (vLLM's block-hash scheme)."""
-    out: list[int] = []
-    parent = 0
-    for i in range(len(words) // block_size):
-        parent = hash((parent, *words[i * block_size:(i + 1) * block_size]))
-        out.append(parent)
-    return out
-
-
-class KVPool:
-    """Fixed pool of KV blocks with a prefix cache (hash -> refcount) and LRU eviction."""
-
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True):
-        self.total = num_blocks
-        self.block_size = block_size
-        self.prefix_caching = prefix_caching
-        self.free = num_blocks
-        self.cached: dict[int, int] = {}
-        self.lru: OrderedDict[int, None] = OrderedDict()
-        self.evictions = 0
-
-    @property
-    def used(self) -> int:
-        return self.total - self.free - len(self.lru)
-
-    def available(self) -> int:
-        return self.free + len(self.lru)
-
-    def match(self, hashes: Sequence[int]) -> int:
-        if not self.prefix_caching:
-            return 0
-        n = 0
-        for h in hashes:
-            if h not in self.cached:
-                break
-            n += 1
-        return n
-
-    def take(self, n: int) -> bool:
-        if n <= 0:
-            return True
-        if n > self.free + len(self.lru):
-            return False
-        short = n - self.free
-        for _ in range(max(0, short)):
-            h, _v = self.lru.popitem(last=False)
-            del self.cached[h]
-            self.free += 1
-            self.evictions += 1
-        self.free -= n
-        return True
-
-    def ref(self, h: int) -> None:
-        rc = self.cached[h]
-        if rc == 0:
-            del self.lru[h]
-        self.cached[h] = rc + 1
-
-    def promote(self, h: int) -> bool:
-        """Turn one anonymous block holding a full prompt block into a cached one.
-
-        Returns False when the hash is already cached (the caller then references that
-        block and frees its own copy).
-        """
-        if not self.prefix_caching:
-            return True
-        if h in self.cached:
-            self.ref(h)
-            self.free += 1
-            return False
-        self.cached[h] = 1
-        return True
-
-    def release(self, anon: int, hashes: Sequence[int]) -> None:
-        self.free += anon
-        for h in hashes:
-            rc = self.cached.get(h)
-            if rc is None:
-                continue
-            rc -= 1
-            self.cached[h] = rc
-            if rc == 0:
-                self.lru[h] = None
-
-    def reset(self) -> None:
-        self.free = self.total
-        self.cached.clear()
-        self.lru.clear()
-
-
 class Request:
     """One request inside the engine."""
 
     __slots__ = (
         "admitted_t", "anon", "arrival", "background", "cached_tokens", "computed",
-        "counted_prompt", "failed", "finish_reason", "finish_t", "first_token_t", "hashes",
+        "counted_prompt", "fail_at", "failed", "finish_reason", "finish_t", "first_token_t",
+        "hashes",
         "ignore_eos", "last_token_t", "max_tokens", "n_preempt", "output", "prefill_target",
         "prompt_len", "refs", "rid", "stream", "target_len", "waiter",
     )
@@ -225,6 +73,8 @@ class Request:
         self.finish_t: float | None = None
         self.finish_reason: str | None = None
         self.failed = False
+        self.fail_at: int | None = None
+        """Output length at which the engine fails this request (``finished_reason=error``)."""
         self.output = 0
         self.computed = 0
         self.prefill_target = prompt_len
@@ -285,6 +135,12 @@ class Engine:
         self.gen_tput = 0.0
         self._tput_acc = (0.0, time.monotonic())
         self.deferred = 0
+        self.decode_factor = 1.0
+        """Multiplies the non-prefill part of every step (``decode-slowdown`` scenario)."""
+        self.clock_factor = 1.0
+        """Multiplies the whole step: SM clock max / current (set by a throttled GPU)."""
+        self.error_share = 0.0
+        """Share of new requests that fail with ``finished_reason=error`` (``errors``)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.closed = False
@@ -332,6 +188,8 @@ class Engine:
                     ignore_eos=ignore_eos, background=background, arrival=self.clock())
         if background:
             self.bg_inflight += 1
+        if self.error_share and self.rng.random() < self.error_share:
+            r.fail_at = self.rng.randint(1, r.target_len)
         self.waiting.append(r)
         self.stats.obs("max_tokens", max_tokens)
         self.stats.obs("n", 1)
@@ -406,9 +264,9 @@ class Engine:
             else:
                 ctx += r.computed + r.output
         if n == 0:
-            return p.step_base_s
-        return (p.step_base_s + n * p.per_seq_s + ctx * p.per_ctx_token_s
-                + prefill * p.per_prefill_token_s)
+            return p.step_base_s * self.decode_factor * self.clock_factor
+        return ((p.step_base_s + n * p.per_seq_s + ctx * p.per_ctx_token_s) * self.decode_factor
+                + prefill * p.per_prefill_token_s) * self.clock_factor
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.settings.block_size)
@@ -539,7 +397,7 @@ class Engine:
                 r.output += 1
                 r.last_token_t = now
                 gen += 1
-            if r.output >= r.target_len:
+            if r.output >= r.target_len or (r.fail_at is not None and r.output >= r.fail_at):
                 finished.append(r)
             else:
                 r._wake()
@@ -561,7 +419,10 @@ class Engine:
             self.running.remove(r)
             self.pool.release(r.anon, r.refs)
             r.anon, r.refs = 0, []
-            reason = "length" if r.output >= r.max_tokens else "stop"
+            if r.fail_at is not None and r.output >= r.fail_at:
+                reason = "error"
+            else:
+                reason = "length" if r.output >= r.max_tokens else "stop"
             self._finish(r, reason, now)
 
     def _finish(self, r: Request, reason: str, now: float) -> None:
@@ -575,6 +436,8 @@ class Engine:
         st.inc("gen_tokens_req", r.output, streaming=r.stream)
         if reason == "abort":
             st.inc("aborted")
+        elif reason == "error":
+            st.inc("errors")
         e2e = now - r.arrival
         st.obs("e2e", e2e, streaming=r.stream)
         st.inc("e2e_us", e2e * 1e6)
@@ -592,6 +455,6 @@ class Engine:
         st.obs("gen_len", r.output)
         st.obs("max_gen_len", r.max_tokens)
         st.obs("num_preemptions", r.n_preempt)
-        if reason != "abort":
+        if reason not in ("abort", "error"):
             st.inc("success")
         r._wake()
