@@ -172,6 +172,8 @@ class GpuProcess:
     cmdline: str | None = None
     visible: bool = True
     """False when the pid is not visible from this PID namespace (containers)."""
+    user: str | None = None
+    """The process owner's user name (from /proc, on the sampling machine), when known."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +181,7 @@ class GpuProcess:
             "name": self.name,
             "used_bytes": self.used_bytes,
             "engine_target": self.engine_target,
+            "user": self.user,
         }
 
 

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
 from llmtop.sources.plainhttp import PlainHTTPTransport
@@ -88,6 +89,8 @@ def record_from_json(d: dict[str, Any], *, default_host: str = "demo") -> GpuRec
                 used_bytes=int(used) if used is not None else None,
                 engine_target=p.get("engine_target"),
                 cmdline=p.get("cmdline"),
+                # the demo's pids are this machine's processes: their owner, from /proc
+                user=p.get("user") or (procfs.read_owner(pid) if isinstance(pid, int) else None),
             )
         )
     return rec

@@ -151,7 +151,7 @@ class NvmlSampler:
         self.host = hostname if hostname is not None else socket.gethostname()
         self._attributor = attributor if attributor is not None else Attributor(proc=proc)
         self._proc = proc
-        self._names: dict[int, tuple[int, str | None, str | None]] = {}
+        self._names: dict[int, tuple[int, str | None, str | None, str]] = {}
         if host_pid_namespace is None:
             host_pid_namespace = procfs.in_initial_pid_namespace(proc) is not False
         self._pids_match = host_pid_namespace
@@ -516,20 +516,20 @@ class NvmlSampler:
         """Name and command line from /proc, cached per pid while ``/proc/<pid>`` is the same
         directory (its inode time changes when the pid is reused)."""
         try:
-            key = (
-                os.stat(f"{self._proc}/{pid}").st_ctime_ns if pid > 0 and self._pids_match else None
-            )
+            st = os.stat(f"{self._proc}/{pid}") if pid > 0 and self._pids_match else None
         except OSError:
-            key = None
-        if key is None:
+            st = None
+        if st is None:
             self._names.pop(pid, None)
             return GpuProcess(pid=pid, name=NOT_VISIBLE, used_bytes=used, visible=False)
+        key = st.st_ctime_ns
         hit = self._names.get(pid)
         if hit is None or hit[0] != key:
             argv = procfs.read_cmdline(pid, self._proc)
             name = procfs.read_comm(pid, self._proc)
             if argv and not name:
                 name = os.path.basename(argv[0])
-            hit = (key, name, " ".join(argv) if argv else None)
+            # the owner comes with the stat already made: no extra /proc read per sample
+            hit = (key, name, " ".join(argv) if argv else None, procfs.user_name(st.st_uid))
             self._names[pid] = hit
-        return GpuProcess(pid=pid, name=hit[1], used_bytes=used, cmdline=hit[2])
+        return GpuProcess(pid=pid, name=hit[1], used_bytes=used, cmdline=hit[2], user=hit[3])

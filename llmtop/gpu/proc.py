@@ -3,12 +3,14 @@
 Linux only; elsewhere (or where /proc is not readable) every reader returns None and never
 raises. Listening sockets come from ``llmtop.sources.procnet`` (shared with discovery).
 
-    read_comm / read_cmdline / read_ppid / pid_exists / in_initial_pid_namespace
+    read_comm / read_cmdline / read_ppid / read_owner / user_name / pid_exists /
+    in_initial_pid_namespace
 """
 
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 __all__ = [
     "PROC",
@@ -16,7 +18,9 @@ __all__ = [
     "pid_exists",
     "read_cmdline",
     "read_comm",
+    "read_owner",
     "read_ppid",
+    "user_name",
 ]
 
 PROC = "/proc"
@@ -80,4 +84,23 @@ def read_ppid(pid: int, proc: str = PROC) -> int | None:
     try:
         return int(tail[1])
     except (IndexError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=256)
+def user_name(uid: int) -> str:
+    """The user name of ``uid`` (the passwd database, cached), else the uid as text."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def read_owner(pid: int, proc: str = PROC) -> str | None:
+    """The user owning ``/proc/<pid>`` (the process's real owner), or None if gone."""
+    try:
+        return user_name(os.stat(f"{proc}/{pid}").st_uid) if pid > 0 else None
+    except OSError:
         return None

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
 from llmtop.gpu.nvml import NOT_VISIBLE, GpuLost, NvmlSampler, nvml_query
 
@@ -470,7 +471,9 @@ def test_processes_dedupe_names_cmdline_and_not_visible_pid():
         "name": mine.name,
         "used_bytes": 3 * GiB,
         "engine_target": None,
+        "user": procfs.read_owner(me),
     }
+    assert mine.user and mine.user == procfs.read_owner(me) and gp.user is None
 
 
 def test_process_listing_failure_gives_empty_list():
