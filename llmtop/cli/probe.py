@@ -9,6 +9,7 @@ the config file, and is never printed or written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -19,7 +20,8 @@ from typing import Any
 from llmtop.errors import ConfigError
 from llmtop.loadgen.options import ProbeOptions, is_loopback_host, parse_shared_prefix, split_url
 
-__all__ = ["build_parser", "confirm_target", "main", "options_from_args", "resolve_api_key"]
+__all__ = ["build_compare_parser", "build_parser", "compare_main", "confirm_target", "main",
+           "options_from_args", "read_traffic", "resolve_api_key"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +65,26 @@ def build_parser() -> argparse.ArgumentParser:
     a("--json", default=None, metavar="FILE", help="write the JSON report")
     a("--csv", default=None, metavar="FILE", help="write one CSV row per step")
     a("--md", default=None, metavar="FILE", help="write a Markdown summary")
+    a("--seed", type=int, default=0, metavar="N",
+      help="seed of every random choice (lengths, prompts, arrivals, dataset draws); default 0")
+    a("--lengths-from", default=None, metavar="TARGET",
+      help="draw prompt and output lengths from TARGET's own length histograms "
+      "(vllm@host:port, host:port, a URL, or an llmtop recording file)")
+    a("--lengths-window", type=float, default=600.0, metavar="S",
+      help="window of --lengths-from / --prefix-hit-from: two scrapes S apart (default 600; "
+      "0 = the engine's lifetime; Ctrl-C while waiting uses the lifetime)")
+    a("--prefix-hit-from", default=None, metavar="TARGET",
+      help="match TARGET's windowed prefix-cache hit rate with a shared document per prompt")
+    a("--dataset", default=None, metavar="FILE",
+      help="JSONL ({prompt|messages, max_tokens}) or ShareGPT JSON; sent as written")
+    a("--context", type=int, default=None, metavar="N",
+      help="model context in tokens, caps drawn lengths (default: /v1/models max_model_len)")
+    a("--target-rate", type=float, default=None, metavar="R",
+      help="req/s to plan for: the summary says how many such replicas R needs")
+    a("--html", default=None, metavar="FILE",
+      help="write a self-contained HTML report with charts (needs llmtop-tui[charts])")
+    a("--svg", default=None, metavar="PREFIX",
+      help="write the charts alone as PREFIX-<chart>.svg (needs llmtop-tui[charts])")
     a("--yes", action="store_true", help="do not ask before loading a non-loopback host")
     a("--insecure", action="store_true", help="do not verify TLS certificates")
     return p
@@ -115,7 +137,8 @@ def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptio
         shared_prefix=parse_shared_prefix(ns.shared_prefix) if ns.shared_prefix else None,
         endpoint=ns.endpoint, model=ns.model, api_key=api_key, ttft_slo=ns.ttft_slo,
         itl_slo=ns.itl_slo, tpot_slo=ns.tpot_slo, max_error_rate=ns.max_error_rate,
-        warmup=ns.warmup, step_duration=ns.step_duration, insecure=ns.insecure,
+        warmup=ns.warmup, step_duration=ns.step_duration, insecure=ns.insecure, seed=ns.seed,
+        dataset=ns.dataset, context=ns.context, target_rate=ns.target_rate,
     ).validate()
 
 
@@ -174,18 +197,131 @@ def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
         return 130 if stops[0] else 2
     print_summary(report)
     written = write_reports(report, json_path=ns.json, csv_path=ns.csv, md_path=ns.md)
+    if ns.html or ns.svg:
+        from llmtop.report import write_charts
+
+        written += write_charts([report], html_path=ns.html, svg_prefix=ns.svg)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 130 if stops[0] else 0
 
 
+def _read_one(spec: str, ns: argparse.Namespace, api_key: str | None, *, lengths: bool,
+              prefix: bool) -> dict[str, Any]:
+    """Read one target's (or recording's) traffic over the window, waiting when needed."""
+    import asyncio
+
+    from llmtop.loadgen import traffic as tr
+
+    if spec.startswith("prometheus:"):
+        raise ConfigError("--lengths-from prometheus:URL needs fleet mode's Prometheus client, "
+                          "which this build does not have yet; read a target directly")
+    window = ns.lengths_window
+    if os.path.isfile(spec):
+        first, second = tr.recording_signals(spec, window)
+        return tr.build_traffic(first, second, lengths=lengths, prefix=prefix, window_s=window,
+                                why_lifetime="one scrape in the recording's window")
+    first = asyncio.run(tr.read_signals(spec, api_key=api_key, insecure=ns.insecure))
+    why = tr.lifetime_reason(first, window)
+    second = None
+    if why is None:
+        print(f"llmtop probe: reading {first.source}'s traffic over the next {window:g} s "
+              "(Ctrl-C: use its lifetime histograms instead)", file=sys.stderr)
+        t0 = time.monotonic()
+        try:
+            time.sleep(window)
+            second = asyncio.run(tr.read_signals(spec, api_key=api_key, insecure=ns.insecure))
+        except KeyboardInterrupt:
+            why = f"the window wait was stopped after {time.monotonic() - t0:.0f} s"
+    return tr.build_traffic(first, second, lengths=lengths, prefix=prefix, window_s=window,
+                            why_lifetime=why)
+
+
+def read_traffic(ns: argparse.Namespace, api_key: str | None) -> dict[str, Any] | None:
+    """``--lengths-from`` / ``--prefix-hit-from`` -> ``ProbeOptions.traffic`` (or None)."""
+    lf, pf = ns.lengths_from, ns.prefix_hit_from
+    if not lf and not pf:
+        return None
+    if lf and pf and lf != pf:
+        out = _read_one(lf, ns, api_key, lengths=True, prefix=False)
+        hit = _read_one(pf, ns, api_key, lengths=False, prefix=True)
+        out["prefix_hit_rate"] = hit["prefix_hit_rate"]
+        out["prefix_source"] = f"{hit['source']}, {hit['window']}"
+        return out
+    return _read_one(lf or pf, ns, api_key, lengths=bool(lf), prefix=bool(pf))
+
+
+def _check_charts(ns: argparse.Namespace) -> None:
+    if getattr(ns, "html", None) or getattr(ns, "svg", None):
+        from llmtop.report import charts_available
+
+        if (why := charts_available()) is not None:
+            raise ConfigError(why)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``llmtop probe``."""
-    ns = build_parser().parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
+    """Entry point of ``llmtop probe`` (and ``llmtop probe compare``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "compare":
+        return compare_main(args[1:])
+    ns = build_parser().parse_intermixed_args(args)
     base, _host, _ep = split_url(ns.url)
-    options = options_from_args(ns, resolve_api_key(ns.api_key, base_url=base))
+    api_key = resolve_api_key(ns.api_key, base_url=base)
+    options = options_from_args(ns, api_key)
+    _check_charts(ns)
+    if options.dataset:
+        from llmtop.loadgen.dataset import load_dataset
+
+        load_dataset(options.dataset)  # a bad line stops here: nothing is sent
     _base, host, _ep = split_url(options.url)
     ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
     if not ok:
         raise ConfigError(msg or "aborted")
+    traffic = read_traffic(ns, api_key)
+    if traffic is not None:
+        options = dataclasses.replace(options, traffic=traffic).validate()
     return run(options, ns)
+
+
+def build_compare_parser() -> argparse.ArgumentParser:
+    """``llmtop probe compare A.json B.json [...]``."""
+    p = argparse.ArgumentParser(
+        prog="llmtop probe compare",
+        description="Compare probe reports (JSON): side-by-side table, change at equal load, "
+        "how far the knee and the SLA boundary moved. The first report is the baseline.")
+    p.add_argument("reports", nargs="+", metavar="REPORT.json")
+    p.add_argument("--html", default=None, metavar="FILE",
+                   help="a self-contained HTML comparison with the curves overlaid")
+    p.add_argument("--svg", default=None, metavar="PREFIX", help="the overlaid charts alone")
+    p.add_argument("--json", default=None, metavar="FILE", help="the comparison as JSON")
+    return p
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    """Entry point of ``llmtop probe compare``."""
+    import json
+
+    from llmtop.console.probe_view import print_comparison
+    from llmtop.loadgen.compare import compare, load_report
+
+    ns = build_compare_parser().parse_intermixed_args(list(argv))
+    if len(ns.reports) < 2:
+        raise ConfigError("compare needs at least two reports")
+    _check_charts(ns)
+    reports = [load_report(p) for p in ns.reports]
+    result = compare(reports, names=ns.reports)
+    print_comparison(result)
+    written = []
+    if ns.json:
+        from pathlib import Path
+
+        Path(ns.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        written.append(ns.json)
+    if ns.html or ns.svg:
+        from llmtop.report import write_charts
+
+        written += write_charts(reports, html_path=ns.html, svg_prefix=ns.svg,
+                                names=ns.reports, comparison=result)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

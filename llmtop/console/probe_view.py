@@ -16,9 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtop.loadgen.options import ProbeOptions, redact_url
-from llmtop.loadgen.report import knee_text, load_text, slo_text
+from llmtop.loadgen.report import capacity, knee_text, lengths_lines, load_text, slo_text
 
-__all__ = ["ProbeLiveView", "print_summary", "summary_table"]
+__all__ = ["ProbeLiveView", "comparison_table", "print_comparison", "print_summary",
+           "summary_table"]
 
 DASH = "\u2013"
 """Shown for a value that was not measured (None)."""
@@ -107,12 +108,52 @@ def _uncut(console: Console) -> Console:
 
 
 def print_summary(report: dict[str, Any], console: Console | None = None) -> None:
-    """The final table and verdict lines, then a blank line (before any ``wrote FILE``)."""
+    """The capacity sentence first, then the table, the verdict lines and the load's
+    lengths, then a blank line (before any ``wrote FILE``)."""
     console = _uncut(console or Console())
     title = f"llmtop probe · {report.get('target')} · {report.get('model')}"
+    console.print(Text(capacity(report)["sentence"], style="bold"))
     console.print(summary_table(report, title))
     for line in _verdicts(report):
         console.print(line)
+    for line in lengths_lines(report):
+        console.print(Text(line, style="dim" if line.startswith("  ") else ""))
+    console.print()
+
+
+def _pct(v: float | None) -> Text:
+    if v is None:
+        return Text(DASH)
+    return Text(f"{v:+.0%}")
+
+
+def comparison_table(c: dict[str, Any], base: str) -> Table:
+    """One row per baseline load: both reports' tok/s and TTFT p95 and the change (``~``:
+    interpolated between the other report's neighbouring steps)."""
+    t = Table(title=f"{c['name']} vs {base}", title_justify="left", header_style="bold",
+              box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
+              caption="~ = interpolated between the other report's steps",
+              caption_justify="left")
+    for col in ("load", "out tok/s A", "out tok/s B", "change", "TTFT p95 A", "TTFT p95 B",
+                "change "):
+        t.add_column(col, justify="right", no_wrap=True)
+    key = c["load_key"]
+    for r in c["rows"]:
+        (ta, tb), (la, lb) = r["tokens_per_s"], r["ttft_p95_s"]
+        mark = "~" if r["interpolated"] else ""
+        t.add_row(load_text({key: r[key]}), _num(ta, 0), _num(tb, 0) + mark,
+                  _pct(r["tokens_change"]), _ms(la) + " ms" if la is not None else DASH,
+                  (_ms(lb) + " ms" + mark) if lb is not None else DASH, _pct(r["ttft_change"]))
+    return t
+
+
+def print_comparison(result: dict[str, Any], console: Console | None = None) -> None:
+    """``llmtop probe compare``: per comparison a table and the one-line verdict."""
+    console = _uncut(console or Console())
+    for c in result["comparisons"]:
+        console.print(Text(f"A = {result['baseline']} (baseline), B = {c['name']}", style="dim"))
+        console.print(comparison_table(c, result["baseline"]))
+        console.print(Text(c["sentence"], style="bold"))
     console.print()
 
 

@@ -74,6 +74,15 @@ class ProbeOptions:
     progress_interval: float = 0.5
     client: str = "raw"
     """Hot-path HTTP client: ``raw`` (asyncio protocol, the default) or ``aiohttp``."""
+    traffic: dict[str, Any] | None = None
+    """Production shape read before the run (``loadgen.traffic.build_traffic``): length
+    histograms ``prompt``/``output`` and/or ``prefix_hit_rate``, with its ``window``."""
+    dataset: str | None = None
+    """A JSONL / ShareGPT file of prompts, sent as written (``loadgen.dataset``)."""
+    context: int | None = None
+    """The model's context in tokens (caps drawn lengths); None: from /v1/models."""
+    target_rate: float | None = None
+    """Requests per second to plan replicas for (the capacity sentence)."""
 
     # ----- derived -------------------------------------------------------------------------
     @property
@@ -120,6 +129,19 @@ class ProbeOptions:
             raise ConfigError("client must be raw or aiohttp")
         if self.step_duration <= 0:
             raise ConfigError("--step-duration must be > 0")
+        if self.dataset is not None and (self.shared_prefix or self.traffic
+                                         or self.length_dist != "fixed"):
+            raise ConfigError("--dataset sends its prompts as written: it does not combine "
+                              "with --lengths-from, --prefix-hit-from, --shared-prefix or "
+                              "--length-dist")
+        if self.traffic and self.traffic.get("prefix_hit_rate") is not None \
+                and self.shared_prefix:
+            raise ConfigError("--prefix-hit-from and --shared-prefix both set the prefix; "
+                              "choose one")
+        if self.context is not None and self.context < 2:
+            raise ConfigError("--context must be >= 2")
+        if self.target_rate is not None and self.target_rate <= 0:
+            raise ConfigError("--target-rate must be > 0")
         return self
 
     def to_json(self) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class Prepared:
     """Requests sent while preparing (endpoint detection, calibration): not in any step."""
     setup_output_tokens: int = 0
     """Tokens the server generated for those requests, so totals reconcile exactly."""
+    context: int | None = None
+    """The model's context (``max_model_len`` of /v1/models) when the server says."""
 
 
 def _headers(options: ProbeOptions) -> dict[str, str]:
@@ -53,7 +55,8 @@ def _headers(options: ProbeOptions) -> dict[str, str]:
     return h
 
 
-async def _get_model(session: aiohttp.ClientSession, base: str, options: ProbeOptions) -> str:
+async def _get_model(session: aiohttp.ClientSession, base: str,
+                     options: ProbeOptions) -> tuple[str, int | None]:
     try:
         async with session.get(base + "/v1/models", headers=_headers(options)) as r:
             if r.status != 200:
@@ -63,10 +66,12 @@ async def _get_model(session: aiohttp.ClientSession, base: str, options: ProbeOp
         raise ProbeSetupError(f"cannot reach {base}: {type(exc).__name__}") from None
     except ValueError:
         raise ProbeSetupError("GET /v1/models did not return JSON; pass --model") from None
-    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+    models = [m for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
     if not models:
         raise ProbeSetupError("the server lists no model; pass --model")
-    return str(models[0])
+    pick = next((m for m in models if m["id"] == options.model), models[0])
+    ctx = pick.get("max_model_len")
+    return str(pick["id"]), (ctx if isinstance(ctx, int) and ctx > 1 else None)
 
 
 def _probe_body(model: str, endpoint: str, text: str, ignore_eos: bool) -> bytes:
@@ -119,9 +124,24 @@ async def prepare(options: ProbeOptions) -> Prepared:
     async with aiohttp.ClientSession(
         timeout=timeout, connector=aiohttp.TCPConnector(ssl=False if options.insecure else None)
     ) as session:
-        model = options.model or await _get_model(session, base, options)
+        context = options.context
+        if options.model and (options.traffic is None or context is not None):
+            model = options.model
+        else:
+            try:
+                model, served_ctx = await _get_model(session, base, options)
+            except ProbeSetupError:
+                if not options.model:
+                    raise
+                model, served_ctx = options.model, None
+            context = context or served_ctx
         candidates = [options.endpoint or ep_from_url] if (options.endpoint or ep_from_url) \
             else ["completions", "chat"]
+        if options.dataset and not (options.endpoint or ep_from_url):
+            from llmtop.loadgen.dataset import load_dataset
+
+            if any(r.messages for r in load_dataset(options.dataset)):
+                candidates = ["chat"]  # messages are sent as written
         chosen = None
         ignore_eos = True
         last_err = None
@@ -170,4 +190,4 @@ async def prepare(options: ProbeOptions) -> Prepared:
             cal = Calibration("assumed")
     tokens = sum(r.tokens for r in sent if r.ok)
     return Prepared(base, chosen, base + ENDPOINT_PATHS[chosen], model, ignore_eos, cal,
-                    setup_requests=len(sent), setup_output_tokens=tokens)
+                    setup_requests=len(sent), setup_output_tokens=tokens, context=context)

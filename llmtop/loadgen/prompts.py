@@ -7,7 +7,15 @@ measured by ``prepare.calibrate`` with the server's ``/tokenize`` (vLLM, SGLang)
 
 Every prompt starts with a unique request number, so prompts never share a cached prefix by
 accident. In shared-prefix mode (``N:P``) each prompt is one of N fixed prefixes of P tokens
-followed by a unique suffix of ``prompt_tokens`` tokens.
+followed by a unique suffix of ``prompt_tokens`` tokens. With ``prefix_share`` h (to match an
+engine's prefix hit rate) each prompt of L tokens starts with the first h x L tokens of one
+shared document, then the request number and unique words.
+
+Lengths come from ``length_dist`` around the given means, or from ``LengthDist`` histograms
+(``--lengths-from``), capped so that prompt + output fit the model's context. A dataset
+(``--dataset``) replaces the synthetic text: records are drawn with the seeded generator and
+sent as written. ``last_asked`` is the (prompt, output) length asked for by the last payload
+(prompt None for a dataset: the server's ``usage`` tells).
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtop.loadgen.client import dumps
+from llmtop.loadgen.dataset import Record
+from llmtop.loadgen.shape import LengthDist
 
 __all__ = ["Calibration", "PromptFactory", "sample_length", "sample_text"]
 
@@ -79,7 +89,10 @@ class PromptFactory:
     def __init__(self, *, model: str, endpoint: str, calibration: Calibration,
                  prompt_tokens: int, output_tokens: int, length_dist: str = "fixed",
                  shared_prefix: tuple[int, int] | None = None, ignore_eos: bool = True,
-                 seed: int = 0) -> None:
+                 seed: int = 0, prompt_dist: LengthDist | None = None,
+                 output_dist: LengthDist | None = None, context: int | None = None,
+                 prefix_share: float | None = None,
+                 dataset: list[Record] | None = None) -> None:
         self.model = model
         self.chat = endpoint == "chat"
         self.cal = calibration
@@ -90,6 +103,16 @@ class PromptFactory:
         self.rng = random.Random(seed)
         self._pool = [self.rng.choice(_WORDS) for _ in range(self.POOL_WORDS)]
         self._n = 0
+        self.prompt_dist = prompt_dist
+        self.output_dist = output_dist
+        self.context = context
+        self.prefix_share = prefix_share
+        self.dataset = dataset
+        self.last_asked: tuple[int | None, int] = (None, output_tokens)
+        self._shared: list[str] = []
+        if prefix_share:
+            r = random.Random(seed * 1_000_003)
+            self._shared = [r.choice(_WORDS) for _ in range(self.POOL_WORDS)]
         self.prefixes: list[str] = []
         if shared_prefix is not None:
             n, p = shared_prefix
@@ -103,26 +126,65 @@ class PromptFactory:
         start = self.rng.randrange(0, self.POOL_WORDS - n) if n < self.POOL_WORDS else 0
         return " ".join(self._pool[start:start + n])
 
-    def text(self) -> str:
-        """The next prompt text."""
+    def _lengths(self) -> tuple[int, int]:
+        """(prompt, output) tokens for the next request, fitted into the context."""
+        ctx = self.context
+        if self.output_dist is not None:
+            out = self.output_dist.sample(self.rng, ctx // 2 if ctx else None)
+        else:
+            out = sample_length(self.rng, self.output_tokens, self.dist)
+        cap = max(1, ctx - out - 16) if ctx else None  # room for the chat template
+        if self.prompt_dist is not None:
+            prompt = self.prompt_dist.sample(self.rng, cap)
+        else:
+            prompt = sample_length(self.rng, self.prompt_tokens, self.dist)
+            prompt = min(prompt, cap) if cap else prompt
+        return prompt, out
+
+    def text(self, toks: int | None = None) -> str:
+        """The next prompt text (``toks`` tokens; drawn when not given)."""
         self._n += 1
-        toks = sample_length(self.rng, self.prompt_tokens, self.dist)
+        if toks is None:
+            toks = self._lengths()[0]
+        if self._shared and self.prefix_share:
+            k = round(self.prefix_share * toks)
+            shared = " ".join(self._shared[:self.cal.words_for(k)]) if k > 0 else ""
+            rest = self._words(self.cal.words_for(max(1, toks - k)))
+            return f"{shared}\nRequest {self._n}: {rest}" if shared else f"{self._n} {rest}"
         if self.prefixes:
             prefix = self.prefixes[self._n % len(self.prefixes)]
             return f"{prefix}\nRequest {self._n}: {self._words(self.cal.words_for(toks))}"
         return f"{self._n} {self._words(self.cal.words_for(toks))}"
 
-    def payload(self, text: str, max_tokens: int) -> bytes:
+    def payload(self, text: str, max_tokens: int,
+                messages: tuple[dict[str, str], ...] | None = None,
+                ignore_eos: bool | None = None) -> bytes:
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
                                 "stream_options": {"include_usage": True}}
         if self.chat:
-            body["messages"] = [{"role": "user", "content": text}]
+            body["messages"] = list(messages) if messages else [{"role": "user",
+                                                                  "content": text}]
         else:
-            body["prompt"] = text
-        if self.ignore_eos:
+            body["prompt"] = text if not messages else "\n".join(m["content"]
+                                                                  for m in messages)
+        if self.ignore_eos if ignore_eos is None else ignore_eos:
             body["ignore_eos"] = True
         return dumps(body)
 
+    def _record_payload(self) -> bytes:
+        assert self.dataset is not None
+        rec = self.rng.choice(self.dataset)
+        out = rec.max_tokens
+        if out is None and rec.reply_words:
+            out = max(1, round(self.cal.ratio * rec.reply_words))
+        out = out or self.output_tokens
+        self.last_asked = (None, out)
+        return self.payload(rec.prompt or "", out, rec.messages, ignore_eos=False)
+
     def next_payload(self) -> bytes:
         """JSON bytes of the next request."""
-        return self.payload(self.text(), sample_length(self.rng, self.output_tokens, self.dist))
+        if self.dataset:
+            return self._record_payload()
+        prompt, out = self._lengths()
+        self.last_asked = (prompt, out)
+        return self.payload(self.text(prompt), out)

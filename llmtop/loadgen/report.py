@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CSV_COLUMNS", "knee_text", "load_text", "slo_text", "to_csv", "to_json", "to_markdown",
-           "write_reports"]
+__all__ = ["CSV_COLUMNS", "capacity", "knee_text", "lengths_lines", "load_text", "slo_text",
+           "to_csv", "to_json", "to_markdown", "write_reports"]
 
 _LAT = ("ttft_s", "itl_s", "itl_request_s", "tpot_s", "e2e_s")
 _Q = ("p50", "p90", "p95", "p99", "mean")
@@ -104,9 +104,116 @@ def slo_text(slo: dict[str, float | None] | None) -> str:
     return ", ".join(parts) if parts else "no SLO"
 
 
+def _n(v: float, digits: int = 1) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[str, Any]:
+    """The capacity answer: ``sentence`` (one line people read first), ``holds_rps`` (req/s
+    within the SLO, or the peak without one; None when not determined) and, with a
+    ``target_rate``, ``replicas`` that rate needs."""
+    steps = [s for s in report.get("steps", []) if s.get("requests") and not s.get("partial")]
+    sla, sat, mx = (report.get("sla_boundary"), report.get("saturation"),
+                    report.get("max_throughput"))
+    opts = report.get("options") or {}
+    target_rate = target_rate if target_rate is not None else opts.get("target_rate")
+    out: dict[str, Any] = {"holds_rps": None, "holds_tokens_per_s": None, "replicas": None,
+                           "target_rate": target_rate}
+    if not steps:
+        out["sentence"] = "No step finished: no capacity figure."
+        return out
+    sweep = bool(opts.get("sweep", len(steps) > 1))
+    base = None
+    if sla and sla.get("met"):
+        base = sla
+        head = (f"Holds {_n(sla['requests_per_s'])} req/s ({_n(sla['output_tokens_per_s'], 0)} "
+                f"output tok/s) of this traffic with {slo_text(sla.get('slo'))}")
+    elif sla:
+        first = min(steps, key=lambda s: s.get("concurrency") or s.get("rate") or 0)
+        p95 = (first.get("ttft_s") or {}).get("p95")
+        head = (f"No load met {slo_text(sla.get('slo'))}: at {load_text(first)} TTFT p95 was "
+                f"{'–' if p95 is None else f'{p95 * 1000:,.0f} ms'}")
+    elif mx:
+        base = mx
+        head = (f"Peaks at {_n(mx['requests_per_s'])} req/s ({_n(mx['output_tokens_per_s'], 0)}"
+                f" output tok/s) of this traffic at {load_text(mx)} (no SLO set)")
+    else:
+        head = "No capacity figure"
+    if sat:
+        head += f"; saturates at {load_text(sat)}"
+    elif sweep:
+        top = max(steps, key=lambda s: s.get("concurrency") or s.get("rate") or 0)
+        head += f"; no saturation found up to {load_text(top)}"
+        if report.get("stop_reason") == "ttft_slo":
+            head += " (the sweep stopped at the SLO)"
+    if base is not None and base.get("client_bound"):
+        head += " (client-bound there: the server may hold more)"
+    if base is not None:
+        out["holds_rps"] = base["requests_per_s"]
+        out["holds_tokens_per_s"] = base["output_tokens_per_s"]
+    sentence = head + "."
+    if target_rate:
+        if out["holds_rps"]:
+            n = math.ceil(target_rate / out["holds_rps"] - 1e-9)
+            out["replicas"] = n
+            sentence += (f" {target_rate:g} req/s of it needs {n} such "
+                         f"replica{'s' if n != 1 else ''}.")
+        else:
+            sentence += f" Replicas for {target_rate:g} req/s: not determined."
+    out["sentence"] = sentence
+    return out
+
+
+def _qs(q: dict[str, Any] | None) -> str:
+    if not q:
+        return "\u2013"
+    return " / ".join("\u2013" if q.get(k) is None else f"{q[k]:,.0f}"
+                      for k in ("p50", "p90", "p99"))
+
+
+def lengths_lines(report: dict[str, Any]) -> list[str]:
+    """Where the load came from, and lengths asked for next to those sent and generated
+    (the server's ``usage``), as p50 / p90 / p99 tokens."""
+    tr = report.get("traffic") or {}
+    lines = []
+    kind = tr.get("kind")
+    if kind == "dataset":
+        lines.append(f"Load: prompts from {tr.get('dataset')} (sent as written, seed "
+                     f"{tr.get('seed')})")
+    elif kind == "engine":
+        what = [w for w in ("prompt", "output") if tr.get(w)]
+        lines.append(f"Load: shaped like {tr.get('source')} ({tr.get('engine')}), "
+                     f"{tr.get('window')}; seed {tr.get('seed')}")
+        for w in what:
+            d = tr[w]
+            q = d.get("quantiles") or {}
+            mean = d.get("mean")
+            lines.append(f"  engine's {w} lengths: p10/p50/p90/p99 "
+                         + " / ".join("\u2013" if q.get(k) is None else f"{q[k]:,.0f}"
+                                      for k in ("p10", "p50", "p90", "p99"))
+                         + f" tokens, mean {'–' if mean is None else f'{mean:,.0f}'}"
+                         f" over {d.get('requests', 0):,.0f} requests")
+        if tr.get("prefix_hit_rate") is not None:
+            lines.append(f"  engine's prefix hit rate: {tr['prefix_hit_rate']:.0%} (matched by "
+                         "a shared document at the start of each prompt)")
+    elif kind == "synthetic":
+        lines.append(f"Load: synthetic, prompt {tr.get('prompt_tokens')} / output "
+                     f"{tr.get('output_tokens')} tokens ({tr.get('length_dist')}), seed "
+                     f"{tr.get('seed')}")
+    ln = report.get("lengths") or {}
+    asked, got = ln.get("asked") or {}, ln.get("actual") or {}
+    if asked or got:
+        lines.append("Lengths, p50 / p90 / p99 tokens: prompt asked "
+                     f"{_qs(asked.get('prompt'))}, sent {_qs(got.get('prompt'))}; output asked "
+                     f"{_qs(asked.get('output'))}, generated {_qs(got.get('output'))}")
+    return lines
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     """A human summary: header, one table row per step, saturation and SLA boundary."""
     lines = [f"# llmtop probe: {report.get('target')}", "",
+             f"**{capacity(report)['sentence']}**", "",
+             *(f"- {ln.strip()}" for ln in lengths_lines(report)),
              f"- model: `{report.get('model')}` ({report.get('endpoint')})",
              f"- started: {report.get('started')}",
              f"- stop reason: {report.get('stop_reason')}", ""]

@@ -19,16 +19,19 @@ import asyncio
 import math
 import random
 import time
+from array import array
 from collections.abc import Callable
 from typing import Any
 
 from llmtop.loadgen import knee
 from llmtop.loadgen.client import JSON_LIB, Result, StreamClient
+from llmtop.loadgen.dataset import load_dataset
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
 from llmtop.loadgen.prompts import PromptFactory
 from llmtop.loadgen.rawhttp import RawStreamClient
 from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
+from llmtop.loadgen.traffic import dists
 
 __all__ = ["PLATEAU_GAIN", "Runner", "ladder", "plateau_reached"]
 
@@ -73,11 +76,20 @@ class Runner:
         self.o = options
         self.p = prepared
         self.emit = emit
+        traffic = options.traffic or {}
+        p_dist, o_dist = dists(traffic)
         self.factory = PromptFactory(
             model=prepared.model, endpoint=prepared.endpoint, calibration=prepared.calibration,
             prompt_tokens=options.prompt_tokens, output_tokens=options.output_tokens,
             length_dist=options.length_dist, shared_prefix=options.shared_prefix,
-            ignore_eos=prepared.ignore_eos, seed=options.seed)
+            ignore_eos=prepared.ignore_eos, seed=options.seed, prompt_dist=p_dist,
+            output_dist=o_dist, context=prepared.context,
+            prefix_share=traffic.get("prefix_hit_rate"),
+            dataset=load_dataset(options.dataset) if options.dataset else None)
+        self._asked_prompt = array("d")
+        self._asked_output = array("d")
+        self._got_prompt = array("d")
+        self._got_output = array("d")
         self.slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
         self.steps: list[dict[str, Any]] = []
         self.stop_reason: str | None = None
@@ -153,12 +165,20 @@ class Runner:
         self._sent += 1
         self._w_sent += 1
         body = self.factory.next_payload()
+        asked = self.factory.last_asked
         self._mark(1)
         try:
             res = await self.client.request(body)
         finally:
             self._mark(-1)
         self._on_result(res)
+        if self._window is not None and res.error is None:  # asked vs got, measured requests
+            if asked[0] is not None:
+                self._asked_prompt.append(asked[0])
+            self._asked_output.append(asked[1])
+            if res.prompt_tokens is not None:
+                self._got_prompt.append(res.prompt_tokens)
+            self._got_output.append(res.tokens)
         return res
 
     def _on_result(self, res: Result) -> None:
@@ -435,7 +455,33 @@ class Runner:
             "requests_sent": self._sent,
             "requests_completed": self._completed,
             "cancelled_in_flight": self.cancelled_in_flight,
+            "traffic": self._traffic_json(),
+            "lengths": {
+                "asked": {"prompt": _q(self._asked_prompt), "output": _q(self._asked_output)},
+                "actual": {"prompt": _q(self._got_prompt), "output": _q(self._got_output)},
+            },
+            "context": self.p.context,
         }
+
+    def _traffic_json(self) -> dict[str, Any]:
+        """What the load was shaped by: synthetic lengths, a dataset or an engine's own."""
+        o = self.o
+        if o.dataset:
+            return {"kind": "dataset", "dataset": o.dataset, "seed": o.seed}
+        out: dict[str, Any] = {"kind": "engine" if o.traffic else "synthetic", "seed": o.seed}
+        if o.traffic:
+            out.update(o.traffic)
+        if not (o.traffic or {}).get("prompt"):
+            out.update({"prompt_tokens": o.prompt_tokens, "output_tokens": o.output_tokens,
+                        "length_dist": o.length_dist})
+        if o.shared_prefix:
+            out["shared_prefix"] = list(o.shared_prefix)
+        return out
+
+
+def _q(values: array) -> dict[str, float | None] | None:
+    """Quantiles of lengths, None when nothing was recorded."""
+    return percentiles(values) if len(values) else None
 
 
 def _loop_name() -> str:

@@ -1,0 +1,159 @@
+"""Probe charts as SVG, drawn by pygal (the optional ``llmtop-tui[charts]`` extra).
+
+Three charts per report (several reports are overlaid, one colour each):
+
+- ``throughput``: output tok/s against load;
+- ``ttft``: TTFT p50 and p95 against load, the TTFT SLO drawn as a line;
+- ``latency_throughput``: TTFT p95 against output tok/s (the latency-throughput curve), the
+  SLO as a line.
+
+The knee (saturation point) and the SLA boundary are marked on every chart as their own
+labelled points (``knee c=48``, ``SLA boundary c=32``). Load is on a log2 axis (the sweep
+ladder doubles). The SVGs carry no script that fetches anything: they open offline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from llmtop.loadgen.report import load_text, slo_text
+
+__all__ = ["CHARTS", "charts_available", "render_charts"]
+
+CHARTS = ("throughput", "ttft", "latency_throughput")
+"""Chart names, also the suffixes of ``--svg PREFIX-<name>.svg``."""
+TITLES = {"throughput": "Output tok/s vs load", "ttft": "TTFT vs load",
+          "latency_throughput": "TTFT p95 vs output tok/s"}
+
+
+def charts_available() -> str | None:
+    """None when pygal imports, else what to install."""
+    try:
+        import pygal  # noqa: F401
+    except ImportError:
+        return ("charts need pygal: pip install 'llmtop-tui[charts]' (or pip install pygal); "
+                "the JSON/CSV/Markdown reports need nothing extra")
+    return None
+
+
+def _key(report: dict[str, Any]) -> str:
+    steps = report.get("steps") or []
+    return "rate" if steps and steps[0].get("rate") and not steps[0].get("concurrency") \
+        else "concurrency"
+
+
+def _steps(report: dict[str, Any]) -> list[dict[str, Any]]:
+    key = _key(report)
+    return sorted((s for s in report.get("steps", [])
+                   if s.get("requests") and not s.get("partial") and s.get(key)),
+                  key=lambda s: s[key])
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1000.0
+
+
+def _marks(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, step) for the knee and the SLA boundary, where found."""
+    out = []
+    by_index = {s.get("index"): s for s in _steps(report)}
+    sat, sla = report.get("saturation"), report.get("sla_boundary")
+    knee = sat.get("step") if sat else None
+    edge = sla.get("step") if sla and sla.get("met") else None
+    if knee is not None and knee == edge and knee in by_index:
+        return [(f"knee = SLA boundary {load_text(sat)}", by_index[knee])]
+    if knee in by_index:
+        out.append((f"knee {load_text(sat)}", by_index[knee]))
+    if edge in by_index:
+        out.append((f"SLA boundary {load_text(sla)}", by_index[edge]))
+    return out
+
+
+def _style(n_reports: int) -> Any:
+    from pygal.style import Style
+
+    return Style(background="white", plot_background="white", font_family="sans-serif",
+                 colors=("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                         "#17becf", "#7f7f7f") * max(1, n_reports),
+                 title_font_size=16, legend_font_size=12, label_font_size=11,
+                 major_label_font_size=11, value_label_font_size=12,
+                 guide_stroke_color="#e3e3e3", guide_stroke_dasharray="0",
+                 major_guide_stroke_color="#e3e3e3", major_guide_stroke_dasharray="0")
+
+
+def _chart(kind: str, title: str, load_axis: str, n: int, xs: list[float]) -> Any:
+    import pygal
+
+    cfg: dict[str, Any] = {
+        "title": title, "js": [], "disable_xml_declaration": True, "width": 800,
+        "height": 480, "style": _style(n), "legend_at_bottom": True,
+        "legend_at_bottom_columns": 2, "show_x_guides": False, "dots_size": 3,
+        "allow_interruptions": True, "print_values": False, "truncate_legend": -1,
+        "print_labels": True,
+    }
+    if kind == "latency_throughput":
+        cfg.update(x_title="output tok/s", y_title="TTFT p95 (ms)")
+    else:
+        cfg.update(x_title=f"load ({load_axis}, log scale)",
+                   y_title="output tok/s" if kind == "throughput" else "TTFT (ms)")
+        if xs:
+            cfg["x_labels"] = sorted(set(xs))
+            prefix = "c=" if load_axis == "concurrency" else ""
+            suffix = " req/s" if load_axis != "concurrency" else ""
+            cfg["x_value_formatter"] = lambda x: f"{prefix}{2 ** x:.3g}{suffix}"
+    return pygal.XY(**cfg)
+
+
+def render_charts(reports: Sequence[dict[str, Any]],
+                  names: Sequence[str] | None = None) -> dict[str, str]:
+    """``{chart name: SVG text}`` for one report, or several overlaid."""
+    multi = len(reports) > 1
+    names = list(names or [r.get("target", f"report {i}") for i, r in enumerate(reports)])
+    load_axis = _key(reports[0]) if reports else "concurrency"
+    xs = [math.log2(s[_key(r)]) for r in reports for s in _steps(r)]
+    out = {}
+    for kind in CHARTS:
+        chart = _chart(kind, TITLES[kind], load_axis, len(reports), xs)
+        slo = None
+        for name, rep in zip(names, reports, strict=True):
+            tag = f"{name}: " if multi else ""
+            steps = _steps(rep)
+            key = _key(rep)
+
+            def lx(s: dict[str, Any], key: str = key) -> float:
+                return math.log2(s[key])
+
+            if kind == "throughput":
+                chart.add(f"{tag}output tok/s",
+                          [(lx(s), s["output_tokens_per_s"]) for s in steps])
+                marks = [(lbl, (lx(s), s["output_tokens_per_s"])) for lbl, s in _marks(rep)]
+            elif kind == "ttft":
+                chart.add(f"{tag}TTFT p50", [(lx(s), _ms(s["ttft_s"]["p50"])) for s in steps])
+                chart.add(f"{tag}TTFT p95", [(lx(s), _ms(s["ttft_s"]["p95"])) for s in steps])
+                marks = [(lbl, (lx(s), _ms(s["ttft_s"]["p95"]))) for lbl, s in _marks(rep)]
+            else:
+                chart.add(f"{tag}TTFT p95", [(s["output_tokens_per_s"], _ms(s["ttft_s"]["p95"]))
+                                             for s in steps])
+                marks = [(lbl, (s["output_tokens_per_s"], _ms(s["ttft_s"]["p95"])))
+                         for lbl, s in _marks(rep)]
+            for lbl, pt in marks:
+                chart.add(f"{tag}{lbl}", [{"value": pt, "label": lbl}], stroke=False,
+                          dots_size=11 if lbl.startswith("knee") else 7)
+            sla = rep.get("sla_boundary") or {}
+            slo = slo or (sla.get("slo") or {}).get("ttft") or \
+                (rep.get("options") or {}).get("ttft_slo")
+            slo_label = slo_text(sla.get("slo") or {"ttft": slo})
+        if slo and kind != "throughput":
+            if kind == "ttft":
+                span = [min(xs, default=0.0), max(xs, default=1.0)]
+            else:
+                tps = [s["output_tokens_per_s"] for r in reports for s in _steps(r)]
+                span = [min(tps, default=0.0), max(tps, default=1.0)]
+            chart.add(f"SLO: {slo_label}", [(span[0], slo * 1000), (span[1], slo * 1000)],
+                      show_dots=False, stroke_style={"width": 3, "dasharray": "10, 5"})
+        rows = math.ceil(len(chart.raw_series) / 2)
+        chart.height = 410 + 30 * rows  # room for the legend under the plot
+        out[kind] = chart.render(is_unicode=True)
+    return out
