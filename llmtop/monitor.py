@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmtop.config import Config, Target
+from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
 
@@ -47,6 +48,7 @@ class Monitor:
     ) -> None:
         self.config = config
         self.store = store if store is not None else Store(config)
+        attach_diagnosis(self.store)  # findings + baseline at each commit (llmtop/diagnose)
         self.sink = sink
         self.targets: list[Target] = list(config.targets)
         self.tick_timeout_s = tick_timeout_s if tick_timeout_s is not None else max(

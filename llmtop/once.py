@@ -15,6 +15,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from llmtop import __version__
@@ -99,12 +100,17 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         await monitor.aclose()
     if config.gpu_required and snap.gpu_error:
         raise GpuRequiredError(f"cannot read the GPUs: {snap.gpu_error}")
+    from llmtop.diagnose import diagnose
+
+    # no baseline in one --once: only the rules with absolute limits can fire, and only with
+    # enough events in the window (``--window 30`` gives them some)
+    findings = diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s or window_s)
     if as_json:
-        print(snapshot_json(snap), file=out)
+        print(snapshot_json(snap, findings), file=out)
     else:
         from llmtop.console.once_table import print_once
 
-        print_once(snap, file=out)
+        print_once(snap, file=out, diagnosis=findings)
     if not any(r.last_ok_age_s is not None for r in snap.engines):
         if as_json or not snap.engines:
             reasons = "; ".join(f"{r.target}: {r.error or r.state}" for r in snap.engines)
@@ -119,12 +125,15 @@ def empty_json(message: str) -> str:
     doc = Snapshot(time=time.time(), window_s=0.0).to_json(__version__)
     doc["window_s"] = None
     doc["message"] = message
+    doc["diagnosis"] = []
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
-def snapshot_json(snap: Snapshot) -> str:
-    """The ``--once --json`` text of a snapshot (NaN/Inf can never leak: null instead)."""
+def snapshot_json(snap: Snapshot, diagnosis: Sequence[Any] | None = None) -> str:
+    """The ``--once --json`` text of a snapshot (NaN/Inf can never leak: null instead), with
+    the top-level ``diagnosis`` list (``diagnose.Finding.to_json``; ``[]`` when none)."""
     doc = snap.to_json(__version__)
+    doc["diagnosis"] = [f.to_json() for f in diagnosis or ()]
     try:
         return json.dumps(doc, indent=2, allow_nan=False)
     except ValueError:

@@ -20,7 +20,7 @@ from llmtop.once import NO_TARGETS_MESSAGE, run_once
 from tests.conftest import fixture_text
 from tests.history.fakes import body, fake_detect, fake_normalize, gpu_sample
 
-TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error"]
+TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error", "diagnosis"]
 ROW_KEYS = [
     "target", "engine", "engine_version", "model", "state", "error", "running", "waiting",
     "max_running", "kv_cache_usage", "kv_capacity_tokens", "prefix_hit_rate", "ttft_s",

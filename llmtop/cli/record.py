@@ -150,7 +150,7 @@ def _replay_parser() -> argparse.ArgumentParser:
 def replay_main(argv: Sequence[str]) -> int:
     """Entry point of ``llmtop replay``."""
     from llmtop.record.reader import Recording
-    from llmtop.record.replay import ReplaySource, parse_when, snapshot_at
+    from llmtop.record.replay import ReplaySource, diagnosis_at, parse_when, snapshot_at
 
     args = _replay_parser().parse_intermixed_args(list(argv))
     rec = Recording.open(args.file)
@@ -164,14 +164,15 @@ def replay_main(argv: Sequence[str]) -> int:
         raise RecordingError(str(exc)) from exc
     if args.once:
         snap = snapshot_at(rec, at, args.window)
+        findings = diagnosis_at(rec, at)  # the recording before --at is the baseline
         if args.json:
             from llmtop.once import snapshot_json
 
-            print(snapshot_json(snap))
+            print(snapshot_json(snap, findings))
         else:
             from llmtop.console.once_table import print_once
 
-            print_once(snap, file=sys.stdout)
+            print_once(snap, file=sys.stdout, diagnosis=findings)
         return 0
     source = ReplaySource(rec)
     source.speed = args.speed

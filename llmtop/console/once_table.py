@@ -7,7 +7,8 @@ mark latency quantiles that are only bounds (lowest bucket / +Inf bucket).
 from __future__ import annotations
 
 import time
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -16,7 +17,8 @@ from rich.text import Text
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
 
-__all__ = ["DASH", "build_table", "fmt_latency", "print_once", "state_badge"]
+__all__ = ["DASH", "build_table", "diagnosis_lines", "fmt_latency", "print_once",
+           "state_badge"]
 
 DASH = "\u2013"
 
@@ -136,8 +138,37 @@ def _gpu_line(g: GpuRecord) -> str:
     return " · ".join(parts)
 
 
-def print_once(snap: Snapshot, *, file: TextIO | None = None) -> None:
-    """Print the table, problem notes, GPU lines and the GPU error line."""
+_SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
+
+
+def diagnosis_lines(diagnosis: Sequence[Any]) -> list[Text]:
+    """The top finding per engine (``diagnose.Finding``, ordered root cause first), its
+    action, and how many more findings that engine has."""
+    out: list[Text] = []
+    tops: dict[str, Any] = {}
+    more: dict[str, int] = {}
+    for f in diagnosis:
+        if f.target in tops:
+            more[f.target] = more.get(f.target, 0) + 1
+        else:
+            tops[f.target] = f
+    for target, f in tops.items():
+        model = f" [{f.model}]" if f.model else ""
+        n = more.get(target, 0)
+        extra = f" (+{n} more)" if n else ""
+        line = Text(f"  {target}{model}: ")
+        line.append(f"{f.rule} ({f.severity})", style=_SEVERITY_STYLE.get(f.severity, ""))
+        line.append(f" {f.summary}{extra}")
+        out.append(line)
+        if f.action:
+            out.append(Text(f"    \u2192 {f.action}", style="dim"))
+    return out
+
+
+def print_once(snap: Snapshot, *, file: TextIO | None = None,
+               diagnosis: Sequence[Any] | None = None) -> None:
+    """Print the table, problem notes, the top finding per engine (``diagnosis``), GPU
+    lines and the GPU error line."""
     interactive = bool(file is not None and getattr(file, "isatty", lambda: False)())
     console = Console(file=file, highlight=False, width=None if interactive else 200,
                       no_color=not interactive)
@@ -155,6 +186,10 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None) -> None:
                     else f"{badge} — {row.error}")
             console.print(Text(f"  {row.target}: {text}",
                                style="red" if row.state != "stale" else "yellow"))
+    if diagnosis:
+        console.print(Text("why:", style="bold"))
+        for line in diagnosis_lines(diagnosis):
+            console.print(line)
     for g in snap.gpus:
         console.print(_gpu_line(g))
     if snap.gpu_error:

@@ -97,6 +97,12 @@ class Store:
         self._prev_gpu_error: str | None = None
         self._gen = 0
         self._cache: tuple[tuple[Any, ...], Snapshot] | None = None
+        self.commit_hooks: list[Callable[[Snapshot, float, float], None]] = []
+        """Called at the end of each ``commit`` with (10 s snapshot, t_mono, t_wall): the
+        diagnosis (``llmtop.diagnose.live.attach``) runs there; the store imports no layer
+        above it."""
+        self.diagnoser: Any = None
+        """The ``diagnose.live.LiveDiagnosis`` attached to this store, if any."""
 
     # ------------------------------------------------------------------ targets
 
@@ -349,6 +355,8 @@ class Store:
                 values.setdefault((gk, f), None if v is None else float(v))
         self._gpu_series.commit(t_wall, values)
         self._state_events(snap, t_wall)
+        for hook in self.commit_hooks:
+            hook(snap, t_mono, t_wall)
         return snap
 
     def _state_events(self, snap: Snapshot, t_wall: float) -> None:
@@ -382,6 +390,19 @@ class Store:
         elif self._prev_gpu_error and not err and self._gpu is not None and self._gpu.gpus:
             self.event("info", None, "GPU readings back", t_wall=t_wall)
         self._prev_gpu_error = err
+
+    # ------------------------------------------------------------------ for the diagnosis
+
+    def rows_over(self, window_s: float, t_mono: float) -> list[EngineRow]:
+        """Rows of every target over ``window_s`` ending at ``t_mono``, leaving the snapshot
+        cache alone (the diagnosis' own window)."""
+        return [r for ts in self._targets.values()
+                for r in target_rows(ts, window_s, t_mono, self.interval_s)]
+
+    def restart_ages(self, t_mono: float) -> dict[str, float]:
+        """Seconds since each target's last restart seen by this store."""
+        return {name: t_mono - ts.restart_mono for name, ts in self._targets.items()
+                if ts.restart_mono is not None and t_mono >= ts.restart_mono}
 
     # ------------------------------------------------------------------ public views
 

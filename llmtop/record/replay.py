@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from llmtop.config import Config, Target
+from llmtop.diagnose.findings import Finding
+from llmtop.diagnose.live import attach as attach_diagnosis
+from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.errors import RecordingError
-from llmtop.history.store import Store
+from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
 from llmtop.record.reader import Item, Recording, Tick
 
-__all__ = ["SPEEDS", "ReplaySource", "config_from_header", "parse_when", "snapshot_at"]
+__all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "parse_when",
+           "snapshot_at"]
 
 SPEEDS = (1.0, 10.0, 60.0)
 LOOKBACK_S = 330.0
@@ -138,6 +142,27 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     return store.once_snapshot(elapsed if elapsed > 0 else window_s)
 
 
+def diagnosis_at(rec: Recording, at: float, config: Config | None = None) -> list[Finding]:
+    """The findings at ``at``, as the live diagnosis would have had them: the recording's
+    last ``BASELINE_KEEP_S`` before the diagnosis window is the baseline, fed through the
+    same store and commit hook as live (so hysteresis and all)."""
+    store = Store(config_from_header(rec, config))
+    live = attach_diagnosis(store)
+    start = rec.index_at(at - BASELINE_KEEP_S - DIAG_WINDOW_S)
+    ids = _identities(rec, start)
+    times = rec.times
+    i = start
+    for item in rec.items(start):
+        if times[i] > at + 1e-6:
+            break
+        _feed(store, _with_identity(item, ids) if ids else item)
+        i += 1
+    t, tw = store.now_mono, store.now_wall
+    if t is not None and tw is not None:
+        live.on_commit(store.snapshot(SERIES_WINDOW_S, t, tw), t, tw, force=True)
+    return live.findings
+
+
 class ReplaySource:
     """Drives a ``Store`` from a recording at ×1/×10/×60, with seeking. Monitor-shaped."""
 
@@ -154,6 +179,7 @@ class ReplaySource:
         self._clock = clock
         self._last_clock: float | None = None
         self.store = Store(self.config)
+        attach_diagnosis(self.store)
         self._next = 0
         self._ids: dict[str, dict] = {}
         self._it: Iterator[Item] | None = None
@@ -175,6 +201,7 @@ class ReplaySource:
 
     def _restart_at(self, t_wall: float) -> None:
         self.store = Store(self.config)
+        attach_diagnosis(self.store)
         self._next = self.rec.index_at(t_wall - LOOKBACK_S)
         self._ids = _identities(self.rec, self._next)
         self._it = None

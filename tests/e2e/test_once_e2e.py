@@ -18,11 +18,13 @@ from tests.e2e.conftest import Run, needs_parsers, nvml_works, run_llmtop
 from tests.e2e.servers import closed_port
 
 # documented keys (docs/json-schema.md), in the documented order
-TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error"]
+TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error", "diagnosis"]
 ROW_KEYS = [
     "target", "engine", "engine_version", "model", "state", "error", "running", "waiting",
     "max_running", "kv_cache_usage", "kv_capacity_tokens", "prefix_hit_rate", "ttft_s",
-    "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_tokens_per_s", "generation_tokens_per_s",
+    "itl_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "inference_s", "prompt_len",
+    "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s",
+    "generation_tokens_per_s",
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
@@ -30,7 +32,11 @@ LIFETIME_KEYS = {
     "ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_len", "gen_len",
     "prefix_hit_rate", "requests", "prompt_tokens", "generation_tokens", "preemptions",
     "errors", "aborted", "rejected", "finished", "start_time", "uptime_s",
+    "prefill_s", "decode_s", "inference_s", "iteration_tokens", "spec_accept_rate",
+    "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
 }
+Q_FIELDS = ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s",
+            "inference_s", "prompt_len", "gen_len", "iteration_tokens")
 GPU_KEYS = ["host", "index", "uuid", "name", "util", "mem_util", "mem_used_bytes",
             "mem_total_bytes", "power_w", "power_limit_w", "temp_c", "sm_clock_mhz",
             "sm_clock_max_mhz", "throttle", "processes", "source", "error"]
@@ -113,13 +119,13 @@ def assert_schema(doc: dict) -> None:
     for row in doc["engines"]:
         assert list(row)[: len(ROW_KEYS)] == ROW_KEYS, row["target"]
         assert row["state"] in STATES
-        for k in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s"):
+        for k in Q_FIELDS:
             if row[k] is not None:
                 assert list(row[k]) == Q_KEYS
         assert isinstance(row["ranks"], list)
         assert isinstance(row["lifetime"], dict)
         assert set(row["lifetime"]) <= LIFETIME_KEYS, set(row["lifetime"]) - LIFETIME_KEYS
-        for k in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_len", "gen_len"):
+        for k in Q_FIELDS:
             if k in row["lifetime"]:
                 assert list(row["lifetime"][k]) == Q_KEYS
     assert isinstance(doc["gpus"], list)
@@ -234,7 +240,9 @@ def test_healthy_target_keeps_real_numbers_beside_the_bad_ones(request, which):
     assert row["kv_cache_usage"] == pytest.approx(0.006349206349206327)
     assert row["kv_capacity_tokens"] == 4096 * 128  # cache_config_info blocks x block size
     assert row["ranks"] == []  # one engine rank
-    assert set(row["lifetime"]) == LIFETIME_KEYS  # vLLM 0.32 reports every one
+    # vLLM 0.32 reports every one (no spec-decode counters without a draft model)
+    assert set(row["lifetime"]) == LIFETIME_KEYS - {"spec_drafts", "spec_draft_tokens",
+                                                    "spec_accepted_tokens"}
     assert row["lifetime"]["finished"]["length"] == pytest.approx(FINISHED_LENGTH * 1.2)
     assert row["lifetime"]["uptime_s"] is None or row["lifetime"]["uptime_s"] > 0
     assert doc["window_s"] > float(WINDOW)
