@@ -29,7 +29,7 @@ from llmtop.fleet.queries import (
     parse_duration,
     parse_match,
 )
-from llmtop.fleet.rows import Group, build_rows, gpu_records, model_totals, split_groups
+from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.model import EngineRow, GpuRecord, Snapshot
 from llmtop.parse import vllm as _vllm_names
 from llmtop.sources.prometheus import Backend, PromClient, PromError, PromResult, parse_value
@@ -124,9 +124,9 @@ class FleetMonitor:
         if self.at is not None:
             return round(self.at, 3)
         now = self.clock()
-        if self.backend is not None and self.backend.kind == "victoriametrics" and \
-                not any(k == "latency_offset" for k, _ in self.cfg.params):
-            now -= VM_LATENCY_OFFSET_S
+        if self.backend is not None and self.backend.kind == "victoriametrics":
+            given = [parse_duration(v) for k, v in self.cfg.params if k == "latency_offset"]
+            now -= given[0] if given and given[0] is not None else VM_LATENCY_OFFSET_S
         return align(now, self.scrape_interval_s)
 
     # ------------------------------------------------------------------ connect
@@ -140,7 +140,8 @@ class FleetMonitor:
         ft = [m.text() for m in parsed if m.label not in ENGINE_LABELS]
         return f, ft
 
-    async def connect(self, t: float) -> None:
+    async def connect(self) -> None:
+        """Backend, scrape interval, present metric names and the grouping."""
         self.backend = await self.client.detect()
         warn: list[str] = []
         try:
@@ -153,8 +154,9 @@ class FleetMonitor:
             self._targets = []
             warn.append(f"no /api/v1/targets ({exc.message}); scrape interval "
                         f"{self.cfg.scrape_interval_s:g} s from config")
+        self._set_interval(set(), [])  # first guess (all targets) for the discovery time
         f, ft = self._matchers()
-        res = await self.client.query(discovery_query(f), t)
+        res = await self.client.query(discovery_query(f), self.eval_time_now())
         names: dict[str, str] = {}
         jobs: set[str] = set()
         has_pod = False
@@ -246,10 +248,9 @@ class FleetMonitor:
         self.partial = False
         sent_before = self.client.requests
         try:
-            t0 = self.eval_time_now()
             if (self.plan is None or self._connected_at is None
                     or self.clock() - self._connected_at > REDISCOVER_S):
-                await self.connect(t0)
+                await self.connect()
             t = self.eval_time_now()
             snap = await self._evaluate(t)
             self.error = None
@@ -349,22 +350,43 @@ class FleetMonitor:
                 r.error = f"newest sample {r.last_ok_age_s:.0f} s old"
             elif restarts.get(gkey, 0) > 0:
                 r.state, r.error = "restarted", "process_start_time_seconds changed"
+        engines_of: dict[str, set[str]] = {}
+        for e, m in inventory.values():
+            engines_of.setdefault(m.get("job", ""), set()).add(e)
+        for r in rows:
+            if r.labels and r.labels.get("job") and r.engine:
+                engines_of.setdefault(r.labels["job"], set()).add(r.engine)
+        job_engine = {j: next(iter(es)) for j, es in engines_of.items() if len(es) == 1}
         for (gkey, model), (engine, metric) in sorted(inventory.items()):
             if (gkey, model) in have:
                 continue
-            labels = {g: v for g, v in zip(group, gkey, strict=True) if v}
-            if metric.get("job"):
-                labels["job"] = metric["job"]
-            target = Group(gkey, labels).labels
-            from llmtop.fleet.rows import target_name
-
-            name = target_name(target, group)
+            have.add((gkey, model))
             down = up.get(gkey) == 0
-            rows.append(EngineRow(
-                key=f"{name}|{model}", target=name, engine=engine, model=model, labels=labels,
-                state="down" if down else "stale",
-                error=(errors.get(gkey) or "up == 0") if down else
-                f"no samples now (seen in the last {plan.lookback_s / 60:.0f} min)"))
+            rows.append(self._gone_row(gkey, model, engine, metric.get("job"), down,
+                                       (errors.get(gkey) or "up == 0") if down else
+                                       f"no samples now (seen in the last "
+                                       f"{plan.lookback_s / 60:.0f} min)"))
+        seen_groups = {g for g, _m in have}
+        for gkey, metric in sorted(up_labels.items()):
+            if gkey in seen_groups:
+                continue  # a target of an engine job that never exposed engine series
+            job = metric.get("job")
+            rows.append(self._gone_row(gkey, None, job_engine.get(job or "") or None, job,
+                                       True, errors.get(gkey) or "up == 0"))
+
+    def _gone_row(self, gkey: tuple[str, ...], model: str | None, engine: str | None,
+                  job: str | None, down: bool, error: str) -> EngineRow:
+        """A row for an instance without current series: ``down`` or ``stale``, values None."""
+        from llmtop.fleet.rows import target_name
+
+        assert self.plan is not None
+        group = self.plan.group
+        labels = {g: v for g, v in zip(group, gkey, strict=True) if v}
+        if job:
+            labels["job"] = job
+        name = target_name(labels, group)
+        return EngineRow(key=f"{name}|{model or ''}", target=name, engine=engine, model=model,
+                         labels=labels, state="down" if down else "stale", error=error)
 
     async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
                              ) -> dict[tuple[str, ...], str]:

@@ -260,7 +260,8 @@ class Plan:
             seen.append(f"last_over_time({self._sel(name)}[{look}])")
         known = f"group by (job, instance) ({' or '.join(seen)})"
         up = selector("up", self.target_matchers)
-        parts.append(_tag(f"max by ({tk}) ({up}) and on (job, instance) {known}", "up"))
+        jobs = f"group by (job) ({' or '.join(seen)})"
+        parts.append(_tag(f"max by ({tk}) ({up}) and on (job) {jobs}", "up"))
         pst = selector("process_start_time_seconds", self.target_matchers)
         w = self._w()  # not changes(): VictoriaMetrics counts a series' first sample as one
         parts.append(_tag(f"max by ({tk}) (max_over_time({pst}[{w}]) - min_over_time({pst}[{w}]))"
