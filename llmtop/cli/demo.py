@@ -33,8 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated ports, one per engine (0 or missing = a free port)")
     s.add_argument("--gpu-port", type=int, default=0, help="port of the GPU JSON endpoint")
     s.add_argument("--scenario", default=None,
-                   help="kv-pressure | queue-spike | prefix-thrash | restart | down | garbage "
-                   "| slow")
+                   help="faults: restart | down | garbage | slow; load: kv-pressure | "
+                   "queue-spike | prefix-thrash; diagnosis, a healthy baseline (30 s or "
+                   "$LLMTOP_DEMO_BASELINE_S) then the anomaly: queueing | long-prompts | "
+                   "prefix-miss | decode-slowdown | gpu-throttle | errors | imbalance | "
+                   "spec-decode-drop (docs/demo.md)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--profile", default=None, help="h100-llama3-8b (default) | a100-llama3-8b")
     s.add_argument("--no-background", action="store_true",

@@ -76,8 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start simulated vLLM, SGLang and Triton/TRT-LLM engines on loopback "
                    "and monitor them")
     p.add_argument("--demo-scenario", metavar="NAME", default=None,
-                   help="kv-pressure | queue-spike | prefix-thrash | restart | down | garbage "
-                   "| slow")
+                   help="faults: restart | down | garbage | slow; load: kv-pressure | "
+                   "queue-spike | prefix-thrash; diagnosis, a healthy baseline (30 s or "
+                   "$LLMTOP_DEMO_BASELINE_S) then the anomaly: queueing | long-prompts | "
+                   "prefix-miss | decode-slowdown | gpu-throttle | errors | imbalance | "
+                   "spec-decode-drop (docs/demo.md)")
     p.add_argument("--interval", type=_POSITIVE, default=None, metavar="S",
                    help="refresh interval in seconds (default 1)")
     p.add_argument("--timeout", type=_POSITIVE, default=None, metavar="S",

@@ -21,9 +21,11 @@ from typing import Any
 from llmtop.config import Config, Target
 from llmtop.errors import LlmtopError
 
-__all__ = ["DemoHandle", "start_demo"]
+__all__ = ["BASELINE_ENV", "DemoHandle", "start_demo"]
 
 _START_TIMEOUT_S = 15.0
+BASELINE_ENV = "LLMTOP_DEMO_BASELINE_S"
+"""Seconds of healthy baseline before a diagnosis scenario's anomaly (``demo/scenarios.py``)."""
 
 
 class DemoHandle:
@@ -74,8 +76,13 @@ class DemoHandle:
 
 def start_demo(*, scenario: str | None = None, config: Config | None = None,
                engines: list[str] | tuple[str, ...] | None = None,
-               extra_args: list[str] | None = None) -> DemoHandle:
-    """Start the demo engines in a child process; return once they answer."""
+               extra_args: list[str] | None = None,
+               baseline_s: float | None = None) -> DemoHandle:
+    """Start the demo engines in a child process; return once they answer.
+
+    ``baseline_s``: seconds of healthy traffic before a diagnosis scenario's anomaly (default:
+    ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s).
+    """
     fd, ready = tempfile.mkstemp(prefix="llmtop-demo-", suffix=".json")
     os.close(fd)
     os.unlink(ready)
@@ -90,6 +97,8 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if baseline_s is not None:
+        env[BASELINE_ENV] = repr(float(baseline_s))
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=log, env=env, start_new_session=True)
     deadline = time.monotonic() + _START_TIMEOUT_S

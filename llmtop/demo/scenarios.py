@@ -34,6 +34,12 @@ errors            after the baseline, 10 % of vLLM's and Triton's requests fail 
                   ``finished_reason="error"``, Triton ``nv_inference_request_failure``)
 imbalance         after the baseline, vLLM gets ~3x its share of the traffic and its replica
                   SGLang (same model) almost none
+queueing          after the baseline, vLLM's and SGLang's load exceeds their running limit
+                  (64, 48) while KV has room: a queue all along, queue time most of TTFT
+prefix-miss       after the baseline, vLLM's and SGLang's shared system prompts start with a
+                  timestamp: no prefix reuse, same prompt lengths, prefill and TTFT up
+spec-decode-drop  SGLang decodes speculatively (3 steps, 4 draft tokens); after the baseline
+                  its acceptance rate falls from ~0.7 to ~0.2 and its ITL rises
 ================  ============================================================================
 """
 
@@ -79,11 +85,6 @@ FAULTS = ("restart", "down", "garbage", "slow")
 BASELINE_ENV = "LLMTOP_DEMO_BASELINE_S"
 """Environment variable: seconds of healthy baseline before a scenario's anomaly."""
 
-_TRAFFIC = ("base", "wave", "wave_period_s", "burst", "burst_every_s", "burst_len_s",
-            "first_burst_s", "prompt_range", "output_range", "ignore_eos", "shared_prefixes",
-            "prefix_len", "shared_share")
-
-
 @dataclass(frozen=True)
 class Scenario:
     """Traffic shape and engine overrides of one scenario."""
@@ -103,6 +104,8 @@ class Scenario:
     shared_prefixes: int = 4
     prefix_len: int = 256
     shared_share: float = 0.6
+    prefix_salt: bool = False
+    """Shared prefixes start with a unique timestamp: nothing is reused."""
     kv_blocks: dict[str, int] = field(default_factory=dict)
     """Forced KV pool sizes (blocks) per engine kind."""
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -114,7 +117,8 @@ class Scenario:
     anomaly: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Traffic fields per engine kind from the end of the baseline on."""
     effect: str | None = None
-    """``decode-slowdown`` | ``gpu-throttle`` | ``errors``: applied by the server."""
+    """``decode-slowdown`` | ``gpu-throttle`` | ``errors`` | ``spec-decode-drop``: applied by
+    the server."""
     effect_engines: tuple[str, ...] = ()
     """Engine kinds the effect applies to (``gpu-throttle``: the first engine of the kind)."""
     rule: str | None = None
@@ -170,6 +174,17 @@ SCENARIOS: dict[str, Scenario] = {
                              effect_engines=("vllm",), rule="gpu_throttle"),
     "errors": Scenario("errors", **_CALM, effect="errors", effect_engines=("vllm", "triton"),
                        rule="errors"),
+    "queueing": Scenario("queueing", **{
+        **_CALM, "kv_blocks": {"vllm": 3000, "sglang": 2400, "triton": 440},
+        "anomaly": {"vllm": {"base": 84.0, "wave": 4.0, "burst": 0.0},
+                    "sglang": {"base": 64.0, "wave": 4.0, "burst": 0.0}}}, rule="queueing"),
+    "prefix-miss": Scenario("prefix-miss", **{
+        **_CALM, "prompt_range": (50, 300), "prefix_len": 1024,
+        "kv_blocks": {"vllm": 3000, "sglang": 2800, "triton": 440},
+        "anomaly": {"vllm": {"prefix_salt": True}, "sglang": {"prefix_salt": True}}},
+        rule="prefix_cache_miss"),
+    "spec-decode-drop": Scenario("spec-decode-drop", **_CALM, effect="spec-decode-drop",
+                                 effect_engines=("sglang",), rule="spec_decode_drop"),
     "imbalance": Scenario("imbalance", **{
         **_CALM, "kv_blocks": {"vllm": 1700, "sglang": 1600, "triton": 440},
         "anomaly": {"vllm": {"base": 48.0, "wave": 3.0, "burst": 0.0},
@@ -220,6 +235,7 @@ class BackgroundTraffic:
         self._prefix_len = max(s.prefix_len for s in (*self.shapes, *self.anomaly_shapes,
                                                       scenario))
         self._prefixes: list[list[str]] = []
+        self._salt = 0
         self.rejected = 0
 
     def _prefix(self, i: int, n: int) -> list[str]:
@@ -246,6 +262,9 @@ class BackgroundTraffic:
         n_unique = rng.randint(lo, hi)
         if sc.shared_prefixes and rng.random() < sc.shared_share:
             words = self._prefix(rng.randrange(sc.shared_prefixes), sc.prefix_len)
+            if sc.prefix_salt:  # "[2026-11-25 13:05:42.123 #n] system: ..." defeats reuse
+                self._salt += 1
+                words = [f"[ts{self._salt}]", *words[1:]]
             words = words + rng.choices(VOCAB, k=n_unique)
         else:
             words = rng.choices(VOCAB, k=n_unique)

@@ -34,6 +34,8 @@ _DECODE_SLOWDOWN = 2.5
 """``decode-slowdown``: each step's non-prefill time is multiplied by this."""
 _ERROR_SHARE = 0.10
 """``errors``: the share of requests that fail."""
+_SPEC_ACCEPT = (0.72, 0.22)
+"""``spec-decode-drop``: draft acceptance in the baseline, then in the anomaly."""
 _GARBAGE = (b"\x00\x01garbage ::: {{ not prometheus }} 12 34\n%%%% demo scenario 'garbage' "
             b"%%%%\n}{ \xff\xfe junk=\n")
 
@@ -127,6 +129,8 @@ class DemoServer:
             es.runner = web.AppRunner(self._app(es), access_log=None, handle_signals=False)
             await es.runner.setup()
             await es.listen(sock)
+            if sc.effect == "spec-decode-drop" and kind in sc.effect_engines:
+                engine.spec_accept = _SPEC_ACCEPT[0]
             engine.start()
             self.sites.append(es)
         gapp = web.Application()
@@ -214,6 +218,10 @@ class DemoServer:
                 e.decode_factor = _DECODE_SLOWDOWN
             elif sc.effect == "errors":
                 e.error_share = _ERROR_SHARE
+            elif sc.effect == "spec-decode-drop":
+                e.spec_accept = _SPEC_ACCEPT[1]
+                # tokens per verify step fall from 1 + 0.7 x 3 to 1 + 0.2 x 3
+                e.decode_factor = (1 + 3 * _SPEC_ACCEPT[0]) / (1 + 3 * _SPEC_ACCEPT[1])
             elif sc.effect == "gpu-throttle" and s.gpu is not None and s.kind not in throttled:
                 throttled.add(s.kind)  # one GPU: the first engine of that kind
                 s.gpu.overheat()
@@ -366,7 +374,8 @@ def _sglang_server_info(e: Engine) -> dict[str, Any]:
         "enable_metrics": True, "schedule_policy": "fcfs", "version": "0.5.23",
         "max_total_num_tokens": e.kv_capacity_tokens,
         "internal_states": [{"last_gen_throughput": round(e.gen_tput, 2),
-                             "avg_spec_accept_length": None}],
+                             "avg_spec_accept_length": (None if e.spec_accept is None else
+                                                        round(1 + 3 * e.spec_accept, 3))}],
     }
 
 

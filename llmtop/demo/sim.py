@@ -139,6 +139,8 @@ class Engine:
         """Multiplies the non-prefill part of every step (``decode-slowdown`` scenario)."""
         self.clock_factor = 1.0
         """Multiplies the whole step: SM clock max / current (set by a throttled GPU)."""
+        self.spec_accept: float | None = None
+        """Speculative decoding on (SGLang gauges): draft acceptance rate; None: off."""
         self.error_share = 0.0
         """Share of new requests that fail with ``finished_reason=error`` (``errors``)."""
         self._wake = asyncio.Event()
