@@ -144,13 +144,15 @@ def _merge_hist(a: Hist, b: Hist) -> Hist:
     return Hist((), (), a.sum + b.sum, a.count + b.count)
 
 
-MAX_GAUGES = frozenset({"kv_usage", "prefix_hit_rate_gauge"})
-"""Gauges aggregated across ranks by max (the busiest rank), not by sum."""
+MAX_GAUGES = frozenset({"kv_usage", "prefix_hit_rate_gauge", "spec_accept_rate_gauge"})
+"""Gauges aggregated across ranks by max (the busiest rank; for ratios, never a sum above
+1), not by sum."""
 
 
 def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
     """Aggregate per-rank samples of one model: sum counters, gauges and histograms
-    (``kv_usage`` and hit-rate gauges take the max). Info comes from the first rank."""
+    (``kv_usage`` and the hit-rate/acceptance gauges take the max). Info comes from the first
+    rank."""
     out = ModelSample(model=model)
     for p in parts:
         for k, v in p.gauges.items():

@@ -131,3 +131,17 @@ def test_spec_accept_rate_gauge_in_builds_without_spec_num_steps():
     assert all("spec_accept_rate_gauge" not in m.gauges for m in off)
     (m,) = sglang.normalize(text.replace("} 0.0", "} 2.5")).models
     assert m.gauges == {"spec_accept_rate_gauge": 0.5}
+
+
+def test_spec_accept_rate_gauge_of_dp_ranks_is_not_summed():
+    text = "".join(
+        "# TYPE sglang:spec_accept_rate gauge\n" * (r == 0)
+        + f'sglang:spec_accept_rate{{dp_rank="{r}",model_name="m",tp_rank="0"}} {v}\n'
+        for r, v in ((0, 0.6), (1, 0.7)))
+    text += "".join(
+        "# TYPE sglang:spec_num_steps gauge\n" * (r == 0)
+        + f'sglang:spec_num_steps{{dp_rank="{r}",model_name="m",tp_rank="0"}} 3.0\n'
+        for r in (0, 1))
+    s = sglang.normalize(text)
+    assert [r.gauges["spec_accept_rate_gauge"] for r in s.ranks] == [0.6, 0.7]
+    assert s.models[0].gauges["spec_accept_rate_gauge"] == 0.7  # max, never 1.3
