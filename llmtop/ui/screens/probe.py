@@ -173,12 +173,48 @@ class StateCheckbox(Checkbox):
         return "X" if self.value else " "
 
 
+def _chart_widget() -> Any:
+    """The live chart, or None where textual-plotext is not installed (table only)."""
+    try:
+        from llmtop.ui.widgets.probe_chart import ProbeChart
+    except ImportError:
+        return None
+    return ProbeChart(id="probe-chart")
+
+
+def live_marks(steps: list[dict], slo_s: float | None) -> tuple[float | None, float | None]:
+    """Knee and SLA boundary loads of the steps so far (the probe's own analysis)."""
+    from llmtop.loadgen import knee
+
+    done = [s for s in steps if isinstance(s, dict) and s.get("requests") is not None]
+    sat = sla = None
+    try:
+        sat = knee.saturation(done) if len(done) >= knee.MIN_POINTS else None
+    except (KeyError, TypeError, ValueError):  # a step without the fields: no mark
+        pass
+    try:
+        sla = knee.sla_boundary(done, {"ttft": slo_s, "itl": None, "tpot": None}) \
+            if slo_s else None
+    except (KeyError, TypeError, ValueError):
+        pass
+    k = (sat or {}).get("concurrency") or (sat or {}).get("rate")
+    b = (sla or {}).get("concurrency") or (sla or {}).get("rate") if (sla or {}).get("met") \
+        else None
+    return k, b
+
+
 class ProbeScreen(Screen):
     """Form -> run -> curves. Esc stops a running probe (results stay), else goes back."""
 
+    DEFAULT_CSS = """
+    #probe-left { width: 1fr; }
+    #probe-left #probe-steps { width: 1fr; height: auto; }
+    """
     BINDINGS = [
         Binding("escape", "stop_or_back", "Stop/Back", id="probe_stop"),
         Binding("ctrl+r", "start", "Start", id="probe_start"),
+        Binding("v", "next_chart", "Chart", id="probe_chart", priority=True),
+        Binding("f", "toggle_form", "Form", id="probe_form", priority=True),
     ]
 
     def __init__(self, target: str | None, *, starter: Callable[[Any], Any] | None = None,
@@ -222,7 +258,11 @@ class ProbeScreen(Screen):
             yield Static(id="probe-bounds")
         yield Static(id="probe-status")
         with Horizontal(id="probe-results"):
-            yield Static(id="probe-steps")
+            with Vertical(id="probe-left"):
+                chart = _chart_widget()
+                if chart is not None:
+                    yield chart
+                yield Static(id="probe-steps")
             yield Static(id="probe-server")
         yield Footer()
 
@@ -310,6 +350,7 @@ class ProbeScreen(Screen):
             self._set_status(f"could not start: {type(exc).__name__}: {exc}", error=True)
             return
         self.steps, self.report, self.progress, self.stopping = [], None, None, False
+        self.query_one("#probe-form").display = False  # room for the curves (f: form)
         self._set_status(f"running against {values.get('url')} \u2026 (esc stops)")
         self.view.source.event("info", self.target, "probe started")
         self._timer = self.set_interval(POLL_S, self.poll_probe)
@@ -387,8 +428,34 @@ class ProbeScreen(Screen):
         self.query_one("#probe-status", Static).update(Text(text, style=style))
 
     # -- painting -----------------------------------------------------------------------------
+    def action_next_chart(self) -> None:
+        """Cycle the live chart: tok/s vs load, TTFT vs load, TTFT p95 vs tok/s."""
+        from llmtop.ui.widgets.probe_chart import CHART_KINDS
+
+        charts = self.query("#probe-chart")
+        if charts:
+            c = charts.first()
+            c.kind = CHART_KINDS[(CHART_KINDS.index(c.kind) + 1) % len(CHART_KINDS)]
+            self.refresh_data()
+
+    def action_toggle_form(self) -> None:
+        """Show or hide the form (hidden while a probe runs, to give the curves room)."""
+        form = self.query_one("#probe-form")
+        form.display = not form.display
+
+    def _chart_slo(self) -> float | None:
+        try:
+            return self.form_values(with_target=False).get("ttft_slo")
+        except ValueError:
+            return None
+
     def refresh_data(self, *, force: bool = False) -> None:
         half = max(30, self.app.size.width // 2 - 2)
+        charts = self.query("#probe-chart")
+        if charts:
+            slo = self._chart_slo()
+            knee_at, sla_at = live_marks(self.steps, slo)
+            charts.first().show(self.steps, slo_s=slo, knee=knee_at, sla=sla_at)
         self.query_one("#probe-status", Static).update(self._status_text())
         self.query_one("#probe-steps", Static).update(step_chart(self.steps, half))
         self.query_one("#probe-server", Static).update(self._server_side(half))
