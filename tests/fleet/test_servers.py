@@ -12,13 +12,14 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
-from llmtop.demo.fleet import MODEL_A, MODEL_B, dcgm_text, frozen_text, plan
+from llmtop.demo.fleet import MODEL_A, MODEL_B, dcgm_text, find_binary, frozen_text, plan
 
-from .conftest import FIXTURES, SCRAPE_INTERVAL_S
+from .conftest import FIXTURES, SCRAPE_INTERVAL_S, _missing
 
 
 def _by_instance(series: list[dict]) -> dict[str, float]:
@@ -191,3 +192,19 @@ def test_demo_fleet_passes_once_json_through(prometheus_server):
     doc = json.loads(out.stdout)
     assert doc["source"]["kind"] == "prometheus"
     assert doc["source"]["url"].startswith("http://127.0.0.1:")
+
+
+# -- examples/llmtop-rules.yaml ------------------------------------------------------------
+
+def test_recording_rules_pass_promtool():
+    promtool = find_binary("promtool")
+    if not promtool:
+        _missing("promtool")
+    rules = Path(__file__).parents[2] / "examples" / "llmtop-rules.yaml"
+    check = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 31 rules found" in check.stdout
+    test = subprocess.run([promtool, "test", "rules", str(FIXTURES / "llmtop-rules.test.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert test.returncode == 0, test.stdout + test.stderr
