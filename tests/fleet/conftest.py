@@ -7,6 +7,9 @@ Session fixtures (servers start once per test run):
   restarts every 20 s (first after 8 s), one dead target (``up == 0``), one ``stale``
   target (samples stamped 60 s old, ``up == 1``) and a DCGM exporter per demo process.
   Jobs: ``vllm``, ``sglang``, ``dcgm``. ``demo_fleet.engines`` lists them with their labels.
+- ``prometheus_bin`` / ``victoria_bin``: the binaries' paths.
+- ``prometheus_server`` / ``victoria_server``: the running :class:`ServerProcess` (Prometheus
+  runs with ``--web.enable-lifecycle``, so a test may ``POST /-/reload``).
 - ``prometheus_url`` / ``victoria_url``: base URLs, yielded once every target has three or
   more ``up`` samples. VictoriaMetrics runs with ``-search.latencyOffset=1s``
   (``VICTORIA_LATENCY_OFFSET_S``; its default is 30 s).
@@ -88,18 +91,32 @@ def _serve(kind: str, demo_fleet: DemoFleet, tmp: Path) -> Iterator[ServerProces
 
 
 @pytest.fixture(scope="session")
-def prometheus_server(demo_fleet: DemoFleet,
-                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not demo_fleet_mod.find_binary("prometheus"):
+def prometheus_bin() -> str:
+    """Path of the prometheus binary (skips, or fails in CI, without one)."""
+    path = demo_fleet_mod.find_binary("prometheus")
+    if not path:
         _missing("prometheus")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def victoria_bin() -> str:
+    """Path of the victoria-metrics binary (skips, or fails in CI, without one)."""
+    path = demo_fleet_mod.find_binary("victoria-metrics")
+    if not path:
+        _missing("victoria-metrics")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def prometheus_server(prometheus_bin: str, demo_fleet: DemoFleet,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from _serve("prometheus", demo_fleet, tmp_path_factory.mktemp("prometheus"))
 
 
 @pytest.fixture(scope="session")
-def victoria_server(demo_fleet: DemoFleet,
+def victoria_server(victoria_bin: str, demo_fleet: DemoFleet,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not demo_fleet_mod.find_binary("victoria-metrics"):
-        _missing("victoria-metrics")
     yield from _serve("victoriametrics", demo_fleet, tmp_path_factory.mktemp("victoria"))
 
 

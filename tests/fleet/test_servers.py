@@ -183,8 +183,8 @@ def test_demo_fleet_without_a_binary_says_how_to_get_one(monkeypatch, capsys):
     assert "apt-get install prometheus" in err
 
 
-def test_demo_fleet_passes_once_json_through(prometheus_server):
-    # prometheus_server: only to skip (or fail in CI) without the binary; this starts its own.
+def test_demo_fleet_passes_once_json_through(prometheus_bin):
+    # prometheus_bin: only to skip (or fail in CI) without the binary; this starts its own.
     out = subprocess.run([sys.executable, "-m", "llmtop", "demo", "fleet", "--engines", "3",
                           "--scrape-interval", "1", "--once", "--json"], capture_output=True,
                          text=True, timeout=120, stdin=subprocess.DEVNULL)
