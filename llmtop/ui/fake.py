@@ -83,6 +83,12 @@ def _triton(state: str = "ok") -> EngineRow:
     )
 
 
+_CMDLINES = (
+    f"python3 -m vllm.entrypoints.openai.api_server --model {LLAMA} --port 8000",
+    f"python3 -m sglang.launch_server --model-path {LLAMA} --port 30000",
+)
+
+
 def _gpus() -> list[GpuRecord]:
     out = []
     for i, (util, used, temp, thr, owner) in enumerate(
@@ -96,7 +102,8 @@ def _gpus() -> list[GpuRecord]:
             temp_c=temp, temp_slowdown_c=87, sm_clock_mhz=1755 - 200 * i,
             sm_clock_max_mhz=1980, mem_clock_mhz=2619, throttle=thr, fan_pct=None,
             processes=[GpuProcess(pid=4100 + i, name="python3", used_bytes=(used - 1) * GIB,
-                                  engine_target=owner)],
+                                  engine_target=owner, user="llm",
+                                  cmdline=_CMDLINES[i])],
         ))
     return out
 
@@ -239,7 +246,9 @@ class FakeSource:
 
     def gpu_series(self, key: str, field: str, last: int | None = None
                    ) -> list[float | None]:
-        return _tail(_wave(SERIES_POINTS, 0.6, 0.25, gap_at=(70,)), last)
+        base = {"util": 0.6, "mem_used": 50.0 * GIB, "power": 400.0, "temp": 65.0}.get(field, 0.6)
+        amp = base * (0.4 if field == "util" else 0.15)
+        return _tail(_wave(SERIES_POINTS, base, amp, gap_at=(70,)), last)
 
     def series_count(self) -> int | None:
         return SERIES_POINTS

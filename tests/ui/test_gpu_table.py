@@ -1,43 +1,136 @@
-"""The GPU detail table: every field with its unit; missing values are dashes, not zeros."""
+"""The GPU screen (nvitop-like): a row per GPU with human labels and bars, the processes of
+every GPU (pid, user, engine, VRAM, command), the selected GPU's history; ``–`` when missing."""
 
 from __future__ import annotations
 
-from rich.console import Console
+import pytest
+from textual.widgets import DataTable
 
-from llmtop.model import GpuRecord
-from llmtop.ui.screens.gpu import gpu_table
+from llmtop.config import Thresholds
+from llmtop.model import GpuProcess, GpuRecord
+from llmtop.ui.fake import FakeSource
+from llmtop.ui.screens.gpu import (
+    GpuScreen,
+    gpu_cells,
+    gpu_details,
+    gpu_layout,
+    process_cells,
+    process_layout,
+    throttle_words,
+)
+from llmtop.ui.textshot import screen_lines
 
+from .conftest import first_paint, make_app
 
-def rows(g: GpuRecord) -> dict[str, str]:
-    console = Console(width=120, record=True, color_system=None)
-    console.print(gpu_table(g, []))
-    out = {}
-    for line in console.export_text().splitlines():
-        if line.strip():
-            name, _, value = line.strip().partition("  ")
-            out[name] = value.strip()
-    return out
-
-
-def test_values_carry_their_units():
-    # values as an H100 over real NVML returned them (scripts/gpu_smoke.py, 2026-11-22)
-    g = GpuRecord(host="vm", index=0, source="nvml", power_w=125.877, power_limit_w=700.0,
-                  energy_j=4908.04, temp_c=40.0, temp_slowdown_c=89.0, sm_clock_mhz=1980.0,
-                  mem_clock_max_mhz=2619.0, fan_pct=35.0, mig_mode=False, util=0.0,
-                  pcie_tx_bytes_s=605 * 1024.0, ecc_corrected=0)
-    r = rows(g)
-    assert r["power_w"] == "125.9 W" and r["power_limit_w"] == "700 W"
-    assert r["energy_j"] == "4.9 kJ since driver load"
-    assert r["temp_c"] == "40 °C" and r["temp_slowdown_c"] == "89 °C"
-    assert r["sm_clock_mhz"] == "1980 MHz" and r["mem_clock_max_mhz"] == "2619 MHz"
-    assert r["fan_pct"] == "35%" and r["mig_mode"] == "off" and r["util"] == "0%"
-    assert r["ecc_corrected"] == "0"
-    assert r["pcie_tx_bytes_s"].endswith("/s")
+GIB = 1024**3
+H100 = GpuRecord(host="vm", index=0, source="nvml", name="NVIDIA H100 80GB HBM3", util=0.87,
+                 mem_used_bytes=61 * GIB, mem_total_bytes=80 * GIB, power_w=125.877,
+                 power_limit_w=700.0, energy_j=4908.04, temp_c=40.0, temp_slowdown_c=89.0,
+                 sm_clock_mhz=1980.0, mem_clock_mhz=2619.0, fan_pct=35.0, mig_mode=False,
+                 throttle=["power cap", "thermal slowdown"], ecc_corrected=0,
+                 pcie_tx_bytes_s=605 * 1024.0)
 
 
-def test_missing_fields_are_dashes_and_other_sources_say_lifetime():
-    g = GpuRecord(host="h", index=1, source="dcgm", energy_j=2.5e6)
-    r = rows(g)
-    assert r["energy_j"] == "2.5 MJ lifetime counter"
-    for name in ("power_w", "temp_c", "fan_pct", "sm_clock_mhz", "mig_mode", "util"):
-        assert r[name] == "–", name
+def cells(g: GpuRecord, width: int) -> dict[str, str]:
+    cols = gpu_layout(width)
+    return {c.key: t.plain.strip() for c, t in zip(cols, gpu_cells(g, cols, Thresholds()),
+                                                    strict=True)}
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_layout_fits_the_width(width):
+    assert sum(c.width for c in gpu_layout(width)) == width - 1
+    assert sum(c.width for c in process_layout(width)) == width - 1
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_gpu_row_has_units_bars_and_throttle_words(width):
+    c = cells(H100, width)
+    assert c["util"].endswith("87%") and "\u2588" in c["util"]
+    assert c["mem"].endswith("61/80G")
+    assert c["power"] == "126/700W" and c["temp"] == "40\u00b0C"
+    assert c["clock"] == "1980/2619"
+    assert "power cap" in c["throttle"]
+    for t in gpu_cells(H100, gpu_layout(width), Thresholds()):
+        assert t.cell_len <= max(col.width for col in gpu_layout(width))
+
+
+def test_missing_values_are_dashes_never_zero():
+    c = cells(GpuRecord(host="", index=3, source="dcgm"), 80)
+    assert c["power"] == "\u2013W" and c["temp"] == "\u2013" and c["clock"] == "\u2013/\u2013"
+    assert c["throttle"] == "\u2013" and c["util"].endswith("\u2013")
+    assert "0" not in c["util"] + c["temp"]
+
+
+def test_throttle_words():
+    assert throttle_words(H100) == "power cap, thermal slowdown"
+    assert throttle_words(GpuRecord(host="", index=0, source="nvml", throttle=["idle"])) == "none"
+    assert throttle_words(GpuRecord(host="", index=0, source="nvml")) == "\u2013"
+
+
+def test_details_use_human_labels_and_skip_what_is_not_reported():
+    d = dict(gpu_details(H100))
+    assert d["energy"] == "4.9 kJ since driver load" and d["fan"] == "35%"
+    assert d["MIG"] == "off" and d["ECC corr/uncorr"] == "0 / \u2013"
+    assert "mem_used_bytes" not in d and "power_limit_w" not in d
+    assert "memory temp" not in d  # not reported: left out, not shown as 0
+
+
+def test_process_row_pid_user_engine_vram_command():
+    cols = process_layout(80)
+    p = GpuProcess(pid=4100, name="python3", used_bytes=60 * GIB,
+                   engine_target="vllm@127.0.0.1:8000", cmdline="python3 -m vllm serve",
+                   user="llm")
+    row = {c.key: t.plain.strip() for c, t in zip(cols, process_cells(H100, p, cols),
+                                                   strict=True)}
+    assert row == {"gpu": "vm:0", "pid": "4100", "user": "llm", "engine": "vllm@:8000",
+                   "mem": "60.0G", "cmd": "python3 -m vllm serve"}
+    ghost = GpuProcess(pid=77, used_bytes=GIB, visible=False)
+    row = [t.plain.strip() for t in process_cells(H100, ghost, cols)]
+    assert row[2] == "\u2013" and row[3] == "\u2013" and row[5] == "(pid not visible here)"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_screen_rows_processes_and_history_of_the_selected_gpu(size):
+    app = make_app("ok")
+    async with app.run_test(size=size) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press("g")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, GpuScreen)
+        text = "\n".join(screen_lines(app))
+        assert "History \u00b7 GPU 0 H100" in text
+        assert screen.query_one("#gpu-table", DataTable).row_count == 2
+        assert screen.query_one("#gpu-procs", DataTable).row_count == 2
+        assert "llm" in text and "vllm@:8000" in text and "sglang@:30000" in text
+        lines = screen_lines(app)
+        assert all(len(line.rstrip()) <= size[0] for line in lines)
+        await pilot.press("down")
+        await pilot.pause()
+        assert "History \u00b7 GPU 1 H100" in "\n".join(screen_lines(app))
+        assert screen.selected().index == 1
+
+
+async def test_gpu_unavailable_state():
+    app = make_app("no_gpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press("g")
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+        assert "GPU unavailable: NVML library not found" in text
+        assert "GPU unavailable: GPU unavailable" not in text
+        assert "PID" not in text
+
+
+async def test_no_processes_says_so():
+    snap = FakeSource.demo("ok")._snap
+    for g in snap.gpus:
+        g.processes = []
+    app = make_app(source=FakeSource(snap))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press("g")
+        await pilot.pause()
+        assert "no process holds GPU memory" in "\n".join(screen_lines(app))

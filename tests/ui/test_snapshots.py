@@ -96,3 +96,14 @@ def test_nothing_found(snap_compare, size):
     events = [Event(FROZEN_TIME, "warn", None, LIBRARY_NOT_FOUND)]
     app = make_app(source=FakeSource.demo("empty", events=events))
     assert snap_compare(app, terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_throttled(snap_compare, size):
+    """GPU 0 power-capped: the reason in words; GPU 1 selected (its history below)."""
+    assert snap_compare(make_app("pressure"), terminal_size=size, run_before=_run("g", "down"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_unavailable(snap_compare, size):
+    assert snap_compare(make_app("no_gpu"), terminal_size=size, run_before=_run("g"))

@@ -1,53 +1,166 @@
-"""GPU detail (``g``): every field, per-process memory, throttle reasons in words, history."""
+"""GPUs (``g``), laid out like nvitop: one row per GPU (bars for utilisation and VRAM, power
+against its limit, temperature, clocks, throttle reasons in words), the selected GPU's other
+readings, one table of the processes on every GPU (pid, user, engine, VRAM, command), and the
+selected GPU's history. Up/down selects a GPU; a missing value is ``–``."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import fields
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from rich.table import Table
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 
+from llmtop.config import Thresholds
 from llmtop.gpu.reasons import unavailable_line
-from llmtop.model import GpuRecord
+from llmtop.model import GpuProcess, GpuRecord
 from llmtop.ui import fmt
+from llmtop.ui.fmt import DASH, S
 from llmtop.ui.screens.overview import SPARK_MIN_S, spark_clock
 from llmtop.ui.source import gpu_key
 from llmtop.ui.view import LiveView
-from llmtop.ui.widgets.panels import SparkClock, gpu_line
+from llmtop.ui.widgets.panels import LOCAL_HOSTS, SparkClock, short_gpu_name
+from llmtop.verdict import short_target
 
-__all__ = ["GpuScreen", "gpu_table", "history_rows"]
+__all__ = ["HISTORY_FIELDS", "GpuScreen", "gpu_cells", "gpu_details", "gpu_layout",
+           "history_rows", "process_cells", "process_layout", "throttle_words"]
 
 HISTORY_FIELDS = (("util", "SM util", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
                   ("power", "power W", fmt.fmt_num), ("temp", "temp \u00b0C", fmt.fmt_num))
 """GPU series the store keeps (``GPU_SERIES_FIELDS``): field, label, format."""
-SKIP = {"processes", "extra", "mig_instances", "throttle"}
+
+WIDE = 120
+"""From this width: longer bars, the full GPU name, longer headers."""
+
+SCROLLBAR_RESERVE = 1
 
 
-UNITS = (("_w", " W"), ("_c", " \u00b0C"), ("_mhz", " MHz"), ("_pct", "%"))
-"""Field-name suffix -> unit shown after the value (field names stay the JSON keys)."""
+class Col(NamedTuple):
+    key: str
+    label: str
+    width: int
+    right: bool = False
 
 
-def _val(name: str, v: object) -> str:
+def gpu_layout(width: int) -> list[Col]:
+    """The GPU table's columns for a ``width`` cells wide screen; THROTTLE takes the rest."""
+    wide = width >= WIDE
+    bw = 12 if wide else 5
+    cols = [Col("gpu", "GPU", 26 if wide else 8), Col("util", "SM UTIL" if wide else "UTIL",
+                                                       bw + 6),
+            Col("mem", "VRAM USED/TOTAL" if wide else "VRAM", bw + 9),
+            Col("power", "POWER/LIMIT" if wide else "POWER W", 12 if wide else 9, True),
+            Col("temp", "TEMP", 6, True),
+            Col("clock", "SM/MEM MHZ" if wide else "SM/MEM", 11 if wide else 10, True)]
+    rest = width - SCROLLBAR_RESERVE - sum(c.width for c in cols)
+    cols.append(Col("throttle", "THROTTLE REASONS" if wide else "THROTTLE", max(8, rest)))
+    return cols
+
+
+def process_layout(width: int) -> list[Col]:
+    """The process table's columns; COMMAND takes the rest."""
+    wide = width >= WIDE
+    cols = [Col("gpu", "GPU", 5, True), Col("pid", "PID", 9, True),
+            Col("user", "USER", 13 if wide else 10), Col("engine", "ENGINE", 26 if wide else 16),
+            Col("mem", "VRAM", 9, True)]
+    rest = width - SCROLLBAR_RESERVE - sum(c.width for c in cols)
+    cols.append(Col("cmd", "COMMAND", max(8, rest)))
+    return cols
+
+
+def _gpu_name(g: GpuRecord, width: int) -> str:
+    host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
+    name = (g.name or "GPU").replace("NVIDIA ", "") if width >= 20 else short_gpu_name(g.name)
+    return f"{host}{g.index} {name}"
+
+
+def _gib(v: float | None) -> str:
     if v is None:
-        return fmt.DASH
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    if name.endswith("_bytes") and isinstance(v, (int, float)):
-        return fmt.fmt_bytes(v)
-    if name.endswith("_bytes_s") and isinstance(v, (int, float)):
-        return fmt.fmt_bytes(v) + "/s"
-    if name in ("util", "mem_util") and isinstance(v, float):
-        return fmt.fmt_pct(v)
-    if isinstance(v, (int, float)):
-        unit = next((u for suffix, u in UNITS if name.endswith(suffix)), "")
-        return f"{round(v, 1):g}{unit}" if isinstance(v, float) else f"{v}{unit}"
-    return str(v)
+        return DASH
+    g = v / 1024**3
+    return f"{g:.0f}" if g >= 10 else f"{g:.1f}"
+
+
+def throttle_words(g: GpuRecord) -> str:
+    """Active clock-event reasons in words (``power cap, thermal slowdown``), ``none`` when
+    the GPU runs unthrottled (idle is not a throttle), ``–`` when not reported."""
+    if g.throttle is None:
+        return DASH
+    words = [r for r in g.throttle if r.lower() not in ("idle", "gpu idle", "none")]
+    return ", ".join(words) if words else "none"
+
+
+def gpu_cells(g: GpuRecord, cols: Sequence[Col], th: Thresholds) -> list[Text]:
+    """One GPU row, a cell per column of ``gpu_layout`` (each cell starts with a space)."""
+    out: list[Text] = []
+    for c in cols:
+        w = c.width - 1
+        t = Text(" ", no_wrap=True, overflow="ellipsis")
+        if c.key == "gpu":
+            t.append(_gpu_name(g, w)[:w], style="bold")
+        elif g.error and c.key != "throttle":
+            pass
+        elif c.key == "util":
+            t.append_text(fmt.bar(g.util, w - 5, fmt.level_style(g.util, th.util_warn,
+                                                                 th.util_crit)))
+            t.append(f"{fmt.fmt_pct(g.util):>5}")
+        elif c.key == "mem":
+            frac = None
+            if g.mem_used_bytes is not None and g.mem_total_bytes:
+                frac = g.mem_used_bytes / g.mem_total_bytes
+            text = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}G"
+            t.append_text(fmt.bar(frac, w - 8, fmt.level_style(frac, th.kv_warn, th.kv_crit)))
+            t.append(f"{text:>8}")
+        elif c.key == "power":
+            pw = DASH if g.power_w is None else f"{g.power_w:.0f}"
+            pl = "" if g.power_limit_w is None else f"/{g.power_limit_w:.0f}"
+            t.append(f"{pw}{pl}W".rjust(w))
+        elif c.key == "temp":
+            hot = (g.temp_c is not None and g.temp_slowdown_c is not None
+                   and g.temp_c >= g.temp_slowdown_c - 5)
+            temp = DASH if g.temp_c is None else f"{g.temp_c:.0f}\u00b0C"
+            t.append(temp.rjust(w), style=S("gauge-crit") if hot else "")
+        elif c.key == "clock":
+            sm = DASH if g.sm_clock_mhz is None else f"{g.sm_clock_mhz:.0f}"
+            mem = DASH if g.mem_clock_mhz is None else f"{g.mem_clock_mhz:.0f}"
+            t.append(f"{sm}/{mem}".rjust(w))
+        elif c.key == "throttle":
+            if g.error:
+                t.append(f"error: {g.error}", style=S("gauge-crit"))
+            else:
+                words = throttle_words(g)
+                t.append(words, style=S("gauge-warn") if words not in ("none", DASH) else "dim")
+        t.truncate(c.width, overflow="ellipsis")
+        out.append(t)
+    return out
+
+
+def process_cells(g: GpuRecord, p: GpuProcess, cols: Sequence[Col]) -> list[Text]:
+    """One process row, a cell per column of ``process_layout``."""
+    host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
+    values = {
+        "gpu": f"{host}{g.index}", "pid": DASH if p.pid is None else str(p.pid),
+        "user": p.user or DASH,
+        "engine": short_target(p.engine_target) if p.engine_target else DASH,
+        "mem": fmt.fmt_bytes(p.used_bytes),
+        "cmd": (p.cmdline or p.name or DASH) if p.visible else "(pid not visible here)",
+    }
+    out = []
+    for c in cols:
+        v = values[c.key]
+        style = S("accent") if c.key == "engine" and p.engine_target else (
+            "dim" if v == DASH or (c.key == "cmd" and not p.visible) else "")
+        t = Text(" " + (v.rjust(c.width - 1) if c.right else v), style=style, no_wrap=True,
+                 overflow="ellipsis")
+        t.truncate(c.width, overflow="ellipsis")
+        out.append(t)
+    return out
 
 
 def _energy(joules: float, source: str | None) -> str:
@@ -57,6 +170,53 @@ def _energy(joules: float, source: str | None) -> str:
         if abs(joules) >= div:
             return f"{joules / div:.1f} {unit} {since}"
     return f"{joules:.0f} J {since}"
+
+
+def gpu_details(g: GpuRecord) -> list[tuple[str, str]]:
+    """The selected GPU's other readings, as (human label, value): only what the source
+    reports (the table above shows ``–`` for its own missing values)."""
+    def rate(v: float | None) -> str | None:
+        return None if v is None else fmt.fmt_bytes(v) + "/s"
+
+    def num(v: float | None, unit: str) -> str | None:
+        return None if v is None else f"{round(v, 1):g}{unit}"
+
+    pcie = None
+    if g.pcie_tx_bytes_s is not None or g.pcie_rx_bytes_s is not None:
+        pcie = f"{rate(g.pcie_tx_bytes_s) or DASH} / {rate(g.pcie_rx_bytes_s) or DASH}"
+    ecc = None
+    if g.ecc_corrected is not None or g.ecc_uncorrected is not None:
+        ecc = f"{fmt.fmt_num(g.ecc_corrected)} / {fmt.fmt_num(g.ecc_uncorrected)}"
+    items: list[tuple[str, str | None]] = [
+        ("memory busy", None if g.mem_util is None else fmt.fmt_pct(g.mem_util)),
+        ("VRAM free", None if g.mem_free_bytes is None else fmt.fmt_bytes(g.mem_free_bytes)),
+        ("VRAM reserved",
+         None if g.mem_reserved_bytes is None else fmt.fmt_bytes(g.mem_reserved_bytes)),
+        ("fan", num(g.fan_pct, "%")), ("memory temp", num(g.mem_temp_c, "\u00b0C")),
+        ("slowdown at", num(g.temp_slowdown_c, "\u00b0C")),
+        ("shutdown at", num(g.temp_shutdown_c, "\u00b0C")),
+        ("SM max", num(g.sm_clock_max_mhz, " MHz")),
+        ("memory max", num(g.mem_clock_max_mhz, " MHz")),
+        ("PCIe TX/RX", pcie), ("ECC corr/uncorr", ecc),
+        ("last Xid", None if g.xid is None else str(g.xid)),
+        ("energy", None if g.energy_j is None else _energy(g.energy_j, g.source)),
+        ("MIG", None if g.mig_mode is None else ("on" if g.mig_mode else "off")),
+        ("MIG instances", ", ".join(g.mig_instances) or None),
+        ("PCI bus", g.pci_bus_id), ("uuid", g.uuid), ("source", g.source),
+    ]
+    items += [(k, f"{v:g}") for k, v in sorted(g.extra.items())]
+    return [(k, v) for k, v in items if v is not None]
+
+
+def details_text(g: GpuRecord) -> Text:
+    """``gpu_details`` as one wrapped paragraph: ``label value · label value ...``."""
+    t = Text()
+    for i, (label, value) in enumerate(gpu_details(g)):
+        if i:
+            t.append(" \u00b7 ", style="dim")
+        t.append(f"{label} ", style="dim")
+        t.append(value)
+    return t
 
 
 def history_rows(history: dict[str, list[float | None]], width: int,
@@ -80,40 +240,36 @@ def history_rows(history: dict[str, list[float | None]], width: int,
     return rows
 
 
-def gpu_table(g: GpuRecord, history: list[tuple[str, Text]]) -> Table:
-    """Every field of one GPU, then its ``history_rows``."""
-    t = Table.grid(padding=(0, 2))
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column()
-    for f in fields(g):
-        if f.name in SKIP:
-            continue
-        v = getattr(g, f.name)
-        if f.name == "energy_j" and isinstance(v, (int, float)):
-            t.add_row(f.name, _energy(v, g.source))
-        else:
-            t.add_row(f.name, _val(f.name, v))
-    thr = g.throttle
-    t.add_row("throttle", fmt.DASH if thr is None else (", ".join(thr) if thr else "none active"))
-    if g.mig_instances:
-        t.add_row("MIG instances", ", ".join(g.mig_instances))
-    for k, v in sorted(g.extra.items()):
-        t.add_row(k, f"{v:g}")
-    if g.processes:
-        for p in g.processes:
-            who = p.engine_target or "unattributed"
-            vis = "" if p.visible else " (pid not visible here)"
-            t.add_row(f"pid {p.pid}", f"{p.name or '?'}  {fmt.fmt_bytes(p.used_bytes)}  "
-                      f"{who}{vis}")
+def _header(cols: Sequence[Col]) -> list[Text]:
+    return [Text((" " + c.label).rjust(c.width) if c.right else " " + c.label, no_wrap=True)
+            for c in cols]
+
+
+def _sync(table: DataTable, cols: list[Col], rows: list[tuple[str, list[Text]]],
+          shown: dict) -> None:
+    """Show ``rows`` (key, cells): cells are updated in place while the keys and columns stay
+    the same; otherwise the table is rebuilt and the cursor kept on its row's key."""
+    keys = [k for k, _ in rows]
+    if shown.get("cols") != cols or shown.get("keys") != keys:
+        cur = shown.get("keys", [])[table.cursor_row] if shown.get("keys") and \
+            0 <= table.cursor_row < len(shown["keys"]) else None
+        table.clear(columns=True)
+        for c, head in zip(cols, _header(cols), strict=True):
+            table.add_column(head, width=c.width, key=c.key)
+        for k, cells in rows:
+            table.add_row(*cells, key=k)
+        if cur in keys:
+            table.move_cursor(row=keys.index(cur), animate=False)
     else:
-        t.add_row("processes", "none reported")
-    for label, line in history:
-        t.add_row(label, line)
-    return t
+        for (k, cells), old in zip(rows, shown["cells"], strict=True):
+            for c, new, was in zip(cols, cells, old, strict=True):
+                if new != was:
+                    table.update_cell(k, c.key, new, update_width=False)
+    shown.update(cols=cols, keys=keys, cells=[cells for _, cells in rows])
 
 
 class GpuScreen(Screen):
-    """All GPUs, in full."""
+    """Every GPU at a glance, the processes on them, the selected GPU's history."""
 
     BINDINGS = [Binding("escape", "back", "Back", id="gpu_back")]
 
@@ -123,51 +279,95 @@ class GpuScreen(Screen):
         self._history: dict[str, list[tuple[str, Text]]] = {}
         self._history_at = 0.0
         self._history_width = 0
+        self._gpus_shown: dict = {}
+        self._procs_shown: dict = {}
+        self._keys: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static("GPUs", classes="title")
-        with VerticalScroll(classes="detail-body"):
-            yield Static(id="gpu-body")
+        yield Static(id="gpu-none")
+        yield DataTable(id="gpu-table", cursor_type="row", cell_padding=0)
+        yield Static(id="gpu-selected")
+        yield Static("Processes", id="gpu-procs-title", classes="section")
+        yield DataTable(id="gpu-procs", cursor_type="none", cell_padding=0)
+        yield Static("History", id="gpu-history-title", classes="section")
+        yield Static(id="gpu-history")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#gpu-procs", DataTable).can_focus = False
         self.refresh_data()
-        self.query_one(VerticalScroll).focus()
+        self.query_one("#gpu-table", DataTable).focus()
+
+    def selected(self) -> GpuRecord | None:
+        snap = self.view.snapshot
+        if snap is None or not snap.gpus:
+            return None
+        row = self.query_one("#gpu-table", DataTable).cursor_row
+        return snap.gpus[min(max(row, 0), len(snap.gpus) - 1)]
 
     def refresh_data(self, *, force: bool = False) -> None:
         snap = self.view.snapshot
-        body = self.query_one("#gpu-body", Static)
-        if snap is None:
-            body.update("waiting for the first sample…")
+        gpus = snap.gpus if snap is not None else []
+        self.set_class(not gpus, "-none")
+        title = self.query_one(".title", Static)
+        if not gpus:
+            title.update("GPUs")
+            self.query_one("#gpu-none", Static).update(
+                Text("waiting for the first sample\u2026" if snap is None
+                     else unavailable_line(snap.gpu_error), style=S("gauge-warn")))
             return
-        if not snap.gpus:
-            body.update(Text(unavailable_line(snap.gpu_error)))
+        width = self.size.width or self.app.size.width
+        title.update(f"GPUs \u00b7 {len(gpus)} \u00b7 \u2191\u2193 selects a GPU")
+        cols = gpu_layout(width)
+        th = self.view.thresholds
+        self._keys = [gpu_key(g) for g in gpus]
+        _sync(self.query_one("#gpu-table", DataTable), cols,
+              [(k, gpu_cells(g, cols, th)) for k, g in zip(self._keys, gpus, strict=True)],
+              self._gpus_shown)
+        pcols = process_layout(width)
+        procs = [(f"{k}/{p.pid}/{i}", process_cells(g, p, pcols))
+                 for k, g in zip(self._keys, gpus, strict=True)
+                 for i, p in enumerate(sorted(g.processes, key=lambda p: -(p.used_bytes or 0)))]
+        self.query_one("#gpu-procs-title", Static).update(
+            f"Processes \u00b7 {len(procs)}" if procs
+            else "Processes \u00b7 no process holds GPU memory (or none is reported)")
+        _sync(self.query_one("#gpu-procs", DataTable), pcols, procs, self._procs_shown)
+        self._show_selected(force=force)
+
+    @on(DataTable.RowHighlighted, "#gpu-table")
+    def _moved(self) -> None:
+        self._show_selected(force=True)
+
+    def _show_selected(self, *, force: bool = False) -> None:
+        g = self.selected()
+        if g is None:
             return
-        width = self.app.size.width
-        keys = [gpu_key(g) for g in snap.gpus]
+        self.query_one("#gpu-selected", Static).update(details_text(g))
+        key = gpu_key(g)
+        width = self.size.width or self.app.size.width
         now = time.monotonic()
-        if (force or width != self._history_width or now - self._history_at >= SPARK_MIN_S
-                or any(k not in self._history for k in keys)):
+        if (force or key not in self._history or width != self._history_width
+                or now - self._history_at >= SPARK_MIN_S):
             # minutes of history: read and drawn at most every SPARK_MIN_S, as the overview
             self._history_at, self._history_width = now, width
-            self._history = self._read_history(keys, width)
-        parts = Table.grid()
-        for g, key in zip(snap.gpus, keys, strict=True):
-            parts.add_row(gpu_line(g, self.view.thresholds, wide=width >= 120))
-            parts.add_row(gpu_table(g, self._history.get(key, [])))
-            parts.add_row("")
-        body.update(parts)
+            self._history = {key: self._read_history(key, width)}
+        self.query_one("#gpu-history-title", Static).update(
+            f"History \u00b7 GPU {_gpu_name(g, 40)}")
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(no_wrap=True)
+        for label, line in self._history[key]:
+            grid.add_row(label, line)
+        self.query_one("#gpu-history", Static).update(grid)
 
-    def _read_history(self, keys: list[str], width: int) -> dict[str, list[tuple[str, Text]]]:
+    def _read_history(self, key: str, width: int) -> list[tuple[str, Text]]:
         source = self.view.source
         spark_w = max(10, width - 30)
         clock, points = spark_clock(source, self.view.state.interval_s, spark_w)
-        out = {}
-        for key in keys:
-            hist = {f: source.gpu_series(key, f, points) if points > 0 else []
-                    for f, _, _ in HISTORY_FIELDS}
-            out[key] = history_rows(hist, width, clock)
-        return out
+        hist = {f: source.gpu_series(key, f, points) if points > 0 else []
+                for f, _, _ in HISTORY_FIELDS}
+        return history_rows(hist, width, clock)
 
     def action_back(self) -> None:
         self.app.pop_screen()
