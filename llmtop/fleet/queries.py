@@ -156,6 +156,8 @@ def classify(name: str, counters: set[str], bucket_bases: set[str]) -> str:
     name decides)."""
     if name.endswith("_created") or name.startswith(_SKIP_TRITON):
         return "skip"
+    if name in _TRITON_GAUGES:
+        return "gauge"
     if name.endswith("_bucket"):
         return "bucket"
     if name.endswith(("_sum", "_count")):
