@@ -69,10 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
       help="seed of every random choice (lengths, prompts, arrivals, dataset draws); default 0")
     a("--lengths-from", default=None, metavar="TARGET",
       help="draw prompt and output lengths from TARGET's own length histograms "
-      "(vllm@host:port, host:port, a URL, or an llmtop recording file)")
+      "(vllm@host:port, host:port, a URL, an llmtop recording file, or prometheus:URL "
+      "with --match)")
     a("--lengths-window", type=float, default=600.0, metavar="S",
       help="window of --lengths-from / --prefix-hit-from: two scrapes S apart (default 600; "
       "0 = the engine's lifetime; Ctrl-C while waiting uses the lifetime)")
+    a("--match", default=None, metavar="SEL",
+      help='with prometheus:URL, the series to read, e.g. \'namespace="prod",model_name="m"\'')
     a("--prefix-hit-from", default=None, metavar="TARGET",
       help="match TARGET's windowed prefix-cache hit rate with a shared document per prompt")
     a("--dataset", default=None, metavar="FILE",
@@ -213,10 +216,12 @@ def _read_one(spec: str, ns: argparse.Namespace, api_key: str | None, *, lengths
 
     from llmtop.loadgen import traffic as tr
 
-    if spec.startswith("prometheus:"):
-        raise ConfigError("--lengths-from prometheus:URL needs fleet mode's Prometheus client, "
-                          "which this build does not have yet; read a target directly")
     window = ns.lengths_window
+    if spec.startswith("prometheus:"):
+        from llmtop.loadgen.traffic_prom import prometheus_traffic
+
+        return asyncio.run(prometheus_traffic(spec[len("prometheus:"):], ns.match, window,
+                                              lengths=lengths, prefix=prefix))
     if os.path.isfile(spec):
         first, second = tr.recording_signals(spec, window)
         return tr.build_traffic(first, second, lengths=lengths, prefix=prefix, window_s=window,

@@ -147,7 +147,7 @@ def build_traffic(first: Signals, second: Signals | None, *, lengths: bool, pref
     window = (f"last {_age(span)} (two scrapes)" if span is not None
               else f"lifetime ({why_lifetime or 'one scrape'})")
     if lengths:
-        dists = {}
+        news, olds = {}, {}
         for key, name in (("prompt_len", "prompt"), ("gen_len", "output")):
             new = (second or first).hists.get(key)
             if new is None:
@@ -155,20 +155,24 @@ def build_traffic(first: Signals, second: Signals | None, *, lengths: bool, pref
                     f"{first.source} ({first.engine}) reports no {name}-length histogram "
                     f"(vllm:request_prompt_tokens / vllm:request_generation_tokens, "
                     f"sglang:prompt_tokens_histogram); {NO_LENGTHS_HINT}")
-            old = first.hists.get(key) if second is not None else None
+            news[name] = new
+            olds[name] = first.hists.get(key) if second is not None else None
+        got = {}
+        try:  # the window for both lengths, or the lifetime for both (never a mix)
+            for name in news:
+                got[name], reset = window_dist(news[name], olds[name])
+                if reset:
+                    raise ShapeError("the engine restarted during the window")
+        except ShapeError as exc:
+            if second is None:
+                raise TrafficError(f"{first.source}: {exc}; {NO_LENGTHS_HINT}") from None
+            window = f"lifetime ({exc} of the last {_age(span or 0)})"
             try:
-                dist, reset = window_dist(new, old)
-            except ShapeError as exc:
-                if old is None:
-                    raise TrafficError(f"{first.source}: {name} lengths: {exc}; "
-                                       + NO_LENGTHS_HINT) from None
-                dist, reset = window_dist(new)[0], True
-                window = f"lifetime (no request finished in the last {_age(span or 0)})"
-            if reset and "restart" not in window and "no request" not in window:
-                window = "lifetime since the engine restarted during the window"
-            dists[name] = dist
-        out["prompt"] = dists["prompt"].describe()
-        out["output"] = dists["output"].describe()
+                got = {name: window_dist(news[name])[0] for name in news}
+            except ShapeError as exc2:
+                raise TrafficError(f"{first.source}: {exc2}; {NO_LENGTHS_HINT}") from None
+        out["prompt"] = got["prompt"].describe()
+        out["output"] = got["output"].describe()
     if prefix:
         rate = _hit_rate(first, second)
         if rate is None:

@@ -91,7 +91,7 @@ async def test_cli_dataset_bad_line_sends_nothing_and_good_file_runs(fast_mock, 
     assert "prompts from" in out and "generated" in out
 
 
-async def test_cli_prometheus_lengths_say_not_available(fast_mock):
-    rc, _out, err = await _run_cli(fast_mock.url, "--lengths-from", "prometheus:http://x:9090",
-                                   "--max-requests", "1")
-    assert rc == 2 and "Prometheus client" in err
+async def test_cli_prometheus_unreachable_is_a_clear_error(fast_mock):
+    rc, _out, err = await _run_cli(fast_mock.url, "--lengths-from", "prometheus:http://127.0.0.1:1",
+                                   "--match", 'job="vllm"', "--max-requests", "1")
+    assert rc == 2 and "Prometheus: cannot reach" in err, err

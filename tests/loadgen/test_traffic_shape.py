@@ -168,3 +168,81 @@ def test_dataset_jsonl_sharegpt_and_bad_lines(tmp_path):
     share.write_text(json.dumps([{"conversations": [{"from": "gpt", "value": "x"}]}]))
     with pytest.raises(DatasetError, match="entry 0: no human turn"):
         load_dataset(str(share))
+
+
+async def test_prometheus_lengths_and_prefix_rate_with_a_selector():
+    import re
+    from urllib.parse import parse_qs
+
+    import httpx
+
+    from llmtop.loadgen.traffic_prom import prometheus_traffic
+
+    sig = _signals("vllm-real-cpu-v0.32.0-under-load.txt", "vllm")
+    seen: list[str] = []
+
+    def vector(items):
+        return {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": m, "value": [0, str(v)]} for m, v in items]}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        q = parse_qs(request.content.decode())["query"][0]
+        seen.append(q)
+        if "sglang" in q or "gpu_prefix" in q:
+            return httpx.Response(200, json=vector([]))
+        m = re.search(r"increase\(vllm:(\w+?)(_bucket|_sum|)\{", q)
+        name, part = m.group(1), m.group(2)
+        key = {"request_prompt_tokens": "prompt_len",
+               "request_generation_tokens": "gen_len"}.get(name)
+        if part == "_bucket":
+            h = sig.hists[key]
+            return httpx.Response(200, json=vector(
+                [({"le": "+Inf" if math.isinf(b) else str(b)}, c)
+                 for b, c in zip(h.bounds, h.cumulative, strict=True)]))
+        if part == "_sum":
+            return httpx.Response(200, json=vector([({}, sig.hists[key].sum)]))
+        v = {"prefix_cache_hits_total": 30.0, "prefix_cache_queries_total": 120.0}[name]
+        return httpx.Response(200, json=vector([({}, v)]))
+
+    t = await prometheus_traffic("http://127.0.0.1:9090", 'namespace="prod"', 600,
+                                 lengths=True, prefix=True,
+                                 transport=httpx.MockTransport(handler))
+    assert all('{namespace="prod"}[600s]' in q for q in seen), seen
+    assert t["engine"] == "vllm" and t["prefix_hit_rate"] == pytest.approx(0.25)
+    assert t["prompt"]["requests"] == 33 and 200 < t["prompt"]["quantiles"]["p50"] <= 500
+    assert t["window"] == "last 10 min (Prometheus increase)"
+
+
+def test_lengths_from_a_recording_use_its_last_window(tmp_path):
+    from llmtop.config import Config, Target
+    from llmtop.loadgen.traffic import recording_signals
+    from llmtop.model import RawScrape
+    from llmtop.record.recorder import Recorder
+
+    body = (FIX / "vllm-real-cpu-v0.32.0-under-load.txt").read_text()
+    later = body.replace(
+        'vllm:request_prompt_tokens_bucket{engine="0",le="1000.0",model_name="tiny-llama"} 33.0',
+        'vllm:request_prompt_tokens_bucket{engine="0",le="1000.0",model_name="tiny-llama"} 43.0'
+    ).replace(
+        'vllm:request_prompt_tokens_bucket{engine="0",le="+Inf",model_name="tiny-llama"} 33.0',
+        'vllm:request_prompt_tokens_bucket{engine="0",le="+Inf",model_name="tiny-llama"} 43.0')
+    gen = 'vllm:request_generation_tokens_bucket{engine="0",le="+Inf",model_name="tiny-llama"}'
+    later = later.replace(f"{gen} 33.0", f"{gen} 43.0")
+    assert later != body
+    path = tmp_path / "r.llmtop"
+    tgt = Target("vllm@127.0.0.1:8000", "http://127.0.0.1:8000", engine="vllm")
+    rec = Recorder(path, Config(targets=(tgt,)), clock=lambda: 1000.0)
+    for t, text in ((1000.0, body), (1300.0, body), (1900.0, later)):
+        rec.scrape(RawScrape(tgt.name, "http://127.0.0.1:8000/metrics", t, t, "ok", 200,
+                             "text/plain", text, engine_hint="vllm"))
+    rec.close()
+    first, second = recording_signals(str(path), 600)
+    assert (first.t_wall, second.t_wall) == (1300.0, 1900.0)
+    t = build_traffic(first, second, lengths=True, prefix=False, window_s=600)
+    assert t["prompt"]["requests"] == 10 and t["prompt"]["counts"][9] == 10  # (500, 1000]
+    assert "in r.llmtop" in t["source"] and t["window"] == "last 10 min (two scrapes)"
+    assert t["output"]["requests"] == 10 and t["output"]["counts"][-1] == 10  # open top
+    first.hists["gen_len"] = second.hists["gen_len"]  # no output finished in the window
+    t = build_traffic(first, second, lengths=True, prefix=False, window_s=600)
+    assert t["window"] == ("lifetime (no requests finished in the window of the last 10 min)")
+    assert t["prompt"]["requests"] == 43  # both lengths from the lifetime, never a mix
