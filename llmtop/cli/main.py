@@ -139,11 +139,10 @@ def _run_monitor(args: argparse.Namespace) -> int:
         if args.once:
             return run_fleet_once(config, as_json=args.json)
         from llmtop.fleet.monitor import FleetMonitor
-        from llmtop.ui.app import run_source
+        from llmtop.ui.app import run_fleet
 
-        fleet = FleetMonitor(config)
-        return run_source(fleet, tui_config(config), host=fleet.display_url,
-                          theme=getattr(args, "theme", None))
+        return run_fleet(FleetMonitor(config), tui_config(config),
+                         theme=getattr(args, "theme", None))
     demo = None
     try:
         if args.demo:

@@ -113,6 +113,22 @@ class FleetMonitor:
         return {"kind": b.kind if b else None, "url": self.display_url,
                 "version": b.version if b else None}
 
+    def header_text(self) -> str:
+        """``prometheus http://h:9090 · window 60s · LIVE`` (or ``AT 03:12:00``), then
+        ``PARTIAL`` and the error state when there is one. No credentials."""
+        kind = self.backend.kind if self.backend else "prometheus"
+        parts = [f"{kind} {self.display_url}", f"window {self.window_s:g}s"]
+        if self.live:
+            parts.append("LIVE")
+        else:
+            t = self.eval_time if self.eval_time is not None else self.at
+            parts.append("AT " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t or 0)))
+        if self.partial:
+            parts.append("PARTIAL")
+        if self.error is not None:
+            parts.append(f"{self.error.kind.upper()}: {self.error.message}")
+        return " · ".join(parts)
+
     def travel(self, at: float | None) -> None:
         """Evaluate at ``at`` from the next refresh on (None: live again)."""
         self.at = at
@@ -407,6 +423,10 @@ class FleetMonitor:
     # ------------------------------------------------------------------ Monitor shape
 
     def snapshot(self, window_s: float | None = None) -> Snapshot | None:
+        """The latest snapshot, for its own rate window only: a fleet refresh computes one
+        window, so any other window (the detail screen asks 10 s, 1 m, 5 m) is unknown."""
+        if window_s is not None and abs(window_s - self.window_s) > 1e-6:
+            return None
         return self._last
 
     async def aclose(self) -> None:

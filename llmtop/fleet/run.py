@@ -43,17 +43,10 @@ def fleet_json(mon: FleetMonitor, snap: Snapshot) -> dict[str, Any]:
 
 
 def header_line(mon: FleetMonitor, snap: Snapshot | None) -> str:
-    """``prometheus http://h:9090 · window 60 s · LIVE 03:12:05 · PARTIAL`` (one line)."""
-    kind = mon.backend.kind if mon.backend else "prometheus"
+    """The ``--once`` first line: the monitor's header and the evaluation time."""
     t = snap.time if snap is not None else mon.eval_time
-    when = time.strftime("%H:%M:%S", time.localtime(t)) if t else "–"
-    parts = [f"{kind} {mon.display_url}", f"window {mon.window_s:g} s",
-             f"LIVE {when}" if mon.live else f"AT {when}"]
-    if mon.partial:
-        parts.append("PARTIAL")
-    if mon.error is not None:
-        parts.append(f"ERROR {mon.error.kind}: {mon.error.message}")
-    return " · ".join(parts)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "–"
+    return f"{mon.header_text()} · evaluated at {when}"
 
 
 def tui_config(config: Config) -> Config:

@@ -31,8 +31,8 @@ from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
 from llmtop.ui.widgets.scrollbar import use_whole_cell_scrollbars
 from llmtop.verdict import Verdict, compute_verdict, growth_per_min, growth_points
 
-__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "freeze_startup_objects", "run_source",
-           "run_tui"]
+__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "freeze_startup_objects", "run_fleet",
+           "run_source", "run_tui"]
 
 PAINT_MIN_S = 0.5
 """Paint slow: at most two repaints a second, however fast the source ticks."""
@@ -314,6 +314,13 @@ def run_source(monitor: Any, config: Config, *, host: str = "", theme: str | Non
 
     source = MonitorSource(monitor, host=host or "replay")
     return _run(LlmtopApp(source, config, theme=theme))
+
+
+def run_fleet(monitor: Any, config: Config, *, theme: str | None = None) -> int:
+    """Run the TUI on a fleet monitor (``llmtop --prometheus URL``)."""
+    from llmtop.ui.source import FleetSource
+
+    return _run(LlmtopApp(FleetSource(monitor), config, theme=theme))
 
 
 def _run(app: LlmtopApp) -> int:

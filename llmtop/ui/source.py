@@ -15,6 +15,7 @@ from llmtop.model import Event, GpuRecord, Snapshot
 
 __all__ = [
     "SPARK_FIELDS",
+    "FleetSource",
     "MonitorSource",
     "ReplayControl",
     "Source",
@@ -205,3 +206,20 @@ class MonitorSource:
         fn = getattr(self.monitor, "aclose", None)
         if fn is not None:
             await fn()
+
+
+class FleetSource(MonitorSource):
+    """``MonitorSource`` over a fleet monitor (``llmtop.fleet.monitor.FleetMonitor``): the
+    header names the server, the rate window, ``LIVE`` or ``AT <time>``, ``PARTIAL`` and the
+    error state, from ``monitor.header_text()``; sparklines fill from each refresh."""
+
+    def __init__(self, monitor: Any, *, history: int = 600) -> None:
+        super().__init__(monitor, host="", history=history)
+
+    @property  # type: ignore[override]
+    def host(self) -> str:
+        return str(self.monitor.header_text())
+
+    @host.setter
+    def host(self, _value: str) -> None:
+        pass
