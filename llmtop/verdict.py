@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from llmtop.config import Thresholds
 from llmtop.model import EngineRow, GpuRecord, Snapshot
 
 __all__ = [
     "CRIT",
+    "DIAGNOSIS_RULE",
     "LEVEL_NAMES",
     "OK",
     "RULES",
@@ -28,6 +30,7 @@ __all__ = [
     "Finding",
     "Verdict",
     "compute_verdict",
+    "diagnosis_findings",
     "growth_per_min",
     "growth_points",
     "rule_errors",
@@ -213,6 +216,25 @@ def rule_gpu_throttle(gpus: Sequence[GpuRecord], th: Thresholds) -> list[Finding
     return out
 
 
+DIAGNOSIS_RULE = "diagnosis"
+"""``Finding.rule`` of a verdict word that names an engine's top diagnosis finding."""
+_SEVERITY_LEVEL = {"warn": WARN, "critical": CRIT}
+
+
+def diagnosis_findings(diagnosis: Sequence[Any]) -> list[Finding]:
+    """One verdict word per engine: its first (root-cause) warn/critical finding's rule id
+    (duck-typed ``diagnose.Finding``: the verdict sits below the diagnosis layer)."""
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for f in diagnosis:
+        level = _SEVERITY_LEVEL.get(getattr(f, "severity", ""))
+        if level is None or f.target in seen:
+            continue
+        seen.add(f.target)
+        out.append(Finding(DIAGNOSIS_RULE, level, f.target, f.rule))
+    return out
+
+
 RowRule = Callable[[EngineRow, Thresholds, Mapping], list[Finding]]
 RULES: tuple[RowRule, ...] = (
     rule_target_state,
@@ -230,8 +252,13 @@ def compute_verdict(
     thresholds: Thresholds | None = None,
     *,
     waiting_growth: Mapping[str, float] | None = None,
+    diagnosis: Sequence[Any] | None = None,
 ) -> Verdict:
-    """Run every rule over a snapshot and summarize in one line."""
+    """Run every rule over a snapshot and summarize in one line.
+
+    ``diagnosis`` (``llmtop.diagnose`` findings, root cause first per engine) names each
+    engine's top warn/critical finding first among that engine's words, and raises the level
+    to the finding's severity."""
     th = thresholds or Thresholds()
     if snapshot is None:
         return Verdict(OK, "WAITING — first scrape…")
@@ -244,6 +271,7 @@ def compute_verdict(
         for rule in RULES:
             findings.extend(rule(row, th, ctx))
     findings.extend(rule_gpu_throttle(snapshot.gpus, th))
+    findings.extend(diagnosis_findings(diagnosis or ()))
     if any(f.level > OK for f in findings):
         return _summarize(findings)
     notes = "".join(f" · {f.text}" for f in findings)  # OK-level findings only, or none
@@ -263,7 +291,8 @@ def _summarize(findings: list[Finding]) -> Verdict:
     parts = []
     for t in order:
         words: list[str] = []
-        for f in sorted(by_target[t], key=lambda f: -f.level):  # notes after problems
+        # the top diagnosis finding first, then problems, then notes
+        for f in sorted(by_target[t], key=lambda f: (f.rule != DIAGNOSIS_RULE, -f.level)):
             if f.text not in words:
                 words.append(f.text)
         head = f"{short_target(t)} " if t else ""

@@ -11,10 +11,13 @@ from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import signal
 from llmtop.model import EngineRow, GpuRecord
 
+GAUGES = frozenset({"kv", "waiting", "running"})
+"""Signals read from the newest sample (evidence window ``now``), not over the window."""
+
 _SIGNAL = object()
 """``RowCtx.ev``'s default: read the value from the row."""
 
-__all__ = ["RowCtx", "fmt_pct", "fmt_s", "fmt_tok", "fmt_x", "window_label"]
+__all__ = ["GAUGES", "RowCtx", "fmt_pct", "fmt_s", "fmt_tok", "fmt_x", "window_label"]
 
 
 def window_label(window_s: float) -> str:
@@ -85,7 +88,8 @@ class RowCtx:
         """Evidence of one signal (its value read from the row unless given)."""
         v = self.sig(name) if value is _SIGNAL else value
         assert v is None or isinstance(v, (int, float, str))
-        return Evidence(name, v, self.window, self.usual(name) if baseline else None, threshold)
+        window = "now" if name in GAUGES else self.window
+        return Evidence(name, v, window, self.usual(name) if baseline else None, threshold)
 
     def gpu_usual(self, g: GpuRecord, name: str) -> float | None:
         b = self.gpu_base.get(gpu_key(g))

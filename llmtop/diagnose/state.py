@@ -22,7 +22,8 @@ __all__ = ["Diagnoser", "Transition"]
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """A finding that started (``kind == "start"``), got worse (``"worse"``) or ended."""
+    """A finding that started (``kind == "start"``), got worse than ever before during this
+    episode (``"worse"``) or ended."""
 
     kind: str
     finding: Finding
@@ -34,6 +35,8 @@ class _Active:
     finding: Finding
     since: float
     last_fired: float
+    worst: int
+    """The highest severity reached (a "worse" transition only above it: no flapping)."""
 
 
 class Diagnoser:
@@ -86,10 +89,11 @@ class Diagnoser:
             seen.add(f.key)
             a = self._active.get(f.key)
             if a is None:
-                self._active[f.key] = _Active(f, t, t)
+                self._active[f.key] = _Active(f, t, t, severity_rank(f.severity))
                 out.append(Transition("start", f))
                 continue
-            if severity_rank(f.severity) > severity_rank(a.finding.severity):
+            if severity_rank(f.severity) > a.worst:
+                a.worst = severity_rank(f.severity)
                 out.append(Transition("worse", f, t - a.since))
             a.finding, a.last_fired = f, t
         for k, a in list(self._active.items()):

@@ -20,6 +20,8 @@ from textual.app import App
 from textual.binding import Binding
 
 from llmtop.config import Config, Thresholds
+from llmtop.diagnose.findings import Finding
+from llmtop.diagnose.live import findings_of
 from llmtop.model import Snapshot
 from llmtop.ui import fmt
 from llmtop.ui.messages import PollFailed, SnapshotReady
@@ -67,6 +69,8 @@ class LlmtopApp(ReplayActions, App):
         Binding("r", "refresh_now", "Refresh", show=False, id="refresh"),
         Binding("g", "gpus", "GPUs", id="gpus"),
         Binding("l", "probe", "Probe", id="probe"),
+        Binding("w", "why", "Why", show=False,
+                tooltip="findings: the cause, its evidence, the action", id="why"),
         Binding("t", "cycle_theme", "Theme", show=False, id="theme"),
         Binding("ctrl+s", "screenshot", "Screenshot", show=False, id="screenshot"),
         *REPLAY_BINDINGS,
@@ -84,6 +88,8 @@ class LlmtopApp(ReplayActions, App):
         self.clock = clock
         self.snapshot: Snapshot | None = None
         self.verdict: Verdict = compute_verdict(None)
+        self.diagnosis: list[Finding] = []
+        """The source's current findings (``llmtop/diagnose``), root cause first."""
         self.replay = replay_control(source)
         self.first_data_at: float | None = None
         self._wake = asyncio.Event()
@@ -189,7 +195,9 @@ class LlmtopApp(ReplayActions, App):
         pairs = ((r.key, growth_per_min(self.source.series(r.key, "waiting", n), iv))
                  for r in rows)
         growth = {k: g for k, g in pairs if g is not None}
-        self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth)
+        self.diagnosis = findings_of(getattr(self.source, "store", None))
+        self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth,
+                                       diagnosis=self.diagnosis)
         # log a worse level at once, a better one at most every VERDICT_LOG_S (no flapping)
         level, last = self.verdict.level, self._last_verdict
         if snap is not None and level != last:
@@ -262,6 +270,12 @@ class LlmtopApp(ReplayActions, App):
 
         if not isinstance(self.screen, GpuScreen):
             self.push_screen(GpuScreen(self))
+
+    def action_why(self) -> None:
+        from llmtop.ui.screens.why import WhyScreen
+
+        if not isinstance(self.screen, WhyScreen):
+            self.push_screen(WhyScreen(self))
 
     def action_probe(self) -> None:
         from llmtop.ui.screens.probe import ProbeScreen

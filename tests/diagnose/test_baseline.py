@@ -71,8 +71,9 @@ def test_diagnoser_reports_worsening_once():
     d = Diagnoser(every_s=1.0)
     warn = healthy(kv_cache_usage=0.96, waiting=4.0)
     crit = healthy(kv_cache_usage=0.99, waiting=20.0, preemptions_per_s=2.0)
-    kinds = [x.kind for x in _feed(d, 0, 5, warn) + _feed(d, 5, 10, crit)]
-    assert kinds == ["start", "worse"]
+    kinds = [x.kind for x in _feed(d, 0, 5, warn) + _feed(d, 5, 10, crit)
+             + _feed(d, 10, 12, warn) + _feed(d, 12, 14, crit)]
+    assert kinds == ["start", "worse"]  # back to warn and critical again: no second line
 
 
 def test_diagnoser_uses_its_baseline_for_relative_rules():

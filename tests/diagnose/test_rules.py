@@ -252,5 +252,7 @@ def test_unexplained_ttft_rise_is_reported_explained_one_is_not():
 def test_evidence_names_the_window(window):
     f = run(healthy(kv_cache_usage=0.99, waiting=31.0, preemptions_per_s=2.5), base(),
             window_s=window)
-    labels = {e.window for e in f[0].evidence}
-    assert labels == {"10s" if window == 10 else "30s" if window == 30 else "1m"}
+    labels = {e.signal: e.window for e in f[0].evidence}
+    assert labels["preemptions_per_s"] == ("10s" if window == 10 else "30s" if window == 30
+                                           else "1m")
+    assert labels["kv"] == labels["waiting"] == "now"  # gauges: the newest sample

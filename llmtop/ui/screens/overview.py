@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from rich.align import Align
 from rich.console import Group
@@ -36,6 +38,7 @@ __all__ = [
     "empty_hint",
     "spark_clock",
     "spark_form",
+    "why_badges",
 ]
 
 TALL_MIN_HEIGHT = 34
@@ -63,6 +66,16 @@ _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s
 _SPARK_Q = {"ttft_p50": ("ttft_s", "p50"), "ttft_p95": ("ttft_s", "p95"),
             "itl_p95": ("itl_s", "p95")}
 """Latency captions come from the row's quantiles, so a bound keeps its ``<``/``>`` mark."""
+
+
+def why_badges(findings: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """Row key (``target|model``) -> (rule, severity) of each engine's top warn/critical
+    finding (``llmtop.diagnose``, root cause first), for the engines table's STATE cell."""
+    out: dict[str, tuple[str, str]] = {}
+    for f in findings:
+        if f.severity in ("warn", "critical"):
+            out.setdefault(f"{f.target}|{f.model or ''}", (f.rule, f.severity))
+    return out
 
 
 def spark_form(width: int, height: int, room: int) -> str | None:
@@ -199,7 +212,7 @@ class OverviewScreen(Screen):
         table.update_rows(
             snap.engines, sort_column=st.sort_column, sort_reverse=st.sort_reverse,
             filter_text=st.filter_text, show_ranks=st.show_ranks, th=view.thresholds,
-            trend=view.trend)
+            trend=view.trend, why=why_badges(getattr(view, "diagnosis", None) or ()))
         self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, view.thresholds,
                                       wide=self.has_class("-wide"))
         now = time.monotonic()

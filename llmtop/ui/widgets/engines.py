@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -51,6 +51,15 @@ COLUMNS = (
 the cells are drawn without padding: one space separates the columns. ``state``
 always has room for the full badges (``BAD PAYLOAD``, ``RESTARTED``, ``STALE 125s``) and for
 ``UNAUTHORIZED`` too unless the name would go below its minimum (64 columns: ``NO AUTH``)."""
+
+WHY_BADGES = {
+    "kv_pressure": "KV PRESSURE", "queueing": "QUEUEING", "prefix_cache_miss": "PREFIX MISS",
+    "long_prompts": "LONG PROMPT", "decode_slowdown": "SLOW DECODE", "gpu_throttle": "GPU THROTTLE",
+    "errors": "ERRORS", "imbalance": "IMBALANCE", "spec_decode_drop": "SPEC DROP",
+    "ttft_rise": "TTFT RISE", "warming_up": "WARMING UP", "aborts": "ABORTS",
+}
+"""STATE-column words for a row's top warn/critical finding (``w`` explains it), at most
+``fmt.BADGE_WIDTH`` cells (cut to the column at the narrowest layout)."""
 
 SCROLLBAR_RESERVE = 1
 """Kept free at the right so a vertical scrollbar never forces a horizontal one."""
@@ -125,6 +134,7 @@ class EnginesTable(RowTable):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.order_dirty = True
+        self._why: Mapping[str, tuple[str, str]] = {}
         self._wide: bool | None = None
         self._state_w = fmt.BADGE_WIDTH
         self._name_w = 20
@@ -213,9 +223,13 @@ class EnginesTable(RowTable):
         show_ranks: bool,
         th: Thresholds,
         trend: Callable[[str, str], str],
+        why: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         """Reconcile with a snapshot: a new row order only on a change of the row set or
-        order; otherwise new cells (and a redrawn line) only for rows whose data changed."""
+        order; otherwise new cells (and a redrawn line) only for rows whose data changed.
+        ``why`` maps a row key to its top finding's (rule, severity): the STATE cell of a
+        healthy-state row then names the finding (``KV PRESSURE``) instead of ``ok``."""
+        self._why = why or {}
         if self._wide is None:
             self.set_layout(80)
         flat: list[EngineRow] = []
@@ -251,7 +265,7 @@ class EnginesTable(RowTable):
             q1, q2 = row.ttft_s, row.itl_s
             tt = trend(key, "ttft_p95") if q1 is not None and q1.p95 is not None else " "
             ti = trend(key, "itl_p95") if q2 is not None and q2.p95 is not None else " "
-            sig = (row, tt, ti)
+            sig = (row, tt, ti, self._why.get(key))
             if self._painted.get(key) == sig:  # nothing new for this row: build no cells
                 continue
             self._painted[key] = sig
@@ -301,6 +315,11 @@ class EnginesTable(RowTable):
         if col == "state":
             if r.rank is not None:
                 return Text("")
+            why = self._why.get(r.key)
+            if why is not None and r.state == "ok":
+                word = WHY_BADGES.get(why[0], why[0].upper())[: self._state_w]
+                return Text(word, style=S("gauge-crit bold" if why[1] == "critical"
+                                          else "gauge-warn"))
             return fmt.badge(r, width=self._state_w)
         if col == "run":
             if r.running is None:

@@ -1,0 +1,131 @@
+"""Why (``w``): every engine's findings, root cause first, with their evidence and action.
+
+Reads the findings the app keeps (``app.diagnosis``: the store's live diagnosis, see
+``llmtop/diagnose``); readable at 80x24 (wrapped text, scrollable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from llmtop.diagnose.findings import Evidence, Finding
+from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
+from llmtop.verdict import short_target
+
+__all__ = ["SEVERITY_STYLE", "WhyScreen", "fmt_evidence", "why_renderable"]
+
+SEVERITY_STYLE = {"critical": "bold red", "warn": "bold yellow", "info": "cyan"}
+DASH = "\u2013"
+
+_PCT = ("kv", "hit_rate", "spec_accept", "share", "error_share", "abort_share")
+_TOKENS = ("prompt_p50", "prompt_p90", "iter_p50")
+
+
+def _val(name: str, v: float | str | None) -> str:
+    if v is None:
+        return DASH
+    if isinstance(v, str):
+        return v
+    base = name.rsplit(".", 1)[-1]
+    if base in _PCT or base.endswith("_share_of_ttft") or base == "queue_share_of_ttft":
+        return f"{v * 100:.0f}%"
+    if base in _TOKENS:
+        return f"{v:.0f} tok"
+    if base.endswith(("_p50", "_p95")):
+        return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+    if abs(v) >= 100 or v == int(v):
+        return f"{v:.0f}"
+    return f"{v:.2g}"
+
+
+def fmt_evidence(e: Evidence) -> str:
+    """``kv 97% (usual 45%, limit 95%) 30s``."""
+    extra = []
+    if e.baseline is not None:
+        extra.append(f"usual {_val(e.signal, e.baseline)}")
+    if e.threshold is not None:
+        extra.append(f"limit {_val(e.signal, e.threshold)}")
+    tail = f" ({', '.join(extra)})" if extra else ""
+    return f"{e.signal} {_val(e.signal, e.value)}{tail} [{e.window}]"
+
+
+def why_renderable(findings: Sequence[Finding], *, baseline_note: str = "") -> Group:
+    """The findings grouped by engine, as Rich text (also used by tests)."""
+    parts: list[Any] = [Text(
+        f"Findings over the last {DIAG_WINDOW_S:.0f} s, each engine against its own median "
+        f"over {BASELINE_KEEP_S / 60:.0f} min{baseline_note}. Root cause first.", style="dim")]
+    if not findings:
+        parts.append(Text(""))
+        parts.append(Text("No findings: every engine looks as usual, or has too little "
+                          "traffic in the window to judge.", style="green"))
+        return Group(*parts)
+    current = None
+    for f in findings:
+        if f.target != current:
+            current = f.target
+            parts.append(Text(""))
+            head = Text(short_target(f.target), style="bold")
+            if f.model:
+                head.append(f"  {f.model}", style="dim")
+            parts.append(head)
+        line = Text("  ")
+        line.append(f"{f.severity.upper():<8}", style=SEVERITY_STYLE.get(f.severity, ""))
+        line.append(f" {f.rule}", style="bold")
+        line.append(f"  {f.summary}")
+        parts.append(line)
+        ev = [fmt_evidence(e) for e in f.evidence if e.value is not None]
+        if ev:
+            parts.append(Text("    evidence: " + " \u00b7 ".join(ev), style="dim"))
+        if f.action:
+            parts.append(Text(f"    \u2192 {f.action}", style="italic"))
+    return Group(*parts)
+
+
+class WhyScreen(Screen):
+    """The findings of every engine (``view.diagnosis``), refreshed with each paint."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="why_back"),
+        Binding("w", "back", "Back", show=False, id="why_back_w"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="why_down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="why_up"),
+    ]
+
+    def __init__(self, view: Any) -> None:
+        super().__init__()
+        self.view = view
+        self._shown: tuple[Finding, ...] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("Why: findings, evidence and actions", classes="title")
+        with VerticalScroll(classes="detail-body"):
+            yield Static(id="why-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_data(force=True)
+        self.query_one(VerticalScroll).focus()
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        findings = tuple(getattr(self.view, "diagnosis", None) or ())
+        if not force and findings == self._shown:
+            return
+        self._shown = findings
+        note = " (in replay after a seek: the 5 min before it)" if getattr(
+            self.view, "replay", None) is not None else ""
+        self.query_one("#why-body", Static).update(why_renderable(findings, baseline_note=note))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_scroll(self, n: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=n, animate=False)

@@ -1,0 +1,68 @@
+"""The TUI face of the diagnosis: the Why screen (``w``) at 80x24, the STATE badge naming
+an engine's top finding, and the verdict line naming it first."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from llmtop.config import Config
+from llmtop.diagnose import diagnose
+from llmtop.diagnose.live import LiveDiagnosis
+from llmtop.ui.app import LlmtopApp
+from llmtop.ui.fake import FROZEN_TIME, LLAMA, FakeSource
+from llmtop.ui.screens.why import WhyScreen
+from llmtop.ui.textshot import screen_lines
+from tests.diagnose.rows import base, healthy
+
+TARGET = "vllm@127.0.0.1:8000"
+
+
+def _findings():
+    r = healthy(TARGET, model=LLAMA, kv_cache_usage=0.99, waiting=31.0, preemptions_per_s=2.5)
+    return diagnose([r], baselines={r.key: base()})
+
+
+def _app(findings) -> LlmtopApp:
+    src = FakeSource.demo("ok")
+    live = LiveDiagnosis(None)  # type: ignore[arg-type]
+    live.diagnoser.findings = list(findings)
+    src.store = SimpleNamespace(diagnoser=live)  # type: ignore[attr-defined]
+    return LlmtopApp(src, Config(), autopoll=False, clock=lambda: FROZEN_TIME)
+
+
+async def _paint(app, pilot):
+    await app.poll_once()
+    await pilot.pause()
+    app.paint()
+    await pilot.pause()
+
+
+async def test_why_screen_shows_finding_evidence_and_action_at_80x24():
+    app = _app(_findings())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _paint(app, pilot)
+        text = "\n".join(screen_lines(app))
+        assert "KV PRESSURE" in text  # the engines table's STATE cell names the cause
+        # the verdict names the top finding first and takes its severity
+        assert app.verdict.text.startswith("CRITICAL \u2014 vllm@:8000 kv_pressure")
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, WhyScreen)
+        lines = screen_lines(app)
+        assert all(len(line) <= 80 for line in lines)
+        text = "\n".join(lines)
+        assert "CRITICAL kv_pressure" in text and "KV cache 99 % full" in text
+        assert "evidence:" in text and "--gpu-memory-utilization" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, WhyScreen)
+
+
+async def test_why_screen_says_when_there_is_nothing():
+    app = _app([])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _paint(app, pilot)
+        assert "KV PRESSURE" not in "\n".join(screen_lines(app))
+        await pilot.press("w")
+        await pilot.pause()
+        assert "No findings" in "\n".join(screen_lines(app))
