@@ -83,3 +83,16 @@ async def test_scrollbars_draw_whole_cells(size):
             assert _cells(lines, bar.region) == []
     finally:
         await cm.__aexit__(None, None, None)
+
+
+def test_whole_cell_thumb_at_every_position():
+    """At any scroll position the thumb is whole reversed cells: blanks only, never a glyph,
+    and at least one cell long."""
+    from llmtop.ui.widgets.scrollbar import WholeCellScrollBarRender
+
+    for pos in range(0, 81):
+        segs = WholeCellScrollBarRender.render_bar(
+            size=20, virtual_size=100, window_size=20, position=pos, thickness=2).segments
+        text = "".join(s.text for s in segs if s.text != "\n")
+        assert set(text) == {" "}, (pos, text)
+        assert sum(1 for s in segs if s.style and s.style.reverse) >= 1
