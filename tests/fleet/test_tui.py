@@ -1,0 +1,61 @@
+"""The fleet TUI: the overview fed by a FleetMonitor (``ui.source.FleetSource``), with the
+header naming the server, the window, LIVE or AT, PARTIAL and error states."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from llmtop.config import Config, PrometheusConfig
+from llmtop.fleet.monitor import FleetMonitor
+from llmtop.fleet.run import tui_config
+from llmtop.ui.app import LlmtopApp
+from llmtop.ui.source import FleetSource
+from llmtop.ui.textshot import screen_lines
+
+from .test_bad_input import DATA, DISCOVERY, _fixture, _json, _server
+
+
+def _lines(transport, **kw) -> tuple[list[str], list[str]]:
+    cfg = Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090", **kw))
+
+    async def go():
+        app = LlmtopApp(FleetSource(FleetMonitor(cfg, transport=transport)), tui_config(cfg))
+        async with app.run_test(size=(140, 24)) as pilot:
+            await pilot.pause(0.5)
+            overview = screen_lines(app)
+            await pilot.press("enter")
+            await pilot.pause(0.3)
+            return overview, screen_lines(app)
+
+    return asyncio.run(go())
+
+
+def test_overview_shows_fleet_rows_and_header():
+    overview, detail = _lines(_server())
+    text = "\n".join(overview)
+    assert "prometheus http://127.0.0.1:9090 · window 60s · LIVE" in overview[0]
+    assert "10.0.0.1:8000" in text or ":8000" in text
+    assert any(" m " in line and "3" in line for line in overview)  # model m, running 3
+    assert "10.0.0.1:8000" in "\n".join(detail)
+
+
+def test_at_and_partial_in_the_header():
+    def query(request):
+        form = dict(httpx.QueryParams(request.content.decode()))
+        if "count by (__name__, job)" in form["query"]:
+            return _json(DISCOVERY)
+        body = json.loads(_fixture("thanos-query-partial-warnings.json").content)
+        body["data"] = DATA["data"]
+        return _json(body)
+
+    overview, _ = _lines(_server(query=query), at=1_795_600_000.0)
+    assert " AT " in overview[0] and "PARTIAL" in overview[0] and "LIVE" not in overview[0]
+
+
+def test_an_error_is_a_state_in_the_header():
+    t = httpx.MockTransport(lambda r: httpx.Response(403, text="forbidden"))
+    overview, _ = _lines(t)
+    assert "UNAUTHORIZED" in overview[0]
