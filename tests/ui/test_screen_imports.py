@@ -26,3 +26,26 @@ def test_no_screen_or_widget_imports_the_app():
     assert len(files) > 5
     bad = {f.name: m for f in files for m in _imports(f) if m == "llmtop.ui.app"}
     assert bad == {}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(UI.parent.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_cycle_inside_ui():
+    """No chain of imports (lazy ones included) leads a ui module back to itself."""
+    deps = {_module(f): {m for m in _imports(f) if m.startswith("llmtop.ui")}
+            for f in UI.rglob("*.py")}
+    cycles = []
+
+    def visit(mod: str, path: list[str]) -> None:
+        for d in deps.get(mod, ()):
+            if d == path[0]:
+                cycles.append(" -> ".join([*path, d]))
+            elif d not in path:
+                visit(d, [*path, d])
+
+    for mod in deps:
+        visit(mod, [mod])
+    assert cycles == []

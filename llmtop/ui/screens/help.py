@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from llmtop.ui.replay_keys import REPLAY_ACTIONS
+from llmtop.ui.replay_bindings import REPLAY_ACTIONS
 
 __all__ = ["HelpScreen", "SeekScreen", "binding_sections"]
 
