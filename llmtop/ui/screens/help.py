@@ -39,7 +39,7 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
          [b for b in Binding.make_bindings(RowTable.BINDINGS) if b.action != "select_cursor"]),
         ("Engine detail", list(Binding.make_bindings(EngineDetailScreen.BINDINGS))),
         ("Raw metrics", list(Binding.make_bindings(RawMetricsScreen.BINDINGS))),
-        ("GPU detail", list(Binding.make_bindings(GpuScreen.BINDINGS))),
+        ("GPUs (up/down selects a GPU)", list(Binding.make_bindings(GpuScreen.BINDINGS))),
         ("Load probe", list(Binding.make_bindings(ProbeScreen.BINDINGS))),
         ("Replay only (llmtop replay FILE; p/space play/pause)", replay),
         ("Help", list(Binding.make_bindings(HelpScreen.BINDINGS))),
