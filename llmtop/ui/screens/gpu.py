@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -298,6 +299,9 @@ class GpuScreen(Screen):
         self.query_one("#gpu-procs", DataTable).can_focus = False
         self.refresh_data()
         self.query_one("#gpu-table", DataTable).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self.refresh_data(force=True)
 
     def selected(self) -> GpuRecord | None:
         snap = self.view.snapshot
