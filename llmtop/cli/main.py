@@ -136,6 +136,13 @@ def _run_monitor(args: argparse.Namespace) -> int:
     if config.prometheus is not None:  # fleet mode: rows from a Prometheus-compatible server
         from llmtop.fleet.run import run_fleet_once, tui_config
 
+        if args.record or args.targets or args.demo:
+            from llmtop.errors import ConfigError
+
+            what = "--record" if args.record else "TARGET" if args.targets else "--demo"
+            raise ConfigError(f"{what} cannot be used with --prometheus (fleet mode reads the "
+                              "server; recording fleet mode is not available yet)")
+
         if args.once:
             return run_fleet_once(config, as_json=args.json)
         from llmtop.fleet.monitor import FleetMonitor

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -24,8 +25,8 @@ PROMETHEUS_KEYS = {"url", "match", "group_by", "window", "scrape_interval", "bea
 
 
 def parse_time(text: str, now: float | None = None) -> float:
-    """``--at``: unix seconds (fractions allowed), RFC 3339, or ``-2h``/``-30m`` (relative to
-    now). Raises ConfigError."""
+    """``--at``: unix seconds (fractions allowed), RFC 3339, ``-2h``/``-30m`` (relative to
+    now) or a local clock time ``03:12`` (its latest past occurrence). Raises ConfigError."""
     s = text.strip()
     now = time.time() if now is None else now
     if s.startswith("-") and parse_duration(s[1:]) is not None \
@@ -35,11 +36,17 @@ def parse_time(text: str, now: float | None = None) -> float:
         return float(s)
     except ValueError:
         pass
+    clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", s)
+    if clock:  # a local clock time: the last time it was that time (today, else yesterday)
+        h, m, sec = int(clock.group(1)), int(clock.group(2)), int(clock.group(3) or 0)
+        local = datetime.fromtimestamp(now).replace(hour=h, minute=m, second=sec, microsecond=0)
+        t = local.timestamp()
+        return t if t <= now else t - 86400
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
     except ValueError:
         raise ConfigError(f"--at: cannot read {text!r} (unix seconds, RFC 3339 such as "
-                          "2026-11-25T03:12:00Z, or relative such as -2h)") from None
+                          "2026-11-25T03:12:00Z, relative such as -2h, or 03:12)") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()

@@ -34,6 +34,7 @@ __all__ = [
     "Plan",
     "align",
     "classify",
+    "describe_queries",
     "discovery_query",
     "engine_of",
     "parse_duration",
@@ -312,3 +313,20 @@ def split_union(expr: str, limit: int = MAX_QUERY_CHARS) -> list[str]:
     if cur:
         out.append(cur)
     return out
+
+
+def describe_queries() -> str:
+    """Every query fleet mode sends, for one vLLM gauge, counter, histogram and DCGM field
+    (``docs/fleet.md`` shows this text; a test keeps the two the same)."""
+    p = Plan(group=("instance",), window_s=60.0, matchers=['server=""'], target_matchers=[],
+             names={"vllm:num_requests_running": "gauge", "vllm:cache_config_info": "info",
+                    "vllm:generation_tokens_total": "counter",
+                    "vllm:time_to_first_token_seconds_bucket": "bucket",
+                    "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",))
+    out = ["# once per connect (and every minute): which engine metric names exist",
+           discovery_query(['server=""']), ""]
+    for role, q in p.queries().items():
+        out.append(f"# per refresh: {role}")
+        out.append(q.replace(" or label_replace", "\n  or label_replace"))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -242,3 +242,11 @@ def test_rendered_answers_read_like_the_engines_own_text(name, engine):
             m.counters.pop("prefix_queries", None)
     assert [m.model for m in a.models] == [m.model for m in b.models]
     assert a.models == b.models and a.ranks == b.ranks
+
+
+def test_docs_list_every_query_as_the_code_sends_it():
+    from llmtop.fleet.queries import describe_queries
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    block = doc.split("<!-- queries:begin -->\n```promql\n", 1)[1].split("```\n<!-- queries:end", 1)[0]
+    assert block == describe_queries()
