@@ -248,5 +248,6 @@ def test_docs_list_every_query_as_the_code_sends_it():
     from llmtop.fleet.queries import describe_queries
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
-    block = doc.split("<!-- queries:begin -->\n```promql\n", 1)[1].split("```\n<!-- queries:end", 1)[0]
+    block = doc.split("<!-- queries:begin -->\n```promql\n", 1)[1]
+    block = block.split("```\n<!-- queries:end", 1)[0]
     assert block == describe_queries()
