@@ -427,6 +427,9 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]],
             continue
         vals = [m.hists.get(key) for _, m in samples]
         if all(vals):  # reported in every sample (a Hist is always true): no times needed
+            if len(vals) >= 2 and vals[0] is vals[-1]:  # one object: unchanged all along
+                out.quantiles[key] = Quantiles(count=0.0)  # (``rows.share_with``)
+                continue
             d = _hist_delta(vals)
         else:
             hp = _present(samples, vals, _zero_hist)

@@ -139,7 +139,8 @@ def _share_models(prev: list[ModelSample], cur: list[ModelSample]) -> None:
             continue
         if m.info == p.info:
             m.info = p.info
-        for k, h in m.hists.items():
+        hists = m.hists
+        for k, h in hists.items():
             ph = p.hists.get(k)
             if ph is None:
                 continue
@@ -147,12 +148,16 @@ def _share_models(prev: list[ModelSample], cur: list[ModelSample]) -> None:
                 h.bounds = ph.bounds
             if h.cumulative == ph.cumulative:
                 h.cumulative = ph.cumulative
+                if h.bounds is ph.bounds and h.count == ph.count and h.sum == ph.sum:
+                    hists[k] = ph  # unchanged: the same object (``derive_window`` relies on it)
 
 
 def share_with(prev: EngineSample | None, cur: EngineSample) -> EngineSample:
-    """Make ``cur`` reuse ``prev``'s unchanged bucket bounds, bucket counts and info dicts
-    (most of a scrape does not change from one second to the next): kept history then
-    costs a fraction of the memory. Values are not changed."""
+    """Make ``cur`` reuse ``prev``'s unchanged bucket bounds, bucket counts and info dicts,
+    and a histogram that did not change at all is ``prev``'s very object (most of a scrape
+    does not change from one second to the next): kept history then costs a fraction of the
+    memory, and a window whose first and last histogram are one object saw no observation.
+    Values are not changed."""
     if prev is not None:
         _share_models(prev.models, cur.models)
         _share_models(prev.ranks, cur.ranks)

@@ -248,3 +248,19 @@ def test_rows_does_not_import_target():
     root = Path(__file__).resolve().parents[2] / "llmtop" / "history"
     assert "llmtop.history.target" not in _imports(root / "rows.py")  # not even TYPE_CHECKING
     assert "llmtop.history.rows" in _imports(root / "target.py")  # the one arrow left
+
+
+def test_an_idle_histogram_is_one_kept_object_and_its_window_counts_zero():
+    s = make_store("a")
+    feed(s, "a", 0, 5)
+    frozen = hists(5)
+    for t in range(6, 20):  # no request finishes any more: the histograms stand still
+        s.ingest(raw("a", float(t), body(counters={"requests": 15.0}, gauges={"running": 0.0},
+                                         hists=frozen)))
+        s.commit(float(t), 1_700_000_000.0 + t)
+    entries = s._targets["a"].entries(19.0)
+    assert entries[-1].by_model["m"].hists["prefill"] is entries[-9].by_model["m"].hists[
+        "prefill"]
+    r = only_row(s)
+    assert r.prefill_s is not None and r.prefill_s.count == 0.0 and r.prefill_s.p50 is None
+    assert only_row(s, 60.0).prefill_s.count == 15.0  # the minute still holds 0-5 s
