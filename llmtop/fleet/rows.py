@@ -14,6 +14,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
     out: dict[tuple[str, ...], Group] = {}
     for result in results:
         for item in result:
-            metric = dict(item.get("metric") or {})
+            metric = item.get("metric") or {}  # ours: popped in place, not copied
             name = metric.pop("llmtop_name", None) or metric.pop("__name__", None)
             value = item.get("value")
             if not name or not isinstance(value, list) or len(value) != 2:
@@ -70,14 +71,19 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
     return out
 
 
+_NEEDS_ESCAPE = re.compile(r'[\\"\n]')
+
+
 def _esc(v: str) -> str:
+    if _NEEDS_ESCAPE.search(v) is None:
+        return v
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _line(name: str, labels: dict[str, str], value: float, drop: frozenset[str]) -> str:
-    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(labels.items())
-                     if k not in drop and v != "")
-    val = "+Inf" if value == math.inf else "-Inf" if value == -math.inf else repr(value)
+    # the API writes labels sorted: the same series gives the same line in every group
+    inner = ",".join([f'{k}="{_esc(v)}"' for k, v in labels.items() if v and k not in drop])
+    val = repr(value) if math.isfinite(value) else ("+Inf" if value > 0 else "-Inf")
     return f"{name}{{{inner}}} {val}" if inner else f"{name} {val}"
 
 
