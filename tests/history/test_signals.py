@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmtop.config import Config, Target
 from llmtop.history import derive
@@ -264,3 +266,23 @@ def test_an_idle_histogram_is_one_kept_object_and_its_window_counts_zero():
     r = only_row(s)
     assert r.prefill_s is not None and r.prefill_s.count == 0.0 and r.prefill_s.p50 is None
     assert only_row(s, 60.0).prefill_s.count == 15.0  # the minute still holds 0-5 s
+
+
+_step = st.tuples(st.integers(0, 50), st.integers(0, 50), st.booleans())
+
+
+@given(st.lists(_step, min_size=1, max_size=30))
+def test_spec_accept_rate_is_a_fraction_or_none_whatever_the_counters_do(steps):
+    """Random draft/accept increments (accepted <= drafted) with resets anywhere."""
+    pts, acc, dr = [], 0.0, 0.0
+    for t, (d_draft, d_acc, reset) in enumerate(steps):
+        if reset:
+            acc, dr = 0.0, 0.0
+        dr += d_draft
+        acc += min(d_acc, d_draft)
+        pts.append((float(t), acc, dr))
+    r = derive.spec_accept_rate(pts)
+    assert r is None or 0.0 <= r <= 1.0
+    after = pts[max(i for i in range(len(steps)) if i == 0 or steps[i][2]):]  # last reset
+    if r is None:
+        assert len(after) < 2 or after[-1][2] - after[0][2] <= 0
