@@ -246,7 +246,7 @@ async def steady(prom_url: str, refresh_s: float, seconds: float) -> None:
         return
     config = build_config(build_parser().parse_args(["--prometheus", prom_url]))
     mon = FleetMonitor(config)
-    rows: list[tuple[float, float, int, int]] = []
+    rows: list[tuple[float, float, int, int, str]] = []
     skipped = 0
     try:
         last = (await mon.tick()).time  # connect: backend, scrape interval, names (not counted)
@@ -258,8 +258,9 @@ async def steady(prom_url: str, refresh_s: float, seconds: float) -> None:
             if snap.time == last:  # same aligned evaluation time: nothing re-queried
                 skipped += 1
             else:
+                err = f"{mon.error.kind}: {mon.error.message}" if mon.error else ""
                 rows.append((time.monotonic() - t_start, time.process_time() - c_start,
-                             len(snap.engines), mon.queries_last))
+                             len(snap.engines), mon.queries_last, err))
             last = snap.time
             await asyncio.sleep(max(0.0, refresh_s - (time.monotonic() - t_start)))
         cpu, wall = time.process_time() - c0, time.monotonic() - w0
@@ -267,11 +268,9 @@ async def steady(prom_url: str, refresh_s: float, seconds: float) -> None:
         await mon.aclose()
     if skipped:
         print(f"  {skipped} tick(s) found the same aligned evaluation time and sent nothing")
-    if mon.error is not None:
-        print(f"  error: {mon.error.kind}: {mon.error.message}")
-    for k, (w, c, n, q) in enumerate(rows):
+    for k, (w, c, n, q, err) in enumerate(rows):
         print(f"  refresh {k + 1}: {w * 1000:.0f} ms wall, {c * 1000:.0f} ms CPU, {n} rows, "
-              f"{q} queries")
+              f"{q} queries" + (f"; error {err}" if err else ""))
     if rows:
         ws = sorted(r[0] for r in rows)
         print(f"  wall per refresh: median {ws[len(ws) // 2] * 1000:.0f} ms, max "
@@ -318,6 +317,8 @@ def main() -> int:
         wait_scraped(prom.url, wanted, min_samples=3, timeout_s=20 * args.scrape_interval + 60)
         tsdb = httpx.get(prom.url + "/api/v1/status/tsdb", timeout=60).json()
         total = f'{tsdb["data"]["headStats"]["numSeries"]:,}'
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (other work on "
+              "the machine slows the server's answers, not llmtop's CPU)")
         print(f"Prometheus {prom.url}: {n} instances ({n - 2} up, 2 down), {total} series, "
               f"3 scrapes each after {time.monotonic() - t0:.0f} s; scrape every "
               f"{args.scrape_interval:g} s")
