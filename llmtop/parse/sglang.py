@@ -20,6 +20,9 @@
   ``request_time_per_output_token_seconds``, else the old ``time_per_output_token_seconds``;
   e2e ``e2e_request_latency_seconds``; queue ``queue_time_seconds``; prompt_len/gen_len
   ``prompt_tokens_histogram``/``generation_tokens_histogram``
+* prefill: ``per_stage_req_latency_seconds{stage="prefill_forward"}`` (the time from a
+  request's first forward entry to its prefill's end, vLLM's prefill time); its other stages
+  are not read. No per-request decode/inference histograms, no iteration tokens.
 * spec decode: SGLang has no draft/accept counters; its ``spec_accept_rate`` gauge (accepted /
   proposed drafts of the last batch) -> ``spec_accept_rate_gauge``, only while speculative
   decoding is on (``spec_num_steps`` or ``spec_num_draft_tokens`` > 0, or, in builds without
@@ -59,6 +62,7 @@ _COUNTERS = {
     "num_aborted_requests": "aborted",
 }
 _PREEMPT = ("num_retracted_requests", "num_retractions")
+_STAGES = "per_stage_req_latency_seconds"
 _SPEC_ON = ("spec_num_steps", "spec_num_draft_tokens")
 _SPEC = ("spec_accept_rate", "spec_accept_length", *_SPEC_ON)
 _HISTS: dict[str, tuple[str, ...]] = {
@@ -78,6 +82,7 @@ WANTED = frozenset(
         *_PREEMPT,
         "cached_tokens",
         *_SPEC,
+        _STAGES,
         *(n for names in _HISTS.values() for n in names),
     )
 )
@@ -98,6 +103,11 @@ def _key(labels: dict[str, str]) -> Key | None:
         if m is not None:
             return m, labels.get("dp_rank")
     return None
+
+
+def _prefill_key(labels: dict[str, str]) -> Key | None:
+    """``_key`` of the ``prefill_forward`` stage's series only."""
+    return _key(labels) if labels.get("stage") == "prefill_forward" else None
 
 
 def _first(families: dict[str, Family], names: tuple[str, ...]) -> Family | None:
@@ -135,6 +145,7 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
         put("counters", "prefix_hits", {k: hits.get(k, 0.0) for k in queries} | hits)
     for hkey, names in _HISTS.items():
         put("hists", hkey, group_hists(_first(families, names), _key))
+    put("hists", "prefill", group_hists(families.get(_P + _STAGES), _prefill_key))
     put("gauges", "spec_accept_rate_gauge", _spec_rate(families))
 
     return assemble("sglang", parts)

@@ -145,3 +145,18 @@ def test_spec_accept_rate_gauge_of_dp_ranks_is_not_summed():
     s = sglang.normalize(text)
     assert [r.gauges["spec_accept_rate_gauge"] for r in s.ranks] == [0.6, 0.7]
     assert s.models[0].gauges["spec_accept_rate_gauge"] == 0.7  # max, never 1.3
+
+
+def test_prefill_time_from_the_prefill_forward_stage():
+    (m,) = sglang.normalize(fixture_text("sglang-generated-per-stage-latency.txt")).models
+    assert set(m.hists) == {"prefill"}  # request_process / chunked_prefill are not read
+    pre = m.hists["prefill"]
+    assert (pre.count, pre.sum) == (4.0, 0.29300000000000004)
+    assert pre.bounds[0] == 0.001 and len(pre.bounds) == 31 and pre.bounds[-1] == math.inf
+    assert pre.bounds[7] == 0.029282294342350097
+    assert pre.cumulative[6:10] == (0.0, 1.0, 2.0, 3.0) and pre.cumulative[-1] == 4.0
+
+
+def test_no_per_stage_family_means_no_prefill():
+    (m,) = sglang.normalize(fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")).models
+    assert "prefill" not in m.hists
