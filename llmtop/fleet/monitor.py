@@ -133,6 +133,7 @@ class FleetMonitor:
         """Evaluate at ``at`` from the next refresh on (None: live again)."""
         self.at = at
         self._connected_at = None
+        self._refreshed_at = None
 
     # ------------------------------------------------------------------ time
 
@@ -252,10 +253,11 @@ class FleetMonitor:
         """One refresh (or the one already in flight)."""
         if self._inflight is not None and not self._inflight.done():
             return await asyncio.shield(self._inflight)
-        if (self._last is not None and self.error is None and self.live
-                and self._refreshed_at is not None
-                and self.clock() - self._refreshed_at < self.scrape_interval_s):
-            return self._last  # never faster than the scrape interval
+        if self._last is not None and self.error is None and self._refreshed_at is not None:
+            if self.live and self.clock() - self._refreshed_at < self.scrape_interval_s:
+                return self._last  # never faster than the scrape interval
+            if not self.live and self._last.time == round(self.at or 0.0, 3):
+                return self._last  # the past does not change: asked once
         self._inflight = asyncio.ensure_future(self._refresh())
         return await asyncio.shield(self._inflight)
 

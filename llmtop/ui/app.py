@@ -72,6 +72,8 @@ class LlmtopApp(ReplayActions, App):
         Binding("w", "why", "Why", show=False,
                 tooltip="findings: the cause, its evidence, the action", id="why"),
         Binding("t", "cycle_theme", "Theme", show=False, id="theme"),
+        Binding("T", "fleet_travel", "Time travel", show=False, id="travel",
+                tooltip="fleet mode: evaluate at another time (03:12, -2h, now)"),
         Binding("ctrl+s", "screenshot", "Screenshot", show=False, id="screenshot"),
         *REPLAY_BINDINGS,
     ]
@@ -234,9 +236,23 @@ class LlmtopApp(ReplayActions, App):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in REPLAY_ACTIONS and self.replay is None:
             return False
+        if action == "fleet_travel":
+            return hasattr(self.source, "travel")
         if action == "probe" and self.replay is not None:
             return None
         return True
+
+    def action_fleet_travel(self) -> None:
+        from llmtop.ui.screens.help import SeekScreen
+
+        self.push_screen(SeekScreen(), self._travel)
+
+    def _travel(self, text: str | None) -> None:
+        if text:
+            err = self.source.travel(text)  # type: ignore[attr-defined]
+            if err:
+                self.notify(err, severity="error")
+            self.action_refresh_now()
 
     def action_help(self) -> None:
         from llmtop.ui.screens.help import HelpScreen

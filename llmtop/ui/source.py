@@ -223,3 +223,20 @@ class FleetSource(MonitorSource):
     @host.setter
     def host(self, _value: str) -> None:
         pass
+
+    def travel(self, text: str) -> str | None:
+        """Evaluate at ``text`` (``03:12``, ``-2h``, RFC 3339, unix seconds; ``now``/``live``
+        goes back to live) from the next refresh on; an error line, or None. Sparklines
+        restart: they never mix two times."""
+        from llmtop.errors import ConfigError
+        from llmtop.fleet.config import parse_time
+
+        word = text.strip().lower()
+        try:
+            at = None if word in ("now", "live", "") else parse_time(text)
+        except ConfigError as exc:
+            return str(exc).replace("--at: ", "")
+        self.monitor.travel(at)
+        self._rings.clear()
+        self._times.clear()
+        return None

@@ -59,3 +59,37 @@ def test_an_error_is_a_state_in_the_header():
     t = httpx.MockTransport(lambda r: httpx.Response(403, text="forbidden"))
     overview, _ = _lines(t)
     assert "UNAUTHORIZED" in overview[0]
+
+
+def test_shift_t_travels_in_time_and_back(monkeypatch):
+    seen: list[str] = []
+
+    def query(request):
+        form = dict(httpx.QueryParams(request.content.decode()))
+        seen.append(form["time"])
+        return _json(DISCOVERY if "count by (__name__, job)" in form["query"] else DATA)
+
+    cfg = Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090"))
+
+    async def go():
+        mon = FleetMonitor(cfg, transport=_server(query=query))
+        app = LlmtopApp(FleetSource(mon), tui_config(cfg))
+        async with app.run_test(size=(140, 24)) as pilot:
+            await pilot.pause(0.5)
+            live = screen_lines(app)[0]
+            await pilot.press("T")
+            await pilot.pause(0.2)
+            for ch in "1795600000":
+                await pilot.press(ch)
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            past = screen_lines(app)[0]
+            await pilot.press("T")
+            await pilot.pause(0.2)
+            await pilot.press("n", "o", "w", "enter")
+            await pilot.pause(0.5)
+            return live, past, screen_lines(app)[0], mon.at
+
+    live, past, back, at = asyncio.run(go())
+    assert "LIVE" in live and " AT " in past and "LIVE" in back and at is None
+    assert "1795600000" in seen  # the queries were evaluated at the asked time
