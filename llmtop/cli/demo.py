@@ -111,7 +111,10 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
             return 1
         from llmtop.cli.main import main as llmtop_main
 
-        return llmtop_main(["--prometheus", running.url, *rest])
+        # The demo's VictoriaMetrics hides only the last 1 s (-search.latencyOffset=1s); say so
+        # per query, or fleet mode assumes VictoriaMetrics's default 30 s and looks back that far.
+        vm = ["--prometheus-param", "latency_offset=1s"] if args.backend != "prometheus" else []
+        return llmtop_main(["--prometheus", running.url, *vm, *rest])
     except KeyboardInterrupt:
         return 0
     finally:
