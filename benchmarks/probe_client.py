@@ -159,13 +159,31 @@ def run_variant(name: str, url: str, conc: int, seconds: float, ntok: int) -> di
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def shaped_traffic() -> dict:
+    """Production-shaped load for 2d: prompt lengths from a real vLLM's histogram
+    (tests/fixtures/metrics), outputs of 200-300 tokens (comparable with 2a), half of each
+    prompt from a shared document."""
+    from pathlib import Path
+
+    from llmtop.loadgen.shape import LengthDist, window_dist
+    from llmtop.parse.registry import normalize
+
+    fix = Path(__file__).resolve().parents[1] / "tests/fixtures/metrics"
+    sample = normalize("vllm", (fix / "vllm-real-cpu-v0.32.0-under-load.txt").read_text())
+    prompt, _ = window_dist(sample.models[0].hists["prompt_len"])
+    out = LengthDist((200.0, 300.0, float("inf")), (0.0, 1.0, 0.0), 250.0)
+    return {"source": "fixture", "engine": "vllm", "window": "lifetime (fixture)",
+            "prompt": prompt.describe(), "output": out.describe(), "prefix_hit_rate": 0.5}
+
+
 def run_probe(url: str, conc: int, duration: float, ntok: int, warmup: float,
-              client: str = "raw") -> dict:
+              client: str = "raw", traffic: dict | None = None) -> dict:
     from llmtop.loadgen.api import start_probe
     from llmtop.loadgen.options import ProbeOptions
 
     h = start_probe(ProbeOptions(url=url, concurrency=conc, duration=duration, warmup=warmup,
-                                 output_tokens=ntok, prompt_tokens=32, client=client))
+                                 output_tokens=ntok, prompt_tokens=32, client=client,
+                                 traffic=traffic))
     if PIN:  # the probe's worker on core 0, the mock on core 1: "one client core"
         os.sched_setaffinity(h.pid, {0})
     h.wait(duration + 60)
@@ -205,7 +223,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--quick", action="store_true", help="shorter runs")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--only", default="1,2a,2b,2c", help="sections to run")
+    ap.add_argument("--only", default="1,2a,2d,2b,2c", help="sections to run")
     args = ap.parse_args()
     if args.child:
         args.variant = args.child
@@ -228,6 +246,11 @@ def main() -> None:
             print("## 2a. the probe (worker process), zero-delay mock, c=64 (target >= 60,000 "
                   "tok/s per client core)")
             r = run_probe(m.url, 64, secs + 1, 256, 1.0)
+            print(json.dumps(r))
+        if "2d" in only:
+            print("## 2d. the probe with production-shaped load (--lengths-from histogram, "
+                  "prefix share 0.5), zero-delay mock, c=64, 200-300 output tokens")
+            r = run_probe(m.url, 64, secs + 1, 256, 1.0, traffic=shaped_traffic())
             print(json.dumps(r))
     if not only & {"2b", "2c"}:
         return

@@ -153,6 +153,8 @@ class ProbeOptions:
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
         out["url"] = redact_url(self.url)
+        if self.traffic:  # the whole shape is the report's "traffic"; here only its origin
+            out["traffic"] = {k: self.traffic.get(k) for k in ("source", "window")}
         out["api_key_set"] = self.api_key is not None
         out["total_duration"] = self.total_duration
         out["effective_warmup"] = self.effective_warmup

@@ -71,35 +71,43 @@ def _marks(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _style(n_reports: int) -> Any:
+PALETTE = ("#1f77b4", "#d62728", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22")
+"""Curves, one colour per series (p50 and p95 of one report differ); marks have their own."""
+KNEE_COLOUR, SLA_COLOUR, SLO_COLOUR = "#2ca02c", "#9467bd", "#ff7f0e"
+
+
+def _style(colours: list[str]) -> Any:
     from pygal.style import Style
 
     return Style(background="white", plot_background="white", font_family="sans-serif",
-                 colors=("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
-                         "#17becf", "#7f7f7f") * max(1, n_reports),
+                 colors=tuple(colours) or PALETTE,
                  title_font_size=16, legend_font_size=12, label_font_size=11,
                  major_label_font_size=11, value_label_font_size=12,
                  guide_stroke_color="#e3e3e3", guide_stroke_dasharray="0",
                  major_guide_stroke_color="#e3e3e3", major_guide_stroke_dasharray="0")
 
 
-def _chart(kind: str, title: str, load_axis: str, n: int, xs: list[float]) -> Any:
+def _chart(kind: str, title: str, load_axis: str, xs: list[float],
+           tps: list[float]) -> Any:
     import pygal
 
     cfg: dict[str, Any] = {
         "title": title, "js": [], "disable_xml_declaration": True, "width": 800,
-        "height": 480, "style": _style(n), "legend_at_bottom": True,
+        "height": 480, "legend_at_bottom": True,
         "legend_at_bottom_columns": 2, "show_x_guides": False, "dots_size": 3,
         "allow_interruptions": True, "print_values": False, "truncate_legend": -1,
         "print_labels": True,
     }
     if kind == "latency_throughput":
         cfg.update(x_title="output tok/s", y_title="TTFT p95 (ms)")
+        if tps:  # room on the right for a mark's label
+            cfg["xrange"] = (0, max(tps) * 1.18)
     else:
         cfg.update(x_title=f"load ({load_axis}, log scale)",
                    y_title="output tok/s" if kind == "throughput" else "TTFT (ms)")
         if xs:
             cfg["x_labels"] = sorted(set(xs))
+            cfg["xrange"] = (min(xs), max(xs) + 0.9)
             prefix = "c=" if load_axis == "concurrency" else ""
             suffix = " req/s" if load_axis != "concurrency" else ""
             cfg["x_value_formatter"] = lambda x: f"{prefix}{2 ** x:.3g}{suffix}"
@@ -113,10 +121,19 @@ def render_charts(reports: Sequence[dict[str, Any]],
     names = list(names or [r.get("target", f"report {i}") for i, r in enumerate(reports)])
     load_axis = _key(reports[0]) if reports else "concurrency"
     xs = [math.log2(s[_key(r)]) for r in reports for s in _steps(r)]
+    tps_all = [s["output_tokens_per_s"] for r in reports for s in _steps(r)]
     out = {}
     for kind in CHARTS:
-        chart = _chart(kind, TITLES[kind], load_axis, len(reports), xs)
+        chart = _chart(kind, TITLES[kind], load_axis, xs, tps_all)
+        colours: list[str] = []
+
+        def add(title: str, values: list[Any], colour: str, colours: list[str] = colours,
+                chart: Any = chart, **kw: Any) -> None:
+            chart.add(title, values, **kw)
+            colours.append(colour)
+
         slo = None
+        curve = 0
         for name, rep in zip(names, reports, strict=True):
             tag = f"{name}: " if multi else ""
             steps = _steps(rep)
@@ -125,35 +142,46 @@ def render_charts(reports: Sequence[dict[str, Any]],
             def lx(s: dict[str, Any], key: str = key) -> float:
                 return math.log2(s[key])
 
+            def next_colour() -> str:
+                nonlocal curve
+                curve += 1
+                return PALETTE[(curve - 1) % len(PALETTE)]
+
             if kind == "throughput":
-                chart.add(f"{tag}output tok/s",
-                          [(lx(s), s["output_tokens_per_s"]) for s in steps])
+                add(f"{tag}output tok/s", [(lx(s), s["output_tokens_per_s"]) for s in steps],
+                    next_colour())
                 marks = [(lbl, (lx(s), s["output_tokens_per_s"])) for lbl, s in _marks(rep)]
             elif kind == "ttft":
-                chart.add(f"{tag}TTFT p50", [(lx(s), _ms(s["ttft_s"]["p50"])) for s in steps])
-                chart.add(f"{tag}TTFT p95", [(lx(s), _ms(s["ttft_s"]["p95"])) for s in steps])
+                add(f"{tag}TTFT p50", [(lx(s), _ms(s["ttft_s"]["p50"])) for s in steps],
+                    next_colour())
+                add(f"{tag}TTFT p95", [(lx(s), _ms(s["ttft_s"]["p95"])) for s in steps],
+                    next_colour())
                 marks = [(lbl, (lx(s), _ms(s["ttft_s"]["p95"]))) for lbl, s in _marks(rep)]
             else:
-                chart.add(f"{tag}TTFT p95", [(s["output_tokens_per_s"], _ms(s["ttft_s"]["p95"]))
-                                             for s in steps])
+                add(f"{tag}TTFT p95", [(s["output_tokens_per_s"], _ms(s["ttft_s"]["p95"]))
+                                       for s in steps], next_colour())
                 marks = [(lbl, (s["output_tokens_per_s"], _ms(s["ttft_s"]["p95"])))
                          for lbl, s in _marks(rep)]
             for lbl, pt in marks:
-                chart.add(f"{tag}{lbl}", [{"value": pt, "label": lbl}], stroke=False,
-                          dots_size=11 if lbl.startswith("knee") else 7)
+                knee = lbl.startswith("knee")
+                add(f"{tag}{lbl}", [{"value": pt, "label": lbl}],
+                    KNEE_COLOUR if knee else SLA_COLOUR, stroke=False,
+                    dots_size=11 if knee else 7)
             sla = rep.get("sla_boundary") or {}
             slo = slo or (sla.get("slo") or {}).get("ttft") or \
                 (rep.get("options") or {}).get("ttft_slo")
             slo_label = slo_text(sla.get("slo") or {"ttft": slo})
         if slo and kind != "throughput":
             if kind == "ttft":
-                span = [min(xs, default=0.0), max(xs, default=1.0)]
+                span = [min(xs, default=0.0), max(xs, default=1.0) + 0.9]
             else:
-                tps = [s["output_tokens_per_s"] for r in reports for s in _steps(r)]
-                span = [min(tps, default=0.0), max(tps, default=1.0)]
-            chart.add(f"SLO: {slo_label}", [(span[0], slo * 1000), (span[1], slo * 1000)],
-                      show_dots=False, stroke_style={"width": 3, "dasharray": "10, 5"})
-        rows = math.ceil(len(chart.raw_series) / 2)
-        chart.height = 410 + 30 * rows  # room for the legend under the plot
+                span = [0.0, max(tps_all, default=1.0) * 1.18]
+            add(f"SLO: {slo_label}", [(span[0], slo * 1000), (span[1], slo * 1000)],
+                SLO_COLOUR, show_dots=False, stroke_style={"width": 3, "dasharray": "10, 5"})
+        chart.style = _style(colours)
+        n = len(chart.raw_series)
+        chart.height = 420 + 24 * math.ceil(n / 2)
+        # pygal sizes a bottom legend as n // columns rows: an odd count loses its last row
+        chart.margin_bottom = 20 + (24 if n % 2 else 0)
         out[kind] = chart.render(is_unicode=True)
     return out
