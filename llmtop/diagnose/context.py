@@ -3,7 +3,7 @@ plus the small formatting helpers every summary uses. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from llmtop.diagnose.baseline import Baseline, gpu_key
@@ -44,15 +44,13 @@ def fmt_tok(v: float | None) -> str:
     return "\u2013" if v is None else f"{v:.0f} tokens"
 
 
-def fmt_x(v: float, base: float | None) -> str:
-    """`` (×3.1 usual)`` or empty when no usable baseline."""
+def fmt_x(v: float, base: float | None, unit: Callable[[float], str] | None = None) -> str:
+    """`` (×3.1 its usual 85 ms)`` (``unit`` formats the baseline), or empty when there is
+    no usable baseline."""
     if base is None or base <= 0:
         return ""
-    return f" (\u00d7{v / base:.1f} its usual {_short(base)})"
-
-
-def _short(v: float) -> str:
-    return f"{v:.2g}" if v < 10 else f"{v:.0f}"
+    shown = unit(base) if unit is not None else (f"{base:.2g}" if base < 10 else f"{base:.0f}")
+    return f" (\u00d7{v / base:.1f} its usual {shown})"
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ def decode_slowdown(c: RowCtx) -> list[Finding]:
     r, rb = c.row.running, c.usual("running")
     if r is not None and rb is not None and r > DECODE_RUNNING_X * rb + 2:
         return []  # a bigger batch: load, not a slowdown
-    summary = f"decode got slower: {label} p50 {fmt_s(v)}{fmt_x(v, b)}"
+    summary = f"decode got slower: {label} p50 {fmt_s(v)}{fmt_x(v, b, fmt_s)}"
     if r is not None:
         summary += f" with {r:.0f} running" + (f" ({rb:.0f} usual)" if rb is not None else "")
     ev = [c.ev(name, DECODE_X * b), c.ev("running"), c.ev("prompt_p50"), c.ev("spec_accept")]
@@ -69,7 +69,7 @@ def ttft_rise(c: RowCtx) -> list[Finding]:
     v, b = c.sig("ttft_p95"), c.usual("ttft_p95")
     if v is None or b is None or v < TTFT_X * b or v - b < TTFT_ABS_S:
         return []
-    parts = [f"TTFT p95 {fmt_s(v)}{fmt_x(v, b)}"]
+    parts = [f"TTFT p95 {fmt_s(v)}{fmt_x(v, b, fmt_s)}"]
     for name, label in (("queue_p95", "queue"), ("prefill_p95", "prefill")):
         x, xb = c.sig(name), c.usual(name)
         if x is not None:

@@ -30,7 +30,8 @@ def gpu_throttle(c: RowCtx) -> list[Finding]:
             continue
         critical = critical or (bool(hard) and low)
         words = ", ".join(hard or ["power cap"])
-        clk = (f": SM clock {clock:.0f} MHz vs {ref:.0f} usual" if clock is not None
+        word = "usual" if usual is not None else "max"
+        clk = (f": SM clock {clock:.0f} MHz vs {ref:.0f} {word}" if clock is not None
                and ref is not None else "")
         hits.append(f"GPU{g.index} {words}{clk}")
         w = f"gpu{g.index}"

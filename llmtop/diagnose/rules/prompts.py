@@ -46,7 +46,7 @@ def long_prompts(c: RowCtx) -> list[Finding]:
     name, v, b = hit
     up, ev, words = slower(c)
     label = "median" if name == "prompt_p50" else "p90"
-    summary = f"prompts got longer: {label} {fmt_tok(v)}{fmt_x(v, b)}"
+    summary = f"prompts got longer: {label} {fmt_tok(v)}{fmt_x(v, b, fmt_tok)}"
     if words:
         summary += f"; {words}"
     hr, hb = c.sig("hit_rate"), c.usual("hit_rate")
