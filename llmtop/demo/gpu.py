@@ -7,7 +7,7 @@ under sustained power near the limit the SM clock drops and ``power cap`` is rep
 
 ``overheat()`` (the ``gpu-throttle`` scenario) makes the GPU protect itself: the temperature
 climbs past the slowdown threshold, NVML's ``hw slowdown`` and ``hw thermal slowdown``
-reasons are set, the SM clock falls to ~55 % of its maximum, and the engine's steps slow down
+reasons are set, the SM clock falls to 45 % of its maximum, and the engine's steps slow down
 by the same ratio (``Engine.clock_factor``).
 """
 
@@ -23,6 +23,8 @@ from llmtop.demo.sim import Engine
 __all__ = ["SimGpu"]
 
 _SLOWDOWN_C = 87.0
+_HOT_CLOCK = 0.45
+"""SM clock under a HW (thermal) slowdown, as a share of the maximum."""
 
 
 class SimGpu:
@@ -91,14 +93,16 @@ class SimGpu:
         target_t = p.temp_ambient_c + 3.0 + 45.0 * (self.power_w - p.power_idle_w) / (
             p.power_limit_w - p.power_idle_w)
         if self.overheated:  # failing cooling: past the slowdown threshold, clocks cut
-            target_t = _SLOWDOWN_C + 3.0
+            target_t = _SLOWDOWN_C + 3.0  # the slowdown is *because* it is past the limit
+            self.temp_c = max(self.temp_c, _SLOWDOWN_C + 1.0)
             self.temp_c += (target_t - self.temp_c) * min(1.0, dt / 3.0)
             self.throttle = ["hw slowdown", "hw thermal slowdown"]
-            want_clock = p.sm_clock_max_mhz * 0.55
+            want_clock = p.sm_clock_max_mhz * _HOT_CLOCK
             self.power_w = min(self.power_w, p.power_limit_w * 0.6)
         else:
             self.temp_c += (target_t - self.temp_c) * min(1.0, dt / 20.0)
-        self.sm_clock_mhz += (want_clock - self.sm_clock_mhz) * min(1.0, dt / 3.0)
+        tau = 1.0 if self.overheated else 3.0  # a HW slowdown cuts clocks at once
+        self.sm_clock_mhz += (want_clock - self.sm_clock_mhz) * min(1.0, dt / tau)
         # only the thermal slowdown slows the simulated steps (the power cap's clock is the
         # profile's normal full-load clock)
         e.clock_factor = (p.sm_clock_max_mhz / max(1.0, self.sm_clock_mhz)

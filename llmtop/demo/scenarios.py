@@ -29,7 +29,7 @@ long-prompts      after the baseline, vLLM's and SGLang's prompts get 3x longer 
 decode-slowdown   after the baseline, every vLLM and SGLang step takes 2.5x as long (a noisy
                   neighbour on the GPU): ITL/TPOT rise, same prompts, no queue, same KV
 gpu-throttle      after the baseline, vLLM's GPU overheats: HW (thermal) slowdown, SM clock
-                  down to ~55 %, and that engine's ITL rises
+                  down to 45 %, and that engine's ITL rises (x2.2)
 errors            after the baseline, 10 % of vLLM's and Triton's requests fail (vLLM
                   ``finished_reason="error"``, Triton ``nv_inference_request_failure``)
 imbalance         after the baseline, vLLM gets ~3x its share of the traffic and its replica
@@ -104,6 +104,9 @@ class Scenario:
     shared_prefixes: int = 4
     prefix_len: int = 256
     shared_share: float = 0.6
+    ramp: int | None = None
+    """At most this many new background requests per engine per 0.25 s tick (None: all
+    at once), so a start does not overflow a queue limit (Triton's 503 at 32 waiting)."""
     prefix_salt: bool = False
     """Shared prefixes start with a unique timestamp: nothing is reused."""
     kv_blocks: dict[str, int] = field(default_factory=dict)
@@ -137,8 +140,8 @@ class Scenario:
 # goes. vLLM and SGLang serve the same model and carry the same load (no imbalance).
 _DEFAULT_KV = {"vllm": 1200, "sglang": 1100, "triton": 440}
 _DEFAULT: dict[str, Any] = {
-    "base": 20.0, "wave": 4.0, "wave_period_s": 45.0, "burst": 6.0, "burst_every_s": 40.0,
-    "burst_len_s": 4.0, "first_burst_s": 20.0,
+    "ramp": 12, "base": 20.0, "wave": 4.0, "wave_period_s": 45.0, "burst": 6.0,
+    "burst_every_s": 40.0, "burst_len_s": 4.0, "first_burst_s": 20.0,
     "kv_blocks": _DEFAULT_KV,
     "settings": {"triton": {"max_num_seqs": 32}},
     "per_engine": {"triton": {"base": 39.0, "wave": 3.0, "wave_period_s": 16.0, "burst": 0.0,
@@ -287,7 +290,8 @@ class BackgroundTraffic:
         for i, e in enumerate(self.engines):
             shape = shapes[i]
             want = round(self.target(t, phase=i * 1.3, shape=shape))
-            for _ in range(max(0, want - e.bg_inflight)):
+            n = max(0, want - e.bg_inflight)
+            for _ in range(n if shape.ramp is None else min(n, shape.ramp)):
                 if not self.submit_one(e, shape):
                     break  # Triton said 503: try again next tick
 

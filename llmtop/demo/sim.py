@@ -191,7 +191,7 @@ class Engine:
         if background:
             self.bg_inflight += 1
         if self.error_share and self.rng.random() < self.error_share:
-            r.fail_at = self.rng.randint(1, r.target_len)
+            r.fail_at = self.rng.randint(1, min(8, r.target_len))  # fails early in decode
         self.waiting.append(r)
         self.stats.obs("max_tokens", max_tokens)
         self.stats.obs("n", 1)

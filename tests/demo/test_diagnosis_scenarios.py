@@ -1,0 +1,186 @@
+"""Each diagnosis scenario: a healthy baseline, then the change its rule looks for, seen
+through llmtop's own Scraper, parsers and Store (baseline shortened to a few seconds)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import aiohttp
+import pytest
+
+from llmtop.demo.launcher import BASELINE_ENV
+from llmtop.demo.scenarios import DIAGNOSIS, SCENARIOS, baseline_seconds, get_scenario
+from tests.demo.watch import Watch, watch
+
+BASELINE_S = 4.0
+AFTER_S = 5.0
+SETTLE_S = 1.5
+"""Left out of both windows: the start-up burst and the switch itself."""
+
+pytestmark = pytest.mark.slow
+
+
+async def _run(demo_factory, scenario: str):
+    server = await demo_factory(scenario=scenario, background=True, baseline_s=BASELINE_S)
+    t0 = time.monotonic()
+    w = await watch(server, BASELINE_S + AFTER_S)
+    assert server.anomaly_started is not None
+    t_switch = t0 + BASELINE_S
+
+    def before(engine: str):
+        return w.row(engine, t0 + SETTLE_S, t_switch)
+
+    def after(engine: str):
+        return w.row(engine, t_switch + SETTLE_S, w.times[-1])
+
+    return server, w, before, after
+
+
+def _p50(q):
+    assert q is not None and q.p50 is not None
+    return q.p50
+
+
+def _mean(q):
+    """The window's mean (SGLang's TTFT buckets start at 0.1 s: demo TTFTs sit below it)."""
+    assert q is not None and q.mean is not None
+    return q.mean
+
+
+def _healthy(w: Watch, *engines: str) -> None:
+    """No preemption, no failure, KV with room, on these engines, all along."""
+    for e in engines:
+        for r in w.rows(e):
+            assert r.state == "ok", (e, r.state)
+            assert not r.preemptions_per_s, e
+            assert r.kv_cache_usage is not None and r.kv_cache_usage < 0.9, (e, r.kv_cache_usage)
+
+
+def test_every_rule_has_a_scenario():
+    assert set(DIAGNOSIS.values()) >= {
+        "queueing", "kv_pressure", "prefix_cache_miss", "long_prompts", "decode_slowdown",
+        "gpu_throttle", "errors", "imbalance", "spec_decode_drop"}
+    for name, sc in SCENARIOS.items():
+        if name in DIAGNOSIS and name not in ("kv-pressure", "queue-spike", "prefix-thrash"):
+            assert sc.baseline_s >= 20 and baseline_seconds(sc) == sc.baseline_s, name
+
+
+def test_baseline_from_the_environment(monkeypatch):
+    sc = get_scenario("errors")
+    monkeypatch.setenv(BASELINE_ENV, "2.5")
+    assert baseline_seconds(sc) == 2.5 and baseline_seconds(sc, 7) == 7.0
+    assert baseline_seconds(get_scenario(None)) == 0.0  # no anomaly phase: no baseline
+    monkeypatch.setenv(BASELINE_ENV, "soon")
+    assert baseline_seconds(sc) == sc.baseline_s
+
+
+async def test_long_prompts(demo_factory):
+    _server, w, before, after = await _run(demo_factory, "long-prompts")
+    for e in ("vllm", "sglang"):
+        b, a = before(e), after(e)
+        assert _p50(a.prompt_len) >= 2.0 * _p50(b.prompt_len), e
+        assert _mean(a.ttft_s) >= 1.3 * _mean(b.ttft_s), e
+        assert b.prefix_hit_rate and a.prefix_hit_rate, e
+        assert abs(a.prefix_hit_rate - b.prefix_hit_rate) <= 0.2, e  # the hit rate holds
+    assert _p50(before("vllm").prefill_s) <= _p50(after("vllm").prefill_s)
+    _healthy(w, "vllm", "sglang", "triton")
+
+
+async def test_decode_slowdown(demo_factory):
+    _server, w, before, after = await _run(demo_factory, "decode-slowdown")
+    for e in ("vllm", "sglang"):
+        b, a = before(e), after(e)
+        assert _p50(a.itl_s) >= 1.8 * _p50(b.itl_s), e
+        assert _p50(a.prompt_len) <= 1.5 * _p50(b.prompt_len), e
+        assert max(r.waiting or 0 for r in w.rows(e)[-4:]) <= 2, e  # no queue
+    _healthy(w, "vllm", "sglang", "triton")
+
+
+async def test_gpu_throttle(demo_factory):
+    server, w, before, after = await _run(demo_factory, "gpu-throttle")
+    v, g = (next(es.target for es in server.sites if es.kind == k) for k in ("vllm", "sglang"))
+    gpus = {p.engine_target: gpu for gpu in w.snaps[-1].gpus for p in gpu.processes}
+    hot = gpus[v]
+    assert {"hw slowdown", "hw thermal slowdown"} <= set(hot.throttle)
+    assert hot.sm_clock_mhz <= 0.8 * hot.sm_clock_max_mhz
+    assert hot.temp_c > hot.temp_slowdown_c
+    assert not {"hw slowdown", "hw thermal slowdown"} & set(gpus[g].throttle)
+    assert gpus[g].sm_clock_mhz >= 0.85 * gpus[g].sm_clock_max_mhz
+    assert _p50(after("vllm").itl_s) >= 1.4 * _p50(before("vllm").itl_s)
+    assert _mean(after("vllm").itl_s) >= 1.6 * _mean(before("vllm").itl_s)
+    assert _mean(after("sglang").itl_s) <= 1.25 * _mean(before("sglang").itl_s)
+    _healthy(w, "vllm", "sglang", "triton")
+
+
+async def test_errors(demo_factory):
+    _server, _w, before, after = await _run(demo_factory, "errors")
+    b, a = before("vllm"), after("vllm")
+    assert not (b.finished or {}).get("error")
+    fin = a.finished or {}
+    assert fin.get("error", 0) >= 2 and fin["error"] / sum(fin.values()) >= 0.03, fin
+    assert after("triton").errors_per_s and not before("triton").errors_per_s
+    assert not after("sglang").errors_per_s
+
+
+async def test_errors_reach_the_api(demo_factory):
+    """A failed request answers 500 (non-streaming) or ends with an error event."""
+    server = await demo_factory(("vllm",))
+    server.sites[0].engine.error_share = 1.0
+    base = server.sites[0].base_url
+    async with aiohttp.ClientSession() as s:
+        async with s.post(base + "/v1/completions", json={"prompt": "a b", "max_tokens": 4}) as r:
+            assert r.status == 500
+            assert (await r.json())["type"] == "InternalServerError"
+        body = {"prompt": "a b", "max_tokens": 8, "stream": True, "ignore_eos": True}
+        async with s.post(base + "/v1/completions", json=body) as r:
+            assert r.status == 200
+            events = [e[6:] for e in (await r.text()).split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    err = json.loads(events[-2])
+    assert err["error"]["code"] == 500 and err["error"]["type"] == "InternalServerError"
+    chunks = [json.loads(e) for e in events[:-2]]
+    assert chunks and all(c["choices"][0]["finish_reason"] is None for c in chunks)
+
+
+async def test_imbalance(demo_factory):
+    _server, w, before, _after = await _run(demo_factory, "imbalance")
+    bv, bs = before("vllm"), before("sglang")
+    assert bv.model == bs.model  # two replicas of one model
+    av, as_ = w.rows("vllm")[-1], w.rows("sglang")[-1]
+    assert bv.running and bs.running and bv.running <= 1.6 * bs.running
+    assert av.running >= 3 * as_.running and av.running - as_.running >= 8
+    assert av.kv_cache_usage - as_.kv_cache_usage >= 0.3
+    _healthy(w, "vllm", "sglang")
+
+
+async def test_queueing(demo_factory):
+    _server, w, _before, after = await _run(demo_factory, "queueing")
+    for e, limit in (("vllm", 64), ("sglang", 48)):
+        assert max(r.waiting or 0 for r in w.rows(e)[2:8]) <= 2, e
+        tail = w.rows(e)[-4:]
+        assert all((r.waiting or 0) >= 5 and r.running == limit for r in tail), e
+    a = after("vllm")
+    assert _p50(a.queue_s) >= 0.5 * _p50(a.ttft_s)
+    _healthy(w, "vllm", "sglang", "triton")
+
+
+async def test_prefix_miss(demo_factory):
+    _server, w, before, after = await _run(demo_factory, "prefix-miss")
+    for e in ("vllm", "sglang"):
+        b, a = before(e), after(e)
+        assert b.prefix_hit_rate and b.prefix_hit_rate >= 0.5, e
+        assert a.prefix_hit_rate is not None and a.prefix_hit_rate <= 0.1, e
+        assert 0.7 <= _p50(a.prompt_len) / _p50(b.prompt_len) <= 1.4, e
+        assert _mean(a.ttft_s) >= 1.2 * _mean(b.ttft_s), e
+    _healthy(w, "vllm", "sglang", "triton")
+
+
+async def test_spec_decode_drop(demo_factory):
+    _server, w, before, after = await _run(demo_factory, "spec-decode-drop")
+    b, a = before("sglang"), after("sglang")
+    assert b.spec_accept_rate is not None and abs(b.spec_accept_rate - 0.72) <= 0.1
+    assert a.spec_accept_rate is not None and abs(a.spec_accept_rate - 0.22) <= 0.1
+    assert _p50(a.itl_s) >= 1.5 * _p50(b.itl_s)
+    assert after("vllm").spec_accept_rate is None  # no speculative decoding there
+    _healthy(w, "vllm", "sglang", "triton")
