@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import fixture_text
@@ -163,3 +164,54 @@ def shape_values(text: str) -> dict[str, float]:
                 key += "|" + s.labels["source"]
             out[key] = s.value
     return out
+
+
+async def test_vllm_phase_and_length_histograms_add_up(demo_factory):
+    """The families diagnosis reads (queue/prefill/decode/inference time, prompt/generation
+    length, tokens per step) are observed once per request (per step) and agree with the
+    counters, as vLLM's do; llmtop's parser turns them into row quantiles."""
+    server = await demo_factory(("vllm",))
+    bodies = await _exercise(server)
+    v = shape_values(bodies["vllm"])
+    n = v["vllm:e2e_request_latency_seconds_count"]
+    assert n == 3
+    for fam in ("queue", "prefill", "decode", "inference"):
+        assert v[f"vllm:request_{fam}_time_seconds_count"] == n, fam
+    assert v["vllm:request_inference_time_seconds_sum"] == pytest.approx(
+        v["vllm:request_prefill_time_seconds_sum"] + v["vllm:request_decode_time_seconds_sum"])
+    assert v["vllm:request_prompt_tokens_count"] == n
+    assert v["vllm:request_prompt_tokens_sum"] == v["vllm:prompt_tokens_total"] == 3 * 90
+    assert v["vllm:request_generation_tokens_sum"] == v["vllm:generation_tokens_total"] == 13
+    # every step: its prompt tokens computed plus one token per decoding request
+    assert v["vllm:iteration_tokens_total_sum"] == (
+        v["vllm:prompt_tokens_by_source_total|local_compute"] + v["vllm:generation_tokens_total"]
+        - v["vllm:request_prompt_tokens_count"])  # a prefill's step also samples its token
+    from llmtop.parse import registry
+
+    m = registry.normalize("vllm", bodies["vllm"]).models[0]
+    assert {"queue", "prefill", "decode", "inference", "prompt_len", "gen_len",
+            "iteration_tokens"} <= set(m.hists)
+
+
+async def test_sglang_lengths_queue_and_spec_decode_gauges(demo_factory):
+    server = await demo_factory(("sglang",))
+    server.sites[0].engine.spec_accept = 0.7  # the spec-decode-drop scenario's SGLang
+    bodies = await _exercise(server)
+    body = bodies["sglang"]
+    _compare(body, fixture_text("sglang-generated-v0.5.23-metrics_collector.txt"),
+             min_families=70)
+    v = shape_values(body)
+    total = {name: sum(s.value for f in text_string_to_metric_families(body)
+                       for s in f.samples if s.name == name)
+             for name in ("sglang:prompt_tokens_total", "sglang:generation_tokens_total")}
+    assert v["sglang:queue_time_seconds_count"] == 3
+    assert v["sglang:prompt_tokens_histogram_sum"] == total["sglang:prompt_tokens_total"] == 270
+    assert v["sglang:generation_tokens_histogram_sum"] == total["sglang:generation_tokens_total"]
+    assert v["sglang:spec_num_steps"] == 3 and v["sglang:spec_num_draft_tokens"] == 4
+    assert v["sglang:spec_accept_rate"] == pytest.approx(0.7, abs=0.05)
+    assert v["sglang:spec_accept_length"] == pytest.approx(1 + 3 * v["sglang:spec_accept_rate"])
+    from llmtop.parse import registry
+
+    m = registry.normalize("sglang", body).models[0]
+    assert m.gauges["spec_accept_rate_gauge"] == pytest.approx(0.7, abs=0.05)
+    assert {"queue", "prompt_len", "gen_len"} <= set(m.hists)
