@@ -333,7 +333,7 @@ class FleetMonitor:
         group = plan.group
         inventory: dict[tuple[tuple[str, ...], str], tuple[str, dict[str, str]]] = {}
         last_ts: dict[tuple[tuple[str, ...], str], float] = {}
-        up: dict[tuple[str, ...], float] = {}
+        up: dict[tuple[str, ...], list[int]] = {}  # group -> [targets down, targets]
         up_labels: dict[tuple[str, ...], dict[str, str]] = {}
         restarts: dict[tuple[str, ...], float] = {}
         for item in state:
@@ -347,7 +347,9 @@ class FleetMonitor:
             elif tag.startswith("last_ts:") and not math.isnan(v):
                 last_ts[(gkey, model)] = max(v, last_ts.get((gkey, model), v))
             elif tag == "up" and not math.isnan(v):
-                up[gkey] = min(v, up.get(gkey, v))
+                counts = up.setdefault(gkey, [0, 0])
+                counts[0] += v == 0
+                counts[1] += 1
                 if v == 0:
                     up_labels[gkey] = metric
             elif tag == "restarts" and not math.isnan(v):
@@ -361,13 +363,16 @@ class FleetMonitor:
             ts = last_ts.get((gkey, r.model or "default"))
             if ts is not None:
                 r.last_ok_age_s = max(0.0, t - ts)
-            if up.get(gkey) == 0:
+            n_down, n_all = up.get(gkey, (0, 0))
+            if n_all and n_down == n_all:
                 r.state, r.error = "down", errors.get(gkey) or "up == 0"
             elif r.last_ok_age_s is not None and r.last_ok_age_s > stale_after:
                 r.state = "stale"
                 r.error = f"newest sample {r.last_ok_age_s:.0f} s old"
             elif restarts.get(gkey, 0) > 0:
                 r.state, r.error = "restarted", "process_start_time_seconds changed"
+            elif n_down:  # a group of several targets (--group-by job): some are down
+                r.error = f"{n_down} of {n_all} targets down"
         engines_of: dict[str, set[str]] = {}
         for e, m in inventory.values():
             engines_of.setdefault(m.get("job", ""), set()).add(e)
@@ -379,7 +384,8 @@ class FleetMonitor:
             if (gkey, model) in have:
                 continue
             have.add((gkey, model))
-            down = up.get(gkey) == 0
+            n_down, n_all = up.get(gkey, (0, 0))
+            down = bool(n_all) and n_down == n_all
             rows.append(self._gone_row(gkey, model, engine, metric.get("job"), down,
                                        (errors.get(gkey) or "up == 0") if down else
                                        f"no samples now (seen in the last "

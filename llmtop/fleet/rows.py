@@ -27,8 +27,8 @@ from llmtop.parse.exposition import ParseError
 from llmtop.parse.registry import normalize
 from llmtop.sources.prometheus import parse_value
 
-__all__ = ["Group", "Series", "build_rows", "gpu_records", "model_totals", "render",
-           "row_from_sample", "split_groups"]
+__all__ = ["Group", "Series", "build_rows", "gpu_records", "group_samples", "model_totals",
+           "render", "row_from_sample", "split_groups", "target_name"]
 
 Series = tuple[dict[str, str], float]
 """One answer series: its labels (without the ``llmtop_name`` tag) and value."""
@@ -120,16 +120,37 @@ def render(series: dict[str, list[Series]], drop: Iterable[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def group_sample(g: Group, drop: Iterable[str]) -> EngineSample | None:
-    """The adapter's reading of one group (its counters are rates), or None."""
-    text = render(g.series, drop)
-    engine = engine_from_body(text)
-    if engine is None or engine == "dcgm":
-        return None
-    try:
-        return normalize(engine, text)
-    except ParseError:
-        return None
+def _families(series: dict[str, list[Series]]) -> list[dict[str, list[Series]]]:
+    """A group's series split by engine family (a ``--group-by job`` group may hold vLLM and
+    SGLang); Triton's vLLM backend (``nv_`` and ``vllm:`` together) stays one."""
+    from llmtop.fleet.queries import engine_of
+
+    parts: dict[str, dict[str, list[Series]]] = {}
+    shared: dict[str, list[Series]] = {}
+    for name, items in series.items():
+        e = engine_of(name)
+        if e is None:
+            shared[name] = items
+        else:
+            parts.setdefault(e, {})[name] = items
+    if "triton" in parts and "vllm" in parts:
+        parts["triton"].update(parts.pop("vllm"))
+    return [p | shared for p in parts.values()] or [shared]
+
+
+def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
+    """The adapters' reading of one group, one sample per engine family (counters are rates)."""
+    out = []
+    for series in _families(g.series):
+        text = render(series, drop)
+        engine = engine_from_body(text)
+        if engine is None or engine == "dcgm":
+            continue
+        try:
+            out.append(normalize(engine, text))
+        except ParseError:
+            continue
+    return out
 
 
 def _hist_field(key: str) -> str:
@@ -192,25 +213,26 @@ def build_rows(groups: dict[tuple[str, ...], Group], group: tuple[str, ...], win
     samples: dict[tuple[str, ...], EngineSample] = {}
     for key in sorted(groups):
         g = groups[key]
-        sample = group_sample(g, group)
-        if sample is None:
-            continue
-        samples[key] = sample
+        found = group_samples(g, group)
         target = target_name(g.labels, group)
         labels = dict(g.labels)
         if g.jobs:
             labels["job"] = ",".join(sorted(g.jobs))
-        for m in sample.models:
-            row = EngineRow(key=f"{target}|{m.model}", target=target, engine=sample.engine,
-                            model=m.model, labels=labels)
-            row_from_sample(row, m, window_s)
-            for r in sample.ranks:
-                if r.model == m.model:
-                    rr = EngineRow(key=f"{target}|{m.model}|{r.rank}", target=target,
-                                   engine=sample.engine, model=m.model, rank=r.rank,
-                                   labels=labels)
-                    row.ranks.append(row_from_sample(rr, r, window_s))
-            rows.append(row)
+        for i, sample in enumerate(found):
+            samples[(*key, str(i))] = sample
+            for m in sample.models:
+                # one engine per group is the rule; a mixed group keys rows by engine too
+                mk = m.model if len(found) == 1 else f"{sample.engine}:{m.model}"
+                row = EngineRow(key=f"{target}|{mk}", target=target, engine=sample.engine,
+                                model=m.model, labels=labels)
+                row_from_sample(row, m, window_s)
+                for r in sample.ranks:
+                    if r.model == m.model:
+                        rr = EngineRow(key=f"{target}|{mk}|{r.rank}", target=target,
+                                       engine=sample.engine, model=m.model, rank=r.rank,
+                                       labels=labels)
+                        row.ranks.append(row_from_sample(rr, r, window_s))
+                rows.append(row)
     return rows, samples
 
 

@@ -251,3 +251,11 @@ def test_docs_list_every_query_as_the_code_sends_it():
     block = doc.split("<!-- queries:begin -->\n```promql\n", 1)[1]
     block = block.split("```\n<!-- queries:end", 1)[0]
     assert block == describe_queries()
+
+
+def test_a_group_with_two_engines_gives_a_row_per_engine():
+    s = [("vllm:num_requests_running", {"job": "engines", "model_name": "m"}, "3"),
+         ("sglang:num_running_reqs", {"job": "engines", "model_name": "m"}, "5")]
+    rows, _ = build_rows(split_groups([_answer(s)], ("job",)), ("job",), 30)
+    assert {(r.engine, r.running) for r in rows} == {("vllm", 3.0), ("sglang", 5.0)}
+    assert len({r.key for r in rows}) == 2 and all(r.target == "engines" for r in rows)
