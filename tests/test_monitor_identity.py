@@ -197,3 +197,20 @@ def test_model_key_is_stable_from_the_first_sample(engine: str, hint: bool) -> N
     for r in rows:
         got = {k: getattr(r, k) for k in RATES}
         assert any(v is not None and v > 0 for v in got.values()), (r.key, got)
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "tgi", "trtllm"])
+def test_once_json_with_a_hint_reports_rates(engine: str, capsys, monkeypatch, tmp_path) -> None:
+    """The issue's command: ``llmtop --once --json llamacpp@127.0.0.1:PORT`` (real CLI)."""
+    from llmtop.cli.main import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("LLMTOP_CONFIG", raising=False)
+    routes, model = ENGINES[engine]
+    with serve(routes) as port:
+        rc = main(["--once", "--json", "--window", "0.3", f"{engine}@127.0.0.1:{port}"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    [row] = doc["engines"]
+    assert row["model"] == model
+    assert any(row[k] is not None and row[k] > 0 for k in RATES), {k: row[k] for k in RATES}
