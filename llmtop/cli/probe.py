@@ -149,14 +149,17 @@ def partial_report(options: ProbeOptions, steps: list[dict[str, Any]]) -> dict[s
     """A report built in this process from the steps seen, when the worker gave none."""
     from llmtop.loadgen import knee
     from llmtop.loadgen.options import redact_url
+    from llmtop.loadgen.report import capacity
 
     slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
-    return {"target": redact_url(options.url), "model": options.model, "started": None,
-            "options": options.to_json(), "steps": steps,
-            "saturation": knee.saturation(steps) if options.sweep else None,
-            "max_throughput": knee.max_throughput(steps),
-            "sla_boundary": knee.sla_boundary(steps, slo, options.max_error_rate),
-            "stop_reason": "stopped", "partial": True}
+    rep = {"target": redact_url(options.url), "model": options.model, "started": None,
+           "options": options.to_json(), "steps": steps,
+           "saturation": knee.saturation(steps) if options.sweep else None,
+           "max_throughput": knee.max_throughput(steps),
+           "sla_boundary": knee.sla_boundary(steps, slo, options.max_error_rate),
+           "stop_reason": "stopped", "partial": True}
+    rep["capacity"] = capacity(rep)
+    return rep
 
 
 def run(options: ProbeOptions, ns: argparse.Namespace) -> int:

@@ -45,16 +45,17 @@ def _errors(errs: dict[str, int] | None) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(errs.items()))
 
 
-COLUMNS = ("step", "load", "achieved", "req/s", "out tok/s", "goodput/s", "TTFT p50",
-           "TTFT p95", "ITL p50", "E2E p95", "errors", "client")
-"""The summary table's headers: short, but whole words (never cut, on a pipe or a file)."""
+COLUMNS = ("step", "load", "actual\nload", "req/s", "out\ntok/s", "goodput\nreq/s",
+           "TTFT\np50", "TTFT\np95", "ITL\np50", "E2E\np95", "errors", "client")
+"""The summary table's headers: whole words on two lines, so the table fits 80 columns on a
+terminal and is never cut on a pipe or in a file."""
 
 
 def summary_table(report: dict[str, Any], title: str | None = None) -> Table:
     """One row per step; latencies in ms except E2E (s). ``*`` marks a partial step."""
     t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
               caption="latencies in ms (E2E in s); * = partial step", caption_justify="left",
-              padding=(0, 1), collapse_padding=True, pad_edge=False)
+              padding=(0, 0), collapse_padding=True, pad_edge=False)
     for col in COLUMNS:
         t.add_column(col, justify="right", no_wrap=True)
     for s in report.get("steps", []):

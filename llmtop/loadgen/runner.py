@@ -30,6 +30,7 @@ from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
 from llmtop.loadgen.prompts import PromptFactory
 from llmtop.loadgen.rawhttp import RawStreamClient
+from llmtop.loadgen.report import capacity
 from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
 from llmtop.loadgen.traffic import dists
 
@@ -429,7 +430,12 @@ class Runner:
         return self.report()
 
     def report(self) -> dict[str, Any]:
-        """The JSON report (see docs/probe.md)."""
+        """The JSON report (see docs/probe.md), with the capacity answer."""
+        rep = self._report()
+        rep["capacity"] = capacity(rep)
+        return rep
+
+    def _report(self) -> dict[str, Any]:
         sweep = self.o.sweep
         return {
             "target": redact_url(self.p.endpoint_url),

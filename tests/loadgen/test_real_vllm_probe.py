@@ -49,3 +49,21 @@ async def test_short_sweep_completes():
     assert [s["concurrency"] for s in report["steps"]][:2] == [1, 2]
     assert all(s["requests"] > 0 for s in report["steps"])
     assert report["max_throughput"] is not None
+
+
+async def test_lengths_from_the_real_engine_shape_the_load():
+    from llmtop.loadgen.traffic import build_traffic, read_signals
+
+    await probe(ProbeOptions(url=URL, concurrency=4, max_requests=12, output_tokens=24,
+                             prompt_tokens=200))  # give it a length history
+    first = await read_signals(URL)
+    traffic = build_traffic(first, None, lengths=True, prefix=True, window_s=0,
+                            why_lifetime="--lengths-window 0")
+    report, _ = await probe(ProbeOptions(url=URL, concurrency=4, max_requests=12,
+                                         traffic=traffic, seed=3))
+    assert report["steps"][0]["errors"] == {}
+    asked, got = report["lengths"]["asked"], report["lengths"]["actual"]
+    # prompts sent as asked within the calibration's error; outputs exactly (ignore_eos)
+    assert abs(got["prompt"]["p50"] - asked["prompt"]["p50"]) <= 0.1 * asked["prompt"]["p50"]
+    assert got["output"]["p50"] == asked["output"]["p50"]
+    assert report["context"] is not None  # max_model_len from /v1/models caps the draws
