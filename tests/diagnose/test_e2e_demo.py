@@ -1,0 +1,118 @@
+"""End to end: record demo scenarios (a healthy baseline, then the anomaly), replay each
+recording with ``llmtop replay FILE --at TIME --once --json`` and check the first finding of
+each engine; the healthy baseline period and the default demo give no warn or critical.
+
+Each group records its scenarios side by side (one demo process each, 1 s ticks) for
+``BASELINE_S + ANOMALY_S`` seconds: about 80 s of wall time per group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from llmtop.cli.record import replay_main
+from llmtop.config import Config
+from llmtop.demo.launcher import start_demo
+from llmtop.monitor import Monitor
+from llmtop.record.live import RecordingMonitor
+from llmtop.record.recorder import Recorder
+
+pytestmark = pytest.mark.slow
+
+BASELINE_S = 40.0
+"""Healthy traffic before the anomaly: 4 baseline points (one per 10 s) before it."""
+ANOMALY_S = 38.0
+"""Long enough for the 30 s diagnosis window to hold the anomaly only."""
+
+EXPECTED: dict[str, dict[str, str]] = {
+    # scenario -> engine kind (target prefix) -> the first finding's rule
+    "kv-pressure": {"vllm": "kv_pressure", "sglang": "kv_pressure"},
+    "long-prompts": {"sglang": "long_prompts"},
+    "decode-slowdown": {"vllm": "decode_slowdown", "sglang": "decode_slowdown"},
+    "gpu-throttle": {"vllm": "gpu_throttle"},
+    "errors": {"vllm": "errors", "triton": "errors"},
+    "queueing": {"vllm": "queueing", "sglang": "queueing"},
+    "prefix-miss": {"vllm": "prefix_cache_miss", "sglang": "prefix_cache_miss"},
+    "imbalance": {"vllm": "imbalance"},
+    "spec-decode-drop": {"sglang": "spec_decode_drop"},
+}
+NO_BASELINE = {"kv-pressure"}
+"""Scenarios whose trouble starts at once (no healthy period to check)."""
+GROUPS = [
+    ("kv-pressure", "long-prompts", "decode-slowdown", "gpu-throttle", "spec-decode-drop"),
+    ("errors", "queueing", "prefix-miss", "imbalance", "default"),
+]
+
+
+async def _record(scenario: str, path: Path, seconds: float) -> list[tuple[str, str]]:
+    """Record ``scenario`` to ``path``; return the (level, text) of finding events that the
+    live diagnosis logged during the baseline (they must not be warn or error)."""
+    demo = await asyncio.to_thread(start_demo, scenario=scenario, baseline_s=BASELINE_S)
+    try:
+        config = demo.apply(Config(interval_s=1.0, discover=False))
+        mon = RecordingMonitor(Monitor.from_config(config, demo), Recorder(path, config))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        early: list[tuple[str, str]] = []
+        try:
+            while (elapsed := loop.time() - t0) < seconds:
+                await mon.tick()
+                if elapsed < BASELINE_S - 2:
+                    early = [(e.level, e.text) for e in mon.store.events
+                             if e.level in ("warn", "error") and e.target]
+                await asyncio.sleep(max(0.0, 1.0 - (loop.time() - t0 - elapsed)))
+        finally:
+            await mon.aclose()
+        return early
+    finally:
+        await asyncio.to_thread(demo.stop)
+
+
+def _replay(path: Path, at: float) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert replay_main([str(path), "--at", f"{at:g}", "--once", "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def _firsts(doc: dict) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    for f in doc["diagnosis"]:
+        out.setdefault(f["target"].split("@")[0], (f["rule"], f["severity"]))
+    return out
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=lambda g: "+".join(g))
+def test_scenarios_name_their_cause_first(tmp_path, group):
+    seconds = BASELINE_S + ANOMALY_S
+    paths = {sc: tmp_path / f"{sc}.rec" for sc in group}
+
+    async def all_of_them():
+        return await asyncio.gather(*(_record(sc, paths[sc], seconds) for sc in group))
+
+    early = dict(zip(group, asyncio.run(all_of_them()), strict=True))
+    for sc in group:
+        if sc not in NO_BASELINE:
+            # the healthy baseline: nothing logged live, nothing at its end in a replay
+            assert early[sc] == [], f"{sc}: warn/critical during the baseline: {early[sc]}"
+            doc = _replay(paths[sc], BASELINE_S - 2)
+            bad = [(f["target"], f["rule"]) for f in doc["diagnosis"] if f["severity"] != "info"]
+            assert bad == [], f"{sc}: healthy period gave {bad}"
+        end = _replay(paths[sc], seconds - 1)
+        firsts = _firsts(end)
+        if sc == "default":
+            bad = [(f["target"], f["rule"]) for f in end["diagnosis"] if f["severity"] != "info"]
+            assert bad == [], f"default demo gave {bad}"
+            continue
+        for kind, rule in EXPECTED[sc].items():
+            got = firsts.get(kind)
+            # the rule is what matters; its severity may be info where the latency held
+            assert got is not None and got[0] == rule, (
+                f"{sc}: {kind} first finding {got}, want {rule}; all: {firsts}")
+        assert any(f["severity"] != "info" for f in end["diagnosis"]), end["diagnosis"]
