@@ -65,6 +65,10 @@ async def read_signals(spec: str, *, api_key: str | None = None,
     from llmtop.sources.scrape import Scraper
     from llmtop.targets import parse_target
 
+    if "://" in spec and "@" not in spec.split("://", 1)[0]:  # the probe's own URL form:
+        from llmtop.loadgen.options import split_url  # .../v1[/completions] -> the server
+
+        spec = split_url(spec)[0]
     target = parse_target(spec, timeout_s=10.0, verify_tls=not insecure)
     scraper = Scraper(Config(targets=(target,), timeout_s=10.0, api_key=api_key,
                              verify_tls=not insecure, discover=False))

@@ -47,7 +47,7 @@ async def test_probe_copies_the_engines_lengths_and_prefix_hits(demo_vllm):
     assert 20 < asked["output"]["p50"] <= 50
     assert report["traffic"]["kind"] == "engine" and report["context"] == 2048
     assert report["traffic"]["window"] == "lifetime (--lengths-window 0)"
-    second = await read_signals(demo_vllm)
+    second = await read_signals(demo_vllm + "/v1/completions")  # the probe's URL form works
     mine = build_traffic(first, second, lengths=False, prefix=True, window_s=1)
     assert abs(mine["prefix_hit_rate"] - h) < 0.25, (mine["prefix_hit_rate"], h)
 

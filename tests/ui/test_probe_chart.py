@@ -86,3 +86,20 @@ def test_probe_chart_snapshot_80x24(snap_compare):
         await pilot.pause()
 
     assert snap_compare(_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_finished_probe_states_the_capacity_answer():
+    app = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _run(pilot)
+        steps = _steps()
+        report = {"steps": steps, "options": {"sweep": True},
+                  "saturation": {"concurrency": 16, "step": 4, "knee_load": 15.0,
+                                 "output_tokens_per_s": 1600.0, "requests_per_s": 16.0},
+                  "sla_boundary": {"concurrency": 16, "step": 4, "met": True,
+                                   "slo": {"ttft": 0.5}, "requests_per_s": 16.0,
+                                   "output_tokens_per_s": 1600.0, "goodput_per_s": 16.0}}
+        screen._finish(report)
+        await pilot.pause()
+        assert ("Holds 16.0 req/s (1,600 output tok/s) of this traffic with TTFT p95 \u2264 "
+                "500 ms; saturates at c=16.") in screen.status

@@ -399,10 +399,13 @@ class ProbeScreen(Screen):
             self.steps = list(report["steps"])
         self.handle = None
         how = "stopped" if self.stopping else "finished"
-        sat = (report or {}).get("saturation")
-        extra = f"; saturation at {_get(sat, 'concurrency', _get(sat, 'rate'))}" if sat else ""
+        extra = ""
+        if report and report.get("steps"):
+            from llmtop.loadgen.report import capacity
+
+            extra = f": {capacity(report)['sentence']}"
         err = f"; {self.errors[-1]}" if self.errors else ""
-        self._set_status(f"probe {how}{extra}{err}; results stay (esc: back)",
+        self._set_status(f"probe {how}{extra}{err} (esc: back)",
                          error=bool(self.errors) and not self.steps)
         self.view.source.event("info", self.target, f"probe {how}")
 
