@@ -151,7 +151,10 @@ class RecordingProxy:
                 self.send_header("Content-Type", r.headers.get("content-type", "text/plain"))
                 self.send_header("Content-Length", str(len(r.content)))
                 self.end_headers()
-                self.wfile.write(r.content)
+                try:
+                    self.wfile.write(r.content)
+                except OSError:  # llmtop gave up (its timeout) and hung up
+                    pass
 
             def do_GET(self) -> None:
                 self._forward(b"")
@@ -205,14 +208,14 @@ def replay_stats(url: str, queries: list[dict[str, str]], *,
     return samples, server_s
 
 
-def once_runs(proxy: RecordingProxy, prom_url: str, runs: int) -> None:
+def once_runs(proxy: RecordingProxy, prom_url: str, runs: int, extra: list[str]) -> None:
     print("\n== llmtop --prometheus URL --once --json (subprocess, via a recording proxy)")
     env = dict(os.environ, PYTHONPATH=ROOT)
     for k in range(runs):
         proxy.log.clear()
         t0 = time.perf_counter()
         cp = subprocess.run([sys.executable, "-m", "llmtop", "--prometheus", proxy.url,
-                             "--once", "--json"], capture_output=True, text=True, env=env,
+                             "--once", "--json", *extra], capture_output=True, text=True, env=env,
                             timeout=120, stdin=subprocess.DEVNULL)
         wall = time.perf_counter() - t0
         try:
@@ -235,7 +238,24 @@ def once_runs(proxy: RecordingProxy, prom_url: str, runs: int) -> None:
     print(f"  last run's requests by endpoint: {paths}")
 
 
-async def steady(prom_url: str, refresh_s: float, seconds: float) -> None:
+async def profile_tick(mon: Any) -> bool:
+    """cProfile of one refresh (``--profile``): where llmtop's CPU goes (by own CPU time)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile(time.process_time)
+    prof.enable()
+    snap = await mon.tick()
+    prof.disable()
+    if not snap.engines:
+        return False
+    print(f"  profile of one refresh ({len(snap.engines)} rows; top 25 by cumulative CPU):")
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+    return True
+
+
+async def steady(prom_url: str, refresh_s: float, seconds: float, extra: list[str],
+                 profile: bool = False) -> None:
     print(f"\n== FleetMonitor.tick() in-process every {refresh_s:g} s for {seconds:g} s")
     try:
         from llmtop.cli.main import build_parser
@@ -244,7 +264,7 @@ async def steady(prom_url: str, refresh_s: float, seconds: float) -> None:
     except ImportError as exc:
         print(f"  skipped: fleet mode not importable ({exc})")
         return
-    config = build_config(build_parser().parse_args(["--prometheus", prom_url]))
+    config = build_config(build_parser().parse_args(["--prometheus", prom_url, *extra]))
     mon = FleetMonitor(config)
     rows: list[tuple[float, float, int, int, str]] = []
     skipped = 0
@@ -264,6 +284,10 @@ async def steady(prom_url: str, refresh_s: float, seconds: float) -> None:
             last = snap.time
             await asyncio.sleep(max(0.0, refresh_s - (time.monotonic() - t_start)))
         cpu, wall = time.process_time() - c0, time.monotonic() - w0
+        for _ in range(3 if profile else 0):  # profile a refresh that got its answers
+            await asyncio.sleep(max(0.0, refresh_s))
+            if await profile_tick(mon):
+                break
     finally:
         await mon.aclose()
     if skipped:
@@ -287,6 +311,10 @@ def main() -> int:
     ap.add_argument("--refresh", type=float, default=10.0)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--once-runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="cProfile one refresh at the end")
+    ap.add_argument("--timeout", type=float, default=30.0,
+                    help="llmtop's per-query timeout (its default is 10 s; a loaded 2-core box "
+                    "can need more for 500 instances)")
     ap.add_argument("--synthetic", default=None, help=argparse.SUPPRESS)  # child mode
     args = ap.parse_args()
     if args.synthetic:
@@ -323,8 +351,9 @@ def main() -> int:
               f"3 scrapes each after {time.monotonic() - t0:.0f} s; scrape every "
               f"{args.scrape_interval:g} s")
         proxy = RecordingProxy(prom.url)
-        once_runs(proxy, prom.url, args.once_runs)
-        asyncio.run(steady(prom.url, args.refresh, args.seconds))
+        extra = ["--timeout", f"{args.timeout:g}"]
+        once_runs(proxy, prom.url, args.once_runs, extra)
+        asyncio.run(steady(prom.url, args.refresh, args.seconds, extra, args.profile))
     finally:
         if proxy:
             proxy.stop()
