@@ -214,3 +214,16 @@ def test_once_json_with_a_hint_reports_rates(engine: str, capsys, monkeypatch, t
     [row] = doc["engines"]
     assert row["model"] == model
     assert any(row[k] is not None and row[k] > 0 for k in RATES), {k: row[k] for k in RATES}
+
+
+def test_identity_fields_reach_the_adapters() -> None:
+    """What llama.cpp's ``/props`` and TGI's ``/info`` say reaches the adapters: llama.cpp's
+    ``total_slots`` is the row's max running; TGI without ``/v1/models`` is named by
+    ``/info``'s ``model_id``, not ``default``."""
+    llama = dict(ENGINES["llamacpp"][0])
+    tgi = {k: v for k, v in ENGINES["tgi"][0].items() if k != "/v1/models"}
+    with serve(llama) as lport, serve(tgi) as tport:
+        _, lrows = asyncio.run(_two_ticks(f"llamacpp@127.0.0.1:{lport}"))
+        _, trows = asyncio.run(_two_ticks(f"127.0.0.1:{tport}"))
+    assert [(r.model, r.max_running) for r in lrows] == [(LLAMA_MODEL, 4.0)]
+    assert [(r.engine, r.model) for r in trows] == [("tgi", TGI_MODEL)]

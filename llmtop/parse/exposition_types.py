@@ -28,4 +28,3 @@ class Family:
     type: str
     help: str = ""
     samples: list[Sample] = field(default_factory=list)
-

@@ -150,7 +150,6 @@ class _LazyTLSTransport(httpx.AsyncBaseTransport):
             await self._tls.aclose()
 
 
-
 class HttpFetcher:
     """Connections and GETs of one ``Scraper``: one shared ``httpx.AsyncClient`` per
     (TLS-verify, loopback, proxy), the bearer token and configured headers on every request."""

@@ -46,12 +46,18 @@ _SGLANG_KEYS = (
 )
 _TGI_KEYS = (
     "model_id", "model_sha", "model_dtype", "max_concurrent_requests", "max_input_tokens",
-    "max_input_length", "max_total_tokens", "max_batch_total_tokens", "router", "version", "sha",
-    "docker_label",
+    "max_input_length", "max_total_tokens", "max_batch_total_tokens", "max_batch_size", "router",
+    "version", "sha", "docker_label",
 )
+_TGI_FLAT = ("model_id", "model_sha", "max_concurrent_requests", "max_input_tokens",
+             "max_total_tokens", "max_batch_size")
+"""TGI ``/info`` fields also kept at the top level, where ``parse.tgi`` reads them."""
 _LLAMACPP_KEYS = (
     "total_slots", "model_path", "build_info", "endpoint_metrics", "endpoint_slots", "n_ctx",
 )
+_LLAMACPP_FLAT = ("total_slots", "build_info", "n_ctx")
+"""``/props`` fields also kept at the top level, where ``parse.llamacpp`` reads them (not
+``model_path``: ``/v1/models`` names the model as the server was told to, a path does not)."""
 
 
 def default_metrics_path(engine: str | None, identity: dict[str, Any] | None = None) -> str:
@@ -83,93 +89,99 @@ def engine_from_identity(ident: dict[str, Any] | None) -> str | None:
     return None
 
 
-
 async def identify(http: HttpFetcher, target: Target) -> dict[str, Any]:
-        """Ask the identity endpoints in parallel; returns what answered (never raises).
+    """Ask the identity endpoints in parallel; returns what answered (never raises).
 
-        Keys (each only when answered): ``version``, ``owned_by``, ``models``,
-        ``max_model_len``, ``triton`` {name, version, extensions}, ``tgi`` {model_id,
-        version, router, ...}, ``llamacpp`` {total_slots, build_info, endpoint_metrics, ...},
-        ``ollama`` {version}, ``sglang`` {version, model_path, tp_size, ...},
-        ``prometheus_metrics`` (trtllm: ``/prometheus/metrics`` answered 200), ``engine``
-        (when the answers make it certain) and always ``host``.
-        """
-        ident: dict[str, Any] = {"host": target.host}
-        if target.engine == "dcgm":
-            return ident
-        timeout = min(IDENTITY_TIMEOUT_S, target.timeout_s)
-        try:
-            answers = await asyncio.gather(
-                *(http.get_json(target, p, timeout) for p in IDENTITY_PATHS)
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # pragma: no cover - _get_json never raises
-            return ident
-        pairs = zip(IDENTITY_PATHS, answers, strict=True)
-        got = {p: body for p, (code, body) in pairs if code == 200}
-        versions: list[str] = []
+    Keys (each only when answered): ``version``, ``owned_by``, ``models``,
+    ``max_model_len``, ``triton`` {name, version, extensions}, ``tgi`` {model_id,
+    version, router, ...} (and its ``_TGI_FLAT`` fields at the top level), ``llamacpp``
+    {total_slots, build_info, endpoint_metrics, ...} (and ``_LLAMACPP_FLAT`` likewise),
+    ``ollama`` {version}, ``sglang`` {version, model_path, tp_size, ...},
+    ``prometheus_metrics`` (trtllm: ``/prometheus/metrics`` answered 200), ``engine``
+    (when the answers make it certain) and always ``host``.
+    """
+    ident: dict[str, Any] = {"host": target.host}
+    if target.engine == "dcgm":
+        return ident
+    timeout = min(IDENTITY_TIMEOUT_S, target.timeout_s)
+    try:
+        answers = await asyncio.gather(
+            *(http.get_json(target, p, timeout) for p in IDENTITY_PATHS)
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # pragma: no cover - _get_json never raises
+        return ident
+    pairs = zip(IDENTITY_PATHS, answers, strict=True)
+    got = {p: body for p, (code, body) in pairs if code == 200}
+    versions: list[str] = []
 
-        v = got.get("/version")
-        if isinstance(v, dict) and isinstance(v.get("version"), (str, int, float)):
-            versions.append(str(v["version"]))
-        models = got.get("/v1/models")
-        if isinstance(models, dict) and isinstance(models.get("data"), list):
-            data = [d for d in models["data"] if isinstance(d, dict)]
-            ids = [str(d["id"]) for d in data if "id" in d]
-            if ids:
-                ident["models"] = ids
-            owners = [d.get("owned_by") for d in data if isinstance(d.get("owned_by"), str)]
-            if owners:
-                ident["owned_by"] = owners[0]
-            mml = [d.get("max_model_len") for d in data if isinstance(d.get("max_model_len"), int)]
-            if mml:
-                ident["max_model_len"] = mml[0]
-        s = got.get("/server_info")
-        if isinstance(s, dict) and ("version" in s or "model_path" in s):
-            sub = {k: s[k] for k in _SGLANG_KEYS if isinstance(s.get(k), (str, int, float, bool))}
-            if sub:
-                ident["sglang"] = sub
-                if isinstance(sub.get("version"), str):
-                    versions.append(sub["version"])
-        info = got.get("/info")
-        if isinstance(info, dict) and ("model_id" in info or "router" in info):
-            sub = {k: info[k] for k in _TGI_KEYS if isinstance(info.get(k), (str, int, float))}
-            ident["tgi"] = sub
+    v = got.get("/version")
+    if isinstance(v, dict) and isinstance(v.get("version"), (str, int, float)):
+        versions.append(str(v["version"]))
+    models = got.get("/v1/models")
+    if isinstance(models, dict) and isinstance(models.get("data"), list):
+        data = [d for d in models["data"] if isinstance(d, dict)]
+        ids = [str(d["id"]) for d in data if "id" in d]
+        if ids:
+            ident["models"] = ids
+        owners = [d.get("owned_by") for d in data if isinstance(d.get("owned_by"), str)]
+        if owners:
+            ident["owned_by"] = owners[0]
+        mml = [d.get("max_model_len") for d in data if isinstance(d.get("max_model_len"), int)]
+        if mml:
+            ident["max_model_len"] = mml[0]
+    s = got.get("/server_info")
+    if isinstance(s, dict) and ("version" in s or "model_path" in s):
+        sub = {k: s[k] for k in _SGLANG_KEYS if isinstance(s.get(k), (str, int, float, bool))}
+        if sub:
+            ident["sglang"] = sub
             if isinstance(sub.get("version"), str):
                 versions.append(sub["version"])
-        tri = got.get("/v2")
-        if isinstance(tri, dict) and isinstance(tri.get("name"), str):
-            ident["triton"] = {
-                "name": tri["name"],
-                "version": str(tri.get("version")) if tri.get("version") is not None else None,
-                "extensions": [str(x) for x in tri.get("extensions", []) if isinstance(x, str)]
-                if isinstance(tri.get("extensions"), list)
-                else [],
-            }
-            if ident["triton"]["version"]:
-                versions.append(ident["triton"]["version"])
-        ov = got.get("/api/version")
-        if isinstance(ov, dict) and isinstance(ov.get("version"), str):
-            ident["ollama"] = {"version": ov["version"]}
-            versions.append(ov["version"])
-        props = got.get("/props")
-        if isinstance(props, dict) and ("total_slots" in props or "build_info" in props):
-            sub = {
-                k: props[k]
-                for k in _LLAMACPP_KEYS
-                if isinstance(props.get(k), (str, int, float, bool))
-            }
-            ident["llamacpp"] = sub
-            if isinstance(sub.get("build_info"), str):
-                versions.append(sub["build_info"])
-        if versions:
-            ident["version"] = versions[0]
-        engine = target.engine or engine_from_identity(ident)
-        if engine == "trtllm":
-            code = await http.status_of(target, "/prometheus/metrics", timeout)
-            ident["prometheus_metrics"] = code == 200
-        found = engine_from_identity(ident)
-        if found:
-            ident["engine"] = found
-        return ident
+    info = got.get("/info")
+    if isinstance(info, dict) and ("model_id" in info or "router" in info):
+        sub = {k: info[k] for k in _TGI_KEYS if isinstance(info.get(k), (str, int, float))}
+        ident["tgi"] = sub
+        for k in _TGI_FLAT:
+            if k in sub:
+                ident.setdefault(k, sub[k])
+        if isinstance(sub.get("version"), str):
+            versions.append(sub["version"])
+    tri = got.get("/v2")
+    if isinstance(tri, dict) and isinstance(tri.get("name"), str):
+        ident["triton"] = {
+            "name": tri["name"],
+            "version": str(tri.get("version")) if tri.get("version") is not None else None,
+            "extensions": [str(x) for x in tri.get("extensions", []) if isinstance(x, str)]
+            if isinstance(tri.get("extensions"), list)
+            else [],
+        }
+        if ident["triton"]["version"]:
+            versions.append(ident["triton"]["version"])
+    ov = got.get("/api/version")
+    if isinstance(ov, dict) and isinstance(ov.get("version"), str):
+        ident["ollama"] = {"version": ov["version"]}
+        versions.append(ov["version"])
+    props = got.get("/props")
+    if isinstance(props, dict) and ("total_slots" in props or "build_info" in props):
+        sub = {
+            k: props[k]
+            for k in _LLAMACPP_KEYS
+            if isinstance(props.get(k), (str, int, float, bool))
+        }
+        ident["llamacpp"] = sub
+        for k in _LLAMACPP_FLAT:
+            if k in sub:
+                ident.setdefault(k, sub[k])
+        if isinstance(sub.get("build_info"), str):
+            versions.append(sub["build_info"])
+    if versions:
+        ident["version"] = versions[0]
+    engine = target.engine or engine_from_identity(ident)
+    if engine == "trtllm":
+        code = await http.status_of(target, "/prometheus/metrics", timeout)
+        ident["prometheus_metrics"] = code == 200
+    found = engine_from_identity(ident)
+    if found:
+        ident["engine"] = found
+    return ident
