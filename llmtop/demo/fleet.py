@@ -5,13 +5,17 @@
 vLLM of model A in trouble (the ``kv-pressure`` scenario: KV near full, preemptions, a
 queue). The demo engines all serve the same model name, so model B's name is set by the
 scrape config (``metric_relabel_configs`` on ``model_name``), as a relabel in a real fleet
-would. ``down=K`` adds K targets on ports where nothing listens (``up == 0``).
+would. ``down=K`` adds K targets on ports where nothing listens (``up == 0``); ``stale``,
+``restarting`` and ``dcgm`` add a stuck exporter, a restarting engine and DCGM exporters
+(:mod:`llmtop.demo.fleet_exporters`).
 
 ``start_prometheus`` / ``start_victoria`` run the real binaries (Debian's ``prometheus`` and
 ``victoria-metrics`` packages; ``scripts/fleet_servers.sh`` unpacks them into
 ``.cache/fleet-bin/``) on 127.0.0.1 with a temporary data folder; ``wait_scraped`` returns once
-every target has a few ``up`` samples. Used by ``llmtop demo fleet``, ``tests/fleet`` and
-``benchmarks/fleet.py``. No textual, no rich.
+every target has a few ``up`` samples; ``start_demo_fleet`` does all of it for ``llmtop demo
+fleet``. Also used by ``tests/fleet`` and ``benchmarks/fleet.py``. No textual, no rich.
+The servers are children in their own session, stopped by ``stop()``: a SIGKILLed parent
+leaves them running (the demo engines exit on their own when their parent goes).
 """
 
 from __future__ import annotations
