@@ -187,3 +187,30 @@ def test_a_target_named_like_an_option_value_stays_a_target(monkeypatch):
     rc = main_cli.main(["--theme", "demo", "127.0.0.1:8000"])
     assert rc == 0
     assert seen["args"].theme == "demo" and seen["args"].targets == ["127.0.0.1:8000"]
+
+
+def test_replay_speed_after_file_is_any_positive_number(monkeypatch):
+    """``llmtop replay FILE --speed 2`` opens the replay at x2 (was: invalid choice)."""
+    import llmtop.record.replay as replay
+    import llmtop.ui.app as app
+
+    _capture_replay(monkeypatch)
+    seen: dict[str, Any] = {}
+
+    class FakeSource:
+        config = host = None
+
+        def __init__(self, rec):
+            self.speed = 1.0
+
+    def fake_run_source(source, config, **kw):
+        seen["speed"] = source.speed
+        return 0
+
+    monkeypatch.setattr(replay, "ReplaySource", FakeSource)
+    monkeypatch.setattr(app, "run_source", fake_run_source)
+    assert main_cli.main(["replay", "rec.llrec", "--speed", "2"]) == 0
+    assert seen == {"speed": 2.0}
+    with pytest.raises(SystemExit) as exc:
+        record_cli.replay_main(["rec.llrec", "--speed", "0"])
+    assert exc.value.code == 2

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import math
 import signal
 import sys
 import time
@@ -128,6 +129,17 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
     return 0
 
 
+def _speed(text: str) -> float:
+    """An argparse type: a finite playback speed > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
+    return v
+
+
 def _replay_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmtop replay",
@@ -142,7 +154,9 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: one JSON object")
     p.add_argument("--window", type=float, default=1.0, metavar="S",
                    help="with --once: the window --once used (default 1)")
-    p.add_argument("--speed", type=float, default=1.0, choices=(1.0, 10.0, 60.0))
+    p.add_argument("--speed", type=_speed, default=1.0, metavar="X",
+                   help="playback speed, any positive number (default 1; the x key cycles "
+                   "1, 10, 60)")
     p.add_argument("--theme", default=None)
     return p
 
