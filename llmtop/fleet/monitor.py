@@ -36,6 +36,10 @@ from llmtop.sources.prometheus import Backend, PromClient, PromError, PromResult
 
 __all__ = ["REDISCOVER_S", "FleetMonitor"]
 
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"')
+
 REDISCOVER_S = 60.0
 VM_LATENCY_OFFSET_S = 30.0
 """VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
@@ -426,6 +430,44 @@ class FleetMonitor:
             k = want.get((labels.get("job", ""), labels.get("instance", "")))
             if k is not None and tg.get("lastError"):
                 out[k] = f"down: {tg['lastError']}"
+        return out
+
+    # ------------------------------------------------------------------ history
+
+    async def history(self, key: str, points: int = 90) -> list[tuple[float, EngineRow | None]]:
+        """The row ``key`` at ``points`` past refresh times up to the latest snapshot, from one
+        range query per role (gauges, counters, buckets) on that row's group and engine only:
+        sparklines start full instead of empty. [] when unknown; never raises."""
+        snap, plan = self._last, self.plan
+        row = next((r for r in snap.engines if r.key == key), None) if snap else None
+        if snap is None or plan is None or row is None or row.labels is None:
+            return []
+        step = self.refresh_s
+        end = align(snap.time, step)
+        start = end - (max(2, points) - 1) * step
+        pin = [f'{g}="{_escape(row.labels.get(g, ""))}"' for g in plan.group]
+        names = {n: k for n, k in plan.names.items() if engine_of(n) == row.engine}
+        sub = Plan(group=plan.group, window_s=plan.window_s, matchers=[*plan.matchers, *pin],
+                   target_matchers=plan.target_matchers, names=names, engines=plan.engines)
+        queries = {k: q for k, q in sub.queries().items()
+                   if k.split("#")[0] in ("gauges", "counters", "buckets")}
+        try:
+            answers = await asyncio.gather(*(self.client.query_range(q, start, end, step)
+                                             for q in queries.values()))
+        except PromError:
+            return []
+        by_time: dict[float, list[dict[str, Any]]] = {}
+        for res in answers:
+            for series in res.result:
+                metric = series.get("metric") or {}
+                for ts, v in series.get("values") or ():
+                    by_time.setdefault(float(ts), []).append(
+                        {"metric": dict(metric), "value": [ts, v]})
+        out: list[tuple[float, EngineRow | None]] = []
+        for ts in sorted(by_time):
+            rows, _ = build_rows(split_groups([by_time[ts]], plan.group), plan.group,
+                                 self.window_s)
+            out.append((ts, next((r for r in rows if r.key == key), None)))
         return out
 
     # ------------------------------------------------------------------ Monitor shape

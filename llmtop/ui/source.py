@@ -6,6 +6,7 @@ replay source with the same shape) and tests drive the app with ``ui.fake.FakeSo
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from typing import Any, Protocol, runtime_checkable
@@ -213,8 +214,70 @@ class FleetSource(MonitorSource):
     header names the server, the rate window, ``LIVE`` or ``AT <time>``, ``PARTIAL`` and the
     error state, from ``monitor.header_text()``; sparklines fill from each refresh."""
 
+    BACKFILL_POINTS = 90
+    """Refreshes of history fetched for a row's sparklines (15 min at the 10 s default)."""
+
     def __init__(self, monitor: Any, *, history: int = 600) -> None:
         super().__init__(monitor, host="", history=history)
+        self._backfilled: set[str] = set()
+        self._backfill_task: asyncio.Task[None] | None = None
+        self._last_snap: Snapshot | None = None
+
+    async def tick(self) -> Snapshot:
+        snap = await self.monitor.tick()
+        if snap is not self._last_snap:  # the monitor answers a refresh asked too soon
+            self._last_snap = snap         # with the same snapshot: one point, not two
+            self._remember(snap)
+        return snap
+
+    def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
+        """As ``MonitorSource.series``; the first sparkline-panel read of a row (its first
+        field, which trend arrows never ask) fetches that row's history with one range query
+        per role."""
+        if (field == SPARK_FIELDS[0][0] and key not in self._backfilled
+                and (self._backfill_task is None or self._backfill_task.done())
+                and hasattr(self.monitor, "history")):
+            self._backfilled.add(key)
+            try:
+                self._backfill_task = asyncio.get_running_loop().create_task(
+                    self._backfill(key))
+            except RuntimeError:  # no loop (sync callers): no history, only live points
+                pass
+        return super().series(key, field, last)
+
+    async def _backfill(self, key: str) -> None:
+        """Put the row's past values into its rings, aligned with the refresh times; times
+        older than the first refresh are added for every row (None for the others)."""
+        try:
+            past = await self.monitor.history(key, self.BACKFILL_POINTS)
+        except Exception:  # history is a nicety: a failure leaves the live points
+            return
+        if not past:
+            return
+        older = [t for t, _ in past if not self._times or t < self._times[0] - 1e-6]
+        room = self._history - len(self._times)
+        older = older[-room:] if room > 0 else []
+        if older:
+            n = len(self._times)
+            for k, ring in self._rings.items():
+                pad = len(older) + n - len(ring)
+                self._rings[k] = deque([None] * pad + list(ring), maxlen=self._history)
+            self._times = deque([*older, *self._times], maxlen=self._history)
+            self._count += len(older)
+        step = max(1.0, float(getattr(self.monitor, "refresh_s", 1.0)))
+        found = {round(t / step): r for t, r in past}
+        times = list(self._times)
+        for field, (attr, q) in _ROW_FIELD.items():
+            ring = self._rings.get((key, field))
+            cur = list(ring) if ring is not None else []
+            cur = [None] * (len(times) - len(cur)) + cur
+            for i, t in enumerate(times):
+                r = found.get(round(t / step))
+                if r is None or cur[i] is not None:
+                    continue
+                v = getattr(r, attr, None)
+                cur[i] = getattr(v, q, None) if q is not None and v is not None else v
+            self._rings[(key, field)] = deque(cur, maxlen=self._history)
 
     @property  # type: ignore[override]
     def host(self) -> str:

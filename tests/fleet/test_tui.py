@@ -93,3 +93,44 @@ def test_shift_t_travels_in_time_and_back(monkeypatch):
     live, past, back, at = asyncio.run(go())
     assert "LIVE" in live and " AT " in past and "LIVE" in back and at is None
     assert "1795600000" in seen  # the queries were evaluated at the asked time
+
+
+def test_a_rows_sparklines_are_backfilled_once_and_aligned():
+    from llmtop.model import EngineRow, Snapshot
+
+    class Stub:
+        refresh_s = 10.0
+        live = True
+
+        def __init__(self):
+            self.asked: list[str] = []
+            self.t = 1000.0
+
+        def header_text(self):
+            return "stub"
+
+        async def tick(self):
+            self.t += 10
+            return Snapshot(time=self.t, window_s=60,
+                            engines=[EngineRow(key="a|m", target="a", running=9.0)])
+
+        async def history(self, key, points):
+            self.asked.append(key)
+            return [(t, EngineRow(key=key, target="a", running=t / 100))
+                    for t in (970.0, 980.0, 990.0, 1000.0, 1010.0)]
+
+    async def go():
+        src = FleetSource(Stub())
+        await src.tick()  # t = 1010
+        src.series("a|m", "running", 5)      # a trend-arrow read: no backfill
+        src.series("a|m", "ttft_p50", 30)    # the sparkline panel: backfill
+        await asyncio.sleep(0)
+        await src._backfill_task
+        src.series("a|m", "ttft_p50", 30)    # asked once only
+        return src
+
+    src = asyncio.run(go())
+    assert src.monitor.asked == ["a|m"]
+    assert src.series("a|m", "running") == [9.7, 9.8, 9.9, 10.0, 9.0]  # live point kept
+    assert src.series_times() == [970.0, 980.0, 990.0, 1000.0, 1010.0]
+    assert src.series_count() == 5

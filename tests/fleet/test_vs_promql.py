@@ -285,3 +285,24 @@ def test_gpus_come_from_dcgm_in_local_units(fleet, demo_fleet, promql):
         want = fb.get((g.host, str(g.index)))
         if want is not None:
             assert abs(g.mem_used_bytes - want * 1024 * 1024) <= 1  # MiB -> bytes
+
+
+def test_history_backfill_equals_the_servers_past_values(fleet_backend, promql):
+    async def go():
+        mon = FleetMonitor(_config(fleet_backend.url, fleet_backend.kind, refresh_s=1.0))
+        try:
+            snap = await mon.tick()
+            row = next(r for r in snap.engines if r.engine == "vllm" and r.state == "ok")
+            return row, await mon.history(row.key, 5), mon.refresh_s
+        finally:
+            await mon.aclose()
+
+    row, past, step = asyncio.run(go())
+    assert 2 <= len(past) <= 5
+    times = [t for t, _ in past]
+    assert all(t % step == 0 for t in times)  # aligned to the step
+    t, old = past[-2]
+    assert old is not None and old.key == row.key
+    want = _series(promql, fleet_backend.url, 'sum by (instance, model_name) '
+                   '(vllm:num_requests_running{server=""})', t)
+    assert _close(old.running, want[(row.target, row.model)])
