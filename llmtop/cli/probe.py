@@ -212,6 +212,16 @@ def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
     return 130 if stops[0] else 0
 
 
+def _countdown(end: float) -> None:
+    """Sleep until ``end``; on a terminal, show the time left (one line, rewritten)."""
+    tty = sys.stderr.isatty()
+    while (left := end - time.monotonic()) > 0:
+        if tty:
+            print(f"\r  {int(left) // 60}:{int(left) % 60:02d} left (Ctrl-C: use the lifetime)",
+                  end="", file=sys.stderr, flush=True)
+        time.sleep(min(1.0, left))
+
+
 def _read_one(spec: str, ns: argparse.Namespace, api_key: str | None, *, lengths: bool,
               prefix: bool) -> dict[str, Any]:
     """Read one target's (or recording's) traffic over the window, waiting when needed."""
@@ -237,10 +247,13 @@ def _read_one(spec: str, ns: argparse.Namespace, api_key: str | None, *, lengths
               "(Ctrl-C: use its lifetime histograms instead)", file=sys.stderr)
         t0 = time.monotonic()
         try:
-            time.sleep(window)
+            _countdown(t0 + window)
             second = asyncio.run(tr.read_signals(spec, api_key=api_key, insecure=ns.insecure))
         except KeyboardInterrupt:
             why = f"the window wait was stopped after {time.monotonic() - t0:.0f} s"
+        finally:
+            if sys.stderr.isatty():
+                print(file=sys.stderr)
     return tr.build_traffic(first, second, lengths=lengths, prefix=prefix, window_s=window,
                             why_lifetime=why)
 

@@ -95,3 +95,22 @@ async def test_cli_prometheus_unreachable_is_a_clear_error(fast_mock):
     rc, _out, err = await _run_cli(fast_mock.url, "--lengths-from", "prometheus:http://127.0.0.1:1",
                                    "--match", 'job="vllm"', "--max-requests", "1")
     assert rc == 2 and "Prometheus: cannot reach" in err, err
+
+
+async def test_cli_reads_a_real_window_between_two_scrapes(demo_vllm, tmp_path):
+    out_json = tmp_path / "r.json"
+    await asyncio.sleep(3.5)  # an engine younger than the window gives its lifetime instead
+    cli = asyncio.create_task(_run_cli(
+        demo_vllm, "--lengths-from", demo_vllm, "--lengths-window", "3", "--concurrency", "2",
+        "--max-requests", "6", "--json", str(out_json)))
+    # traffic during the window: 150-token prompts, unlike anything sent before
+    await probe(ProbeOptions(url=demo_vllm, concurrency=4, duration=6.0, prompt_tokens=150,
+                             output_tokens=12))
+    rc, out, err = await cli
+    assert rc == 0, err
+    rep = json.loads(out_json.read_text())
+    tr = rep["traffic"]
+    assert tr["window"].startswith("last 3 s (two scrapes)"), tr["window"]
+    assert 100 < tr["prompt"]["quantiles"]["p50"] <= 200  # only the window's requests
+    assert 5 <= tr["output"]["quantiles"]["p50"] <= 20
+    assert "shaped like" in out and "last 3 s" in out

@@ -62,6 +62,7 @@ class ProbeChart(PlotextPlot):
         self.steps: list[dict] = []
         self.slo_s: float | None = None
         self.marks: dict[str, float] = {}
+        self.display = False
 
     def show(self, steps: list[dict], *, kind: str | None = None, slo_s: float | None = None,
              knee: float | None = None, sla: float | None = None) -> None:
@@ -70,6 +71,7 @@ class ProbeChart(PlotextPlot):
         self.kind = kind or self.kind
         self.slo_s = slo_s
         self.marks = {k: v for k, v in (("K", knee), ("S", sla)) if v}
+        self.display = bool(self.steps)  # no axes without a finished step
         self._draw()
         self.refresh()
 
