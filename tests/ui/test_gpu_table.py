@@ -134,3 +134,10 @@ async def test_no_processes_says_so():
         await pilot.press("g")
         await pilot.pause()
         assert "no process holds GPU memory" in "\n".join(screen_lines(app))
+
+
+def test_a_lost_gpu_says_why_in_its_row():
+    lost = GpuRecord(host="", index=2, source="nvml", name="NVIDIA H100", error="GPU is lost")
+    c = cells(lost, 80)
+    assert c["gpu"] == "2 H100" and c["throttle"] == "error: GPU is lost"
+    assert c["util"] == c["mem"] == c["power"] == ""
