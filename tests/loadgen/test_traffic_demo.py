@@ -114,3 +114,21 @@ async def test_cli_reads_a_real_window_between_two_scrapes(demo_vllm, tmp_path):
     assert 100 < tr["prompt"]["quantiles"]["p50"] <= 200  # only the window's requests
     assert 5 <= tr["output"]["quantiles"]["p50"] <= 20
     assert "shaped like" in out and "last 3 s" in out
+
+
+async def test_sglang_length_histograms_shape_the_load():
+    demo = launcher.start_demo(engines=["sglang"], extra_args=["--no-background"])
+    try:
+        url = demo.targets[0].base_url
+        await probe(ProbeOptions(url=url, concurrency=4, max_requests=16, prompt_tokens=600,
+                                 output_tokens=30))
+        sig = await read_signals(url)
+        assert sig.engine == "sglang"
+        tr = build_traffic(sig, None, lengths=True, prefix=False, window_s=0,
+                           why_lifetime="--lengths-window 0")
+        assert 300 < tr["prompt"]["quantiles"]["p50"] < 1000
+        report, _ = await probe(ProbeOptions(url=url, concurrency=4, max_requests=12,
+                                             traffic=tr, seed=2))
+        assert 300 < report["lengths"]["actual"]["prompt"]["p50"] < 1000
+    finally:
+        demo.stop()
