@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmtop probe",
         description="Send OpenAI-compatible streaming load to URL and measure TTFT, ITL, "
-        "TPOT, throughput and where the server saturates (see docs/probe.md).")
+        "TPOT, throughput and where the server saturates (see docs/probe.md).",
+        epilog="Compare runs: llmtop probe compare BEFORE.json AFTER.json [--html FILE].")
     a = p.add_argument
     a("url", metavar="URL", help="server URL, e.g. http://127.0.0.1:8000 (or .../v1/completions)")
     a("--concurrency", type=int, default=None, metavar="N",
