@@ -64,6 +64,8 @@ async def test_lengths_from_the_real_engine_shape_the_load():
     assert report["steps"][0]["errors"] == {}
     asked, got = report["lengths"]["asked"], report["lengths"]["actual"]
     # prompts sent as asked within the calibration's error; outputs exactly (ignore_eos)
-    assert abs(got["prompt"]["p50"] - asked["prompt"]["p50"]) <= 0.1 * asked["prompt"]["p50"]
+    # ("Request n:" and word rounding add a few tokens to short prompts)
+    assert abs(got["prompt"]["p50"] - asked["prompt"]["p50"]) <= max(
+        8, 0.1 * asked["prompt"]["p50"])
     assert got["output"]["p50"] == asked["output"]["p50"]
     assert report["context"] is not None  # max_model_len from /v1/models caps the draws
