@@ -433,10 +433,10 @@ class ProbeScreen(Screen):
     # -- painting -----------------------------------------------------------------------------
     def action_next_chart(self) -> None:
         """Cycle the live chart: tok/s vs load, TTFT vs load, TTFT p95 vs tok/s."""
-        from llmtop.ui.widgets.probe_chart import CHART_KINDS
-
         charts = self.query("#probe-chart")
-        if charts:
+        if charts:  # (absent where textual-plotext is not installed)
+            from llmtop.ui.widgets.probe_chart import CHART_KINDS
+
             c = charts.first()
             c.kind = CHART_KINDS[(CHART_KINDS.index(c.kind) + 1) % len(CHART_KINDS)]
             self.refresh_data()
