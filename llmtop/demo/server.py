@@ -113,9 +113,12 @@ class DemoServer:
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         sc = self.scenario
+        # the default demo's small KV pools and Triton limit are there to make its background
+        # load visible; without background traffic (a probe's ceiling) the engines are whole
+        sized = self.background or sc.name != "default"
         for i, kind in enumerate(self.kinds):
-            changes: dict[str, Any] = dict(sc.settings.get(kind, {}))
-            if kind in sc.kv_blocks:
+            changes: dict[str, Any] = dict(sc.settings.get(kind, {})) if sized else {}
+            if kind in sc.kv_blocks and sized:
                 changes["num_gpu_blocks"] = sc.kv_blocks[kind]
             settings = engine_settings(kind, **changes)
             fmt = _FORMATS[kind]
