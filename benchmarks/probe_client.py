@@ -176,6 +176,34 @@ def shaped_traffic() -> dict:
             "prompt": prompt.describe(), "output": out.describe(), "prefix_hit_rate": 0.5}
 
 
+def payload_costs(n: int = 20_000) -> dict[str, float]:
+    """Per-request cost of ``PromptFactory.next_payload`` in each load mode (µs)."""
+    import time
+
+    from llmtop.loadgen.dataset import Record
+    from llmtop.loadgen.prompts import Calibration, PromptFactory
+    from llmtop.loadgen.traffic import dists
+
+    tr = shaped_traffic()
+    p, o = dists(tr)
+    kw = {"model": "m", "endpoint": "completions", "calibration": Calibration("assumed"),
+          "prompt_tokens": 320, "output_tokens": 256}
+    modes = {
+        "fixed (--prompt-tokens 320)": PromptFactory(**kw),
+        "--lengths-from + prefix": PromptFactory(**kw, prompt_dist=p, output_dist=o,
+                                                 context=4096, prefix_share=0.5),
+        "--dataset": PromptFactory(**kw, dataset=[Record(prompt="word " * 300, max_tokens=256)
+                                                  for _ in range(100)]),
+    }
+    out = {}
+    for name, f in modes.items():
+        t = time.perf_counter()
+        for _ in range(n):
+            f.next_payload()
+        out[name] = (time.perf_counter() - t) / n * 1e6
+    return out
+
+
 def run_probe(url: str, conc: int, duration: float, ntok: int, warmup: float,
               client: str = "raw", traffic: dict | None = None) -> dict:
     from llmtop.loadgen.api import start_probe
@@ -223,7 +251,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--quick", action="store_true", help="shorter runs")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--only", default="1,2a,2d,2b,2c", help="sections to run")
+    ap.add_argument("--only", default="1,2a,2d,3,2b,2c", help="sections to run")
     args = ap.parse_args()
     if args.child:
         args.variant = args.child
@@ -252,6 +280,11 @@ def main() -> None:
                   "prefix share 0.5), zero-delay mock, c=64, 200-300 output tokens")
             r = run_probe(m.url, 64, secs + 1, 256, 1.0, traffic=shaped_traffic())
             print(json.dumps(r))
+    if "3" in only:
+        print("## 3. request building in the worker: microseconds per payload (fixed lengths, "
+              "lengths drawn from a histogram + prefix share, a dataset)")
+        for name, us in payload_costs().items():
+            print(f"{name:28s} {us:6.1f} us per request")
     if not only & {"2b", "2c"}:
         return
     print("## 2b. the probe, TTFT 200 ms / ITL 20 ms mock, c=256 (targets: mean TTFT error "

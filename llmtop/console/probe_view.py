@@ -213,6 +213,12 @@ class ProbeLiveView:
         p = self.progress
         head = Text(f"llmtop probe → {self.target}  model {self.model or '?'}  · {self.state}",
                     style="bold")
+        o = self.options
+        if o.traffic:
+            head.append(f"\nload shaped like {o.traffic.get('source')} "
+                        f"({o.traffic.get('window')})", style="dim")
+        elif o.dataset:
+            head.append(f"\nprompts from {o.dataset} (seed {o.seed})", style="dim")
         g = Table.grid(padding=(0, 2))
         for _ in range(8):
             g.add_column()
