@@ -215,8 +215,8 @@ class ProbeLiveView:
                     style="bold")
         o = self.options
         if o.traffic:
-            head.append(f"\nload shaped like {o.traffic.get('source')} "
-                        f"({o.traffic.get('window')})", style="dim")
+            head.append(f"\nload shaped like {o.traffic.get('source')}, "
+                        f"{o.traffic.get('window')}", style="dim")
         elif o.dataset:
             head.append(f"\nprompts from {o.dataset} (seed {o.seed})", style="dim")
         g = Table.grid(padding=(0, 2))
