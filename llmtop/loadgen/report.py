@@ -196,6 +196,9 @@ def lengths_lines(report: dict[str, Any]) -> list[str]:
         if tr.get("prefix_hit_rate") is not None:
             lines.append(f"  engine's prefix hit rate: {tr['prefix_hit_rate']:.0%} (matched by "
                          "a shared document at the start of each prompt)")
+        if not what:
+            lines.append(f"  lengths: synthetic, prompt {tr.get('prompt_tokens')} / output "
+                         f"{tr.get('output_tokens')} tokens ({tr.get('length_dist')})")
     elif kind == "synthetic":
         lines.append(f"Load: synthetic, prompt {tr.get('prompt_tokens')} / output "
                      f"{tr.get('output_tokens')} tokens ({tr.get('length_dist')}), seed "
