@@ -6,7 +6,7 @@ Two measurements:
    back with a fast-forwarded clock (each tick stamped 1 s after the previous, as
    ``history_cost.py`` does), so ``--ticks 1200`` fills 20 minutes of history (15 of them
    baseline) in a minute or two. The store's diagnosis hook (baseline point every 10 s, rules
-   over the 30 s rows every 2 s, hysteresis, event lines) is timed on its own: CPU per tick,
+   over the 30 s rows every 5 s, hysteresis, event lines) is timed on its own: CPU per tick,
    divided by the engine rows.
 2. **The rules alone**: ``diagnose`` over N rows with baselines (healthy and in trouble).
 

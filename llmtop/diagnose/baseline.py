@@ -56,24 +56,24 @@ class _Series:
     def __init__(self, names: tuple[str, ...], maxlen: int) -> None:
         self.names = names
         self.points: deque[tuple[float, tuple[float | None, ...]]] = deque(maxlen=maxlen)
-        self.cache: tuple[tuple[int, float, float], Baseline | None] | None = None
+        self.cache: tuple[float, Baseline | None] | None = None
 
-    def baseline(self, lo: float, hi: float) -> Baseline | None:
-        pts = [p for p in self.points if lo <= p[0] <= hi]
-        if not pts:
-            return None
-        ck = (len(pts), pts[0][0], pts[-1][0])
-        if self.cache is not None and self.cache[0] == ck:
+    def baseline(self, lo: float, hi: float, t: float, reuse_s: float) -> Baseline | None:
+        """Medians over the points in ``[lo, hi]``; a result worked out less than
+        ``reuse_s`` before ``t`` is reused (a 15-min median moves little in one step)."""
+        if self.cache is not None and 0 <= t - self.cache[0] < reuse_s:
             return self.cache[1]
+        pts = [p for p in self.points if lo <= p[0] <= hi]
         out: Baseline | None = None
         if len(pts) >= BASELINE_MIN_POINTS:
             values: dict[str, float] = {}
-            for i, name in enumerate(self.names):
-                vals = [v for _, vs in pts if (v := vs[i]) is not None]
+            cols = zip(*(vs for _, vs in pts), strict=True)  # one tuple per signal, in C
+            for name, col in zip(self.names, cols, strict=True):
+                vals = [v for v in col if v is not None]
                 if len(vals) >= BASELINE_MIN_POINTS:
                     values[name] = _median(vals)
             out = Baseline(values, len(pts), pts[-1][0] - pts[0][0])
-        self.cache = (ck, out)
+        self.cache = (t, out)
         return out
 
 
@@ -120,12 +120,14 @@ class BaselineTracker:
         """Medians of row ``key`` over ``[t - keep_s, t - exclude_s]``; None when fewer than
         ``BASELINE_MIN_POINTS`` points."""
         s = self._rows.get(key)
-        return s.baseline(t - self.keep_s, t - exclude_s) if s is not None else None
+        return (s.baseline(t - self.keep_s, t - exclude_s, t, self.step_s) if s is not None
+                else None)
 
     def gpu_baseline(self, key: str, t: float, exclude_s: float) -> Baseline | None:
         """Like ``baseline`` for one GPU (``host:index``)."""
         s = self._gpus.get(key)
-        return s.baseline(t - self.keep_s, t - exclude_s) if s is not None else None
+        return (s.baseline(t - self.keep_s, t - exclude_s, t, self.step_s) if s is not None
+                else None)
 
     def baselines(self, keys: Iterable[str], t: float, exclude_s: float
                   ) -> dict[str, Baseline]:

@@ -56,8 +56,9 @@ __all__ = [
 # ---------------------------------------------------------------- windows and baseline
 DIAG_WINDOW_S = 30.0
 """The window the rules judge (live and in replay): long enough for a minimum request count."""
-DIAG_EVERY_S = 2.0
-"""The store re-runs the rules at most this often (the 30 s rows cost a derivation)."""
+DIAG_EVERY_S = 5.0
+"""The store re-runs the rules at most this often: the 30 s rows cost ~0.15 ms per engine
+to derive, so every 5 s keeps the diagnosis under 0.1 ms per engine per 1 s refresh."""
 END_HOLD_S = 15.0
 """Hysteresis: a finding ends only after it has not fired for this long."""
 BASELINE_STEP_S = 10.0
