@@ -56,7 +56,7 @@ def event_line(tr: Transition) -> tuple[str, str, str]:
     """(level, target, text) of the event-log line for a finding's start, worsening or end."""
     f = tr.finding
     level = {"critical": "error", "warn": "warn"}.get(f.severity, "info")
-    model = f" [{f.model}]" if f.model else ""
+    model = ""  # the line names the target; the Why screen and JSON name the model
     if tr.kind == "start":
         text = f"{f.rule}{model} ({f.severity}): {f.summary}"
     elif tr.kind == "worse":

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -69,6 +70,7 @@ def why_renderable(findings: Sequence[Finding], *, baseline_note: str = "") -> G
                           "traffic in the window to judge.", style="green"))
         return Group(*parts)
     current = None
+    grid: Table | None = None
     for f in findings:
         if f.target != current:
             current = f.target
@@ -77,16 +79,19 @@ def why_renderable(findings: Sequence[Finding], *, baseline_note: str = "") -> G
             if f.model:
                 head.append(f"  {f.model}", style="dim")
             parts.append(head)
-        line = Text("  ")
-        line.append(f"{f.severity.upper():<8}", style=SEVERITY_STYLE.get(f.severity, ""))
-        line.append(f" {f.rule}", style="bold")
-        line.append(f"  {f.summary}")
-        parts.append(line)
+            # a hanging indent: wrapped lines stay under their finding
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=9, no_wrap=True)
+            grid.add_column(ratio=1)
+            parts.append(grid)
+        assert grid is not None
+        sev = Text(f" {f.severity.upper()}", style=SEVERITY_STYLE.get(f.severity, ""))
+        grid.add_row(sev, Text.assemble((f.rule, "bold"), f"  {f.summary}"))
         ev = [fmt_evidence(e) for e in f.evidence if e.value is not None]
         if ev:
-            parts.append(Text("    evidence: " + " \u00b7 ".join(ev), style="dim"))
+            grid.add_row("", Text("evidence: " + " \u00b7 ".join(ev), style="dim"))
         if f.action:
-            parts.append(Text(f"    \u2192 {f.action}", style="italic"))
+            grid.add_row("", Text(f"\u2192 {f.action}", style="italic"))
     return Group(*parts)
 
 
