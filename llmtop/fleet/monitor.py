@@ -40,7 +40,9 @@ __all__ = ["REDISCOVER_S", "FleetMonitor"]
 def _escape(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"')
 
-REDISCOVER_S = 60.0
+REDISCOVER_S = 300.0
+"""Connect-time work (names, interval) is redone this often: discovery touches every engine
+series once, so not every refresh."""
 VM_LATENCY_OFFSET_S = 30.0
 """VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
 

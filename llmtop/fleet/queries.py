@@ -323,7 +323,7 @@ def describe_queries() -> str:
                     "vllm:generation_tokens_total": "counter",
                     "vllm:time_to_first_token_seconds_bucket": "bucket",
                     "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",))
-    out = ["# once per connect (and every minute): which engine metric names exist",
+    out = ["# once per connect (and every 5 minutes): which engine metric names exist",
            discovery_query(['server=""']), ""]
     for role, q in p.queries().items():
         out.append(f"# per refresh: {role}")

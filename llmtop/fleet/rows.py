@@ -80,11 +80,24 @@ def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+_PREFIXES: dict[tuple[str, frozenset[str], tuple[tuple[str, str], ...]], str] = {}
+"""(name, dropped labels, labels) -> the line up to its value: the groups of a fleet repeat
+the same series (only the group's own labels differ, and those are dropped)."""
+_PREFIXES_MAX = 200_000
+
+
 def _line(name: str, labels: dict[str, str], value: float, drop: frozenset[str]) -> str:
-    # the API writes labels sorted: the same series gives the same line in every group
-    inner = ",".join([f'{k}="{_esc(v)}"' for k, v in labels.items() if v and k not in drop])
+    key = (name, drop, tuple([kv for kv in labels.items() if kv[0] not in drop]))
+    head = _PREFIXES.get(key)
+    if head is None:
+        # the API writes labels sorted: the same series gives the same line in every group
+        inner = ",".join([f'{k}="{_esc(v)}"' for k, v in key[2] if v])
+        head = f"{name}{{{inner}}}" if inner else name
+        if len(_PREFIXES) >= _PREFIXES_MAX:
+            _PREFIXES.clear()
+        _PREFIXES[key] = head
     val = repr(value) if math.isfinite(value) else ("+Inf" if value > 0 else "-Inf")
-    return f"{name}{{{inner}}} {val}" if inner else f"{name} {val}"
+    return f"{head} {val}"
 
 
 def render(series: dict[str, list[Series]], drop: Iterable[str] = ()) -> str:
