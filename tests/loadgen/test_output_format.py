@@ -88,3 +88,19 @@ def test_slo_text():
         "TTFT p95 \u2264 500 ms, ITL p95 \u2264 50 ms"
     assert rep.slo_text({"ttft": 2.0}) == "TTFT p95 \u2264 2 s"
     assert rep.slo_text({}) == "no SLO"
+
+
+def test_cli_summary_on_a_pipe_is_whole(fast_mock, tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "llmtop", "probe", fast_mock.url, "--concurrency",
+                        "2", "--max-requests", "6", "--output-tokens", "4", "--md",
+                        str(tmp_path / "r.md")], stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "\u2026" not in r.stdout, r.stdout
+    assert "goodput" in r.stdout and "TTFT" in r.stdout and "c=2" in r.stdout
+    assert r.stdout.endswith("\n\n") and "wrote" in r.stderr
+    md = (tmp_path / "r.md").read_text()
+    assert "| 0 | c=2 |" in md
