@@ -306,3 +306,24 @@ def test_history_backfill_equals_the_servers_past_values(fleet_backend, promql):
     want = _series(promql, fleet_backend.url, 'sum by (instance, model_name) '
                    '(vllm:num_requests_running{server=""})', t)
     assert _close(old.running, want[(row.target, row.model)])
+
+
+def test_restarting_engine_is_restarted_within_the_window(fleet_backend, demo_fleet, promql):
+    rst = next(e for e in demo_fleet.engines if e.scenario == "restart")
+    deadline = time.monotonic() + 30.0  # restarts every 20 s; the window is 20 s
+    states: list[str] = []
+    while time.monotonic() < deadline:
+        _mon, snap = _refresh(fleet_backend.url, fleet_backend.kind)
+        row = next((r for r in snap.engines if r.target == rst.instance), None)
+        states.append(row.state if row else "absent")
+        if row is not None and row.state == "restarted":
+            t = snap.time
+            w = f"{WINDOW_S:g}s"
+            sel = f'process_start_time_seconds{{instance="{rst.instance}"}}'
+            span = promql(fleet_backend.url, f"max_over_time({sel}[{w}]) - "
+                          f"min_over_time({sel}[{w}])", t)
+            assert span and float(span[0]["value"][1]) > 0  # the server agrees
+            assert row.error == "process_start_time_seconds changed"
+            return
+        time.sleep(2.0)
+    raise AssertionError(f"{fleet_backend.kind}: never restarted: {states}")
