@@ -291,7 +291,8 @@ async def steady(prom_url: str, refresh_s: float, seconds: float, extra: list[st
     finally:
         await mon.aclose()
     if skipped:
-        print(f"  {skipped} tick(s) found the same aligned evaluation time and sent nothing")
+        print(f"  {skipped} tick(s) sent nothing (the monitor's refresh is not due yet, or the "
+              "aligned evaluation time is unchanged)")
     for k, (w, c, n, q, err) in enumerate(rows):
         print(f"  refresh {k + 1}: {w * 1000:.0f} ms wall, {c * 1000:.0f} ms CPU, {n} rows, "
               f"{q} queries" + (f"; error {err}" if err else ""))
@@ -300,8 +301,11 @@ async def steady(prom_url: str, refresh_s: float, seconds: float, extra: list[st
         print(f"  wall per refresh: median {ws[len(ws) // 2] * 1000:.0f} ms, max "
               f"{ws[-1] * 1000:.0f} ms; CPU per refresh: mean "
               f"{sum(r[1] for r in rows) / len(rows) * 1000:.0f} ms")
-        print(f"  llmtop CPU over {wall:.0f} s: {cpu:.2f} s = {100 * cpu / wall:.2f} % of one "
-              f"core at a {refresh_s:g} s refresh")
+        per = sum(r[1] for r in rows) / len(rows)
+        print(f"  llmtop CPU: {100 * per / refresh_s:.2f} % of one core if every "
+              f"{refresh_s:g} s brings a refresh (CPU per refresh / {refresh_s:g} s); measured "
+              f"over {wall:.0f} s: {cpu:.2f} s = {100 * cpu / wall:.2f} % ({len(rows)} refreshes, "
+              f"{skipped} ticks without one)")
 
 
 def main() -> int:
