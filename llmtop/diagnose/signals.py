@@ -6,6 +6,7 @@ a rule that needs it then does not apply.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from llmtop.model import EngineRow, Quantiles
@@ -16,7 +17,10 @@ __all__ = ["BASELINE_SIGNALS", "SIGNALS", "count", "finished_total", "signal"]
 def _q(attr: str, which: str) -> Callable[[EngineRow], float | None]:
     def get(row: EngineRow) -> float | None:
         q: Quantiles | None = getattr(row, attr)
-        return getattr(q, which) if q is not None and q.count > 0 else None
+        if q is None or not q.count > 0:
+            return None
+        v = getattr(q, which)
+        return v if v is None or math.isfinite(v) else None
 
     return get
 
@@ -24,6 +28,8 @@ def _q(attr: str, which: str) -> Callable[[EngineRow], float | None]:
 SIGNALS: dict[str, Callable[[EngineRow], float | None]] = {
     "ttft_p50": _q("ttft_s", "p50"),
     "ttft_p95": _q("ttft_s", "p95"),
+    "ttft_mean": _q("ttft_s", "mean"),
+    "queue_mean": _q("queue_s", "mean"),
     "queue_p50": _q("queue_s", "p50"),
     "queue_p95": _q("queue_s", "p95"),
     "prefill_p50": _q("prefill_s", "p50"),

@@ -48,17 +48,26 @@ def queueing(c: RowCtx) -> list[Finding]:
     if row.queue_s is not None:
         if count(row, "queue_s") < MIN_REQUESTS or q95 is None or q95 < QUEUE_P95_MIN_S:
             return []
-        share = q50 / t50 if q50 is not None and t50 else None
+        # the share from the means (exact: _sum/_count) where both exist; the p50s sit in
+        # coarse buckets (vLLM's lowest queue bucket is 0.3 s, so a p50 "below" reads 0.3)
+        qm, tm = c.sig("queue_mean"), c.sig("ttft_mean")
+        if qm is not None and tm:
+            share, share_of = qm / tm, "mean"
+        else:
+            share, share_of = (q50 / t50 if q50 is not None and t50 else None), "p50"
         if share is not None and share < QUEUE_SHARE:
             return []
         critical = q95 >= QUEUE_CRIT_S and (share is None or share >= QUEUE_CRIT_SHARE)
         usual = c.usual("queue_p95")
-        ev += [c.ev("queue_p95", QUEUE_P95_MIN_S), c.ev("queue_p50"), c.ev("ttft_p50"),
+        ev += [c.ev("queue_p95", QUEUE_P95_MIN_S), c.ev(f"queue_{share_of}"),
+               c.ev(f"ttft_{share_of}"),
                c.ev("queue_share_of_ttft", QUEUE_SHARE, share, baseline=False)]
         tt = c.sig("ttft_p95")
         head = f"TTFT p95 {fmt_s(tt)}: " if tt is not None else ""
-        share_txt = f" is {fmt_pct(min(share, 1.0))} of TTFT" if share is not None else ""
-        summary = (f"{head}{w:.0f} requests wait and queue time (p50 {fmt_s(q50)}, p95 "
+        share_txt = (f" is {fmt_pct(min(share, 1.0))} of TTFT's {share_of}"
+                     if share is not None else "")
+        mid = qm if share_of == "mean" else q50
+        summary = (f"{head}{w:.0f} requests wait and queue time ({share_of} {fmt_s(mid)}, p95 "
                    f"{fmt_s(q95)}){share_txt}{limit}{kv}")
         if usual is not None and q95 < 2 * usual:
             summary += f"; as usual for this engine (p95 {fmt_s(usual)})"

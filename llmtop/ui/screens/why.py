@@ -41,7 +41,7 @@ def _val(name: str, v: float | str | None) -> str:
         return f"{v * 100:.0f}%"
     if base in _TOKENS:
         return f"{v:.0f} tok"
-    if base.endswith(("_p50", "_p95")):
+    if base.endswith(("_p50", "_p95", "_mean")):
         return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
     if abs(v) >= 100 or v == int(v):
         return f"{v:.0f}"
