@@ -8,8 +8,9 @@ engine kind (``per_engine``, ``kv_blocks``, ``settings``).
 The default demo keeps every engine's KV cache 20-80 % full, shows a prefix hit rate, and
 lets Triton (running limit 32) queue a little: a small queue that comes and drains.
 
-Diagnosis scenarios run a healthy **baseline** first (``baseline_s``, 30 s; the environment
-variable ``LLMTOP_DEMO_BASELINE_S`` or ``DemoServer(baseline_s=...)`` changes it) and then
+Diagnosis scenarios (``rule`` names the rule each is for; ``DIAGNOSIS`` maps them) run a
+healthy **baseline** first (``baseline_s``, 30 s; the environment variable
+``LLMTOP_DEMO_BASELINE_S`` or ``DemoServer(baseline_s=...)`` changes it) and then
 switch to their anomaly: other traffic (``anomaly``, per engine kind) and/or an ``effect``
 on some engines (``effect_engines``) that :class:`~llmtop.demo.server.DemoServer` applies.
 
@@ -24,7 +25,7 @@ down              the first engine's port stops listening at ``fault_after`` and
                   ``fault_every`` s later, alternating (connection refused while down)
 garbage           the first engine's /metrics answers HTTP 200 with junk (not Prometheus text)
 slow              the first engine's /metrics answers after 3 s (past the 2 s scrape timeout)
-long-prompts      after the baseline, vLLM's and SGLang's prompts get 3x longer (shared
+long-prompts      after the baseline, vLLM's and SGLang's prompts get ~3.5x longer (shared
                   prefixes too, so the hit rate holds): prefill time and TTFT rise
 decode-slowdown   after the baseline, every vLLM and SGLang step takes 2.5x as long (a noisy
                   neighbour on the GPU): ITL/TPOT rise, same prompts, no queue, same KV
@@ -32,8 +33,8 @@ gpu-throttle      after the baseline, vLLM's GPU overheats: HW (thermal) slowdow
                   down to 45 %, and that engine's ITL rises (x2.2)
 errors            after the baseline, 10 % of vLLM's and Triton's requests fail (vLLM
                   ``finished_reason="error"``, Triton ``nv_inference_request_failure``)
-imbalance         after the baseline, vLLM gets ~3x its share of the traffic and its replica
-                  SGLang (same model) almost none
+imbalance         after the baseline, vLLM gets most of the traffic (48 concurrent) and its
+                  replica SGLang (same model) almost none (4)
 queueing          after the baseline, vLLM's and SGLang's load exceeds their running limit
                   (64, 48) while KV has room: a queue all along, queue time most of TTFT
 prefix-miss       after the baseline, vLLM's and SGLang's shared system prompts start with a
