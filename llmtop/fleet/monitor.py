@@ -183,7 +183,7 @@ class FleetMonitor:
         names: dict[str, str] = {}
         jobs: set[str] = set()
         has_pod = False
-        counters = await self._counter_names()
+        types = await self._metadata_types()
         present = {(it.get("metric") or {}).get("__name__", "") for it in res.result}
         bucket_bases = {n[:-7] for n in present if n.endswith("_bucket")}
         for item in res.result:
@@ -200,7 +200,7 @@ class FleetMonitor:
                 continue
             if not _wanted(name, engine):
                 continue
-            kind = classify(name, counters, bucket_bases)
+            kind = classify(name, types, bucket_bases)
             if kind != "skip":
                 names[name] = kind
                 if metric.get("job"):
@@ -217,20 +217,24 @@ class FleetMonitor:
         self._connect_warnings = warn
         self._connected_at = self.clock()
 
-    async def _counter_names(self) -> set[str]:
-        """Names the server's metadata types as counters ({} when it keeps no metadata)."""
+    async def _metadata_types(self) -> dict[str, str]:
+        """Metric name -> type from the server's metadata ({} when it keeps none, as
+        VictoriaMetrics by default); a counter also under its ``_total`` name."""
         try:
             body = await self.client.get("/api/v1/metadata")
         except PromError:
-            return set()
+            return {}
         data = body.get("data")
-        out: set[str] = set()
+        out: dict[str, str] = {}
         if isinstance(data, dict):
             for name, entries in data.items():
-                if isinstance(entries, list) and any(
-                        isinstance(e, dict) and e.get("type") == "counter" for e in entries):
-                    out.add(name)
-                    out.add(name + "_total")
+                types = {e.get("type") for e in entries if isinstance(e, dict)} \
+                    if isinstance(entries, list) else set()
+                if len(types) == 1:
+                    kind = str(next(iter(types)))
+                    out[name] = kind
+                    if kind == "counter":
+                        out[name + "_total"] = kind
         return out
 
     def _set_interval(self, jobs: set[str], warn: list[str]) -> None:

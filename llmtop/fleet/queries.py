@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -150,24 +151,27 @@ def _tag(expr: str, name: str) -> str:
     return f'label_replace({expr}, "llmtop_name", "{name}", "", "")'
 
 
-def classify(name: str, counters: set[str], bucket_bases: set[str]) -> str:
+def classify(name: str, types: Mapping[str, str] | Collection[str],
+             bucket_bases: Collection[str] = ()) -> str:
     """``gauge`` | ``counter`` | ``bucket`` | ``info`` | ``skip`` for one present name.
 
-    ``counters`` are names the server's metadata types as counters (may be empty: then the
-    name decides)."""
+    ``types``: name -> type from the server's metadata (a plain collection: names known to
+    be counters); empty: the name decides (``_total``, Triton's counters without it)."""
     if name.endswith("_created") or name.startswith(_SKIP_TRITON):
         return "skip"
-    if name in _TRITON_GAUGES:
+    known = types.get(name) if isinstance(types, Mapping) else (
+        "counter" if name in types else None)
+    if name.endswith("_info"):  # an info series' value is in its labels: kept whole
+        return "info"
+    if name in _TRITON_GAUGES or known in ("gauge", "summary"):
         return "gauge"
     if name.endswith("_bucket"):
         return "bucket"
     if name.endswith(("_sum", "_count")):
         return "counter"
-    if name.endswith("_total") or name in counters:
+    if name.endswith("_total") or known == "counter":
         return "counter"
-    if name.endswith("_info"):
-        return "info"
-    if name.startswith("nv_inference_") and name not in _TRITON_GAUGES:
+    if name.startswith("nv_inference_") and known is None:
         return "counter"
     return "gauge"
 

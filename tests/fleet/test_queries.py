@@ -259,3 +259,12 @@ def test_a_group_with_two_engines_gives_a_row_per_engine():
     rows, _ = build_rows(split_groups([_answer(s)], ("job",)), ("job",), 30)
     assert {(r.engine, r.running) for r in rows} == {("vllm", 3.0), ("sglang", 5.0)}
     assert len({r.key for r in rows}) == 2 and all(r.target == "engines" for r in rows)
+
+
+def test_metadata_types_win_over_names():
+    assert classify("nv_inference_request_summary_us", {"nv_inference_request_summary_us":
+                                                        "summary"}) == "gauge"
+    assert classify("nv_inference_count", {"nv_inference_count": "counter"}) == "counter"
+    assert classify("tgi_queue_size", {"tgi_queue_size": "gauge"}) == "gauge"
+    assert classify("my_counter", {"my_counter": "counter"}) == "counter"
+    assert classify("vllm:cache_config_info", {"vllm:cache_config_info": "gauge"}) == "info"

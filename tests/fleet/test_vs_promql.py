@@ -327,3 +327,18 @@ def test_restarting_engine_is_restarted_within_the_window(fleet_backend, demo_fl
             return
         time.sleep(2.0)
     raise AssertionError(f"{fleet_backend.kind}: never restarted: {states}")
+
+
+def test_kv_capacity_comes_from_the_info_series_labels(fleet, promql):
+    backend, _mon, snap = fleet
+    info = {s["metric"]["instance"]: s["metric"] for s in
+            promql(backend.url, 'vllm:cache_config_info{server=""}', snap.time)}
+    compared = 0
+    for (target, _model), row in _rows(snap, "vllm").items():
+        m = info.get(target)
+        if m and m.get("num_gpu_blocks") and m.get("block_size"):
+            want = float(m.get("kv_cache_size_tokens") or
+                         float(m["num_gpu_blocks"]) * float(m["block_size"]))
+            assert row.kv_capacity_tokens == want, (backend.kind, target)
+            compared += 1
+    assert compared >= 2
