@@ -25,7 +25,6 @@ from llmtop.parse.common import aggregate
 from llmtop.parse.detect import engine_from_body
 from llmtop.parse.exposition import ParseError
 from llmtop.parse.registry import normalize
-from llmtop.sources.prometheus import parse_value
 
 __all__ = ["Group", "Series", "build_rows", "gpu_records", "group_samples", "model_totals",
            "render", "row_from_sample", "split_groups", "target_name"]
@@ -49,25 +48,37 @@ class Group:
 
 def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
                  ) -> dict[tuple[str, ...], Group]:
-    """Answer series (``{"metric": ..., "value": [t, "v"]}``) by group key; NaN dropped."""
+    """Answer series (``{"metric": ..., "value": [t, "v"]}``) by group key; NaN dropped.
+
+    The answers' ``metric`` dicts are used (and their tag popped) in place, not copied."""
     out: dict[tuple[str, ...], Group] = {}
+    one = group[0] if len(group) == 1 else None
     for result in results:
         for item in result:
-            metric = item.get("metric") or {}  # ours: popped in place, not copied
+            metric = item.get("metric") or {}
             name = metric.pop("llmtop_name", None) or metric.pop("__name__", None)
             value = item.get("value")
-            if not name or not isinstance(value, list) or len(value) != 2:
+            if not name or type(value) is not list or len(value) != 2:
                 continue
-            v = parse_value(value[1])
-            if math.isnan(v):
-                continue  # an idle histogram's NaN is "no value", never 0
-            key = tuple(metric.get(g, "") for g in group)
+            try:
+                v = float(value[1])
+            except (TypeError, ValueError):
+                continue
+            if v != v:
+                continue  # NaN (an idle histogram's quantile input) is "no value", never 0
+            key = (metric.get(one, ""),) if one is not None else \
+                tuple([metric.get(x, "") for x in group])
             g = out.get(key)
             if g is None:
-                g = out[key] = Group(key, {k: v for k, v in zip(group, key, strict=True) if v})
-            if metric.get("job"):
-                g.jobs.add(metric["job"])
-            g.series.setdefault(name, []).append((metric, v))
+                g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
+            job = metric.get("job")
+            if job and job not in g.jobs:
+                g.jobs.add(job)
+            lst = g.series.get(name)
+            if lst is None:
+                g.series[name] = [(metric, v)]
+            else:
+                lst.append((metric, v))
     return out
 
 
