@@ -290,3 +290,58 @@ def test_monitor_never_raises_on_a_garbage_answer():
     mon, snap = asyncio.run(go())
     assert isinstance(mon.error, PromError) and mon.error.kind == "bad_payload"
     assert snap.engines == []
+
+
+def _tick(transport, clock=None, **kw):
+    async def go():
+        extra = {"clock": clock} if clock else {}
+        mon = FleetMonitor(Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090", **kw)),
+                           transport=transport, **extra)
+        try:
+            return mon, await mon.tick()
+        finally:
+            await mon.aclose()
+
+    return asyncio.run(go())
+
+
+def test_victoriametrics_evaluation_time_skips_its_hidden_30_seconds():
+    seen: list[httpx.Request] = []
+    t = _server(buildinfo="victoriametrics-1.79-buildinfo.json",
+                targets=lambda r: _fixture("victoriametrics-1.79-targets.json"), seen=seen)
+    mon, snap = _tick(t, clock=lambda: 1_000_000.0)
+    assert mon.backend.kind == "victoriametrics"
+    assert snap.time == 1_000_000.0 - 30.0  # aligned to the 1 s scrape interval too
+    times = {dict(httpx.QueryParams(r.content.decode())).get("time") for r in seen
+             if r.url.path.endswith("/api/v1/query")}
+    assert times == {"999970"}
+
+
+def test_series_with_pod_are_grouped_by_namespace_and_pod():
+    disc = json.loads(json.dumps(DISCOVERY))
+    disc["data"]["result"].append({"metric": {"llmtop_name": "has_pod"}, "value": [1, "4"]})
+    data = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"llmtop_name": "vllm:num_requests_running", "namespace": "prod",
+                    "pod": "vllm-0", "job": "prod/vllm", "model_name": "m"}, "value": [1, "2"]}]}}
+
+    def query(request):
+        form = dict(httpx.QueryParams(request.content.decode()))
+        return _json(disc if "count by (__name__, job)" in form["query"] else data)
+
+    mon, snap = _tick(_server(query=query))
+    assert mon.plan.group == ("namespace", "pod")
+    (row,) = snap.engines
+    assert row.target == "prod/vllm-0" and row.labels == {"namespace": "prod", "pod": "vllm-0",
+                                                          "job": "prod/vllm"}
+
+
+def test_dcgm_consumer_pod_from_exported_labels():
+    from llmtop.fleet.rows import gpu_records
+
+    labels = {"Hostname": "node-7", "gpu": "0", "UUID": "GPU-1", "modelName": "NVIDIA H100",
+              "pod": "dcgm-exporter-abc", "namespace": "gpu-operator",
+              "exported_pod": "vllm-0", "exported_namespace": "prod", "container": "vllm"}
+    (g,) = gpu_records({"DCGM_FI_DEV_GPU_UTIL": [(labels, 87.0)],
+                        "DCGM_FI_DEV_FB_USED": [(labels, 1024.0)]})
+    assert g.host == "node-7" and g.util == 0.87 and g.mem_used_bytes == 1024 * 1024 * 1024
+    assert [p.name for p in g.processes] == ["prod/vllm-0/vllm"]
