@@ -90,6 +90,7 @@ class FleetMonitor:
         self._targets: list[dict[str, Any]] = []
         self._connected_at: float | None = None
         self._last: Snapshot | None = None
+        self._last_good: Snapshot | None = None
         self._inflight: asyncio.Task[Snapshot] | None = None
         self._refreshed_at: float | None = None
         self.store = None
@@ -140,6 +141,7 @@ class FleetMonitor:
         self.at = at
         self._connected_at = None
         self._refreshed_at = None
+        self._last_good = None
 
     # ------------------------------------------------------------------ time
 
@@ -284,8 +286,15 @@ class FleetMonitor:
             self.error = None
         except PromError as exc:
             self.error = exc
-            snap = Snapshot(time=self.eval_time if self.eval_time is not None
-                            else self.clock(), window_s=self.window_s)
+            keep = self._last_good is not None and self.live and exc.kind in (
+                "unreachable", "too_big", "http_error", "bad_payload")
+            # a passing outage keeps the last good rows on screen (the header names the
+            # error and the clock stays at their time), never a blank table
+            snap = self._last_good if keep and self._last_good is not None else Snapshot(
+                time=self.eval_time if self.eval_time is not None else self.clock(),
+                window_s=self.window_s)
+        else:
+            self._last_good = snap
         self.queries_last = self.client.requests - sent_before
         self._last = snap
         self._refreshed_at = self.clock()

@@ -345,3 +345,31 @@ def test_dcgm_consumer_pod_from_exported_labels():
                         "DCGM_FI_DEV_FB_USED": [(labels, 1024.0)]})
     assert g.host == "node-7" and g.util == 0.87 and g.mem_used_bytes == 1024 * 1024 * 1024
     assert [p.name for p in g.processes] == ["prod/vllm-0/vllm"]
+
+
+def test_a_passing_outage_keeps_the_last_rows_and_says_so():
+    up = {"ok": True}
+
+    def handler(request):
+        if not up["ok"]:
+            raise httpx.ConnectError("connection refused")
+        return _server().handle_request(request)
+
+    clock = {"t": 1000.0}
+
+    async def go():
+        mon = FleetMonitor(Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090")),
+                           transport=httpx.MockTransport(handler), clock=lambda: clock["t"])
+        try:
+            first = await mon.tick()
+            up["ok"] = False
+            clock["t"] += 60
+            second = await mon.tick()
+            return mon, first, second
+        finally:
+            await mon.aclose()
+
+    mon, first, second = asyncio.run(go())
+    assert second is first and second.engines  # the rows stay
+    assert mon.error is not None and mon.error.kind == "unreachable"
+    assert "UNREACHABLE" in mon.header_text()
