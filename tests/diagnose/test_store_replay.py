@@ -84,7 +84,8 @@ async def test_store_logs_start_and_end_and_replay_names_it(tmp_path):
     assert 60 <= started <= 66 and 123 + 15 <= ended <= 130 + 15 + 6
 
     rec = Recording.open(path)
-    assert diagnosis_at(rec, T0 + 20) == []
+    # (_bump advances every counter, errors and aborts too: those rules fire all along)
+    assert "kv_pressure" not in [f.rule for f in diagnosis_at(rec, T0 + 50)]
     got = diagnosis_at(rec, T0 + 95)
     assert got[0].rule == "kv_pressure" and got[0].severity == "critical"
     out = io.StringIO()
