@@ -20,7 +20,6 @@ import httpx
 from llmtop.config import Config, PrometheusConfig
 from llmtop.fleet.queries import (
     ENGINE_LABELS,
-    MODEL_LABELS,
     Plan,
     align,
     classify,
@@ -30,6 +29,7 @@ from llmtop.fleet.queries import (
     parse_match,
 )
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
+from llmtop.fleet.states import apply_states, read_state
 from llmtop.model import EngineRow, GpuRecord, Snapshot
 from llmtop.parse import vllm as _vllm_names
 from llmtop.sources.prometheus import Backend, PromClient, PromError, PromResult, parse_value
@@ -349,87 +349,9 @@ class FleetMonitor:
     async def _states(self, rows: list[EngineRow], state: list[dict[str, Any]], plan: Plan,
                       t: float) -> None:
         """down / stale / restarted, and rows for instances that stopped reporting."""
-        group = plan.group
-        inventory: dict[tuple[tuple[str, ...], str], tuple[str, dict[str, str]]] = {}
-        last_ts: dict[tuple[tuple[str, ...], str], float] = {}
-        up: dict[tuple[str, ...], list[int]] = {}  # group -> [targets down, targets]
-        up_labels: dict[tuple[str, ...], dict[str, str]] = {}
-        restarts: dict[tuple[str, ...], float] = {}
-        for item in state:
-            metric = dict(item.get("metric") or {})
-            tag = metric.pop("llmtop_name", "")
-            v = parse_value((item.get("value") or [0, "nan"])[1])
-            gkey = tuple(metric.get(g, "") for g in group)
-            model = next((metric[m] for m in MODEL_LABELS if metric.get(m)), "default")
-            if tag.startswith("inventory:"):
-                inventory[(gkey, model)] = (tag.split(":", 1)[1], metric)
-            elif tag.startswith("last_ts:") and not math.isnan(v):
-                last_ts[(gkey, model)] = max(v, last_ts.get((gkey, model), v))
-            elif tag == "up" and not math.isnan(v):
-                counts = up.setdefault(gkey, [0, 0])
-                counts[0] += v == 0
-                counts[1] += 1
-                if v == 0:
-                    up_labels[gkey] = metric
-            elif tag == "restarts" and not math.isnan(v):
-                restarts[gkey] = max(v, restarts.get(gkey, v))
-        errors = await self._scrape_errors(up_labels) if up_labels else {}
-        stale_after = 2 * self.scrape_interval_s
-        have = {(tuple(r.labels.get(g, "") for g in group) if r.labels else (), r.model)
-                for r in rows}
-        for r in rows:
-            gkey = tuple((r.labels or {}).get(g, "") for g in group)
-            ts = last_ts.get((gkey, r.model or "default"))
-            if ts is not None:
-                r.last_ok_age_s = max(0.0, t - ts)
-            n_down, n_all = up.get(gkey, (0, 0))
-            if n_all and n_down == n_all:
-                r.state, r.error = "down", errors.get(gkey) or "up == 0"
-            elif r.last_ok_age_s is not None and r.last_ok_age_s > stale_after:
-                r.state = "stale"
-                r.error = f"newest sample {r.last_ok_age_s:.0f} s old"
-            elif restarts.get(gkey, 0) > 0:
-                r.state, r.error = "restarted", "process_start_time_seconds changed"
-            elif n_down:  # a group of several targets (--group-by job): some are down
-                r.error = f"{n_down} of {n_all} targets down"
-        engines_of: dict[str, set[str]] = {}
-        for e, m in inventory.values():
-            engines_of.setdefault(m.get("job", ""), set()).add(e)
-        for r in rows:
-            if r.labels and r.labels.get("job") and r.engine:
-                engines_of.setdefault(r.labels["job"], set()).add(r.engine)
-        job_engine = {j: next(iter(es)) for j, es in engines_of.items() if len(es) == 1}
-        for (gkey, model), (engine, metric) in sorted(inventory.items()):
-            if (gkey, model) in have:
-                continue
-            have.add((gkey, model))
-            n_down, n_all = up.get(gkey, (0, 0))
-            down = bool(n_all) and n_down == n_all
-            rows.append(self._gone_row(gkey, model, engine, metric.get("job"), down,
-                                       (errors.get(gkey) or "up == 0") if down else
-                                       f"no samples now (seen in the last "
-                                       f"{plan.lookback_s / 60:.0f} min)"))
-        seen_groups = {g for g, _m in have}
-        for gkey, metric in sorted(up_labels.items()):
-            if gkey in seen_groups:
-                continue  # a target of an engine job that never exposed engine series
-            job = metric.get("job")
-            rows.append(self._gone_row(gkey, None, job_engine.get(job or "") or None, job,
-                                       True, errors.get(gkey) or "up == 0"))
-
-    def _gone_row(self, gkey: tuple[str, ...], model: str | None, engine: str | None,
-                  job: str | None, down: bool, error: str) -> EngineRow:
-        """A row for an instance without current series: ``down`` or ``stale``, values None."""
-        from llmtop.fleet.rows import target_name
-
-        assert self.plan is not None
-        group = self.plan.group
-        labels = {g: v for g, v in zip(group, gkey, strict=True) if v}
-        if job:
-            labels["job"] = job
-        name = target_name(labels, group)
-        return EngineRow(key=f"{name}|{model or ''}", target=name, engine=engine, model=model,
-                         labels=labels, state="down" if down else "stale", error=error)
+        info = read_state(state, plan.group)
+        errors = await self._scrape_errors(info.down_labels) if info.down_labels else {}
+        apply_states(rows, info, errors, plan, t, 2 * self.scrape_interval_s)
 
     async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
                              ) -> dict[tuple[str, ...], str]:
