@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,3 +44,21 @@ def test_unknown_scenario_is_an_error():
     r = subprocess.run([sys.executable, "-m", "llmtop", "demo", "serve", "--scenario", "nope"],
                        capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert r.returncode == 2 and "unknown scenario" in r.stderr
+
+
+def test_help_lists_every_scenario():
+    """``llmtop --help`` and ``llmtop demo serve --help`` name every scenario there is."""
+    from llmtop.cli.demo import build_parser as demo_parser
+    from llmtop.cli.main import build_parser
+    from llmtop.demo.scenarios import SCENARIOS
+
+    def words(text: str) -> set[str]:  # argparse wraps "kv-pressure" as "kv-\npressure"
+        return set(re.findall(r"[A-Za-z_][\w-]*", " ".join(text.split()).replace("- ", "-")))
+
+    main_help = words(build_parser().format_help())
+    serve = next(a for a in demo_parser()._subparsers._group_actions[0].choices.values())
+    serve_help = words(serve.format_help())
+    names = set(SCENARIOS) - {"default"}
+    assert names <= main_help, names - main_help
+    assert names <= serve_help, names - serve_help
+    assert "LLMTOP_DEMO_BASELINE_S" in main_help
