@@ -27,6 +27,7 @@ from llmtop.fleet.queries import (
     engine_of,
     parse_duration,
     parse_match,
+    rule_names,
 )
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.states import apply_states, read_state
@@ -213,9 +214,13 @@ class FleetMonitor:
             group = tuple(self.cfg.group_by)
         else:
             group = ("namespace", "pod") if has_pod else ("instance",)
+        parsed = parse_match(self.cfg.match)
+        used = [*group, *(m.label for m in parsed)] if parsed is not None else ["?"]
+        rates = [n for n, k in names.items() if k in ("counter", "bucket")]
         self.plan = Plan(group=group, window_s=self.window_s, matchers=f, target_matchers=ft,
                          names=names, engines=engines,
-                         lookback_s=max(600.0, 2 * self.window_s))
+                         lookback_s=max(600.0, 2 * self.window_s),
+                         rules=rule_names(present, rates, self.window_s, used))
         self._connect_warnings = warn
         self._connected_at = self.clock()
 

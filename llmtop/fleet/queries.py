@@ -31,6 +31,7 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "MODEL_LABELS",
     "PRESENCE",
+    "RULE_LABELS",
     "Matcher",
     "Plan",
     "align",
@@ -40,6 +41,7 @@ __all__ = [
     "engine_of",
     "parse_duration",
     "parse_match",
+    "rule_names",
     "selector",
     "split_union",
 ]
@@ -70,8 +72,8 @@ PRESENCE = {
 _PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("lmdeploy:", "lmdeploy"),
              ("llamacpp:", "llamacpp"), ("tgi_", "tgi"), ("trtllm_", "trtllm"),
              ("trtllm:", "trtllm"), ("nv_", "triton"), ("DCGM_FI_", "dcgm"))
-_NAME_RE = "(vllm|sglang|lmdeploy|llamacpp|trtllm):.+|(tgi_|trtllm_|nv_inference_|nv_trt_llm_|" \
-    "nv_llm_|DCGM_FI_).+"
+_NAME_RE = "(vllm|sglang|lmdeploy|llamacpp|trtllm|llmtop):.+|" \
+    "(tgi_|trtllm_|nv_inference_|nv_trt_llm_|nv_llm_|DCGM_FI_).+"
 _SKIP_TRITON = ("nv_gpu_", "nv_cpu_", "nv_energy", "nv_pinned")
 _TRITON_GAUGES = ("nv_inference_pending_request_count",)
 
@@ -201,6 +203,8 @@ class Plan:
     engines: tuple[str, ...] = ()
     lookback_s: float = 600.0
     """How far back the inventory looks for instances that went away."""
+    rules: dict[str, str] = field(default_factory=dict)
+    """Raw name -> ``llmtop:*`` recording rule holding its rate over this window."""
 
     @property
     def keep(self) -> tuple[str, ...]:
@@ -236,16 +240,23 @@ class Plan:
                 parts.append(_tag(self._dedup(self._sel(name)), name))
         return " or ".join(parts) or None
 
+    def _rate(self, name: str, keep: str) -> str:
+        rule = self.rules.get(name)
+        if rule is not None:  # recorded by examples/llmtop-rules.yaml: same shape, precomputed
+            return _tag(f"sum by ({keep}) ({self._sel(rule)})", name)
+        return _tag(f"sum by ({keep}) ({self._dedup(f'rate({self._sel(name)}[{self._w()}])')})",
+                    name)
+
     def counters(self) -> str | None:
         keep = _by(self.keep)
-        parts = [_tag(f"sum by ({keep}) ({self._dedup(f'rate({self._sel(n)}[{self._w()}])')})", n)
-                 for n, kind in sorted(self.names.items()) if kind == "counter"]
+        parts = [self._rate(n, keep) for n, kind in sorted(self.names.items())
+                 if kind == "counter"]
         return " or ".join(parts) or None
 
     def buckets(self) -> str | None:
         keep = _by((*self.keep, "le"))
-        parts = [_tag(f"sum by ({keep}) ({self._dedup(f'rate({self._sel(n)}[{self._w()}])')})", n)
-                 for n, kind in sorted(self.names.items()) if kind == "bucket"]
+        parts = [self._rate(n, keep) for n, kind in sorted(self.names.items())
+                 if kind == "bucket"]
         return " or ".join(parts) or None
 
     def _presence(self) -> list[tuple[str, str]]:
@@ -334,3 +345,26 @@ def describe_queries() -> str:
         out.append(q.replace(" or label_replace", "\n  or label_replace"))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+RULE_LABELS = frozenset(("namespace", "pod", "instance", "job", "model_name", "model", "engine",
+                         "dp_rank", "le", "finished_reason", "server"))
+"""Labels the series of ``examples/llmtop-rules.yaml`` keep: rules serve a plan only when its
+group and the user's matchers use no other label."""
+
+_RULE = re.compile(r"^llmtop:(.+):rate(\w+)$")
+
+
+def rule_names(present: Collection[str], names: Collection[str], window_s: float,
+               labels_used: Collection[str]) -> dict[str, str]:
+    """Raw name -> recording rule ``llmtop:<name, ':' as '_'>:rate<window>`` for the rules
+    present with exactly this window; {} when the plan needs a label the rules dropped."""
+    if not set(labels_used) <= RULE_LABELS:
+        return {}
+    by_flat: dict[str, str] = {}
+    for rule in present:
+        m = _RULE.match(rule)
+        if m and parse_duration(m.group(2)) == window_s:
+            by_flat[m.group(1)] = rule
+    return {n: by_flat[n.replace(":", "_")] for n in names
+            if n.replace(":", "_") in by_flat}

@@ -39,6 +39,7 @@ def fleet_json(mon: FleetMonitor, snap: Snapshot) -> dict[str, Any]:
                      "http_status": mon.error.http_status} if mon.error else None)
     doc["totals"] = [r.to_json() for r in mon.totals]
     doc["queries"] = mon.queries_last
+    doc["recording_rules"] = len(mon.plan.rules) if mon.plan is not None else 0
     return _finite(doc)
 
 
