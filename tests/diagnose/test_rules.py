@@ -256,3 +256,16 @@ def test_evidence_names_the_window(window):
     assert labels["preemptions_per_s"] == ("10s" if window == 10 else "30s" if window == 30
                                            else "1m")
     assert labels["kv"] == labels["waiting"] == "now"  # gauges: the newest sample
+
+
+def test_queueing_on_a_mean_only_queue_counter_triton():
+    from llmtop.model import Quantiles
+
+    r = healthy("triton@127.0.0.1:8002", engine="triton", model="tensorrt_llm",
+                waiting=12.0, running=32.0, max_running=32.0, kv_cache_usage=0.5,
+                queue_s=Quantiles(mean=1.2, count=60.0), ttft_s=q(1.3, 2.0, 60),
+                prefix_hit_rate=None, prefill_s=None)
+    f = run(r, None, waiting_min={r.key: 8.0})
+    assert rules(f) == ["queueing"] and f[0].severity == "warn"
+    assert "queue time (mean 1.2 s)" in f[0].summary and "pinned at 32" in f[0].summary
+    assert "raise the running limit" in f[0].action

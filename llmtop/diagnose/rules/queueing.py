@@ -45,21 +45,23 @@ def queueing(c: RowCtx) -> list[Finding]:
     limit = f"; running is pinned at {run:.0f} = its limit" if at_limit and run is not None else ""
     kv = f" while KV is {fmt_pct(row.kv_cache_usage)}" if row.kv_cache_usage is not None else ""
     ev = [c.ev("waiting", 1.0), c.ev("waiting_min", 1.0, c.waiting_min, baseline=False)]
-    if row.queue_s is not None:
-        if count(row, "queue_s") < MIN_REQUESTS or q95 is None or q95 < QUEUE_P95_MIN_S:
+    qm, tm = c.sig("queue_mean"), c.sig("ttft_mean")
+    # the tail: p95, else the mean (Triton's queue is a mean-only µs counter pair)
+    hi, hi_name = (q95, "queue_p95") if q95 is not None else (qm, "queue_mean")
+    if row.queue_s is not None and hi is not None:
+        if count(row, "queue_s") < MIN_REQUESTS or hi < QUEUE_P95_MIN_S:
             return []
         # the share from the means (exact: _sum/_count) where both exist; the p50s sit in
         # coarse buckets (vLLM's lowest queue bucket is 0.3 s, so a p50 "below" reads 0.3)
-        qm, tm = c.sig("queue_mean"), c.sig("ttft_mean")
         if qm is not None and tm:
             share, share_of = qm / tm, "mean"
         else:
             share, share_of = (q50 / t50 if q50 is not None and t50 else None), "p50"
         if share is not None and share < QUEUE_SHARE:
             return []
-        critical = q95 >= QUEUE_CRIT_S and (share is None or share >= QUEUE_CRIT_SHARE)
-        usual = c.usual("queue_p95")
-        ev += [c.ev("queue_p95", QUEUE_P95_MIN_S), c.ev(f"queue_{share_of}"),
+        critical = hi >= QUEUE_CRIT_S and (share is None or share >= QUEUE_CRIT_SHARE)
+        usual = c.usual(hi_name)
+        ev += [c.ev(hi_name, QUEUE_P95_MIN_S), c.ev(f"queue_{share_of}"),
                c.ev(f"ttft_{share_of}"),
                c.ev("queue_share_of_ttft", QUEUE_SHARE, share, baseline=False)]
         tt = c.sig("ttft_p95")
@@ -67,10 +69,13 @@ def queueing(c: RowCtx) -> list[Finding]:
         share_txt = (f" is {fmt_pct(min(share, 1.0))} of TTFT's {share_of}"
                      if share is not None else "")
         mid = qm if share_of == "mean" else q50
-        summary = (f"{head}{w:.0f} requests wait and queue time ({share_of} {fmt_s(mid)}, p95 "
-                   f"{fmt_s(q95)}){share_txt}{limit}{kv}")
-        if usual is not None and q95 < 2 * usual:
-            summary += f"; as usual for this engine (p95 {fmt_s(usual)})"
+        times = [f"{share_of} {fmt_s(mid)}"] if mid is not None else []
+        if q95 is not None:
+            times.append(f"p95 {fmt_s(q95)}")
+        summary = (f"{head}{w:.0f} requests wait and queue time ({', '.join(times)})"
+                   f"{share_txt}{limit}{kv}")
+        if usual is not None and hi < 2 * usual:
+            summary += f"; as usual for this engine ({fmt_s(usual)})"
             return [c.finding("queueing", "info", summary, ev, _action(c, at_limit))]
         return [c.finding("queueing", "critical" if critical else "warn", summary, ev,
                           _action(c, at_limit))]
