@@ -13,6 +13,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections.abc import Iterable
@@ -23,11 +24,11 @@ from llmtop.history.derive import hist_quantiles
 from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, ModelSample, Quantiles
 from llmtop.parse.common import aggregate
 from llmtop.parse.detect import engine_from_body
-from llmtop.parse.exposition import ParseError
+from llmtop.parse.exposition import Family, ParseError, Sample
 from llmtop.parse.registry import normalize
 
-__all__ = ["Group", "Series", "build_rows", "gpu_records", "group_samples", "model_totals",
-           "render", "row_from_sample", "split_groups", "target_name"]
+__all__ = ["Group", "Series", "build_rows", "families_of", "gpu_records", "group_samples",
+           "model_totals", "render", "row_from_sample", "split_groups", "target_name"]
 
 Series = tuple[dict[str, str], float]
 """One answer series: its labels (without the ``llmtop_name`` tag) and value."""
@@ -144,7 +145,8 @@ def render(series: dict[str, list[Series]], drop: Iterable[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _families(series: dict[str, list[Series]]) -> list[dict[str, list[Series]]]:
+def _families(series: dict[str, list[Series]]
+              ) -> list[tuple[str | None, dict[str, list[Series]]]]:
     """A group's series split by engine family (a ``--group-by job`` group may hold vLLM and
     SGLang); Triton's vLLM backend (``nv_`` and ``vllm:`` together) stays one."""
     from llmtop.fleet.queries import engine_of
@@ -159,13 +161,65 @@ def _families(series: dict[str, list[Series]]) -> list[dict[str, list[Series]]]:
             parts.setdefault(e, {})[name] = items
     if "triton" in parts and "vllm" in parts:
         parts["triton"].update(parts.pop("vllm"))
-    return [p | shared for p in parts.values()] or [shared]
+    return [(e, p | shared) for e, p in parts.items()] or [(None, shared)]
+
+
+_FAMILY_ADAPTERS = ("vllm", "sglang", "lmdeploy")
+"""Adapters with ``normalize_families``: fed ``Family`` objects directly, no text round trip."""
+
+
+_INTERN: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+"""Label sets (without the group's labels) -> one shared dict, as the text parser shares one
+dict per series: the adapters' per-series caches then hit across groups and refreshes."""
+_INTERN_MAX = 200_000
+
+
+def _interned(labels: dict[str, str], drop: frozenset[str]) -> dict[str, str]:
+    key = tuple([kv for kv in labels.items() if kv[0] not in drop])
+    d = _INTERN.get(key)
+    if d is None:
+        if len(_INTERN) >= _INTERN_MAX:
+            _INTERN.clear()
+        d = _INTERN[key] = dict(key)
+    return d
+
+
+def families_of(series: dict[str, list[Series]], drop: Iterable[str] = ()
+                ) -> dict[str, Family]:
+    """The ``Family`` objects the text parser would make of ``render(series, drop)``
+    (histogram parts under their base, ``x_total`` under ``x``), with shared label dicts;
+    info series keep only their own labels, as ``render`` writes them."""
+    dropset = frozenset(drop)
+    bases = {n[:-7] for n in series if n.endswith("_bucket")}
+    fams: dict[str, Family] = {}
+    for name, items in series.items():
+        base, typ = name, "gauge"
+        for sfx in ("_bucket", "_sum", "_count"):
+            if name.endswith(sfx) and name[: -len(sfx)] in bases:
+                base, typ = name[: -len(sfx)], "histogram"
+                break
+        else:
+            if name.endswith("_total"):
+                base, typ = name[:-6], "counter"
+        fam = fams.get(base)
+        if fam is None:
+            fam = fams[base] = Family(base, typ)
+        skip = dropset | _TARGET_LABELS if name.endswith("_info") else dropset
+        fam.samples.extend([Sample(name, _interned(labels, skip), v) for labels, v in items])
+    return fams
 
 
 def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
     """The adapters' reading of one group, one sample per engine family (counters are rates)."""
     out = []
-    for series in _families(g.series):
+    for engine_hint, series in _families(g.series):
+        if engine_hint in _FAMILY_ADAPTERS:
+            mod = importlib.import_module(f"llmtop.parse.{engine_hint}")
+            try:
+                out.append(mod.normalize_families(families_of(series, drop)))
+            except ParseError:
+                pass
+            continue
         text = render(series, drop)
         engine = engine_from_body(text)
         if engine is None or engine == "dcgm":

@@ -242,6 +242,14 @@ def test_rendered_answers_read_like_the_engines_own_text(name, engine):
             m.counters.pop("prefix_queries", None)
     assert [m.model for m in a.models] == [m.model for m in b.models]
     assert a.models == b.models and a.ranks == b.ranks
+    if engine in ("vllm", "sglang", "lmdeploy"):  # the no-text path gives the same sample
+        import importlib
+
+        from llmtop.fleet.rows import families_of
+
+        c = importlib.import_module(f"llmtop.parse.{engine}").normalize_families(
+            families_of(series))
+        assert c.models == b.models and c.ranks == b.ranks
 
 
 def test_docs_list_every_query_as_the_code_sends_it():
