@@ -21,6 +21,7 @@ from textual.widgets import Footer, Input, Static
 
 from llmtop.once import NO_TARGETS_HINTS
 from llmtop.ui import fmt
+from llmtop.ui.compositor import use_crop_compositor
 from llmtop.ui.source import SPARK_FIELDS, Source
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.engines import COLUMNS, WIDE_MIN_WIDTH, EnginesTable
@@ -138,6 +139,7 @@ class OverviewScreen(Screen):
 
     def __init__(self, view: LiveView) -> None:
         super().__init__()
+        use_crop_compositor(self)  # a tick renders only the lines it repaints
         self.view = view
 
     def compose(self) -> ComposeResult:

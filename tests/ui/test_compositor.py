@@ -1,0 +1,64 @@
+"""CropCompositor: a partial update renders only its own lines, and draws what Textual's
+compositor draws on every line it repaints."""
+
+from __future__ import annotations
+
+from textual._compositor import Compositor
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from llmtop.ui.compositor import CropCompositor
+from llmtop.ui.screens.overview import OverviewScreen
+from tests.ui.conftest import first_paint, make_app
+
+SIZE = (120, 40)
+
+
+def _lines(comp: Compositor, crop: Region, base: bool) -> dict[int, list]:
+    """The strips a partial update over ``crop`` sends, per line: with Textual's own
+    ``_get_renders`` when ``base``, else the compositor's."""
+    if base:
+        comp._get_renders = lambda c=None: Compositor._get_renders(comp, c)  # type: ignore
+    try:
+        chops = comp._render_chops(crop, lambda y: crop.y <= y < crop.bottom)
+    finally:
+        comp.__dict__.pop("_get_renders", None)
+    return {y: list(Strip.join([s for s in chops[y].values() if s is not None]))
+            for y in range(crop.y, crop.bottom)}
+
+
+async def test_partial_updates_draw_what_textual_draws():
+    app = make_app("ok")
+    async with app.run_test(size=SIZE) as pilot:
+        await first_paint(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        comp = screen._compositor
+        assert isinstance(comp, CropCompositor)
+        w, h = SIZE
+        for crop in (Region(0, 0, w, 1), Region(0, 0, w, 4), Region(0, 3, w, 1),
+                     Region(0, 7, w, 5), Region(0, h - 1, w, 1), Region(0, 20, w, 3),
+                     Region(0, 1, w, h - 2), Region(10, 2, 30, 6)):
+            mine, textuals = _lines(comp, crop, False), _lines(comp, crop, True)
+            assert mine == textuals, crop
+            assert any(segs for segs in mine.values())
+
+
+async def test_a_one_line_update_renders_only_the_widgets_on_that_line(monkeypatch):
+    app = make_app("ok")
+    async with app.run_test(size=SIZE) as pilot:
+        await first_paint(app, pilot)
+        comp = app.screen._compositor
+        rendered: list[tuple[str, int]] = []
+        original = Widget.render_lines
+
+        def spy(self, crop):
+            rendered.append((type(self).__name__, crop.height))
+            return original(self, crop)
+
+        monkeypatch.setattr(Widget, "render_lines", spy)
+        comp._render_chops(Region(0, 0, SIZE[0], 1), lambda y: y == 0)  # the clock line
+        names = {n for n, _ in rendered}
+        assert names == {"OverviewScreen", "HeaderBar"}
+        assert all(height == 1 for _, height in rendered)  # not the screen's 40 lines
