@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from llmtop.ui.widgets.textlines import TextLines, same
 
@@ -85,3 +86,28 @@ async def test_build_follows_the_size():
         await pilot.pause()
         assert _plain(w.render_line(0)).rstrip() == "12x2"
         assert str(w.render()) == "12x2"
+
+
+async def test_a_change_repaints_only_the_lines_that_differ():
+    """Same size, on screen: the new Text is split at once, only changed lines are marked
+    dirty (an identical Text marks none), and the screen still shows every change."""
+    app = _App()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(TextLines)
+        w.set_text(Text("header\nvalue 1\nfooter"))
+        await pilot.pause()
+        w.render_lines(w.size.region)  # drawn once at this size
+        asked: list[tuple] = []
+        original = w.refresh
+        w.refresh = lambda *regions, **kw: asked.append(regions) or original(*regions, **kw)
+        w.set_text(Text("header\nvalue 2\nfooter"))
+        assert asked == [(Region(0, 1, 20, 1),)]
+        w.set_text(Text("header\nvalue 2\nfooter", style="bold"))  # every line's look
+        assert asked[-1] == tuple(Region(0, y, 20, 1) for y in range(3))
+        w.set_text(Text("header\nvalue 3\nfooter", style="bold"))
+        await pilot.pause()
+        screen = [_plain(s)[:20].rstrip() for s in app.screen._compositor.render_strips()]
+        assert screen[:3] == ["header", "value 3", "footer"]
+        asked.clear()
+        w.set_text(Text("header\nvalue 3\nfooter", style="bold"))
+        assert asked == []

@@ -51,9 +51,22 @@ class TextLines(Widget):
         self.rebuild(layout=layout)
 
     def rebuild(self, *, layout: bool = False) -> None:
-        """The content changed: build it again at the next paint."""
-        self._tl_built = None
-        self.refresh(layout=layout)
+        """The content changed: build it again. On the current screen, at the size it was
+        last drawn at, it is built now and only the lines that differ are repainted (none:
+        nothing is); otherwise it is built at the next paint, whole."""
+        size = self.size
+        if (layout or self._tl_built != size or not size.width or not self.display
+                or not self.is_attached or self.screen is not self.app.screen):
+            self._tl_built = None
+            self.refresh(layout=layout)
+            return
+        old = self._tl_lines
+        new = self._tl_lines = self.build(size.width, size.height).split("\n", allow_blank=True)
+        n = min(len(old), len(new))
+        changed = [y for y in range(n) if not same(old[y], new[y])]
+        changed += range(n, max(len(old), len(new)))
+        if changed:
+            self.refresh(*(Region(0, y, size.width, 1) for y in changed))
 
     def render(self) -> Text:  # type: ignore[override]
         return self.build(self.size.width, self.size.height)
