@@ -1,7 +1,8 @@
 """Local GPUs through NVML (nvidia-ml-py, the ``pynvml`` module).
 
-``NvmlSampler.sample()`` is synchronous (the monitor runs it via ``asyncio.to_thread`` once
-per tick) and never raises:
+``NvmlSampler.sample()`` is synchronous and never raises; the monitor calls
+``sample_async()`` once per tick, which runs it in a worker thread, or, while NVML is down and
+not due for a retry, answers the held error on the event loop (no thread hop each tick):
 
 - ``pynvml`` is imported lazily and ``nvmlInit`` runs on the first sample; ``close()`` calls
   ``nvmlShutdown`` once.
@@ -20,6 +21,7 @@ per tick) and never raises:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -34,9 +36,10 @@ from llmtop.gpu import reasons
 from llmtop.gpu.attribution import Attributor
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
 
-__all__ = ["NOT_VISIBLE", "GpuLost", "NvmlSampler", "nvml_query"]
+__all__ = ["CLOSED", "NOT_VISIBLE", "GpuLost", "NvmlSampler", "nvml_query"]
 
 NOT_VISIBLE = "pid not visible from this namespace"
+CLOSED = "GPU unavailable: GPU sampler closed"
 
 _MISSING = object()
 
@@ -243,9 +246,32 @@ class NvmlSampler:
             cost_s=time.perf_counter() - t0,
         )
 
+    async def sample_async(self) -> GpuSample:
+        """``sample`` for the monitor's event loop. While NVML is down (not installed, no
+        driver, no GPU) and its retry is not due, the held error is answered on the loop:
+        no worker-thread hop each tick on a machine without GPUs. Anything that may call
+        NVML (which can block) runs in a worker thread, as ``sample``."""
+        t0 = time.perf_counter()
+        t_wall, t_mono = self._wall(), self._clock()
+        held = self._held_error(t_mono)
+        if held is None:
+            return await asyncio.to_thread(self.sample)
+        return GpuSample(t_wall=t_wall, t_mono=t_mono, gpus=[], error=held,
+                         cost_s=time.perf_counter() - t0)
+
+    def _held_error(self, now: float) -> str | None:
+        """The error ``sample`` would answer at ``now`` without calling NVML, or None."""
+        if self._lock.locked():
+            return None
+        if self._closed:
+            return CLOSED
+        if not self._initialized and self._fatal is not None and now < self._next_try:
+            return self._fatal
+        return None
+
     def _sample(self, now: float) -> tuple[list[GpuRecord], str | None]:
         if self._closed:
-            return [], "GPU unavailable: GPU sampler closed"
+            return [], CLOSED
         err = self._try_init(now)
         if err is not None:
             return [], err

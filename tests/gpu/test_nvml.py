@@ -295,6 +295,38 @@ def test_init_retry_at_most_every_30s_with_injected_clock():
     assert fake.calls["nvmlInit"] == 3  # once initialized, never again
 
 
+def test_sample_async_answers_a_held_error_on_the_loop_and_nvml_calls_in_a_thread():
+    """No driver: the error is answered without a worker thread until the retry is due;
+    the retry (and every sample of a working NVML) runs in a worker thread."""
+    import asyncio
+    import threading
+
+    fake, s, clock = make(init_error=fk.NVMLError_DriverNotLoaded)
+    threads: list[str] = []
+    sample = s.sample
+    s.sample = lambda: threads.append(threading.current_thread().name) or sample()
+
+    async def run(n: int = 1):
+        return [await s.sample_async() for _ in range(n)]
+
+    main = threading.current_thread().name
+    assert asyncio.run(run())[0].error == reasons.DRIVER_NOT_LOADED  # first init: a thread
+    assert len(threads) == 1 and threads[0] != main
+    clock.t += 10
+    outs = asyncio.run(run(5))
+    assert [o.error for o in outs] == [reasons.DRIVER_NOT_LOADED] * 5
+    assert outs[0].t_mono == clock.t and outs[0].gpus == []
+    assert len(threads) == 1 and fake.calls["nvmlInit"] == 1  # no thread, no NVML call
+    fake.init_error = None
+    clock.t += 20  # retry due: in a thread, and it works
+    out = asyncio.run(run())[0]
+    assert out.error is None and len(out.gpus) == 1 and len(threads) == 2
+    asyncio.run(run())
+    assert len(threads) == 3 and threads[-1] != main
+    s.close()
+    assert asyncio.run(run())[0].error == "GPU unavailable: GPU sampler closed"
+
+
 def test_close_shuts_down_once_and_sample_after_close_is_an_error():
     fake, s, _ = make()
     s.sample()
