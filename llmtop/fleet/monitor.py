@@ -279,6 +279,7 @@ class FleetMonitor:
         return await asyncio.shield(self._inflight)
 
     async def _refresh(self) -> Snapshot:
+        started = self.clock()  # the pace is from refresh start to start, however long it took
         self.warnings = []
         self.partial = False
         sent_before = self.client.requests
@@ -302,7 +303,7 @@ class FleetMonitor:
             self._last_good = snap
         self.queries_last = self.client.requests - sent_before
         self._last = snap
-        self._refreshed_at = self.clock()
+        self._refreshed_at = started
         return snap
 
     async def _run(self, queries: dict[str, str], t: float) -> dict[str, PromResult]:
