@@ -193,8 +193,8 @@ class PromClient:
         if status in (401, 403):
             raise PromError("unauthorized", self._auth_hint(status), status)
         ctype = resp.headers.get("content-type", "")
-        text = resp.text
-        head = text.lstrip()[:15].lower()
+        raw = resp.content  # bytes: json reads UTF-8 itself, no decoded copy of a big answer
+        head = raw[:64].lstrip()[:15].decode("utf-8", "replace").lower()
         if "html" in ctype or head.startswith(("<!doctype", "<html")):
             raise PromError("bad_payload", f"HTTP {status}: an HTML page, not the Prometheus "
                             "API (an auth proxy's login page? check the URL and credentials)",
@@ -204,14 +204,14 @@ class PromClient:
                             else "http_error",
                             f"HTTP {status}: redirected (an auth proxy? check the URL)", status)
         try:
-            body = json.loads(text) if text else None
+            body = json.loads(raw) if raw else None
         except ValueError:
             body = None
         if not isinstance(body, dict):
             if status == 404:
                 raise PromError("not_found", f"HTTP 404: no such API at {self.display_url}",
                                 status)
-            snippet = " ".join(text.split())[:120]
+            snippet = " ".join(raw[:400].decode("utf-8", "replace").split())[:120]
             raise PromError("bad_payload" if status < 400 else "http_error",
                             f"HTTP {status}: not a Prometheus API answer: {snippet!r}", status)
         if body.get("status") == "success" and status < 400:
