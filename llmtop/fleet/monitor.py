@@ -4,13 +4,13 @@ It has the shape of ``llmtop.monitor.Monitor`` (``tick() -> Snapshot``, ``snapsh
 ``aclose()``), so the TUI's ``MonitorSource`` and ``--once`` use it unchanged. Connect-time
 work (backend, scrape interval, metric names, grouping) is redone every ``REDISCOVER_S``.
 At most one refresh is in flight: a second ``tick`` while one runs waits for that one.
-A failure is never raised: it becomes ``error`` (a ``PromError``) and an empty snapshot.
+A failure is never raised: it becomes ``error`` (a ``PromError``) and an empty snapshot (or,
+live, the last good one). ``history`` backfills one row's sparklines with range queries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,15 +31,11 @@ from llmtop.fleet.queries import (
 )
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.states import apply_states, read_state
-from llmtop.model import EngineRow, GpuRecord, Snapshot
+from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
 from llmtop.sources.prometheus import Backend, PromClient, PromError, PromResult, parse_value
 
 __all__ = ["REDISCOVER_S", "FleetMonitor"]
-
-
-def _escape(v: str) -> str:
-    return v.replace("\\", "\\\\").replace('"', '\\"')
 
 REDISCOVER_S = 300.0
 """Connect-time work (names, interval) is redone this often: discovery touches every engine
@@ -48,6 +44,11 @@ VM_LATENCY_OFFSET_S = 30.0
 """VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
 
 _WANT: dict[str, Callable[[str], bool] | None] = {"vllm": _vllm_names.want}
+
+
+def _escape(v: str) -> str:
+    """A label value inside a PromQL double-quoted string."""
+    return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _wanted(name: str, engine: str) -> bool:
@@ -92,6 +93,7 @@ class FleetMonitor:
         self._connected_at: float | None = None
         self._last: Snapshot | None = None
         self._last_good: Snapshot | None = None
+        self._connect_warnings: list[str] = []
         self._inflight: asyncio.Task[Snapshot] | None = None
         self._refreshed_at: float | None = None
         self.store = None
@@ -321,12 +323,13 @@ class FleetMonitor:
         plan = self.plan
         assert plan is not None
         self.eval_time = t
-        self.warnings.extend(getattr(self, "_connect_warnings", []))
+        self.warnings.extend(self._connect_warnings)
         if not plan.names:
             m = f" matching {self.cfg.match}" if self.cfg.match else ""
             raise PromError("empty", f"no inference-engine metrics{m} on {self.display_url} "
                             "(is Prometheus scraping the engines? check --match)")
         ans = await self._run(plan.queries(), t)
+
         def role(name: str) -> list[dict[str, Any]]:
             return [it for k, r in ans.items() if k.split("#")[0] == name for it in r.result]
 
@@ -334,17 +337,8 @@ class FleetMonitor:
         groups = split_groups(data, plan.group)
         rows, samples = build_rows(groups, plan.group, self.window_s)
         await self._states(rows, role("state"), plan, t)
-        gpus: list[GpuRecord] = []
-        gpu_items = role("gpus")
-        if gpu_items:
-            by_name: dict[str, list[tuple[dict[str, str], float]]] = {}
-            for item in gpu_items:
-                metric = dict(item.get("metric") or {})
-                name = metric.pop("llmtop_name", "")
-                v = parse_value((item.get("value") or [0, "nan"])[1])
-                if name and not math.isnan(v):
-                    by_name.setdefault(name, []).append((metric, v))
-            gpus = gpu_records(by_name)
+        gpu_groups = split_groups([role("gpus")], ())  # one group: every DCGM series
+        gpus = gpu_records(gpu_groups[()].series) if gpu_groups else []
         self.totals = model_totals(samples.values(), self.window_s)
         if self.partial:
             self.warnings.insert(0, "PARTIAL: some stores did not answer; values may be "
