@@ -328,14 +328,15 @@ def model_totals(samples: Iterable[EngineSample], window_s: float) -> list[Engin
     for s in samples:
         for m in s.models:
             by_model.setdefault(m.model, []).append(m)
-            engines.setdefault(m.model, s.engine)
+            # one engine id when every row of the model runs it; None for a mixed model
+            engines[m.model] = s.engine if engines.get(m.model, s.engine) == s.engine else ""
     out = []
     for model in sorted(by_model):
         parts = by_model[model]
         agg = aggregate(model, parts)
         # KV usage of a model is the worst instance (aggregate's max), running/waiting sums.
         row = EngineRow(key=f"total|{model}", target=f"total ({len(parts)})",
-                        engine=engines[model], model=model)
+                        engine=engines[model] or None, model=model)
         out.append(row_from_sample(row, agg, window_s))
     return out
 

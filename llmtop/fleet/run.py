@@ -80,6 +80,11 @@ async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transpo
             print(f"warning: {w}", file=out)
         if snap.engines:
             print_once(snap, file=out)
+        if mon.totals:
+            print("per-model totals (rates summed, quantiles from the summed bucket rates):",
+                  file=out)
+            print_once(Snapshot(time=snap.time, window_s=snap.window_s, engines=mon.totals),
+                       file=out)
     if mon.error is not None:
         print(f"llmtop: {mon.display_url}: {mon.error.message}", file=err)
         return 1

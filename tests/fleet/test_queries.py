@@ -276,3 +276,14 @@ def test_metadata_types_win_over_names():
     assert classify("tgi_queue_size", {"tgi_queue_size": "gauge"}) == "gauge"
     assert classify("my_counter", {"my_counter": "counter"}) == "counter"
     assert classify("vllm:cache_config_info", {"vllm:cache_config_info": "gauge"}) == "info"
+
+
+def test_a_total_over_two_engines_names_no_engine_and_no_merged_quantile():
+    from llmtop.fleet.rows import model_totals
+
+    a = _ttft("a:1", [("0.1", "1"), ("1", "3"), ("+Inf", "4")])
+    s = [("sglang:num_running_reqs", {"instance": "b:1", "job": "sglang", "model_name": "m"},
+          "5")]
+    _rows, samples = build_rows(split_groups([_answer(a + s)], ("instance",)), ("instance",), 60)
+    (total,) = model_totals(samples.values(), 60.0)
+    assert total.engine is None and total.running == 9.0
