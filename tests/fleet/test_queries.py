@@ -278,7 +278,7 @@ def test_metadata_types_win_over_names():
     assert classify("vllm:cache_config_info", {"vllm:cache_config_info": "gauge"}) == "info"
 
 
-def test_a_total_over_two_engines_names_no_engine_and_no_merged_quantile():
+def test_a_total_over_two_engines_names_no_engine():
     from llmtop.fleet.rows import model_totals
 
     a = _ttft("a:1", [("0.1", "1"), ("1", "3"), ("+Inf", "4")])
