@@ -11,6 +11,7 @@ buckets stop at 2000 because the demo's ``max_model_len`` is 2048.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
@@ -19,7 +20,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
-from llmtop.demo.sim import Engine, Hist
+from llmtop.demo.sim import SPEC_TOKENS, Engine, Hist
 
 __all__ = ["CONTENT_TYPE", "HIST_BOUNDS", "render"]
 
@@ -189,6 +190,8 @@ class _Collector:
         ])
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.",
                       [(base, c["generation_tokens"])])
+        if e.spec_accept is not None:  # only with a speculative_config, as in vLLM
+            yield from _spec_counters(counter, base, c)
         yield counter("vllm:request_success", "Count of successfully processed requests.", [
             ({**base, "finished_reason": r}, c[f"finished:{r}"])
             for r in ("stop", "length", "abort", "error", "repetition")
@@ -221,6 +224,20 @@ class _Collector:
             "sliding_window": "None",
             "user_specified_block_size": "False",
         }, 1.0)
+
+
+def _spec_counters(counter: Any, base: dict[str, str], c: Any) -> Iterator[Metric]:
+    """``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingProm`` (whole counts, as vLLM's)."""
+    yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+                  [(base, float(int(c["spec_drafts"])))])
+    yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+                  [(base, float(int(c["spec_draft_tokens"])))])
+    yield counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+                  [(base, float(int(c["spec_accepted_tokens"])))])
+    yield counter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                  "Accepted tokens per draft position.",
+                  [({**base, "position": str(i)}, float(int(c[f"spec_pos:{i}"])))
+                   for i in range(SPEC_TOKENS)])
 
 
 def _hist(name: str, doc: str, labels: dict[str, str], h: Hist, created: float) -> Metric:

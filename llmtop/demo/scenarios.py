@@ -39,8 +39,8 @@ queueing          after the baseline, vLLM's and SGLang's load exceeds their run
                   (64, 48) while KV has room: a queue all along, queue time most of TTFT
 prefix-miss       after the baseline, vLLM's and SGLang's shared system prompts start with a
                   timestamp: no prefix reuse, same prompt lengths, prefill and TTFT up
-spec-decode-drop  SGLang decodes speculatively (3 steps, 4 draft tokens); after the baseline
-                  its acceptance rate falls from ~0.7 to ~0.2 and its ITL rises
+spec-decode-drop  vLLM and SGLang decode speculatively (3 draft tokens); after the baseline
+                  their acceptance rate falls from ~0.7 to ~0.2 and their ITL rises
 ================  ============================================================================
 """
 
@@ -188,7 +188,7 @@ SCENARIOS: dict[str, Scenario] = {
         "anomaly": {"vllm": {"prefix_salt": True}, "sglang": {"prefix_salt": True}}},
         rule="prefix_cache_miss"),
     "spec-decode-drop": Scenario("spec-decode-drop", **_CALM, effect="spec-decode-drop",
-                                 effect_engines=("sglang",), rule="spec_decode_drop"),
+                                 effect_engines=("vllm", "sglang"), rule="spec_decode_drop"),
     "imbalance": Scenario("imbalance", **{
         **_CALM, "kv_blocks": {"vllm": 1700, "sglang": 1600, "triton": 440},
         "anomaly": {"vllm": {"base": 48.0, "wave": 3.0, "burst": 0.0},

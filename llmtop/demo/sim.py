@@ -37,7 +37,8 @@ from llmtop.demo.kvpool import KVPool, prompt_hashes
 from llmtop.demo.profiles import EngineSettings, Profile
 from llmtop.demo.stats import Hist, Stats
 
-__all__ = ["Engine", "Hist", "KVPool", "Rejected", "Request", "Stats", "prompt_hashes"]
+__all__ = ["SPEC_TOKENS", "Engine", "Hist", "KVPool", "Rejected", "Request", "Stats",
+           "prompt_hashes"]
 
 
 class Rejected(Exception):
@@ -102,6 +103,22 @@ class Request:
         w = self.waiter
         if w is not None and not w.done():
             w.set_result(None)
+
+
+SPEC_TOKENS = 3
+"""Draft tokens per speculative step (``num_speculative_tokens``) in the demo."""
+
+
+def _per_token_acceptance(rate: float) -> float:
+    """``q`` with ``(q + q**2 + ... + q**SPEC_TOKENS) / SPEC_TOKENS == rate`` (bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if sum(mid ** (i + 1) for i in range(SPEC_TOKENS)) / SPEC_TOKENS < rate:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class Engine:
@@ -405,6 +422,8 @@ class Engine:
                 r._wake()
         st.inc("generation_tokens", gen)
         st.inc("prefill_compute_tokens", prefill_tokens)
+        if self.spec_accept is not None:
+            self._spec_step(sum(1 for _r, _k, p in rows if not p))
         st.obs("iteration_tokens", prefill_tokens + sum(1 for _r, _k, p in rows if not p))
         st.inc("exec_count")
         self.last_batch = len(rows)
@@ -426,6 +445,23 @@ class Engine:
             else:
                 reason = "length" if r.output >= r.max_tokens else "stop"
             self._finish(r, reason, now)
+
+    def _spec_step(self, n: int) -> None:
+        """``n`` decoding rows each verified a draft of ``SPEC_TOKENS`` tokens; each draft
+        position is accepted with probability ``q**(pos + 1)`` (a draft stops at its first
+        rejection), ``q`` chosen so that accepted / drafted = ``spec_accept``."""
+        if n <= 0 or self.spec_accept is None:
+            return
+        q = _per_token_acceptance(self.spec_accept)
+        st = self.stats
+        st.inc("spec_drafts", n)
+        st.inc("spec_draft_tokens", n * SPEC_TOKENS)
+        acc = 0.0
+        for pos in range(SPEC_TOKENS):
+            v = n * q ** (pos + 1)
+            st.inc(f"spec_pos:{pos}", v)
+            acc += v
+        st.inc("spec_accepted_tokens", acc)
 
     def _finish(self, r: Request, reason: str, now: float) -> None:
         st = self.stats

@@ -13,9 +13,9 @@ from llmtop.demo.launcher import BASELINE_ENV
 from llmtop.demo.scenarios import DIAGNOSIS, SCENARIOS, baseline_seconds, get_scenario
 from tests.demo.watch import Watch, watch
 
-BASELINE_S = 4.0
+BASELINE_S = 5.0
 AFTER_S = 5.0
-SETTLE_S = 1.5
+SETTLE_S = 2.0
 """Left out of both windows: the start-up burst and the switch itself."""
 
 pytestmark = pytest.mark.slow
@@ -92,7 +92,7 @@ async def test_decode_slowdown(demo_factory):
     for e in ("vllm", "sglang"):
         b, a = before(e), after(e)
         assert _p50(a.itl_s) >= 1.8 * _p50(b.itl_s), e
-        assert _p50(a.prompt_len) <= 1.5 * _p50(b.prompt_len), e
+        assert _mean(a.prompt_len) <= 1.6 * _mean(b.prompt_len), e  # few requests: the mean
         assert max(r.waiting or 0 for r in w.rows(e)[-4:]) <= 2, e  # no queue
     _healthy(w, "vllm", "sglang", "triton")
 
@@ -171,16 +171,17 @@ async def test_prefix_miss(demo_factory):
         b, a = before(e), after(e)
         assert b.prefix_hit_rate and b.prefix_hit_rate >= 0.5, e
         assert a.prefix_hit_rate is not None and a.prefix_hit_rate <= 0.1, e
-        assert 0.7 <= _p50(a.prompt_len) / _p50(b.prompt_len) <= 1.4, e
+        assert 0.65 <= _mean(a.prompt_len) / _mean(b.prompt_len) <= 1.5, e
         assert _mean(a.ttft_s) >= 1.2 * _mean(b.ttft_s), e
     _healthy(w, "vllm", "sglang", "triton")
 
 
 async def test_spec_decode_drop(demo_factory):
     _server, w, before, after = await _run(demo_factory, "spec-decode-drop")
-    b, a = before("sglang"), after("sglang")
-    assert b.spec_accept_rate is not None and abs(b.spec_accept_rate - 0.72) <= 0.1
-    assert a.spec_accept_rate is not None and abs(a.spec_accept_rate - 0.22) <= 0.1
-    assert _p50(a.itl_s) >= 1.5 * _p50(b.itl_s)
-    assert after("vllm").spec_accept_rate is None  # no speculative decoding there
+    for e in ("vllm", "sglang"):  # vLLM: Δaccepted/Δdrafted; SGLang: its gauge
+        b, a = before(e), after(e)
+        assert b.spec_accept_rate is not None and abs(b.spec_accept_rate - 0.72) <= 0.1, e
+        assert a.spec_accept_rate is not None and abs(a.spec_accept_rate - 0.22) <= 0.1, e
+        assert _mean(a.itl_s) >= 1.5 * _mean(b.itl_s), e
+    assert after("triton").spec_accept_rate is None  # no speculative decoding there
     _healthy(w, "vllm", "sglang", "triton")

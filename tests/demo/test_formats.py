@@ -215,3 +215,28 @@ async def test_sglang_lengths_queue_and_spec_decode_gauges(demo_factory):
     m = registry.normalize("sglang", body).models[0]
     assert m.gauges["spec_accept_rate_gauge"] == pytest.approx(0.7, abs=0.05)
     assert {"queue", "prompt_len", "gen_len"} <= set(m.hists)
+
+
+async def test_vllm_spec_decode_counters_match_the_source(demo_factory):
+    """With speculative decoding on (``spec-decode-drop``) the demo vLLM adds the four
+    ``vllm:spec_decode_*`` counters of ``vllm/v1/spec_decode/metrics.py``; accepted / drafted
+    tokens is the acceptance rate and llmtop's row reads it from them."""
+    server = await demo_factory(("vllm",))
+    server.sites[0].engine.spec_accept = 0.72
+    body = (await _exercise(server))["vllm"]
+    spec = (DATA / "vllm-spec_decode-SYNTHETIC-from-spec_decode-metrics-py.txt").read_text()
+    _compare(body, fixture_text("vllm-generated-v0.33.0-loggers.txt") + spec, min_families=70)
+    assert set(shape(body)) - set(shape(fixture_text("vllm-generated-v0.33.0-loggers.txt"))) \
+        == set(shape(spec))
+    v = shape_values(body)
+    drafts = v["vllm:spec_decode_num_drafts_total"]
+    assert drafts > 0 and v["vllm:spec_decode_num_draft_tokens_total"] == 3 * drafts
+    rate = v["vllm:spec_decode_num_accepted_tokens_total"] / (3 * drafts)
+    assert rate == pytest.approx(0.72, abs=0.05)
+    per_pos = [s.value for f in text_string_to_metric_families(body) for s in f.samples
+               if s.name == "vllm:spec_decode_num_accepted_tokens_per_pos_total"]
+    assert len(per_pos) == 3 and per_pos == sorted(per_pos, reverse=True)
+    from llmtop.parse import registry
+
+    m = registry.normalize("vllm", body).models[0]
+    assert m.counters["spec_drafts"] == drafts
