@@ -70,8 +70,14 @@ async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transpo
         snap = await mon.tick()
     finally:
         await mon.aclose()
+    from llmtop.diagnose import diagnose
+
+    # as the direct --once: no baseline, only rules with absolute limits can fire
+    findings = diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s)
     if as_json:
-        print(json.dumps(fleet_json(mon, snap), indent=2, allow_nan=False), file=out)
+        doc = fleet_json(mon, snap)
+        doc["diagnosis"] = [f.to_json() for f in findings]
+        print(json.dumps(doc, indent=2, allow_nan=False), file=out)
     else:
         from llmtop.console.once_table import print_once
 
@@ -79,7 +85,7 @@ async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transpo
         for w in mon.warnings:
             print(f"warning: {w}", file=out)
         if snap.engines:
-            print_once(snap, file=out)
+            print_once(snap, file=out, diagnosis=findings)
         if mon.totals:
             print("per-model totals (rates summed, quantiles from the summed bucket rates):",
                   file=out)

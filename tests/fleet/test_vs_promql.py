@@ -247,6 +247,7 @@ def test_once_json_has_the_fleet_fields(fleet_backend, capsys):
     assert doc["window_s"] == WINDOW_S and isinstance(doc["time"], float)
     assert doc["warnings"] == [] and doc["partial"] is False and doc["error"] is None
     assert {t["model"] for t in doc["totals"]} == {MODEL_A, MODEL_B}
+    assert isinstance(doc["diagnosis"], list)  # the direct mode's findings, on fleet rows
     row = next(e for e in doc["engines"] if e["state"] == "ok")
     assert row["labels"]["instance"] == row["target"] and row["labels"]["job"]
 
