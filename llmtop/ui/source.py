@@ -302,4 +302,5 @@ class FleetSource(MonitorSource):
         self.monitor.travel(at)
         self._rings.clear()
         self._times.clear()
+        self._backfilled.clear()  # each row's history is fetched again, around the new time
         return None
