@@ -163,12 +163,11 @@ SCENARIOS: dict[str, Scenario] = {
                             kv_blocks={"vllm": 640, "sglang": 640, "triton": 200},
                             rule="kv_pressure"),
     "queue-spike": Scenario("queue-spike", burst=160.0, burst_every_s=40.0, burst_len_s=8.0,
-                            first_burst_s=5.0, rule="queueing"),
+                            first_burst_s=5.0),  # bursts: the verdict's queue_growth
     "prefix-thrash": Scenario("prefix-thrash", base=12.0, wave=4.0, shared_prefixes=400,
                               prefix_len=512, shared_share=1.0, prompt_range=(20, 120),
                               output_range=(32, 128),
-                              kv_blocks={"vllm": 1500, "sglang": 1500, "triton": 400},
-                              rule="prefix_cache_miss"),
+                              kv_blocks={"vllm": 1500, "sglang": 1500, "triton": 400}),
     "long-prompts": Scenario("long-prompts", **{
         **_CALM, "kv_blocks": {"vllm": 3400, "sglang": 3200, "triton": 440},
         "anomaly": {"vllm": _LONG, "sglang": _LONG}}, rule="long_prompts"),
@@ -195,7 +194,7 @@ SCENARIOS: dict[str, Scenario] = {
                     "sglang": {"base": 4.0, "wave": 1.0, "burst": 0.0}}}, rule="imbalance"),
 }
 for _f in FAULTS:
-    SCENARIOS[_f] = Scenario(_f)
+    SCENARIOS[_f] = Scenario(_f, rule="warming_up" if _f == "restart" else None)
 
 DIAGNOSIS = {name: sc.rule for name, sc in SCENARIOS.items() if sc.rule}
 """Scenario name -> the diagnosis rule it is meant to trigger."""

@@ -60,9 +60,9 @@ def _healthy(w: Watch, *engines: str) -> None:
 def test_every_rule_has_a_scenario():
     assert set(DIAGNOSIS.values()) >= {
         "queueing", "kv_pressure", "prefix_cache_miss", "long_prompts", "decode_slowdown",
-        "gpu_throttle", "errors", "imbalance", "spec_decode_drop"}
+        "gpu_throttle", "errors", "imbalance", "spec_decode_drop", "warming_up"}
     for name, sc in SCENARIOS.items():
-        if name in DIAGNOSIS and name not in ("kv-pressure", "queue-spike", "prefix-thrash"):
+        if name in DIAGNOSIS and name not in ("kv-pressure", "restart"):
             assert sc.baseline_s >= 20 and baseline_seconds(sc) == sc.baseline_s, name
 
 
