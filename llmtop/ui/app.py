@@ -1,7 +1,8 @@
 """The llmtop Textual app: bindings, the poll worker and screen wiring only.
 
 One async worker (group ``poll``) ticks the source, then sleeps the rest of the interval;
-results arrive as ``SnapshotReady`` messages and are painted at most ``PAINT_MIN_S`` apart.
+it hands each result to ``take_snapshot`` (on the app's loop; ``SnapshotReady`` messages
+still work) and screens are painted at most ``PAINT_MIN_S`` apart.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from llmtop.ui.themes import DEFAULT_THEME, GAUGE_DEFAULTS, load_themes
 from llmtop.ui.widgets.scrollbar import use_whole_cell_scrollbars
 from llmtop.verdict import Verdict, compute_verdict, growth_per_min, growth_points
 
-__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "freeze_startup_objects", "run_fleet",
-           "run_source", "run_tui"]
+__all__ = ["PAINT_MIN_S", "REPLAY_ACTIONS", "LlmtopApp", "Wake", "freeze_startup_objects",
+           "run_fleet", "run_source", "run_tui"]
 
 PAINT_MIN_S = 0.5
 """Paint slow: at most two repaints a second, however fast the source ticks."""
@@ -51,6 +52,45 @@ allocates thousands of short-lived containers (samples, rows, strips) that refer
 counting frees; at 700 the collector ran 3 times a second and cost more CPU than the
 engines table. Little of what we make is cyclic garbage, so collecting rarely keeps memory
 the same (``benchmarks/tui_cost.py`` RSS)."""
+
+class Wake:
+    """What the poller sleeps on between ticks: ``set()`` ends the sleep at once. One timer
+    and one future: ``asyncio.wait_for(event.wait(), t)`` made a task, a timer and three
+    loop wake-ups every tick."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._fut: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        if self._fut is not None and not self._fut.done():
+            self._fut.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def sleep(self, timeout: float) -> None:
+        """Until ``set()`` or ``timeout`` seconds, whichever comes first."""
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        fut = self._fut = loop.create_future()
+        timer = loop.call_later(timeout, _resolve, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._fut = None
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
 
 class LlmtopApp(ReplayActions, App):
     """htop for LLM inference servers."""
@@ -94,7 +134,7 @@ class LlmtopApp(ReplayActions, App):
         """The source's current findings (``llmtop/diagnose``), root cause first."""
         self.replay = replay_control(source)
         self.first_data_at: float | None = None
-        self._wake = asyncio.Event()
+        self._wake = Wake()
         self._last_paint = 0.0
         self._paint_pending = False
         self._last_verdict: int | None = None
@@ -138,11 +178,7 @@ class LlmtopApp(ReplayActions, App):
             if ticks == FREEZE_AFTER_TICKS:
                 freeze_startup_objects()
             self._wake.clear()
-            delay = max(0.0, self.state.interval_s - (time.monotonic() - started))
-            try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except TimeoutError:
-                pass
+            await self._wake.sleep(max(0.0, self.state.interval_s - (time.monotonic() - started)))
 
     async def poll_once(self) -> None:
         """One tick; an exception becomes an event-log line and polling carries on."""
@@ -153,10 +189,19 @@ class LlmtopApp(ReplayActions, App):
         except Exception as exc:  # the poller must survive anything
             self.post_message(PollFailed(f"poller: {type(exc).__name__}: {exc}"))
             return
-        self.post_message(SnapshotReady(snap))
+        # taken here, on the app's loop, not through the app's message queue: one wake-up
+        # and one dispatch less each tick
+        try:
+            self.take_snapshot(snap)
+        except Exception as exc:  # a bad value must not stop the poller
+            self.post_message(PollFailed(f"paint: {type(exc).__name__}: {exc}"))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        self.snapshot = message.snapshot
+        self.take_snapshot(message.snapshot)
+
+    def take_snapshot(self, snap: Snapshot) -> None:
+        """Show ``snap``: the verdict now, the screens at the next paint slot."""
+        self.snapshot = snap
         self._update_verdict()
         if self.state.paused and self.first_data_at is not None:
             return
