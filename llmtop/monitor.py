@@ -2,7 +2,8 @@
 
 ``Monitor.tick`` starts one scrape per target that has none in flight (a target whose
 previous scrape is still running is skipped this tick; it turns ``stale`` if that lasts),
-samples the GPUs in a thread at the same time, waits up to ``tick_timeout_s``, and hands
+samples the GPUs in a thread at the same time (no thread or task when the sampler's
+``held_sample()`` answers at once: no GPU to ask), waits up to ``tick_timeout_s``, and hands
 every finished ``RawScrape``/``GpuSample`` to the sink (the recorder) and the store, in
 target order. Then ``store.commit`` and the 10 s snapshot. An exception anywhere becomes an
 event-log line and the loop carries on. No UI, no printing.
@@ -100,10 +101,17 @@ class Monitor:
         for t in self.targets:
             if t.name not in self._pending:
                 self._pending[t.name] = asyncio.ensure_future(self._scrape_one(t))
+        gpu_now: GpuSample | None = None
         if self._gpu is not None and self._gpu_task is None:
-            run = getattr(self._gpu, "sample_async", None)
-            self._gpu_task = asyncio.ensure_future(
-                run() if run is not None else asyncio.to_thread(self._gpu.sample))
+            held = getattr(self._gpu, "held_sample", None)
+            try:
+                gpu_now = held() if held is not None else None  # no GPU to ask: no task
+            except Exception as exc:
+                self._error(None, "GPU sampling", exc)
+            if gpu_now is None:
+                run = getattr(self._gpu, "sample_async", None)
+                self._gpu_task = asyncio.ensure_future(
+                    run() if run is not None else asyncio.to_thread(self._gpu.sample))
         waiting: list[asyncio.Future[Any]] = list(self._pending.values())
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
@@ -122,12 +130,13 @@ class Monitor:
             if raw is not None:
                 await self._feed(raw, self.store.ingest)
                 t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
+        sample = gpu_now
         if self._gpu_task is not None and self._gpu_task.done():
             task, self._gpu_task = self._gpu_task, None
             sample = self._result(task, None, what="GPU sampling")
-            if sample is not None:
-                await self._feed(sample, self.store.ingest_gpus)
-                t_mono, t_wall = _later(t_mono, t_wall, sample.t_mono, sample.t_wall)
+        if sample is not None:
+            await self._feed(sample, self.store.ingest_gpus)
+            t_mono, t_wall = _later(t_mono, t_wall, sample.t_mono, sample.t_wall)
         if t_mono is None or t_wall is None:
             t_mono, t_wall = time.monotonic(), time.time()
         try:

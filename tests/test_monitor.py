@@ -318,3 +318,38 @@ async def test_a_sampler_with_sample_async_is_awaited_on_the_loop_not_a_thread()
     assert sampler.threads == [threading.current_thread().name] * 2
     await mon.aclose()
     assert sampler.aclosed and not sampler.closed
+
+
+async def test_a_held_gpu_sample_is_fed_without_a_task_and_none_falls_back(monkeypatch):
+    """``held_sample()`` answering: fed at once, no task made for the GPU; None: the
+    sampler is asked as before (here ``sample_async``)."""
+    import asyncio as aio
+
+    class HeldSampler(FakeGpuSampler):
+        held = True
+        asked = 0
+
+        def held_sample(self):
+            return gpu_sample(self.clock.t) if self.held else None
+
+        async def sample_async(self):
+            self.asked += 1
+            return gpu_sample(self.clock.t)
+
+    clock = FakeClock()
+    cfg = Config(targets=targets("a"), interval_s=1.0)
+    sampler = HeldSampler(clock)
+    mon = Monitor(cfg, scraper=FakeScraper(clock), gpu_sampler=sampler,
+                  store=Store(cfg, normalize=fake_normalize, detect=fake_detect))
+    made: list[object] = []
+    real = aio.ensure_future
+    monkeypatch.setattr(aio, "ensure_future", lambda c, **kw: made.append(c) or real(c, **kw))
+    clock.step()
+    snap = await mon.tick()
+    assert snap.gpus and snap.gpus[0].util == 0.5 and sampler.asked == 0
+    assert len(made) == 1  # the scrape's task only
+    sampler.held = False
+    clock.step()
+    snap = await mon.tick()
+    assert snap.gpus and sampler.asked == 1 and len(made) == 3
+    await mon.aclose()

@@ -22,7 +22,8 @@ __all__ = ["GpuSampler", "NullSampler", "make_sampler"]
 
 class GpuSampler(Protocol):
     """What the monitor calls once per tick: ``sample`` in a worker thread (NVML calls can
-    block), or ``async sample_async()`` on the event loop when the sampler has one."""
+    block), or ``async sample_async()`` on the event loop when the sampler has one; first
+    ``held_sample()`` when it has one: a sample it can give at once, or None."""
 
     def sample(self) -> GpuSample: ...
 
@@ -39,6 +40,10 @@ class NullSampler:
         return GpuSample(t_wall=time.time(), t_mono=time.monotonic(), error=self.reason, cost_s=0.0)
 
     async def sample_async(self) -> GpuSample:
+        return self.sample()
+
+    def held_sample(self) -> GpuSample:
+        """Always answered at once: the monitor feeds it without a task."""
         return self.sample()
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
 """Local GPUs through NVML (nvidia-ml-py, the ``pynvml`` module).
 
-``NvmlSampler.sample()`` is synchronous and never raises; the monitor calls
-``sample_async()`` once per tick, which runs it in a worker thread, or, while NVML is down and
-not due for a retry, answers the held error on the event loop (no thread hop each tick):
+``NvmlSampler.sample()`` is synchronous and never raises; the monitor calls ``sample_async()``
+once per tick, which runs it in a worker thread; while NVML is down and not due for a retry,
+``held_sample()`` answers the held error at once (no thread, no task each tick):
 
 - ``pynvml`` is imported lazily and ``nvmlInit`` runs on the first sample; ``close()`` calls
   ``nvmlShutdown`` once.
@@ -247,15 +247,20 @@ class NvmlSampler:
         )
 
     async def sample_async(self) -> GpuSample:
-        """``sample`` for the monitor's event loop. While NVML is down (not installed, no
-        driver, no GPU) and its retry is not due, the held error is answered on the loop:
-        no worker-thread hop each tick on a machine without GPUs. Anything that may call
-        NVML (which can block) runs in a worker thread, as ``sample``."""
+        """``sample`` for the monitor's event loop: ``held_sample()`` when NVML need not be
+        called, else ``sample`` in a worker thread (NVML calls can block)."""
+        held = self.held_sample()
+        return held if held is not None else await asyncio.to_thread(self.sample)
+
+    def held_sample(self) -> GpuSample | None:
+        """While NVML is down (not installed, no driver, no GPU) and its retry is not due,
+        or the sampler is closed: the sample ``sample`` would give, made without NVML and
+        without a thread (the monitor feeds it at once, no task each tick). Else None."""
         t0 = time.perf_counter()
         t_wall, t_mono = self._wall(), self._clock()
         held = self._held_error(t_mono)
         if held is None:
-            return await asyncio.to_thread(self.sample)
+            return None
         return GpuSample(t_wall=t_wall, t_mono=t_mono, gpus=[], error=held,
                          cost_s=time.perf_counter() - t0)
 

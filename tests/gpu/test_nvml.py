@@ -317,8 +317,10 @@ def test_sample_async_answers_a_held_error_on_the_loop_and_nvml_calls_in_a_threa
     assert [o.error for o in outs] == [reasons.DRIVER_NOT_LOADED] * 5
     assert outs[0].t_mono == clock.t and outs[0].gpus == []
     assert len(threads) == 1 and fake.calls["nvmlInit"] == 1  # no thread, no NVML call
+    assert s.held_sample().error == reasons.DRIVER_NOT_LOADED
     fake.init_error = None
     clock.t += 20  # retry due: in a thread, and it works
+    assert s.held_sample() is None
     out = asyncio.run(run())[0]
     assert out.error is None and len(out.gpus) == 1 and len(threads) == 2
     asyncio.run(run())
