@@ -5,25 +5,38 @@ overlaps the update, then renders each fully visible one whole: on the overview,
 repaints the clock and one engine row (lines 0-3) also rendered the 40-line screen, the
 33-line bottom area, the GPU lines and the footer, and the chops then threw those lines away
 (a third of the TUI's CPU at one target, ``benchmarks/tui_cost.py``). ``CropCompositor``
-renders each widget's visible part within the update's lines only; what reaches the terminal
-is the same (``tests/ui/test_compositor.py`` compares both on every line).
+renders each widget's visible part on the update's repainted lines only (the header's clock
+line and a row of the table: not the lines between them); what reaches the terminal is the
+same (``tests/ui/test_compositor.py`` compares both on every line).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from textual._compositor import Compositor
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.strip import Strip
+from textual.widget import Widget
 
 __all__ = ["CropCompositor", "use_crop_compositor"]
 
 
 class CropCompositor(Compositor):
-    """``Compositor`` that renders, for a partial update, only the crop's lines of the
-    widgets that show there."""
+    """``Compositor`` that renders, for a partial update, only the lines it repaints of
+    the widgets that show there."""
+
+    _lines: Callable[[int], bool] | None = None
+    """The update's own test of a repainted line, while ``_render_chops`` runs."""
+
+    def _render_chops(self, crop: Region, is_rendered_line: Callable[[int], bool]
+                      ) -> Sequence[Mapping[int, Strip]]:
+        self._lines = is_rendered_line
+        try:
+            return super()._render_chops(crop, is_rendered_line)
+        finally:
+            self._lines = None
 
     def _get_renders(self, crop: Region | None = None
                      ) -> Iterable[tuple[Region, Region, list[Strip]]]:
@@ -31,16 +44,31 @@ class CropCompositor(Compositor):
             yield from super()._get_renders(crop)
             return
         top, bottom = crop.y, crop.bottom
+        wanted = self._lines or (lambda _y: True)
+        lines = [y for y in range(top, bottom) if wanted(y)]
         for widget, (region, clip) in self.visible_widgets.items():
             x, y, width, height = region.intersection(clip)  # the part that shows
-            y0, y1 = max(y, top), min(y + height, bottom)
-            if width <= 0 or y1 <= y0:
+            if width <= 0:
                 continue
-            shown = Region(x, y0, width, y1 - y0)
-            # ``_render_chops`` draws ``region ∩ clip``: passing ``shown`` as the clip lines
-            # the strips up with the lines rendered
-            yield region, shown, widget.render_lines(
-                Region(x - region.x, y0 - region.y, width, y1 - y0))
+            y_end = y + height
+            run: list[int] = []
+            for line in lines:  # each run of repainted lines the widget shows
+                if y <= line < y_end:
+                    if run and line != run[-1] + 1:
+                        yield self._run(widget, region, x, width, run)
+                        run = []
+                    run.append(line)
+            if run:
+                yield self._run(widget, region, x, width, run)
+
+    @staticmethod
+    def _run(widget: Widget, region: Region, x: int, width: int, run: list[int]
+             ) -> tuple[Region, Region, list[Strip]]:
+        """Lines ``run`` (consecutive, on screen) of ``widget``: ``_render_chops`` draws
+        ``region ∩ clip``, so ``shown`` as the clip lines the strips up with them."""
+        shown = Region(x, run[0], width, len(run))
+        return region, shown, widget.render_lines(
+            Region(x - region.x, run[0] - region.y, width, len(run)))
 
 
 def use_crop_compositor(screen: Screen) -> None:

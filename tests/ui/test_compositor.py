@@ -15,17 +15,19 @@ from tests.ui.conftest import first_paint, make_app
 SIZE = (120, 40)
 
 
-def _lines(comp: Compositor, crop: Region, base: bool) -> dict[int, list]:
-    """The strips a partial update over ``crop`` sends, per line: with Textual's own
-    ``_get_renders`` when ``base``, else the compositor's."""
+def _lines(comp: Compositor, crop: Region, base: bool, lines: set[int] | None = None
+           ) -> dict[int, list]:
+    """The strips a partial update over ``crop`` sends on ``lines`` (default: all the
+    crop's): with Textual's own ``_get_renders`` when ``base``, else the compositor's."""
+    lines = set(range(crop.y, crop.bottom)) if lines is None else lines
     if base:
         comp._get_renders = lambda c=None: Compositor._get_renders(comp, c)  # type: ignore
     try:
-        chops = comp._render_chops(crop, lambda y: crop.y <= y < crop.bottom)
+        chops = comp._render_chops(crop, lines.__contains__)
     finally:
         comp.__dict__.pop("_get_renders", None)
     return {y: list(Strip.join([s for s in chops[y].values() if s is not None]))
-            for y in range(crop.y, crop.bottom)}
+            for y in sorted(lines)}
 
 
 async def test_partial_updates_draw_what_textual_draws():
@@ -43,6 +45,12 @@ async def test_partial_updates_draw_what_textual_draws():
             mine, textuals = _lines(comp, crop, False), _lines(comp, crop, True)
             assert mine == textuals, crop
             assert any(segs for segs in mine.values())
+        # an update of the clock line, a table row and two sparkline lines: only those
+        for lines in ({0, 3}, {0, 3, 7, 8}, {1, 5, 6, 38, 39}):
+            crop = Region.from_union([Region(0, y, w, 1) for y in lines])
+            mine = _lines(comp, crop, False, lines)
+            assert mine == _lines(comp, crop, True, lines), lines
+            assert all(mine[y] for y in lines)
 
 
 async def test_a_one_line_update_renders_only_the_widgets_on_that_line(monkeypatch):
@@ -62,3 +70,7 @@ async def test_a_one_line_update_renders_only_the_widgets_on_that_line(monkeypat
         names = {n for n, _ in rendered}
         assert names == {"OverviewScreen", "HeaderBar"}
         assert all(height == 1 for _, height in rendered)  # not the screen's 40 lines
+        rendered.clear()  # the clock line and the engine row: not the lines between
+        comp._render_chops(Region(0, 0, SIZE[0], 4), {0, 3}.__contains__)
+        assert sorted(rendered) == sorted([("OverviewScreen", 1), ("OverviewScreen", 1),
+                                           ("HeaderBar", 1), ("EnginesTable", 1)])
