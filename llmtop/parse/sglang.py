@@ -9,7 +9,9 @@
 * other labels (``engine_type``, ``is_streaming``, ``pid``, ``cache_source``, ``priority``...)
   are summed over; NaN values are not reported (``sglang:fwd_occupancy`` is NaN when idle)
 * running ``num_running_reqs``; waiting ``num_queue_reqs``; kv_usage ``token_usage`` (max);
-  kv_capacity_tokens ``max_total_num_tokens``; max_running ``max_running_requests`` (old builds)
+  kv_capacity_tokens ``max_total_num_tokens``; max_running ``max_running_requests`` (old builds;
+  else ``/server_info``'s ``max_running_requests``, ``identity["sglang"]``, when ``dp_size`` is
+  1: with several DP schedulers the server argument's per-scheduler meaning is not certain)
 * prefix_hits = Σ ``cached_tokens_total`` (all ``cache_source``), prefix_queries =
   ``prompt_tokens_total``, set only when the build has ``cached_tokens`` (the family with no
   sample yet counts as 0 hits). The ``cache_hit_rate`` gauge (overwritten per prefill batch)
@@ -44,7 +46,7 @@ from llmtop.parse.common import assemble, identity_version, parse_engine_text
 from llmtop.parse.exposition import Family
 from llmtop.parse.vllm import Key, group_hists, group_values
 
-__all__ = ["WANTED", "normalize", "normalize_families", "want"]
+__all__ = ["HIST_FAMILIES", "WANTED", "hist_key", "normalize", "normalize_families", "want"]
 
 _P = "sglang:"
 _GAUGES = {
@@ -103,6 +105,14 @@ def _key(labels: dict[str, str]) -> Key | None:
         if m is not None:
             return m, labels.get("dp_rank")
     return None
+
+
+hist_key = _key
+"""The (model, rank) of a series, as ``normalize_families`` groups it."""
+HIST_FAMILIES: dict[str, tuple[str, ...]] = {
+    k: tuple(_P + n for n in names) for k, names in _HISTS.items()}
+"""Histogram key -> family names, first present wins (``prefill`` comes from the per-stage
+histogram's ``stage`` label, which fleet mode does not keep)."""
 
 
 def _prefill_key(labels: dict[str, str]) -> Key | None:
@@ -175,4 +185,20 @@ def normalize(
                                  "not SGLang, or started without --enable-metrics")
     sample = normalize_families(families)
     sample.version = identity_version(identity)
+    limit = _identity_max_running(identity)
+    if limit is not None:
+        for m in sample.models:
+            m.gauges.setdefault("max_running", limit)
     return sample
+
+
+def _identity_max_running(identity: dict[str, Any] | None) -> float | None:
+    """``max_running_requests`` from ``/server_info`` (``identity["sglang"]``), when the
+    server runs one scheduler (``dp_size`` absent or 1) and the value is a positive number."""
+    info = (identity or {}).get("sglang")
+    if not isinstance(info, dict):
+        return None
+    v, dp = info.get("max_running_requests"), info.get("dp_size", 1)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or dp not in (1, None):
+        return None
+    return float(v)

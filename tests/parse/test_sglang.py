@@ -160,3 +160,41 @@ def test_prefill_time_from_the_prefill_forward_stage():
 def test_no_per_stage_family_means_no_prefill():
     (m,) = sglang.normalize(fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")).models
     assert "prefill" not in m.hists
+
+
+# /server_info: server args + "internal_states" + version (METRICS.md §identity; SGLang 0.5.x
+# answers the ServerArgs fields flat, max_running_requests among them)
+_SERVER_INFO = {
+    "model_path": "meta-llama/Llama-3.1-8B-Instruct", "served_model_name": "llama",
+    "tp_size": 1, "dp_size": 1, "pp_size": 1, "max_running_requests": 48,
+    "max_total_num_tokens": 413286, "context_length": 131072, "page_size": 1,
+    "chunked_prefill_size": 8192, "enable_metrics": True, "version": "0.5.23",
+    "internal_states": [{"last_gen_throughput": 812.4}],
+}
+
+
+def _sglang_identity(info: dict) -> dict:
+    """What ``scrape_identity.identify`` keeps of a ``/server_info`` answer."""
+    from llmtop.sources.scrape_identity import _SGLANG_KEYS
+
+    sub = {k: info[k] for k in _SGLANG_KEYS if isinstance(info.get(k), (str, int, float, bool))}
+    return {"host": "127.0.0.1", "sglang": sub, "version": sub.get("version")}
+
+
+def test_max_running_from_server_info():
+    text = fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")
+    assert "max_running" not in sglang.normalize(text).models[0].gauges  # not in /metrics
+    (m,) = sglang.normalize(text, identity=_sglang_identity(_SERVER_INFO)).models
+    assert m.gauges["max_running"] == 48.0
+
+
+def test_max_running_from_server_info_only_when_certain():
+    text = fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")
+    for bad in ({"max_running_requests": None}, {"max_running_requests": 0},
+                {"dp_size": 2}, {"max_running_requests": "48"}):
+        (m,) = sglang.normalize(text, identity=_sglang_identity({**_SERVER_INFO, **bad})).models
+        assert "max_running" not in m.gauges, bad
+    # an old build's own gauge wins
+    (m,) = sglang.normalize(fixture_text("edge-sglang-v0.3-name-label.txt"),
+                            identity=_sglang_identity(_SERVER_INFO)).models
+    assert m.gauges["max_running"] == 4096.0
