@@ -111,3 +111,27 @@ async def test_a_change_repaints_only_the_lines_that_differ():
         asked.clear()
         w.set_text(Text("header\nvalue 3\nfooter", style="bold"))
         assert asked == []
+
+
+async def test_a_line_is_drawn_as_crop_extend_and_apply_style_would_draw_it():
+    """One Strip per line (not three): the same segments as Textual's own steps, for short,
+    exact, cut, styled and wide-character lines."""
+    from textual.strip import Strip
+
+    app = _App()
+    async with app.run_test(size=(40, 10)) as pilot:
+        w = app.query_one(TextLines)
+        for text in (Text("short"), Text("x" * 20), Text("y" * 30, overflow="ellipsis"),
+                     Text.assemble(("bold", "bold"), " plain ", ("red", "red")),
+                     Text("dim only", style="dim"), Text("漢字" * 12, overflow="crop")):
+            w.set_text(text)
+            await pilot.pause()
+            style = w.rich_style
+            got = w.render_line(0)
+            cut = text.copy()
+            if cut.cell_len > 20:
+                cut.truncate(20, overflow=text.overflow or "crop")
+            if cut.style and not cut.spans:
+                cut.stylize(cut.style)
+            want = Strip(cut.render(app.console)).crop_extend(0, 20, None).apply_style(style)
+            assert list(got) == list(want) and got.cell_length == 20, text.plain

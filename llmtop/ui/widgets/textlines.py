@@ -7,6 +7,7 @@ rendered to a strip once and kept until that line, the width or the style change
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region, Size
@@ -103,7 +104,13 @@ class TextLines(Widget):
             cut.truncate(width, overflow=line.overflow or self._text.overflow or "crop")
         if cut.style and not cut.spans:  # Text.render leaves the base style out then
             cut.stylize(cut.style)
-        strip = Strip(cut.render(self.app.console)).crop_extend(0, width, None)
-        strip = strip.apply_style(style)
+        segments = list(cut.render(self.app.console))
+        length = Segment.get_line_length(segments)
+        if length > width:  # wider than it says (wide characters at the edge): crop it
+            strip = Strip(segments, length).crop_extend(0, width, None).apply_style(style)
+        else:  # what crop_extend and apply_style make, as one Strip instead of three
+            if length < width:
+                segments.append(Segment(" " * (width - length)))
+            strip = Strip(list(Segment.apply_style(segments, style)), width)
         self._tl_strips[y] = (line, width, style, strip)  # one per line: bounded by height
         return strip
