@@ -3,6 +3,7 @@ being accepted) and ``ttft_rise`` (TTFT far above usual with no cause found)."""
 
 from __future__ import annotations
 
+from llmtop.diagnose.compare import compare
 from llmtop.diagnose.context import RowCtx, fmt_pct, fmt_s, fmt_x
 from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.signals import count
@@ -25,21 +26,22 @@ __all__ = ["decode_slowdown", "spec_decode_drop", "ttft_rise"]
 def decode_slowdown(c: RowCtx) -> list[Finding]:
     """ITL p50 (else TPOT p50) at least DECODE_X its usual, with the batch not grown."""
     if count(c.row, "itl_s") >= MIN_TOKENS and c.sig("itl_p50") is not None:
-        name, label = "itl_p50", "ITL"
+        prefix = "itl"
     elif count(c.row, "tpot_s") >= MIN_REQUESTS and c.sig("tpot_p50") is not None:
-        name, label = "tpot_p50", "TPOT"
+        prefix = "tpot"
     else:
         return []
-    v, b = c.sig(name), c.usual(name)
-    if v is None or b is None or b <= 0 or v < DECODE_X * b or v - b < DECODE_ABS_S:
+    ch = compare(c, prefix, "p50", DECODE_X, DECODE_ABS_S)
+    if ch is None or not ch.up:
         return []
+    v, b = ch.value, ch.base
     r, rb = c.row.running, c.usual("running")
     if r is not None and rb is not None and r > DECODE_RUNNING_X * rb + 2:
         return []  # a bigger batch: load, not a slowdown
-    summary = f"decode got slower: {label} p50 {fmt_s(v)}{fmt_x(v, b, fmt_s)}"
+    summary = f"decode got slower: {ch.label} {fmt_s(v)}{fmt_x(v, b, fmt_s)}"
     if r is not None:
         summary += f" with {r:.0f} running" + (f" ({rb:.0f} usual)" if rb is not None else "")
-    ev = [c.ev(name, DECODE_X * b), c.ev("running"), c.ev("prompt_p50"), c.ev("spec_accept")]
+    ev = [*ch.evidence, c.ev("running"), c.ev("prompt_p50"), c.ev("spec_accept")]
     action = ("look at the GPU under the engine (clocks, other processes on it), then the "
               "engine version or settings that changed")
     return [c.finding("decode_slowdown", "critical" if v >= DECODE_CRIT_X * b else "warn",

@@ -3,7 +3,8 @@ the two causes of a prefill and TTFT rise that are not the server's speed."""
 
 from __future__ import annotations
 
-from llmtop.diagnose.context import RowCtx, fmt_pct, fmt_s, fmt_tok, fmt_x
+from llmtop.diagnose.compare import compare
+from llmtop.diagnose.context import RowCtx, fmt_pct, fmt_tok, fmt_x
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import count
 from llmtop.diagnose.thresholds import (
@@ -20,14 +21,12 @@ __all__ = ["long_prompts", "prefix_cache_miss", "slower"]
 
 
 def slower(c: RowCtx) -> tuple[bool | None, list[Evidence], str]:
-    """Is prefill (else TTFT) p95 at least SLOWER_X its usual? (None: cannot tell), the
-    evidence, and a few words for the summary."""
-    for name, label in (("prefill_p95", "prefill"), ("ttft_p95", "TTFT")):
-        v, b = c.sig(name), c.usual(name)
-        if v is not None and b is not None and b > 0:
-            up = v >= SLOWER_X * b
-            words = f"{label} p95 {fmt_s(v)} vs {fmt_s(b)} usual" if up else ""
-            return up, [c.ev(name, SLOWER_X * b)], words
+    """Is prefill (else TTFT) p95, or where buckets are too coarse its mean (``compare``), at
+    least SLOWER_X its usual? (None: cannot tell), the evidence, and words for the summary."""
+    for prefix in ("prefill", "ttft"):
+        ch = compare(c, prefix, "p95", SLOWER_X)
+        if ch is not None:
+            return ch.up, list(ch.evidence), ch.words if ch.up else ""
     return None, [], ""
 
 
