@@ -7,6 +7,11 @@ terminal would.
 
     .venv/bin/python benchmarks/tui_cost.py [--seconds 60] [--size 80x24] [--interval 1]
                                             [--gpus demo|nvml] [--gpu-count 2]
+                                            [--engines vllm] [--tree DIR]
+
+One target as in ``benchmarks/peers.py`` (a demo vLLM, 120x40, no GPUs where NVML is absent):
+``--engines vllm --size 120x40 --gpus nvml``. ``--tree DIR`` runs the TUI from another
+source tree (an older commit) for interleaved A/B runs on the shared machine.
 
 Prints: time to first data on screen (spawn -> first engine row drawn), CPU % of one core
 averaged over the measured window (steady state: it opens ``--warmup`` seconds after first
@@ -110,6 +115,24 @@ def threads(pid: int) -> dict[int, tuple[float, int]]:
     return out
 
 
+def run_ns(pid: int) -> tuple[int, int] | None:
+    """Nanoseconds on CPU so far, all threads and the main thread (``schedstat``: finer
+    than the 10 ms ticks of ``stat``); None where the kernel does not keep it."""
+    try:
+        total = main = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                ns = int((task / "schedstat").read_text().split()[0])
+            except OSError:
+                continue
+            total += ns
+            if task.name == str(pid):
+                main = ns
+        return total, main
+    except (OSError, ValueError):
+        return None
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -190,6 +213,9 @@ def main() -> int:
                          "(to watch memory grow over an hour of history)")
     ap.add_argument("--threads", action="store_true",
                     help="also print each thread's CPU %% and context switches/s")
+    ap.add_argument("--tree", metavar="DIR",
+                    help="run the TUI from another llmtop source tree (e.g. an older commit: "
+                         "git archive REV | tar -x -C DIR), for interleaved A/B runs")
     ap.add_argument("--py-spy", metavar="OUT",
                     help="also record a py-spy profile (collapsed stacks) of the TUI process "
                          "over the measured window into OUT; needs py-spy on PATH")
@@ -206,10 +232,14 @@ def main() -> int:
     marker = f":{info['engines'][0]['port']} ".encode()
     env = dict(os.environ, TERM="xterm-256color", TEXTUAL_ANIMATIONS="none", COLUMNS=str(cols),
                LINES=str(rows))
+    cwd = ROOT
+    if args.tree:
+        cwd = Path(args.tree).resolve()
+        env["PYTHONPATH"] = str(cwd)
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     t_spawn = time.monotonic()
-    tui = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+    tui = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
                            start_new_session=True)
     os.close(slave)
     try:
@@ -232,6 +262,7 @@ def main() -> int:
                 ["py-spy", "record", "--pid", str(tui.pid), "--format", "raw", "--rate", "1000",
                  "--duration", str(int(args.seconds)), "--output", args.py_spy, "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ns0 = run_ns(tui.pid)
         cpu0, t0, sw0 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
         th0, us0 = threads(tui.pid), cpu_split(tui.pid)
         next_report = t0 + (args.rss_every or float("inf"))
@@ -245,6 +276,7 @@ def main() -> int:
             if tui.poll() is not None:
                 raise SystemExit(f"llmtop exited early: {tui.returncode}")
         cpu1, t1, sw1 = cpu_seconds(tui.pid), time.monotonic(), wakeups(tui.pid)
+        ns1 = run_ns(tui.pid)
         th1, us1 = threads(tui.pid), cpu_split(tui.pid)
         rss = rss_mb(tui.pid)
         if spy is not None:
@@ -272,6 +304,10 @@ def main() -> int:
     print(f"  start-up CPU: {cpu_first:.2f} s to first data, {cpu_warm - cpu_first:.2f} s in the "
           f"{args.warmup:g} s warm-up after it (not in the average below)")
     print(f"  CPU: {cpu_pct:.2f} % of one core          (target <= 2 %)")
+    if ns0 is not None and ns1 is not None:
+        ticks = (t1 - t0) / args.interval
+        print(f"    per tick: {(ns1[0] - ns0[0]) / ticks / 1e6:.2f} ms CPU, main thread "
+              f"{(ns1[1] - ns0[1]) / ticks / 1e6:.2f} ms (ns clock: /proc/PID/task/*/schedstat)")
     print(f"    user {(us1[0] - us0[0]) / (t1 - t0) * 100:.2f} %, "
           f"system {(us1[1] - us0[1]) / (t1 - t0) * 100:.2f} %")
     print(f"  context switches: {(sw1 - sw0) / (t1 - t0):.0f}/s (all threads)")
