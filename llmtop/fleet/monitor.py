@@ -51,6 +51,20 @@ def _escape(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
+_HISTS: dict[str, frozenset[str] | None] = {}
+
+
+def _hist_families(engine: str) -> frozenset[str] | None:
+    """Every histogram family name an adapter maps to a ``HIST_KEYS`` key (None: no table)."""
+    if engine not in _HISTS:
+        import importlib
+
+        table = getattr(importlib.import_module(f"llmtop.parse.{engine}"), "HIST_FAMILIES", None)
+        _HISTS[engine] = None if table is None else frozenset(
+            n for names in table.values() for n in names)
+    return _HISTS[engine]
+
+
 def _wanted(name: str, engine: str) -> bool:
     """Adapters with a ``want`` list read only those names; others read their whole prefix."""
     if engine not in _WANT:
@@ -60,6 +74,10 @@ def _wanted(name: str, engine: str) -> bool:
     fn = _WANT.get(engine)
     if fn is None:
         return True
+    if name.endswith("_bucket"):  # only the histograms the adapter maps (its HIST_FAMILIES)
+        hists = _hist_families(engine)
+        if hists is not None:
+            return name[:-7] in hists
     base = name
     for sfx in ("_bucket", "_sum", "_count", "_total"):
         if base.endswith(sfx):

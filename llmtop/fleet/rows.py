@@ -21,14 +21,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.history.derive import hist_quantiles
-from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, ModelSample, Quantiles
+from llmtop.model import (
+    HIST_KEYS,
+    EngineRow,
+    EngineSample,
+    GpuRecord,
+    Hist,
+    ModelSample,
+    Quantiles,
+)
 from llmtop.parse.common import aggregate
 from llmtop.parse.detect import engine_from_body
 from llmtop.parse.exposition import Family, ParseError, Sample
 from llmtop.parse.registry import normalize
 
-__all__ = ["Group", "Series", "build_rows", "families_of", "gpu_records", "group_samples",
-           "model_totals", "render", "row_from_sample", "split_groups", "target_name"]
+__all__ = ["Group", "Series", "build_rows", "direct_hists", "families_of", "gpu_records",
+           "group_samples", "model_totals", "render", "row_from_sample", "split_groups",
+           "target_name"]
 
 Series = tuple[dict[str, str], float]
 """One answer series: its labels (without the ``llmtop_name`` tag) and value."""
@@ -209,16 +218,103 @@ def families_of(series: dict[str, list[Series]], drop: Iterable[str] = ()
     return fams
 
 
+_LE: dict[str, float | None] = {}
+"""``le`` label text -> bound (None when not a number): a fleet repeats a few dozen texts."""
+
+
+def _bound(text: str | None) -> float | None:
+    le = _LE.get(text)  # type: ignore[arg-type]
+    if le is None and text not in _LE:
+        try:
+            le = float(text)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            le = None
+        if le is not None and le != le:
+            le = None
+        if len(_LE) < 10_000:
+            _LE[text] = le  # type: ignore[index]
+    return le
+
+
+def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tuple[str, ...]]],
+                 key: Any) -> tuple[dict[str, list[Series]], dict[str, dict[Any, Hist]]]:
+    """The adapter's histograms built straight from the answer series (no ``Family`` objects):
+    ``table`` is its ``HIST_FAMILIES`` (key -> aliases, the first present is read, as the
+    adapter's own ``_first``), ``key`` its ``hist_key``. Returns the other series (every
+    alias's parts removed, so the adapter sees no histogram) and hist key -> (model, rank) ->
+    ``Hist`` as ``group_hists`` makes it (buckets and ``_sum``/``_count`` summed per key)."""
+    rest = dict(series)
+    out: dict[str, dict[Any, Hist]] = {}
+    for hkey, names in table:
+        chosen = None
+        for n in names:
+            parts = (rest.pop(n + "_bucket", None), rest.pop(n + "_sum", None),
+                     rest.pop(n + "_count", None))
+            if chosen is None and any(parts):
+                chosen = parts
+        if chosen is None:
+            continue
+        buckets: dict[Any, dict[float, float]] = {}
+        sums: dict[Any, float] = {}
+        counts: dict[Any, float] = {}
+        for labels, v in chosen[0] or ():
+            k = key(labels)
+            le = _bound(labels.get("le"))
+            if k is None or le is None:
+                continue
+            b = buckets.get(k)
+            if b is None:
+                b = buckets[k] = {}
+            b[le] = b.get(le, 0.0) + v
+        for acc, items in ((sums, chosen[1]), (counts, chosen[2])):
+            for labels, v in items or ():
+                k = key(labels)
+                if k is not None:
+                    acc[k] = acc.get(k, 0.0) + v
+        hists: dict[Any, Hist] = {}
+        for k in buckets.keys() | counts.keys():
+            b = buckets.get(k, {})
+            bounds = tuple(sorted(b))
+            cum = tuple(map(b.__getitem__, bounds))
+            hists[k] = Hist(bounds=bounds, cumulative=cum, sum=sums.get(k, math.nan),
+                            count=counts.get(k, cum[-1] if cum else 0.0))
+        out[hkey] = hists
+    return rest, out
+
+
+def _attach(sample: EngineSample, hists: dict[str, dict[Any, Hist]]) -> None:
+    """Put direct histograms on a sample's ranks (by (model, rank)) and models (the ranks'
+    histograms merged, as ``aggregate`` merges them)."""
+    for r in sample.ranks:
+        for hkey, per in hists.items():
+            h = per.get((r.model, r.rank))
+            if h is not None:
+                r.hists[hkey] = h
+    for m in sample.models:
+        for hkey, per in hists.items():
+            hs = [h for k, h in per.items() if k[0] == m.model]
+            if hs:
+                m.hists[hkey] = hs[0] if len(hs) == 1 else aggregate(
+                    m.model, [ModelSample(m.model, hists={hkey: h}) for h in hs]).hists[hkey]
+
+
 def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
-    """The adapters' reading of one group, one sample per engine family (counters are rates)."""
+    """The adapters' reading of one group, one sample per engine family (counters are rates).
+
+    vLLM, SGLang and LMDeploy: histograms straight from the series (``direct_hists``, with
+    the adapter's own name table and key), the rest as ``Family`` objects; other engines:
+    exposition text read by their adapter."""
     out = []
     for engine_hint, series in _families(g.series):
         if engine_hint in _FAMILY_ADAPTERS:
             mod = importlib.import_module(f"llmtop.parse.{engine_hint}")
+            rest, hists = direct_hists(series, mod.HIST_FAMILIES.items(), mod.hist_key)
             try:
-                out.append(mod.normalize_families(families_of(series, drop)))
+                sample = mod.normalize_families(families_of(rest, drop))
             except ParseError:
-                pass
+                continue
+            _attach(sample, hists)
+            out.append(sample)
             continue
         text = render(series, drop)
         engine = engine_from_body(text)

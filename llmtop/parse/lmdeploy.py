@@ -34,7 +34,7 @@ from llmtop.parse.common import assemble, identity_version, parse_engine_text
 from llmtop.parse.exposition import Family
 from llmtop.parse.vllm import Key, group_hists, group_values
 
-__all__ = ["WANTED", "normalize", "normalize_families", "want"]
+__all__ = ["HIST_FAMILIES", "WANTED", "hist_key", "normalize", "normalize_families", "want"]
 
 _P = "lmdeploy:"
 _GAUGES = {
@@ -83,6 +83,12 @@ want = WANTED.__contains__
 def _key(labels: dict[str, str]) -> Key | None:
     m = labels.get("model_name")
     return None if m is None else (m, labels.get("engine"))
+
+
+hist_key = _key
+"""The (model, rank) of a series, as ``normalize_families`` groups it."""
+HIST_FAMILIES: dict[str, tuple[str, ...]] = {k: (_P + n,) for k, n in _HISTS.items()}
+"""Histogram key -> its family name (fleet mode queries these buckets only)."""
 
 
 def _reason(raw: str) -> str:

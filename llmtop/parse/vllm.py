@@ -42,7 +42,8 @@ from llmtop.model import EngineSample, Hist, ModelSample
 from llmtop.parse.common import assemble, parse_engine_text
 from llmtop.parse.exposition import Family
 
-__all__ = ["WANTED", "group_hists", "group_values", "normalize", "normalize_families", "want"]
+__all__ = ["HIST_FAMILIES", "WANTED", "group_hists", "group_values", "hist_key", "normalize",
+           "normalize_families", "want"]
 
 _P = "vllm:"
 _GAUGES = {  # family -> gauge key; earlier aliases win
@@ -94,6 +95,11 @@ WANTED = frozenset(
 """Family names this adapter reads (what ``parse(want=...)`` keeps)."""
 
 want = WANTED.__contains__
+
+HIST_FAMILIES: dict[str, tuple[str, ...]] = {
+    k: tuple(_P + n for n in names) for k, names in _HISTS.items()}
+"""Histogram key -> its family names, earliest alias first (the first present is read):
+fleet mode queries these buckets only and builds the ``Hist`` with ``hist_key``."""
 
 Key = tuple[str, str | None]
 KeyFn = Callable[[dict[str, str]], "Key | None"]
@@ -328,6 +334,10 @@ def _key_fn(model_labels: tuple[str, ...], rank_label: str) -> KeyFn:
             _KEY_FNS.clear()
         _KEY_FNS[(model_labels, rank_label)] = fn
     return fn
+
+
+hist_key: KeyFn = _key_fn(("model_name", "model"), "engine")
+"""The (model, rank) of a series, as ``normalize_families`` groups it by default."""
 
 
 def _first(families: dict[str, Family], names: Iterable[str]) -> Family | None:

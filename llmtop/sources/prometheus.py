@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import orjson
 
 from llmtop.config import PrometheusConfig
 
@@ -193,7 +194,7 @@ class PromClient:
         if status in (401, 403):
             raise PromError("unauthorized", self._auth_hint(status), status)
         ctype = resp.headers.get("content-type", "")
-        raw = resp.content  # bytes: json reads UTF-8 itself, no decoded copy of a big answer
+        raw = resp.content  # bytes: orjson reads UTF-8 itself, no decoded copy of a big answer
         head = raw[:64].lstrip()[:15].decode("utf-8", "replace").lower()
         if "html" in ctype or head.startswith(("<!doctype", "<html")):
             raise PromError("bad_payload", f"HTTP {status}: an HTML page, not the Prometheus "
@@ -204,8 +205,8 @@ class PromClient:
                             else "http_error",
                             f"HTTP {status}: redirected (an auth proxy? check the URL)", status)
         try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
+            body = orjson.loads(raw) if raw else None
+        except ValueError:  # orjson.JSONDecodeError is a ValueError
             body = None
         if not isinstance(body, dict):
             if status == 404:

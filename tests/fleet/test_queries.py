@@ -250,6 +250,12 @@ def test_rendered_answers_read_like_the_engines_own_text(name, engine):
         c = importlib.import_module(f"llmtop.parse.{engine}").normalize_families(
             families_of(series))
         assert c.models == b.models and c.ranks == b.ranks
+        # and the fleet's path: histograms built straight from the series, the rest as
+        # families: the same models and ranks (histograms included) as the engine's text
+        from llmtop.fleet.rows import Group, group_samples
+
+        (d,) = group_samples(Group(("x",), {}, series), ())
+        assert d.models == b.models and d.ranks == b.ranks
 
 
 def test_docs_list_every_query_as_the_code_sends_it():
