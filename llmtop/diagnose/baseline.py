@@ -11,7 +11,7 @@ earlier part. Pure: time is passed in, never read.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from llmtop.diagnose.signals import BASELINE_SIGNALS, SIGNALS
@@ -93,19 +93,24 @@ class BaselineTracker:
         """True when ``observe`` at ``t`` would take a point."""
         return self._last_t is None or t - self._last_t >= self.step_s - 1e-6 or t < self._last_t
 
-    def observe(self, t: float, rows: Iterable[EngineRow], gpus: Iterable[GpuRecord] = ()
-                ) -> bool:
-        """Take a point of every good row and GPU if one is due at ``t``; True if taken."""
+    def observe(self, t: float, rows: Iterable[EngineRow], gpus: Iterable[GpuRecord] = (),
+                hold: Mapping[str, Collection[str]] | None = None) -> bool:
+        """Take a point of every good row and GPU if one is due at ``t``; True if taken.
+        ``hold`` (row key -> signal names): signals of an ongoing episode, not usual: their
+        point is left empty (None), so the episode does not become the baseline."""
         if not self.due(t):
             return False
         self._last_t = t
+        hold = hold or {}
         for row in rows:
             if row.state not in _GOOD or row.model is None:
                 continue
             s = self._rows.get(row.key)
             if s is None:
                 s = self._rows[row.key] = _Series(BASELINE_SIGNALS, self._maxlen)
-            s.points.append((t, tuple(SIGNALS[n](row) for n in BASELINE_SIGNALS)))
+            held = hold.get(row.key, ())
+            s.points.append((t, tuple(None if n in held else SIGNALS[n](row)
+                                      for n in BASELINE_SIGNALS)))
         for g in gpus:
             if g.error:
                 continue

@@ -3,7 +3,11 @@
 It feeds the baseline tracker, re-runs ``diagnose`` every ``DIAG_EVERY_S`` on rows over
 ``DIAG_WINDOW_S``, and keeps findings with hysteresis: a finding starts when a rule fires
 and ends only after the rule has not fired for ``END_HOLD_S`` (the last fired version is
-shown meanwhile), so the event log does not flicker. Time is passed in; pure.
+shown meanwhile), so the event log does not flicker. While a finding is (or has been during
+its episode) warn or critical, the signals in its evidence (and their kin: ``prefill_mean``
+holds every ``prefill_*``) are held out of the row's baseline points and their usual values
+are frozen at the episode's start, for at most ``BASELINE_FREEZE_MAX_S``: an anomaly does
+not become the baseline while it lasts. Time is passed in; pure.
 """
 
 from __future__ import annotations
@@ -11,13 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from llmtop.diagnose.baseline import BaselineTracker
+from llmtop.diagnose.baseline import Baseline, BaselineTracker
 from llmtop.diagnose.engine import diagnose
 from llmtop.diagnose.findings import Finding, order_findings, severity_rank
-from llmtop.diagnose.thresholds import DIAG_EVERY_S, DIAG_WINDOW_S, END_HOLD_S
+from llmtop.diagnose.signals import BASELINE_SIGNALS
+from llmtop.diagnose.thresholds import (
+    BASELINE_FREEZE_MAX_S,
+    DIAG_EVERY_S,
+    DIAG_WINDOW_S,
+    END_HOLD_S,
+)
 from llmtop.model import EngineRow, GpuRecord
 
-__all__ = ["Diagnoser", "Transition"]
+__all__ = ["Diagnoser", "Transition", "kin"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +47,28 @@ class _Active:
     last_fired: float
     worst: int
     """The highest severity reached (a "worse" transition only above it: no flapping)."""
+    row_key: str | None = None
+
+
+def kin(signal: str) -> frozenset[str]:
+    """The baseline signals of one evidence signal's family (``prefill_mean`` ->
+    ``prefill_p50``, ``prefill_p95``, ``prefill_mean``; ``running`` -> itself)."""
+    head = signal.split("_", 1)[0]
+    return frozenset(n for n in BASELINE_SIGNALS if n == signal or n.split("_", 1)[0] == head)
 
 
 class Diagnoser:
     """Baseline + periodic diagnosis + hysteresis (see the module doc)."""
 
     def __init__(self, *, window_s: float = DIAG_WINDOW_S, every_s: float = DIAG_EVERY_S,
-                 hold_s: float = END_HOLD_S, tracker: BaselineTracker | None = None) -> None:
+                 hold_s: float = END_HOLD_S, tracker: BaselineTracker | None = None,
+                 freeze_max_s: float = BASELINE_FREEZE_MAX_S) -> None:
         self.window_s = window_s
         self.every_s = every_s
         self.hold_s = hold_s
+        self.freeze_max_s = freeze_max_s
+        self._frozen: dict[str, dict[str, float]] = {}
+        """row key -> the usual values of its held signals, as at the episode's start."""
         self.tracker = tracker or BaselineTracker()
         self._active: dict[tuple[str, str, str | None], _Active] = {}
         self._last_run: float | None = None
@@ -54,8 +76,39 @@ class Diagnoser:
         """The current findings, ordered (``order_findings``)."""
 
     def observe(self, t: float, rows: Sequence[EngineRow], gpus: Sequence[GpuRecord]) -> None:
-        """Feed the baseline with the store's 10 s rows (a point every 10 s)."""
-        self.tracker.observe(t, rows, gpus)
+        """Feed the baseline with the store's 10 s rows (a point every 10 s), the signals of
+        ongoing warn/critical episodes held out."""
+        if self.tracker.due(t):
+            self.tracker.observe(t, rows, gpus, hold=self.held(t))
+
+    def held(self, t: float) -> dict[str, frozenset[str]]:
+        """row key -> the baseline signals held out of it now (see the module doc)."""
+        out: dict[str, frozenset[str]] = {}
+        for a in self._active.values():
+            if a.worst < 1 or a.row_key is None or not 0 <= t - a.since < self.freeze_max_s:
+                continue
+            names = frozenset().union(*(kin(e.signal) for e in a.finding.evidence))
+            out[a.row_key] = out.get(a.row_key, frozenset()) | names
+        return out
+
+    def _baselines(self, keys: list[str], t: float) -> dict[str, Baseline]:
+        """The tracker's baselines with the held signals' usual values frozen."""
+        bases = self.tracker.baselines(keys, t, self.window_s)
+        held = self.held(t)
+        for k in [k for k in self._frozen if k not in held]:
+            del self._frozen[k]
+        for k, names in held.items():
+            fz = self._frozen.setdefault(k, {})
+            b = bases.get(k)
+            if b is not None:
+                for n in names - fz.keys():
+                    v = b.get(n)
+                    if v is not None:
+                        fz[n] = v
+            if fz:
+                bases[k] = (Baseline({**b.values, **fz}, b.points, b.span_s) if b is not None
+                            else Baseline(dict(fz), 0, 0.0))
+        return bases
 
     def due(self, t: float) -> bool:
         return self._last_run is None or t - self._last_run >= self.every_s - 1e-6 or \
@@ -79,7 +132,8 @@ class Diagnoser:
         if callable(rows):
             rows = rows()
         keys = [r.key for r in rows]
-        now = diagnose(rows, baselines=self.tracker.baselines(keys, t, self.window_s),
+        row_keys = {(r.target, r.model): r.key for r in rows}
+        now = diagnose(rows, baselines=self._baselines(keys, t),
                        gpus=gpus, gpu_baselines=self.tracker.gpu_baselines(t, self.window_s),
                        window_s=self.window_s, waiting_min=waiting_min,
                        restarted_ago_s=restarted_ago_s)
@@ -89,7 +143,8 @@ class Diagnoser:
             seen.add(f.key)
             a = self._active.get(f.key)
             if a is None:
-                self._active[f.key] = _Active(f, t, t, severity_rank(f.severity))
+                self._active[f.key] = _Active(f, t, t, severity_rank(f.severity),
+                                              row_keys.get((f.target, f.model)))
                 out.append(Transition("start", f))
                 continue
             if severity_rank(f.severity) > a.worst:

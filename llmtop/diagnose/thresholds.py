@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ABORT_SHARE_INFO",
+    "BASELINE_FREEZE_MAX_S",
     "BASELINE_KEEP_S",
     "BASELINE_MIN_POINTS",
     "BASELINE_STEP_S",
@@ -65,6 +66,10 @@ BASELINE_STEP_S = 10.0
 """One baseline point per row per 10 s (the store's 10 s rows, which tile time)."""
 BASELINE_KEEP_S = 900.0
 """The baseline is the median over the last 15 minutes (the current window left out)."""
+BASELINE_FREEZE_MAX_S = 1800.0
+"""While a warn/critical finding is active, its signals are held out of the baseline (their
+usual values frozen at the episode's start), so a long anomaly is not absorbed as usual; an
+episode longer than this becomes the new usual (the baseline learns it in 15 minutes)."""
 BASELINE_MIN_POINTS = 3
 """Fewer points than this (30 s of history) give no baseline: relative rules do not apply."""
 
