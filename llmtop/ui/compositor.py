@@ -46,14 +46,21 @@ class CropCompositor(Compositor):
         top, bottom = crop.y, crop.bottom
         wanted = self._lines or (lambda _y: True)
         lines = [y for y in range(top, bottom) if wanted(y)]
-        for widget, (region, clip) in self.visible_widgets.items():
+        screen_w = self.size.width
+        covered: set[int] = set()
+        """Lines a widget in front already draws across the whole width: the chops keep
+        the first strip of each cut, so nothing behind it there would be seen."""
+        for widget, (region, clip) in self.visible_widgets.items():  # front to back
             x, y, width, height = region.intersection(clip)  # the part that shows
             if width <= 0:
                 continue
             y_end = y + height
+            full = x <= 0 and x + width >= screen_w
             run: list[int] = []
             for line in lines:  # each run of repainted lines the widget shows
-                if y <= line < y_end:
+                if y <= line < y_end and line not in covered:
+                    if full:
+                        covered.add(line)
                     if run and line != run[-1] + 1:
                         yield self._run(widget, region, x, width, run)
                         run = []
