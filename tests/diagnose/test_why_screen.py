@@ -66,3 +66,21 @@ async def test_why_screen_says_when_there_is_nothing():
         await pilot.press("w")
         await pilot.pause()
         assert "No findings" in "\n".join(screen_lines(app))
+
+
+async def test_the_footer_shows_w_why_at_80x24():
+    """The Why screen's entry point is in the footer, whole, next to the other keys."""
+    app = _app(_findings())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _paint(app, pilot)
+        footer = screen_lines(app)[-1]
+        assert "w Why" in footer and "l Probe" in footer and "? Help" in footer, footer
+        assert len(footer.rstrip()) <= 80
+
+
+def test_help_lists_the_why_screens_keys():
+    from llmtop.ui.screens.help import binding_sections
+
+    sections = dict(binding_sections(LlmtopApp.BINDINGS))
+    (title,) = [t for t in sections if t.startswith("Why")]
+    assert {b.id for b in sections[title]} == {b.id for b in WhyScreen.BINDINGS}

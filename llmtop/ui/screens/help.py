@@ -27,6 +27,7 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
     from llmtop.ui.screens.overview import OverviewScreen
     from llmtop.ui.screens.probe import ProbeScreen
     from llmtop.ui.screens.raw import RawMetricsScreen
+    from llmtop.ui.screens.why import WhyScreen
     from llmtop.ui.widgets.rowtable import RowTable
 
     app_b = list(Binding.make_bindings(app_bindings))
@@ -41,6 +42,8 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
         ("Raw metrics", list(Binding.make_bindings(RawMetricsScreen.BINDINGS))),
         ("GPUs (up/down selects a GPU)", list(Binding.make_bindings(GpuScreen.BINDINGS))),
         ("Load probe", list(Binding.make_bindings(ProbeScreen.BINDINGS))),
+        ("Why (findings: cause, evidence, action)",
+         list(Binding.make_bindings(WhyScreen.BINDINGS))),
         ("Replay only (llmtop replay FILE; p/space play/pause)", replay),
         ("Help", list(Binding.make_bindings(HelpScreen.BINDINGS))),
     ]
