@@ -42,7 +42,9 @@ from typing import Any
 
 import httpx
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.environ.get("LLMTOP_BENCH_ROOT") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))
+"""The llmtop tree measured (``--compare`` runs another tree's code through this file)."""
 sys.path.insert(0, ROOT)
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct",
@@ -302,10 +304,31 @@ async def steady(prom_url: str, refresh_s: float, seconds: float, extra: list[st
               f"{ws[-1] * 1000:.0f} ms; CPU per refresh: mean "
               f"{sum(r[1] for r in rows) / len(rows) * 1000:.0f} ms")
         per = sum(r[1] for r in rows) / len(rows)
+        print(f"  waiting on the server (wall - CPU per refresh): median "
+              f"{sorted(r[0] - r[1] for r in rows)[len(rows) // 2] * 1000:.0f} ms")
         print(f"  llmtop CPU: {100 * per / refresh_s:.2f} % of one core if every "
               f"{refresh_s:g} s brings a refresh (CPU per refresh / {refresh_s:g} s); measured "
               f"over {wall:.0f} s: {cpu:.2f} s = {100 * cpu / wall:.2f} % ({len(rows)} refreshes, "
               f"{skipped} ticks without one)")
+
+
+def compare(prom_url: str, args: argparse.Namespace) -> None:
+    """``--compare DIR``: this tree's and DIR's steady refreshes, alternating, each in its own
+    process (same Prometheus, same moment's load), ``--rounds`` times."""
+    trees = {"this tree": ROOT, "compare": os.path.abspath(args.compare)}
+    for k in range(args.rounds):
+        for label, root in trees.items():
+            env = dict(os.environ, LLMTOP_BENCH_ROOT=root, PYTHONPATH=root)
+            cp = subprocess.run([sys.executable, os.path.abspath(__file__), "--steady-url",
+                                 prom_url, "--seconds", f"{args.seconds:g}", "--refresh",
+                                 f"{args.refresh:g}", "--timeout", f"{args.timeout:g}"],
+                                capture_output=True, text=True, env=env, timeout=600,
+                                stdin=subprocess.DEVNULL)
+            summary = [ln for ln in cp.stdout.splitlines()
+                       if "per refresh" in ln or "% of one core" in ln]
+            print(f"\n-- round {k + 1}, {label} ({root}), load average "
+                  f"{os.getloadavg()[0]:.1f}")
+            print("\n".join(summary) or cp.stdout[-500:] + cp.stderr[-500:])
 
 
 def main() -> int:
@@ -319,8 +342,17 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=30.0,
                     help="llmtop's per-query timeout (its default is 10 s; a loaded 2-core box "
                     "can need more for 500 instances)")
+    ap.add_argument("--compare", metavar="DIR", default=None,
+                    help="another llmtop tree (e.g. a git worktree of the previous commit): "
+                    "steady refreshes of both, interleaved, against the same Prometheus")
+    ap.add_argument("--rounds", type=int, default=3, help="--compare: rounds of each tree")
+    ap.add_argument("--steady-url", default=None, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--synthetic", default=None, help=argparse.SUPPRESS)  # child mode
     args = ap.parse_args()
+    if args.steady_url:
+        asyncio.run(steady(args.steady_url, args.refresh, args.seconds,
+                           ["--timeout", f"{args.timeout:g}"]))
+        return 0
     if args.synthetic:
         spec = json.loads(args.synthetic)
         serve_synthetic(spec["n"], spec["sources"], set(spec["down"]))
@@ -357,7 +389,10 @@ def main() -> int:
         proxy = RecordingProxy(prom.url)
         extra = ["--timeout", f"{args.timeout:g}"]
         once_runs(proxy, prom.url, args.once_runs, extra)
-        asyncio.run(steady(prom.url, args.refresh, args.seconds, extra, args.profile))
+        if args.compare:
+            compare(prom.url, args)
+        else:
+            asyncio.run(steady(prom.url, args.refresh, args.seconds, extra, args.profile))
     finally:
         if proxy:
             proxy.stop()
