@@ -136,20 +136,33 @@ def _run_monitor(args: argparse.Namespace) -> int:
     if config.prometheus is not None:  # fleet mode: rows from a Prometheus-compatible server
         from llmtop.fleet.run import run_fleet_once, tui_config
 
-        if args.record or args.targets or args.demo:
+        if args.targets or args.demo:
             from llmtop.errors import ConfigError
 
-            what = "--record" if args.record else "TARGET" if args.targets else "--demo"
+            what = "TARGET" if args.targets else "--demo"
             raise ConfigError(f"{what} cannot be used with --prometheus (fleet mode reads the "
-                              "server; recording fleet mode is not available yet)")
+                              "server)")
+        recorder = None
+        if args.record:  # each refresh's raw answers (llmtop/fleet/record.py)
+            from llmtop.fleet.run import fleet_recorder
+            from llmtop.record.recorder import parse_size
 
+            recorder = fleet_recorder(
+                config, args.record, max_bytes=parse_size(args.max_size),
+                retention_s=args.retention * 3600 if args.retention is not None else None)
         if args.once:
-            return run_fleet_once(config, as_json=args.json)
+            return run_fleet_once(config, as_json=args.json, recorder=recorder)
         from llmtop.fleet.monitor import FleetMonitor
         from llmtop.ui.app import run_fleet
 
-        return run_fleet(FleetMonitor(config), tui_config(config),
-                         theme=getattr(args, "theme", None))
+        mon = FleetMonitor(config)
+        if recorder is not None:
+            mon.sink = recorder.record
+        try:
+            return run_fleet(mon, tui_config(config), theme=getattr(args, "theme", None))
+        finally:
+            if recorder is not None:
+                recorder.close()
     demo = None
     try:
         if args.demo:

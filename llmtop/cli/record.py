@@ -176,6 +176,19 @@ def replay_main(argv: Sequence[str]) -> int:
         at = parse_when(args.at, rec) if args.at else rec.end
     except ValueError as exc:
         raise RecordingError(str(exc)) from exc
+    from llmtop.fleet.record import is_fleet
+
+    if is_fleet(rec):  # a fleet mode recording: each refresh's raw answers
+        if args.once:
+            from llmtop.fleet.run import replay_fleet_once
+
+            return replay_fleet_once(rec, at, as_json=args.json)
+        from llmtop.fleet.record import FleetReplay
+        from llmtop.fleet.run import tui_config
+        from llmtop.ui.app import run_fleet
+
+        replay = FleetReplay(rec, at if args.at else None, speed=args.speed)
+        return run_fleet(replay, tui_config(replay.config), theme=args.theme)
     if args.once:
         snap = snapshot_at(rec, at, args.window)
         findings = diagnosis_at(rec, at)  # the recording before --at is the baseline

@@ -29,11 +29,19 @@ from llmtop.fleet.queries import (
     parse_match,
     rule_names,
 )
+from llmtop.fleet.record import fleet_error_record, fleet_record, role_of
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
-from llmtop.fleet.states import apply_states, read_state
+from llmtop.fleet.states import StateInfo, apply_states, read_state
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
-from llmtop.sources.prometheus import Backend, PromClient, PromError, PromResult, parse_value
+from llmtop.sources.prometheus import (
+    Backend,
+    PromClient,
+    PromError,
+    PromResult,
+    gc_paused,
+    parse_value,
+)
 
 __all__ = ["REDISCOVER_S", "FleetMonitor"]
 
@@ -115,6 +123,8 @@ class FleetMonitor:
         self._inflight: asyncio.Task[Snapshot] | None = None
         self._refreshed_at: float | None = None
         self.store = None
+        self.sink: Callable[[dict[str, Any]], None] | None = None
+        """Given each refresh's raw answers as a recording record (``--record``)."""
 
     # ------------------------------------------------------------------ properties
 
@@ -312,6 +322,9 @@ class FleetMonitor:
             self.error = None
         except PromError as exc:
             self.error = exc
+            if self.sink is not None:  # a recording shows the outage as it was seen
+                self.sink(fleet_error_record(self, self.eval_time_now() if self.backend
+                                             else self.clock()))
             keep = self._last_good is not None and self.live and exc.kind in (
                 "unreachable", "too_big", "http_error", "bad_payload")
             # a passing outage keeps the last good rows on screen (the header names the
@@ -347,15 +360,27 @@ class FleetMonitor:
             raise PromError("empty", f"no inference-engine metrics{m} on {self.display_url} "
                             "(is Prometheus scraping the engines? check --match)")
         ans = await self._run(plan.queries(), t)
+        results = {k: r.result for k, r in ans.items()}
+        record = fleet_record(self, results, t) if self.sink is not None else None
+        info = read_state(role_of(results, "state"), plan.group)
+        errors = await self._scrape_errors(info.down_labels) if info.down_labels else {}
+        if record is not None and self.sink is not None:
+            record["errs"] = [[list(k), v] for k, v in errors.items()]
+            self.sink(record)
+        return self.assemble(results, plan, t, info, errors)
 
-        def role(name: str) -> list[dict[str, Any]]:
-            return [it for k, r in ans.items() if k.split("#")[0] == name for it in r.result]
-
-        data = [role("gauges"), role("counters"), role("buckets")]
-        groups = split_groups(data, plan.group)
-        rows, samples = build_rows(groups, plan.group, self.window_s)
-        await self._states(rows, role("state"), plan, t)
-        gpu_groups = split_groups([role("gpus")], ())  # one group: every DCGM series
+    def assemble(self, results: dict[str, list[dict[str, Any]]], plan: Plan, t: float,
+                 info: StateInfo, errors: dict[tuple[str, ...], str]) -> Snapshot:
+        """The snapshot of one refresh's answers (``results``: role or ``role#N`` -> answer
+        series), with states; sets ``totals``. No I/O: a recording's answers replay here."""
+        data = [role_of(results, "gauges"), role_of(results, "counters"),
+                role_of(results, "buckets")]
+        with gc_paused():  # ~125k answer series at 500 instances: no cycles among them
+            groups = split_groups(data, plan.group)
+            rows, samples = build_rows(groups, plan.group, self.window_s)
+            del groups
+        apply_states(rows, info, errors, plan, t, 2 * self.scrape_interval_s)
+        gpu_groups = split_groups([role_of(results, "gpus")], ())  # one group: every DCGM series
         gpus = gpu_records(gpu_groups[()].series) if gpu_groups else []
         self.totals = model_totals(samples.values(), self.window_s)
         if self.partial:
@@ -363,13 +388,6 @@ class FleetMonitor:
                                  "incomplete")
         return Snapshot(time=t, window_s=self.window_s, engines=rows, gpus=gpus,
                         gpu_error=None if gpus else "no DCGM exporter series")
-
-    async def _states(self, rows: list[EngineRow], state: list[dict[str, Any]], plan: Plan,
-                      t: float) -> None:
-        """down / stale / restarted, and rows for instances that stopped reporting."""
-        info = read_state(state, plan.group)
-        errors = await self._scrape_errors(info.down_labels) if info.down_labels else {}
-        apply_states(rows, info, errors, plan, t, 2 * self.scrape_interval_s)
 
     async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
                              ) -> dict[tuple[str, ...], str]:

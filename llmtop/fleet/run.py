@@ -20,7 +20,8 @@ from llmtop.config import Config
 from llmtop.fleet.monitor import FleetMonitor
 from llmtop.model import Snapshot
 
-__all__ = ["fleet_json", "header_line", "run_fleet_once", "tui_config"]
+__all__ = ["fleet_json", "fleet_recorder", "header_line", "replay_fleet_once", "run_fleet_once",
+           "tui_config"]
 
 
 def fleet_json(mon: FleetMonitor, snap: Snapshot) -> dict[str, Any]:
@@ -58,18 +59,51 @@ def tui_config(config: Config) -> Config:
     return dataclasses.replace(config, interval_s=max(p.refresh_s or 10.0, 1.0))
 
 
+def fleet_recorder(config: Config, path: str, *, retention_s: float | None = None,
+                   max_bytes: int | None = None) -> Any:
+    """A ``Recorder`` for fleet mode (``--record`` with ``--prometheus``): header schema 2,
+    mode ``fleet``; give its ``record`` to ``FleetMonitor.sink``."""
+    from llmtop.fleet.record import fleet_header
+    from llmtop.record.recorder import Recorder
+
+    return Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes,
+                    header=fleet_header(config))
+
+
 def run_fleet_once(config: Config, *, as_json: bool = False, out: TextIO | None = None,
-                   err: TextIO | None = None, transport: Any = None) -> int:
-    """One refresh, printed; the exit status (see the module docstring)."""
-    return asyncio.run(_once(config, as_json, out or sys.stdout, err or sys.stderr, transport))
+                   err: TextIO | None = None, transport: Any = None,
+                   recorder: Any = None) -> int:
+    """One refresh, printed (and recorded with ``recorder``); the exit status (see the
+    module docstring)."""
+    return asyncio.run(_once(config, as_json, out or sys.stdout, err or sys.stderr, transport,
+                             recorder))
 
 
-async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transport: Any) -> int:
+def replay_fleet_once(rec: Any, at: float, *, as_json: bool = False,
+                      out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``llmtop replay F --at T --once [--json]`` of a fleet recording: the refresh recorded
+    at or before T, rebuilt by the live row builder and printed as live ``--once`` did."""
+    from llmtop.fleet.record import fleet_snapshot_at
+
+    mon, snap = fleet_snapshot_at(rec, at)
+    return _print(mon, snap, as_json, out or sys.stdout, err or sys.stderr)
+
+
+async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transport: Any,
+                recorder: Any = None) -> int:
     mon = FleetMonitor(config, transport=transport)
+    if recorder is not None:
+        mon.sink = recorder.record
     try:
         snap = await mon.tick()
     finally:
         await mon.aclose()
+        if recorder is not None:
+            recorder.close()
+    return _print(mon, snap, as_json, out, err)
+
+
+def _print(mon: FleetMonitor, snap: Snapshot, as_json: bool, out: TextIO, err: TextIO) -> int:
     from llmtop.diagnose import diagnose
 
     # as the direct --once: no baseline, only rules with absolute limits can fire

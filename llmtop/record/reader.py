@@ -81,10 +81,10 @@ class Recording:
                         if kind == "header":
                             if header is None:
                                 header = r
-                            if r.get("schema") != 1:
+                            if r.get("schema") not in (1, 2):  # 2: fleet mode
                                 raise RecordingError(
                                     f"{path}: recording schema {r.get('schema')} is not "
-                                    "supported by this llmtop (schema 1)")
+                                    "supported by this llmtop (schemas 1 and 2)")
                             continue
                         if kind == "seg":
                             starts.append(len(records))

@@ -91,6 +91,7 @@ class Recorder:
         flush_s: float = 5.0,
         segment_s: float = 300.0,
         clock: Any = time.time,
+        header: dict[str, Any] | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.retention_s = retention_s
@@ -110,6 +111,8 @@ class Recorder:
             "targets": [{"name": t.name, "url": safe_url(t.base_url), "engine": t.engine}
                         for t in config.targets],
         }
+        if header:  # fleet mode: schema 2, mode "fleet", the server (llmtop/fleet/record.py)
+            self._header.update(header)
         self._fd = self._open()
 
     # -- file ---------------------------------------------------------------------------
@@ -131,6 +134,10 @@ class Recorder:
             with open(self.path, "rb") as f:
                 for offset, records in scan_frames(f, scan):
                     for r in records:
+                        if r.get("k") == "header" and r.get("mode") != self._header.get(
+                                "mode"):
+                            raise RecordingError("it holds another mode's recording (fleet "
+                                                 "and direct mode do not mix)")
                         if r.get("k") == "seg":
                             self._segments.append(_Segment(offset, r["w"]))
         except RecordingError as exc:
@@ -186,6 +193,12 @@ class Recorder:
             rec["c"] = sample.cost_s
         self._buf.append(rec)
         self._after(sample.t_wall)
+
+    def record(self, rec: dict[str, Any]) -> None:
+        """Record one self-contained record (fleet mode's ``fq``: a refresh's answers)."""
+        self._maybe_roll(rec["w"])
+        self._buf.append(rec)
+        self._after(rec["w"])
 
     def tick(self, t_mono: float, t_wall: float) -> None:
         """Mark the end of a monitor tick (what ``--once`` and the store commit used)."""

@@ -1,0 +1,64 @@
+"""Record and replay of fleet mode against a real Prometheus (fixtures in ``conftest.py``):
+``llmtop --prometheus URL --record F`` stores each refresh's raw answers, and ``llmtop replay F
+--at T --once --json`` rebuilds the rows a live ``--once`` printed at T."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from llmtop.cli.main import main
+from llmtop.errors import RecordingError
+from llmtop.record.reader import Recording
+from llmtop.record.recorder import Recorder
+
+SAME = ("time", "window_s", "engines", "totals", "gpus", "gpu_error", "warnings", "partial",
+        "error", "source", "scrape_interval_s", "diagnosis")
+
+
+def _run(capsys, argv: list[str]) -> tuple[int, dict]:
+    rc = main(argv)
+    out = capsys.readouterr().out
+    return rc, json.loads(out)
+
+
+def test_a_recorded_fleet_session_replays_as_it_was_live(prometheus_url, tmp_path, capsys):
+    path = str(tmp_path / "fleet.llrec")
+    live = []
+    for _ in range(2):  # two refreshes, at two evaluation times (scrape interval 1 s)
+        rc, doc = _run(capsys, ["--prometheus", prometheus_url, "--window", "20", "--once",
+                                "--json", "--record", path])
+        assert rc == 0 and doc["engines"]
+        live.append(doc)
+        time.sleep(1.2)
+    assert live[0]["time"] != live[1]["time"]
+    rec = Recording.open(path)
+    assert rec.header["schema"] == 2 and rec.header["mode"] == "fleet"
+    assert sum(r.get("k") == "fq" for r in rec.records) == 2
+    for doc in live:
+        rc, back = _run(capsys, ["replay", path, "--at", f"@{doc['time']}", "--once", "--json"])
+        assert rc == 0
+        for key in SAME:
+            assert back[key] == doc[key], key
+    # between the two refreshes: the earlier one (the last evaluated at or before --at)
+    rc, mid = _run(capsys, ["replay", path, "--at", f"@{live[1]['time'] - 0.01}", "--once",
+                            "--json"])
+    assert mid["time"] == live[0]["time"] and mid["engines"] == live[0]["engines"]
+
+
+def test_fleet_and_direct_recordings_do_not_mix(tmp_path):
+    from llmtop.config import Config, PrometheusConfig
+    from llmtop.fleet.run import fleet_recorder
+
+    path = str(tmp_path / "direct.llrec")
+    Recorder(path, Config()).close()
+    cfg = Config(prometheus=PrometheusConfig(url="http://u:secret@127.0.0.1:9/"))
+    with pytest.raises(RecordingError, match="another mode"):
+        fleet_recorder(cfg, path)
+    fresh = str(tmp_path / "fleet.llrec")
+    fleet_recorder(cfg, fresh).close()
+    rec = Recording.open(fresh)
+    assert "secret" not in json.dumps(rec.header)  # no credentials in the header
+    assert rec.header["prometheus"]["url"] == "http://127.0.0.1:9"
