@@ -15,6 +15,7 @@ reach a record (the URL is the monitor's ``display_url``; headers are not record
 from __future__ import annotations
 
 import bisect
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -173,7 +174,7 @@ class FleetReplay:
 
     def header_text(self) -> str:
         end = " · END" if self._shown == len(self.times) - 1 else ""
-        return f"REPLAY {self.rec.path} · {self._mon.header_text()}{end}"
+        return f"REPLAY {os.path.basename(self.rec.path)} · {self._mon.header_text()}{end}"
 
     def travel(self, at: float | None) -> None:
         """Play from ``at`` (None: the recording's start)."""
@@ -183,6 +184,10 @@ class FleetReplay:
 
     def snapshot(self, window_s: float | None = None) -> Snapshot | None:
         return self._mon.snapshot(window_s) if window_s is not None else self._snap
+
+    async def history(self, key: str, points: int = 90) -> list[Any]:
+        """No backfill from a recording (its refreshes fill the sparklines as it plays)."""
+        return []
 
     def __getattr__(self, name: str) -> Any:  # window_s, refresh_s, totals, error...
         return getattr(self._mon, name)

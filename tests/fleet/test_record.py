@@ -62,3 +62,35 @@ def test_fleet_and_direct_recordings_do_not_mix(tmp_path):
     rec = Recording.open(fresh)
     assert "secret" not in json.dumps(rec.header)  # no credentials in the header
     assert rec.header["prometheus"]["url"] == "http://127.0.0.1:9"
+
+
+def test_a_fleet_recording_plays_in_the_fleet_tui(tmp_path):
+    import asyncio
+
+    from llmtop.config import Config, PrometheusConfig
+    from llmtop.fleet.record import FleetReplay
+    from llmtop.fleet.run import fleet_recorder, run_fleet_once, tui_config
+    from llmtop.ui.app import LlmtopApp
+    from llmtop.ui.source import FleetSource
+    from llmtop.ui.textshot import screen_lines
+
+    from .test_bad_input import _server
+
+    path = str(tmp_path / "fleet.llrec")
+    cfg = Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090"))
+    import io
+
+    assert run_fleet_once(cfg, out=io.StringIO(), transport=_server(),
+                          recorder=fleet_recorder(cfg, path)) == 0
+    replay = FleetReplay(Recording.open(path))
+
+    async def go():
+        app = LlmtopApp(FleetSource(replay), tui_config(replay.config))
+        async with app.run_test(size=(140, 24)) as pilot:
+            await pilot.pause(0.5)
+            return screen_lines(app)
+
+    lines = asyncio.run(go())
+    assert "REPLAY fleet.llrec" in lines[0]
+    assert " AT " in lines[0] and "LIVE" not in lines[0]
+    assert any(":8000" in line for line in lines[1:])
