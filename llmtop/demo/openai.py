@@ -1,4 +1,4 @@
-"""OpenAI-compatible completions and chat completions over a simulated engine (aiohttp).
+"""OpenAI-compatible completions and chat completions over a simulated engine.
 
 Shapes follow vLLM's OpenAI server: compact JSON; streaming as SSE ``data: {...}\\n\\n``
 events, one per token, the chat stream starting with a role-only chunk, the last token's
@@ -19,8 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from aiohttp import web
-
+from llmtop.demo.httpd import Request, Response, StreamResponse, json_response, text_response
 from llmtop.demo.scenarios import VOCAB
 from llmtop.demo.sim import Engine, Rejected
 
@@ -36,10 +35,10 @@ def token_text(rid: int, i: int) -> str:
 
 
 def error_response(status: int, message: str, typ: str = "BadRequestError",
-                   headers: dict[str, str] | None = None) -> web.Response:
+                   headers: dict[str, str] | None = None) -> Response:
     """An error body in vLLM's shape."""
     body = {"object": "error", "message": message, "type": typ, "param": None, "code": status}
-    return web.json_response(body, status=status, headers=headers, dumps=_dumps)
+    return json_response(body, status=status, headers=headers, dumps=_dumps)
 
 
 def _dumps(obj: Any) -> str:
@@ -72,10 +71,10 @@ def prompt_words(body: dict[str, Any], chat: bool) -> list[str] | None:
     return None
 
 
-async def _parse(request: web.Request, engine: Engine, chat: bool
-                 ) -> tuple[dict[str, Any], list[str], int] | web.Response:
+def _parse(request: Request, engine: Engine, chat: bool
+           ) -> tuple[dict[str, Any], list[str], int] | Response:
     try:
-        body = await request.json()
+        body = request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         return error_response(400, "Invalid JSON body")
     if not isinstance(body, dict):
@@ -101,9 +100,9 @@ async def _parse(request: web.Request, engine: Engine, chat: bool
     return body, words, mt
 
 
-async def _run(request: web.Request, engine: Engine, chat: bool) -> web.StreamResponse:
-    parsed = await _parse(request, engine, chat)
-    if isinstance(parsed, web.Response):
+async def _run(request: Request, engine: Engine, chat: bool) -> Response | StreamResponse:
+    parsed = _parse(request, engine, chat)
+    if isinstance(parsed, Response):
         return parsed
     body, words, max_tokens = parsed
     stream = bool(body.get("stream"))
@@ -125,7 +124,7 @@ async def _run(request: web.Request, engine: Engine, chat: bool) -> web.StreamRe
             engine.abort(r)
             raise
         if r.failed:
-            raise web.HTTPInternalServerError(text="engine restarted")
+            return text_response(500, "engine restarted")
         if r.finish_reason == "error":
             return error_response(500, _ENGINE_ERROR, "InternalServerError")
         text = "".join(token_text(r.rid, i) for i in range(r.output))
@@ -145,14 +144,14 @@ async def _run(request: web.Request, engine: Engine, chat: bool) -> web.StreamRe
                       "finish_reason": r.finish_reason, "stop_reason": None,
                       "prompt_logprobs": None}
             obj = "text_completion"
-        return web.json_response({"id": rid, "object": obj, "created": created, "model": model,
+        return json_response({"id": rid, "object": obj, "created": created, "model": model,
                                   "choices": [choice], "usage": usage}, dumps=_dumps)
     return await _stream(request, engine, r, rid, created, chat, include_usage)
 
 
-async def _stream(request: web.Request, engine: Engine, r: Any, rid: str, created: int,
-                  chat: bool, include_usage: bool) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+async def _stream(request: Request, engine: Engine, r: Any, rid: str, created: int,
+                  chat: bool, include_usage: bool) -> StreamResponse:
+    resp = StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                        "Cache-Control": "no-cache"})
     await resp.prepare(request)
     model_js = json.dumps(engine.model)
@@ -209,11 +208,11 @@ async def _stream(request: web.Request, engine: Engine, r: Any, rid: str, create
     return resp
 
 
-async def completions(request: web.Request, engine: Engine) -> web.StreamResponse:
+async def completions(request: Request, engine: Engine) -> Response | StreamResponse:
     """``POST /v1/completions``."""
     return await _run(request, engine, chat=False)
 
 
-async def chat_completions(request: web.Request, engine: Engine) -> web.StreamResponse:
+async def chat_completions(request: Request, engine: Engine) -> Response | StreamResponse:
     """``POST /v1/chat/completions``."""
     return await _run(request, engine, chat=True)

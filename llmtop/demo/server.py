@@ -1,10 +1,11 @@
-"""aiohttp apps of the demo engines, the GPU JSON endpoint and the fault scenarios.
+"""HTTP servers of the demo engines, the GPU JSON endpoint and the fault scenarios.
 
 :class:`DemoServer` builds one :class:`~llmtop.demo.sim.Engine` per requested engine, one
-aiohttp app per engine on its own 127.0.0.1 port (metrics and OpenAI API on the same port;
-real Triton splits HTTP 8000 / metrics 8002, the demo serves both on one port), plus a small
-control app whose ``GET /gpus`` returns the simulated GPUs as ``{"gpus": [GpuRecord JSON]}``
-(``GET /gpus?limit=N``: the first N of them, for a box with fewer GPUs than engines).
+HTTP server (:mod:`llmtop.demo.httpd`, stdlib asyncio) per engine on its own 127.0.0.1 port
+(metrics and OpenAI API on the same port; real Triton splits HTTP 8000 / metrics 8002, the
+demo serves both on one port), plus a small control server whose ``GET /gpus`` returns the
+simulated GPUs as ``{"gpus": [GpuRecord JSON]}`` (``GET /gpus?limit=N``: the first N of them,
+for a box with fewer GPUs than engines).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aiohttp import web
-
 from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
 from llmtop.demo.gpu import SimGpu
+from llmtop.demo.httpd import HttpServer, Request, Response, Router, json_response
 from llmtop.demo.profiles import DEFAULT_PROFILE, PROFILES, engine_settings
 from llmtop.demo.scenarios import BackgroundTraffic, baseline_seconds, get_scenario
 from llmtop.demo.sim import Engine
@@ -55,8 +55,7 @@ class _EngineSite:
         self.engine = engine
         self.gpu = gpu
         self.port = port
-        self.runner: web.AppRunner | None = None
-        self.site: web.SockSite | None = None
+        self.http: HttpServer | None = None
         self.fault: str | None = None
 
     @property
@@ -67,17 +66,21 @@ class _EngineSite:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def listening(self) -> bool:
+        return self.http is not None and self.http.listening
+
     async def listen(self, sock: socket.socket | None = None) -> None:
-        assert self.runner is not None
+        assert self.http is not None
         sock = sock or _bind(self.port)
         self.port = sock.getsockname()[1]
-        self.site = web.SockSite(self.runner, sock)
-        await self.site.start()
+        await self.http.listen(sock)
 
-    async def unlisten(self) -> None:
-        if self.site is not None:
-            await self.site.stop()
-            self.site = None
+    def unlisten(self) -> None:
+        """"down": new connections are refused (listener closed); a kept-alive connection
+        is dropped on its next request, as when the server process has died."""
+        if self.http is not None:
+            self.http.unlisten()
 
 
 class DemoServer:
@@ -107,7 +110,7 @@ class DemoServer:
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._gpu_runner: web.AppRunner | None = None
+        self._gpu_http: HttpServer | None = None
         self.gpu_url = ""
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -129,20 +132,18 @@ class DemoServer:
             es.gpu = SimGpu(i, engine, es.target)
             if i == 0 and sc.name in ("garbage", "slow"):
                 es.fault = sc.name
-            es.runner = web.AppRunner(self._app(es), access_log=None, handle_signals=False)
-            await es.runner.setup()
+            es.http = HttpServer(self._router(es))
             await es.listen(sock)
             if sc.effect == "spec-decode-drop" and kind in sc.effect_engines:
                 engine.spec_accept = _SPEC_ACCEPT[0]
             engine.start()
             self.sites.append(es)
-        gapp = web.Application()
-        gapp.router.add_get("/gpus", self._gpus)
-        gapp.router.add_get("/", self._gpus)
-        self._gpu_runner = web.AppRunner(gapp, access_log=None, handle_signals=False)
-        await self._gpu_runner.setup()
+        grouter = Router()
+        grouter.add_get("/gpus", self._gpus)
+        grouter.add_get("/", self._gpus)
+        self._gpu_http = HttpServer(grouter)
         gsock = _bind(self.gpu_port)
-        await web.SockSite(self._gpu_runner, gsock).start()
+        await self._gpu_http.listen(gsock)
         self.gpu_url = f"http://127.0.0.1:{gsock.getsockname()[1]}/gpus"
         loop = asyncio.get_running_loop()
         if self.background:
@@ -167,10 +168,10 @@ class DemoServer:
             await self.traffic.close()
         for s in self.sites:
             await s.engine.close()
-            if s.runner is not None:
-                await s.runner.cleanup()
-        if self._gpu_runner is not None:
-            await self._gpu_runner.cleanup()
+            if s.http is not None:
+                await s.http.close()
+        if self._gpu_http is not None:
+            await self._gpu_http.close()
 
     def info(self) -> dict[str, Any]:
         """What a client needs: per engine target, URLs; the GPU URL; the pid."""
@@ -235,8 +236,8 @@ class DemoServer:
         while True:
             if kind == "restart":
                 es.engine.restart()
-            elif es.site is not None:
-                await es.unlisten()
+            elif es.listening:
+                es.unlisten()
             else:
                 try:
                     await es.listen()
@@ -245,41 +246,31 @@ class DemoServer:
             await asyncio.sleep(self.fault_every)
 
     # -- HTTP -------------------------------------------------------------------------------
-    async def _gpus(self, request: web.Request) -> web.Response:
+    async def _gpus(self, request: Request) -> Response:
         gpus = [s.gpu.record() for s in self.sites if s.gpu]
         limit = request.query.get("limit", "")
         if limit:
             if not limit.isdigit():
-                return web.json_response({"error": "limit must be a whole number"}, status=400)
+                return json_response({"error": "limit must be a whole number"}, status=400)
             gpus = gpus[: int(limit)]
-        return web.json_response({"gpus": gpus})
+        return json_response({"gpus": gpus})
 
-    def _app(self, es: _EngineSite) -> web.Application:
-        @web.middleware
-        async def gone(request: web.Request, handler: Callable[..., Any]) -> Any:
-            # "down": new connections are refused (listener closed); a kept-alive connection
-            # is dropped on its next request, as when the server process has died
-            if es.site is None and request.transport is not None:
-                request.transport.close()
-                raise web.HTTPServiceUnavailable()
-            return await handler(request)
-
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[gone])
+    def _router(self, es: _EngineSite) -> Router:
         e = es.engine
         kind = es.kind
-        r = app.router
+        r = Router()
 
-        def bind(fn: Callable[..., Any]) -> Callable[[web.Request], Any]:
-            async def handler(request: web.Request) -> Any:
+        def bind(fn: Callable[..., Any]) -> Callable[[Request], Any]:
+            async def handler(request: Request) -> Any:
                 return await fn(request, e)
             return handler
 
         r.add_get("/metrics", self._metrics_handler(es))
         r.add_post("/v1/completions", bind(openai.completions))
         r.add_post("/v1/chat/completions", bind(openai.chat_completions))
-        def js(fn: Callable[[], Any]) -> Callable[[web.Request], Any]:
-            async def handler(request: web.Request) -> web.Response:
-                return web.json_response(fn())
+        def js(fn: Callable[[], Any]) -> Callable[[Request], Any]:
+            async def handler(request: Request) -> Response:
+                return json_response(fn())
             return handler
 
         r.add_get("/v1/models", js(lambda: _models(es)))
@@ -310,21 +301,21 @@ class DemoServer:
             r.add_get("/v2/health/live", _ok)
             r.add_get("/health/ready", _ok)
             r.add_get("/v2/models/{name}/ready", _ok)
-        return app
+        return r
 
-    def _metrics_handler(self, es: _EngineSite) -> Callable[[web.Request], Any]:
+    def _metrics_handler(self, es: _EngineSite) -> Callable[[Request], Any]:
         fmt = _FORMATS[es.kind]
 
-        async def handler(request: web.Request) -> web.Response:
+        async def handler(request: Request) -> Response:
             if es.fault == "garbage":
-                return web.Response(body=_GARBAGE, content_type="text/plain")
+                return Response(body=_GARBAGE, content_type="text/plain")
             if es.fault == "slow":
                 await asyncio.sleep(_SLOW_METRICS_S)
             if es.kind == "triton":
                 body = formats_triton.render(es.engine, es.gpu)
             else:
                 body = fmt.render(es.engine)
-            return web.Response(body=body, headers={"Content-Type": fmt.CONTENT_TYPE})
+            return Response(body=body, content_type=fmt.CONTENT_TYPE)
         return handler
 
 
@@ -332,17 +323,17 @@ _FORMATS: dict[str, Any] = {"vllm": formats_vllm, "sglang": formats_sglang,
                             "triton": formats_triton}
 
 
-async def _ok(request: web.Request) -> web.Response:
-    return web.Response(status=200)
+async def _ok(request: Request) -> Response:
+    return Response(status=200)
 
 
-async def _tokenize(request: web.Request, e: Engine) -> web.Response:
+async def _tokenize(request: Request, e: Engine) -> Response:
     try:
-        body = await request.json()
+        body = request.json()
     except ValueError:
         return openai.error_response(400, "Invalid JSON body")
     words = openai.prompt_words(body, chat="messages" in body) or []
-    return web.json_response({"count": len(words), "max_model_len": e.settings.max_model_len,
+    return json_response({"count": len(words), "max_model_len": e.settings.max_model_len,
                               "tokens": [zlib.crc32(w.encode()) % 128000 for w in words],
                               "token_strs": None})
 
