@@ -1,10 +1,12 @@
-"""Streaming request -> ``Result``: the shared SSE parser and the aiohttp client.
+"""Streaming request -> ``Result``: the shared SSE parser and the optional aiohttp client.
 
 ``SSEReader`` splits SSE events on blank lines and decodes JSON with orjson when it is
 importable (stdlib json otherwise); every event is timestamped with the arrival time of the
 chunk that carried it (``time.perf_counter``). ``StreamClient`` (aiohttp, raw chunk reads) is
 the alternative hot path; the default is ``rawhttp.RawStreamClient`` (chosen by measurement,
-``benchmarks/README-probe.md``). Runs only inside the worker process.
+``benchmarks/README-probe.md``). aiohttp is an optional extra (``llmtop-tui[aiohttp]``),
+imported when a ``StreamClient`` is made; without it that raises ``ClientUnavailable``
+naming the install command. Runs only inside the worker process.
 
 Error classes: ``http_<status>``, ``connect``, ``timeout``, ``truncated_stream`` (the stream
 ended before ``[DONE]`` and before a finish reason), ``malformed_event`` (a ``data:`` line
@@ -18,9 +20,12 @@ import asyncio
 import email.utils
 import time
 from array import array
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
+from llmtop.errors import LlmtopError
+
+if TYPE_CHECKING:
+    import aiohttp
 
 try:  # orjson is optional: measurably faster per event (see benchmarks/README-probe.md)
     import orjson
@@ -41,7 +46,25 @@ except ImportError:  # pragma: no cover - exercised where orjson is missing
 
     JSON_LIB = "json"
 
-__all__ = ["JSON_LIB", "Result", "SSEReader", "StreamClient", "dumps", "parse_retry_after"]
+__all__ = ["AIOHTTP_INSTALL", "JSON_LIB", "ClientUnavailable", "Result", "SSEReader",
+           "StreamClient", "dumps", "parse_retry_after", "require_aiohttp"]
+
+AIOHTTP_INSTALL = "pip install 'llmtop-tui[aiohttp]'"
+
+
+class ClientUnavailable(LlmtopError):
+    """The asked-for HTTP client library is not installed."""
+
+
+def require_aiohttp() -> Any:
+    """The ``aiohttp`` module; ``ClientUnavailable`` (with the install command) without it."""
+    try:
+        import aiohttp
+    except ImportError:
+        raise ClientUnavailable("client=aiohttp needs aiohttp, which is not installed: "
+                                f"{AIOHTTP_INSTALL} (or use the default raw client)") from None
+    return aiohttp
+
 
 dumps = _dumps
 _perf = time.perf_counter
@@ -109,6 +132,7 @@ class StreamClient:
 
     def __init__(self, endpoint_url: str, *, api_key: str | None = None, insecure: bool = False,
                  timeout_s: float = 300.0) -> None:
+        aiohttp = self._aiohttp = require_aiohttp()
         self.endpoint_url = endpoint_url
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
@@ -127,6 +151,7 @@ class StreamClient:
         """Send one streaming request (``body`` is the JSON payload); never raises except
         ``CancelledError``."""
         res = Result(_perf())
+        aiohttp = self._aiohttp
         try:
             async with self.session.post(self.endpoint_url, data=body,
                                          headers=self._headers) as resp:

@@ -4,7 +4,8 @@ Runs in the worker process. The model comes from ``/v1/models`` unless given; th
 from the URL path or ``--endpoint``, else a one-token probe of ``/v1/completions`` (falling
 back to ``/v1/chat/completions`` on 404/405/400). A 400/422 with ``ignore_eos`` set is retried
 without it. Prompt length is calibrated with ``/tokenize`` where it answers, else from
-``usage.prompt_tokens`` of two probe requests.
+``usage.prompt_tokens`` of two probe requests. The JSON requests go through httpx, the
+probe requests through the raw client (``rawhttp``): no aiohttp unless ``client=aiohttp``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
+import httpx
 
 from llmtop.errors import LlmtopError
-from llmtop.loadgen.client import StreamClient, _loads, dumps
+from llmtop.loadgen.client import ClientUnavailable, _loads, dumps, require_aiohttp
 from llmtop.loadgen.options import ProbeOptions, split_url
 from llmtop.loadgen.prompts import Calibration, sample_text
+from llmtop.loadgen.rawhttp import RawStreamClient
 
 __all__ = ["ENDPOINT_PATHS", "Prepared", "ProbeSetupError", "prepare"]
 
@@ -55,14 +57,17 @@ def _headers(options: ProbeOptions) -> dict[str, str]:
     return h
 
 
-async def _get_model(session: aiohttp.ClientSession, base: str,
+_HTTPX_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
+
+
+async def _get_model(session: httpx.AsyncClient, base: str,
                      options: ProbeOptions) -> tuple[str, int | None]:
     try:
-        async with session.get(base + "/v1/models", headers=_headers(options)) as r:
-            if r.status != 200:
-                raise ProbeSetupError(f"GET /v1/models answered HTTP {r.status}; pass --model")
-            data = _loads(await r.read())
-    except aiohttp.ClientError as exc:
+        r = await session.get(base + "/v1/models", headers=_headers(options))
+        if r.status_code != 200:
+            raise ProbeSetupError(f"GET /v1/models answered HTTP {r.status_code}; pass --model")
+        data = _loads(r.content)
+    except _HTTPX_ERRORS as exc:
         raise ProbeSetupError(f"cannot reach {base}: {type(exc).__name__}") from None
     except ValueError:
         raise ProbeSetupError("GET /v1/models did not return JSON; pass --model") from None
@@ -86,7 +91,7 @@ def _probe_body(model: str, endpoint: str, text: str, ignore_eos: bool) -> bytes
     return dumps(body)
 
 
-async def _tokenize(session: aiohttp.ClientSession, base: str, options: ProbeOptions,
+async def _tokenize(session: httpx.AsyncClient, base: str, options: ProbeOptions,
                     model: str, endpoint: str, text: str) -> int | None:
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
@@ -94,12 +99,12 @@ async def _tokenize(session: aiohttp.ClientSession, base: str, options: ProbeOpt
     else:
         body["prompt"] = text
     try:
-        async with session.post(base + "/tokenize", data=dumps(body),
-                                headers=_headers(options)) as r:
-            if r.status != 200:
-                return None
-            data = _loads(await r.read())
-    except (aiohttp.ClientError, ValueError):
+        r = await session.post(base + "/tokenize", content=dumps(body),
+                               headers=_headers(options))
+        if r.status_code != 200:
+            return None
+        data = _loads(r.content)
+    except (*_HTTPX_ERRORS, ValueError):
         return None
     if isinstance(data, dict):
         if isinstance(data.get("count"), int):
@@ -120,10 +125,14 @@ def _fit(n1: int, n2: int) -> Calibration | None:
 async def prepare(options: ProbeOptions) -> Prepared:
     """Resolve model, endpoint and calibration; raises ``ProbeSetupError``."""
     base, _host, ep_from_url = split_url(options.url)
-    timeout = aiohttp.ClientTimeout(total=min(30.0, options.request_timeout))
-    async with aiohttp.ClientSession(
-        timeout=timeout, connector=aiohttp.TCPConnector(ssl=False if options.insecure else None)
-    ) as session:
+    if options.client == "aiohttp":
+        try:
+            require_aiohttp()
+        except ClientUnavailable as exc:
+            raise ProbeSetupError(str(exc)) from None
+    timeout = httpx.Timeout(min(30.0, options.request_timeout))
+    async with httpx.AsyncClient(timeout=timeout, verify=not options.insecure,
+                                 trust_env=False) as session:
         context = options.context
         if options.model and (options.traffic is None or context is not None):
             model = options.model
@@ -149,7 +158,7 @@ async def prepare(options: ProbeOptions) -> Prepared:
         usage_counts: list[int | None] = []
         sent: list[Any] = []
         for ep in candidates:
-            client = StreamClient(base + ENDPOINT_PATHS[ep], api_key=options.api_key,
+            client = RawStreamClient(base + ENDPOINT_PATHS[ep], api_key=options.api_key,
                                   insecure=options.insecure,
                                   timeout_s=min(60.0, options.request_timeout))
             try:
