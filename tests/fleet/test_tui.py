@@ -26,7 +26,7 @@ def _lines(transport, **kw) -> tuple[list[str], list[str]]:
         async with app.run_test(size=(140, 24)) as pilot:
             await pilot.pause(0.5)
             overview = screen_lines(app)
-            await pilot.press("enter")
+            await pilot.press("down", "enter")  # past the model's total row: an instance
             await pilot.pause(0.3)
             return overview, screen_lines(app)
 
@@ -134,3 +134,33 @@ def test_a_rows_sparklines_are_backfilled_once_and_aligned():
     assert src.series("a|m", "running") == [9.7, 9.8, 9.9, 10.0, 9.0]  # live point kept
     assert src.series_times() == [970.0, 980.0, 990.0, 1000.0, 1010.0]
     assert src.series_count() == 5
+
+
+def test_rows_are_grouped_under_model_totals_and_fold():
+    cfg = Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090"))
+
+    async def go():
+        app = LlmtopApp(FleetSource(FleetMonitor(cfg, transport=_server())), tui_config(cfg))
+        async with app.run_test(size=(140, 24)) as pilot:
+            await pilot.pause(0.5)
+            shots = [screen_lines(app)]
+            await pilot.press("c")  # the cursor starts on the first model's total row
+            await pilot.pause(0.3)
+            shots.append(screen_lines(app))
+            await pilot.press("enter")  # enter on a total row unfolds it
+            await pilot.pause(0.3)
+            shots.append(screen_lines(app))
+            return shots
+
+    opened, folded, again = asyncio.run(go())
+
+    def rows(lines):
+        return [ln for ln in lines if ":8000" in ln or "total (" in ln]
+
+    assert any("▾ total (" in ln for ln in opened)
+    heads = [i for i, ln in enumerate(rows(opened)) if "total (" in ln]
+    assert heads and heads[0] == 0  # the total row heads its model's instance rows
+    assert any(":8000" in ln for ln in rows(opened)[1:])
+    assert any("▸ total (" in ln for ln in folded)
+    assert len(rows(folded)) < len(rows(opened))  # the model's instance rows are folded
+    assert rows(again) == rows(opened)

@@ -24,7 +24,7 @@ from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
 from llmtop.ui.source import SPARK_FIELDS, Source
 from llmtop.ui.view import LiveView
-from llmtop.ui.widgets.engines import COLUMNS, WIDE_MIN_WIDTH, EnginesTable
+from llmtop.ui.widgets.engines import COLUMNS, GROUP_PREFIX, WIDE_MIN_WIDTH, EnginesTable
 from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, SparkPanel
 
 __all__ = [
@@ -134,6 +134,8 @@ class OverviewScreen(Screen):
         Binding("slash", "filter", "Filter", key_display="/", id="filter"),
         Binding("enter", "details", "Details", id="details"),
         Binding("f", "toggle_ranks", "Ranks", tooltip="fold per-rank rows out/in", id="ranks"),
+        Binding("c", "collapse", "Collapse", show=False, id="collapse",
+                tooltip="fleet: fold the selected model's instances under its total row"),
         Binding("escape", "back", "Back", show=False, tooltip="clear the filter", id="back"),
     ]
 
@@ -141,6 +143,8 @@ class OverviewScreen(Screen):
         super().__init__()
         use_crop_compositor(self)  # a tick renders only the lines it repaints
         self.view = view
+        self.collapsed: set[str] = set()
+        """Fleet mode: models whose instance rows are folded under their total row."""
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -214,7 +218,8 @@ class OverviewScreen(Screen):
         table.update_rows(
             snap.engines, sort_column=st.sort_column, sort_reverse=st.sort_reverse,
             filter_text=st.filter_text, show_ranks=st.show_ranks, th=view.thresholds,
-            trend=view.trend, why=why_badges(getattr(view, "diagnosis", None) or ()))
+            trend=view.trend, why=why_badges(getattr(view, "diagnosis", None) or ()),
+            groups=self._groups(), collapsed=self.collapsed)
         self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, view.thresholds,
                                       wide=self.has_class("-wide"))
         now = time.monotonic()
@@ -287,6 +292,22 @@ class OverviewScreen(Screen):
         self.view.state.show_ranks = not self.view.state.show_ranks
         self._reorder()
 
+    def _groups(self) -> list | None:
+        """Fleet mode's per-model total rows (the monitor's ``totals``), else None."""
+        return getattr(getattr(self.view.source, "monitor", None), "totals", None) or None
+
+    def action_collapse(self) -> None:
+        """Fold (or unfold) the selected row's model under its total row (fleet mode)."""
+        table = self.query_one(EnginesTable)
+        row = table.selected_row()
+        if row is None or not self._groups() or row.model is None:
+            return
+        self.collapsed ^= {row.model}
+        self._reorder()
+        key = GROUP_PREFIX + row.model
+        if row.model in self.collapsed and key in table.row_keys:
+            table.move_cursor(row=table.row_keys.index(key))  # the folded rows' total
+
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.value = self.view.state.filter_text
@@ -314,7 +335,9 @@ class OverviewScreen(Screen):
 
     def action_details(self) -> None:
         row = self.query_one(EnginesTable).selected_row()
-        if row is not None:
+        if row is not None and row.key.startswith(GROUP_PREFIX):  # a model's total row
+            self.action_collapse()
+        elif row is not None:
             from llmtop.ui.screens.detail import EngineDetailScreen
 
             self.app.push_screen(EngineDetailScreen(self.view, row.key))

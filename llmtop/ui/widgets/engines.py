@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 
@@ -13,8 +13,8 @@ from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 from llmtop.ui.widgets.rowtable import RowTable, TableColumn
 
-__all__ = ["COLUMNS", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable", "name_width",
-           "row_matches", "state_width"]
+__all__ = ["COLUMNS", "GROUP_PREFIX", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable",
+           "group_rows", "grouped", "name_width", "row_matches", "state_width"]
 
 
 WIDE_MIN_WIDTH = 130
@@ -121,6 +121,36 @@ def row_matches(row: EngineRow, text: str) -> bool:
     return text.lower() in hay
 
 
+GROUP_PREFIX = "total|"
+"""Key prefix of fleet mode's per-model total rows (``fleet.rows.model_totals``)."""
+
+
+def group_rows(totals: Sequence[EngineRow], collapsed: Collection[str]) -> list[EngineRow]:
+    """The per-model total rows as group headers: ``▾ total (3)`` (``▸`` when folded)."""
+    return [replace(t, target=f"{'▸' if t.model in collapsed else '▾'} {t.target}")
+            for t in totals]
+
+
+def grouped(flat: list[EngineRow], collapsed: Collection[str]) -> list[EngineRow]:
+    """Rows (already sorted) under their model's total row, models in the order of their
+    total rows; a folded model keeps its total row only; rows of a model without a total
+    row stay at the end."""
+    heads = [r for r in flat if r.key.startswith(GROUP_PREFIX)]
+    members: dict[str | None, list[EngineRow]] = {}
+    for r in flat:
+        if not r.key.startswith(GROUP_PREFIX):
+            members.setdefault(r.model, []).append(r)
+    out: list[EngineRow] = []
+    for h in heads:
+        out.append(h)
+        rest = members.pop(h.model, [])
+        if h.model not in collapsed:
+            out.extend(rest)
+    for rest in members.values():
+        out.extend(rest)
+    return out
+
+
 class EnginesTable(RowTable):
     """One row per target and model (plus fold-out rank rows), keyed by ``EngineRow.key``."""
 
@@ -224,12 +254,18 @@ class EnginesTable(RowTable):
         th: Thresholds,
         trend: Callable[[str, str], str],
         why: Mapping[str, tuple[str, str]] | None = None,
+        groups: Sequence[EngineRow] | None = None,
+        collapsed: Collection[str] = (),
     ) -> None:
         """Reconcile with a snapshot: a new row order only on a change of the row set or
         order; otherwise new cells (and a redrawn line) only for rows whose data changed.
         ``why`` maps a row key to its top finding's (rule, severity): the STATE cell of a
-        healthy-state row then names the finding (``KV PRESSURE``) instead of ``ok``."""
+        healthy-state row then names the finding (``KV PRESSURE``) instead of ``ok``.
+        ``groups`` (fleet mode: one total row per model) puts each model's rows under its
+        total row, sorted within the model; the models in ``collapsed`` show the total only."""
         self._why = why or {}
+        if groups:
+            rows = [*group_rows(groups, collapsed), *rows]
         if self._wide is None:
             self.set_layout(80)
         flat: list[EngineRow] = []
@@ -238,11 +274,15 @@ class EnginesTable(RowTable):
                 continue
             flat.append(r)
         top = {r.key for r in flat}
+        if groups:
+            top |= {f"\0{m}" for m in collapsed}  # a fold changes the order
         ranks = {rr.key for r in flat for rr in r.ranks} if show_ranks else set()
         if self.order_dirty or top != self._top or ranks != self._rank_keys:
             self._top, self._rank_keys = top, ranks
             keyf = SORT_KEYS.get(sort_column, SORT_KEYS["name"])
             flat.sort(key=keyf, reverse=sort_reverse)  # type: ignore[arg-type]
+            if groups:
+                flat = grouped(flat, collapsed)
             order: list[str] = []
             for r in flat:
                 order.append(r.key)
