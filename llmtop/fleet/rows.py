@@ -82,7 +82,7 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
             if g is None:
                 g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
             job = metric.get("job")
-            if job and job not in g.jobs:
+            if job:
                 g.jobs.add(job)
             lst = g.series.get(name)
             if lst is None:
@@ -257,9 +257,11 @@ def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tup
         buckets: dict[Any, dict[float, float]] = {}
         sums: dict[Any, float] = {}
         counts: dict[Any, float] = {}
+        known = _LE
         for labels, v in chosen[0] or ():
             k = key(labels)
-            le = _bound(labels.get("le"))
+            text = labels.get("le")
+            le = known[text] if text in known else _bound(text)  # type: ignore[index]
             if k is None or le is None:
                 continue
             b = buckets.get(k)
