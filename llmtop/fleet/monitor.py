@@ -25,6 +25,8 @@ from llmtop.fleet.queries import (
     classify,
     discovery_query,
     engine_of,
+    jobs_query,
+    names_selector,
     parse_duration,
     parse_match,
     rule_names,
@@ -212,14 +214,14 @@ class FleetMonitor:
                         f"{self.cfg.scrape_interval_s:g} s from config")
         self._set_interval(set(), [])  # first guess (all targets) for the discovery time
         f, ft = self._matchers()
-        res = await self.client.query(discovery_query(f), self.eval_time_now())
+        found = await self._discover(f, self.eval_time_now())
         names: dict[str, str] = {}
         jobs: set[str] = set()
         has_pod = False
         types = await self._metadata_types()
-        present = {(it.get("metric") or {}).get("__name__", "") for it in res.result}
+        present = {(it.get("metric") or {}).get("__name__", "") for it in found}
         bucket_bases = {n[:-7] for n in present if n.endswith("_bucket")}
-        for item in res.result:
+        for item in found:
             metric = item.get("metric") or {}
             if metric.get("llmtop_name") == "has_pod":
                 has_pod = parse_value((item.get("value") or [0, "0"])[1]) > 0
@@ -253,6 +255,24 @@ class FleetMonitor:
                          rules=rule_names(present, rates, self.window_s, used))
         self._connect_warnings = warn
         self._connected_at = self.clock()
+
+    async def _discover(self, f: list[str], t: float) -> list[dict[str, Any]]:
+        """Answer-shaped items (``metric``: ``__name__`` and ``job``, or the ``has_pod``
+        tag): the names from the label-values API (the server reads its index, not the
+        samples of every engine series) and the jobs/pods from one series per instance;
+        a server without that API gets the query that counts every engine series."""
+        try:
+            body = await self.client.get("/api/v1/label/__name__/values", {
+                "match[]": names_selector(f), "start": f"{t - 300:.3f}", "end": f"{t:.3f}"})
+            listed = body.get("data")
+            if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+                raise PromError("bad_payload", "label values: not a list of names")
+        except PromError as exc:
+            if exc.kind in ("unreachable", "unauthorized"):
+                raise
+            return (await self.client.query(discovery_query(f), t)).result
+        res = await self.client.query(jobs_query(f), t)
+        return [*({"metric": {"__name__": n}} for n in listed), *res.result]
 
     async def _metadata_types(self) -> dict[str, str]:
         """Metric name -> type from the server's metadata ({} when it keeps none, as

@@ -39,6 +39,8 @@ __all__ = [
     "describe_queries",
     "discovery_query",
     "engine_of",
+    "jobs_query",
+    "names_selector",
     "parse_duration",
     "parse_match",
     "rule_names",
@@ -184,6 +186,21 @@ def discovery_query(matchers: list[str]) -> str:
     sel = selector(None, [f'__name__=~"{_NAME_RE}"', *matchers])
     pod = selector(None, [f'__name__=~"{"|".join(map(re.escape, PRESENCE.values()))}"',
                           *matchers, 'pod!=""'])
+    return f"count by (__name__, job) ({sel}) or {_tag(f'count({pod})', 'has_pod')}"
+
+
+def names_selector(matchers: list[str]) -> str:
+    """The ``match[]`` of the label-values request that lists the engine metric names (the
+    server reads its index only: no sample is decoded)."""
+    return selector(None, [f'__name__=~"{_NAME_RE}"', *matchers])
+
+
+def jobs_query(matchers: list[str]) -> str:
+    """With the names from the label-values API: the jobs of the engines and whether their
+    series carry ``pod``, from the one series per instance that every engine exposes."""
+    pres = f'__name__=~"{"|".join(map(re.escape, PRESENCE.values()))}"'
+    sel = selector(None, [pres, *matchers])
+    pod = selector(None, [pres, *matchers, 'pod!=""'])
     return f"count by (__name__, job) ({sel}) or {_tag(f'count({pod})', 'has_pod')}"
 
 
@@ -338,7 +355,13 @@ def describe_queries() -> str:
                     "vllm:generation_tokens_total": "counter",
                     "vllm:time_to_first_token_seconds_bucket": "bucket",
                     "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",))
-    out = ["# once per connect (and every 5 minutes): which engine metric names exist",
+    out = ["# once per connect (and every 5 minutes): which engine metric names exist, from",
+           "# GET /api/v1/label/__name__/values?match[]=SELECTOR&start=t-300&end=t (the index",
+           "# only), with SELECTOR:",
+           names_selector(['server=""']),
+           "# and the engines' jobs and pods, from one series per instance:",
+           jobs_query(['server=""']),
+           "# (a server without that API: one query that counts every engine series instead)",
            discovery_query(['server=""']), ""]
     for role, q in p.queries().items():
         out.append(f"# per refresh: {role}")

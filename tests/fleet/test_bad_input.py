@@ -54,6 +54,8 @@ def _server(query=None, targets=None, buildinfo="prometheus-2.42-buildinfo.json"
             return targets(request) if targets else _fixture("prometheus-2.42-targets.json")
         if path.endswith("/api/v1/metadata"):
             return _json({"status": "success", "data": {}})
+        if "/api/v1/label/" in path:  # as a backend without the label-values API
+            return httpx.Response(404, text="404 page not found")
         if query is not None:
             return query(request)
         form = dict(httpx.QueryParams(request.content.decode()))
@@ -373,3 +375,25 @@ def test_a_passing_outage_keeps_the_last_rows_and_says_so():
     assert second is first and second.engines  # the rows stay
     assert mon.error is not None and mon.error.kind == "unreachable"
     assert "UNREACHABLE" in mon.header_text()
+
+
+def test_names_come_from_the_label_values_api_not_a_query_over_every_series():
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/api/v1/label/__name__/values"):
+            sent.append("labels:" + request.url.params["match[]"])
+            return _json({"status": "success", "data": ["vllm:num_requests_running"]})
+        if request.url.path.endswith("/api/v1/query"):
+            q = dict(httpx.QueryParams(request.content.decode()))["query"]
+            sent.append(q)
+            if q.startswith("count by (__name__, job)"):  # now only the presence series
+                return _json(DISCOVERY)
+        return _server().handle_request(request)
+
+    mon, snap = _tick(httpx.MockTransport(handler))
+    assert mon.error is None and [r.running for r in snap.engines] == [3.0]
+    assert sent[0].startswith("labels:{__name__=~") and 'server=""' in sent[0]
+    counts = [q for q in sent if q.startswith("count by (__name__, job)")]
+    assert len(counts) == 1 and "vllm:num_requests_running|sglang" in counts[0]
+    assert "(vllm|sglang|lmdeploy" not in counts[0]  # not the every-series selector
