@@ -65,6 +65,9 @@ H100 under full load runs at its 700 W limit with ``power cap`` set all the time
 WAITING_MIN_FOR_GROWTH = 1.0
 """Queue growth is only reported while at least this many requests wait."""
 
+QUEUE_SPIKE_MIN = 10.0
+"""A queue this long counts as growing even if it was empty moments ago (a burst)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -106,13 +109,20 @@ def growth_points(interval_s: float) -> int:
 def growth_per_min(values: Sequence[float | None], interval_s: float) -> float | None:
     """Least-squares slope of the last minute of ``values`` (one per interval), per minute.
 
-    Gaps (None) are skipped; fewer than 3 points gives None.
+    Gaps (None) are skipped. None while less than half a minute of points is known (a fresh
+    start is not a trend), and when a small queue (newest value under ``QUEUE_SPIKE_MIN``)
+    emptied in the last 20 s: a queue that comes and drains is not growing, whatever its
+    slope.
     """
     if interval_s <= 0:
         return None
     n_keep = growth_points(interval_s)
-    pts = [(i * interval_s, v) for i, v in enumerate(values[-n_keep:]) if v is not None]
-    if len(pts) < 3:
+    tail = values[-n_keep:]
+    pts = [(i * interval_s, v) for i, v in enumerate(tail) if v is not None]
+    if len(pts) < max(3, n_keep // 2):
+        return None
+    recent = [v for v in tail[-max(1, n_keep // 3):] if v is not None]
+    if not recent or (recent[-1] < QUEUE_SPIKE_MIN and min(recent) < WAITING_MIN_FOR_GROWTH):
         return None
     mx = sum(x for x, _ in pts) / len(pts)
     my = sum(y for _, y in pts) / len(pts)

@@ -72,8 +72,24 @@ def test_queue_growth_rule():
 
 def test_growth_per_min():
     assert growth_per_min([None, None], 1.0) is None
-    assert abs(growth_per_min([float(i) for i in range(60)], 1.0) - 60.0) < 1e-6
-    assert growth_per_min([5.0, None, 5.0, 5.0], 1.0) == 0.0
+    assert abs(growth_per_min([float(i + 1) for i in range(60)], 1.0) - 60.0) < 1e-6
+    assert growth_per_min([5.0, None] + [5.0] * 40, 1.0) == 0.0
+    # a fresh start is not a trend: fewer than half a minute of points
+    assert growth_per_min([float(i + 1) for i in range(25)], 1.0) is None
+    # a burst: empty moments ago, 40 waiting now
+    assert growth_per_min([0.0] * 30 + [0.0, 10.0, 25.0, 40.0], 1.0) > 5.0
+
+
+def test_a_queue_that_drains_is_not_growing():
+    """The default demo's Triton: a small queue that comes and drains (0..8) must not read
+    as queue growth, even when a least-squares line through it climbs."""
+    wave = [0, 0, 1, 2, 0, 0, 1, 3, 2, 0, 0, 2, 4, 1, 0, 0, 3, 5, 2, 0] * 2
+    wave += [2, 3, 4, 5, 6, 7, 8, 6, 4, 2, 0, 0, 1, 3, 5, 7, 8, 6, 4, 0]
+    values = [float(v) for v in wave]
+    assert growth_per_min(values, 1.0) is None
+    # the same climb without draining is growth
+    climbing = [float(1 + i // 4) for i in range(60)]
+    assert growth_per_min(climbing, 1.0) > 5.0
 
 
 def test_preemption_and_error_rules():
@@ -138,7 +154,7 @@ async def test_rules_fire_on_demo_scenarios(scenario):
         want = SCENARIO_RULES[scenario]
         fired: set[str] = set()
         try:
-            for _ in range(90):  # up to ~45 s
+            for _ in range(140):  # up to ~70 s: queue growth needs half a minute of history
                 snap = await mon.tick()
                 growth = {}
                 for row in snap.engines:
