@@ -25,7 +25,7 @@ _DEFAULT_MODULES = (
     "llmtop.demo.server", "llmtop.demo.openai", "llmtop.demo.launcher",
     "llmtop.loadgen.worker", "llmtop.loadgen.runner", "llmtop.loadgen.prepare",
     "llmtop.loadgen.client", "llmtop.sources.prometheus", "llmtop.monitor",
-    "llmtop.demo.fleet", "llmtop.fleet.run", "llmtop.ui.app", "llmtop.cli.record",
+    "llmtop.demo.fleet", "llmtop.cli.fleet", "llmtop.ui.app", "llmtop.cli.record",
 )
 
 

@@ -134,7 +134,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     if config.prometheus is not None:  # fleet mode: rows from a Prometheus-compatible server
-        from llmtop.fleet.run import run_fleet_once, tui_config
+        from llmtop.cli.fleet import run_fleet_once, tui_config
 
         if args.targets or args.demo:
             from llmtop.errors import ConfigError
@@ -144,7 +144,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
                               "server)")
         recorder = None
         if args.record:  # each refresh's raw answers (llmtop/fleet/record.py)
-            from llmtop.fleet.run import fleet_recorder
+            from llmtop.cli.fleet import fleet_recorder
             from llmtop.record.recorder import parse_size
 
             recorder = fleet_recorder(

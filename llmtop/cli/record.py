@@ -180,11 +180,11 @@ def replay_main(argv: Sequence[str]) -> int:
 
     if is_fleet(rec):  # a fleet mode recording: each refresh's raw answers
         if args.once:
-            from llmtop.fleet.run import replay_fleet_once
+            from llmtop.cli.fleet import replay_fleet_once
 
             return replay_fleet_once(rec, at, as_json=args.json)
-        from llmtop.fleet.record import FleetReplay
-        from llmtop.fleet.run import tui_config
+        from llmtop.cli.fleet import tui_config
+        from llmtop.fleet.replay import FleetReplay
         from llmtop.ui.app import run_fleet
 
         replay = FleetReplay(rec, at if args.at else None, speed=args.speed)

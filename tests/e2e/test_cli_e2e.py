@@ -6,6 +6,8 @@ one or no target at all is one clear line with the documented exit status.
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 
 import pytest
@@ -72,7 +74,9 @@ def test_no_target_and_no_discovery_is_one_line_exit_one():
     assert run.rc == 1
     line = _one_line(run.stderr)
     assert line.startswith("llmtop: ") and "TARGET" in line
-    assert run.stdout == ""
+    # stdout stays one valid JSON object for scripts: nothing found, and why
+    doc = json.loads(run.stdout)
+    assert doc["engines"] == [] and doc["message"]
 
 
 @pytest.mark.parametrize(("text", "words"), [

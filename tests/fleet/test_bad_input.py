@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from llmtop.cli.fleet import run_fleet_once
 from llmtop.config import Config, PrometheusConfig
 from llmtop.fleet.monitor import FleetMonitor
-from llmtop.fleet.run import run_fleet_once
 from llmtop.sources.prometheus import PromClient, PromError, display_url
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -49,8 +49,8 @@ def test_a_recorded_fleet_session_replays_as_it_was_live(prometheus_url, tmp_pat
 
 
 def test_fleet_and_direct_recordings_do_not_mix(tmp_path):
+    from llmtop.cli.fleet import fleet_recorder
     from llmtop.config import Config, PrometheusConfig
-    from llmtop.fleet.run import fleet_recorder
 
     path = str(tmp_path / "direct.llrec")
     Recorder(path, Config()).close()
@@ -67,9 +67,9 @@ def test_fleet_and_direct_recordings_do_not_mix(tmp_path):
 def test_a_fleet_recording_plays_in_the_fleet_tui(tmp_path):
     import asyncio
 
+    from llmtop.cli.fleet import fleet_recorder, run_fleet_once, tui_config
     from llmtop.config import Config, PrometheusConfig
-    from llmtop.fleet.record import FleetReplay
-    from llmtop.fleet.run import fleet_recorder, run_fleet_once, tui_config
+    from llmtop.fleet.replay import FleetReplay
     from llmtop.ui.app import LlmtopApp
     from llmtop.ui.source import FleetSource
     from llmtop.ui.textshot import screen_lines

@@ -8,9 +8,9 @@ import json
 
 import httpx
 
+from llmtop.cli.fleet import tui_config
 from llmtop.config import Config, PrometheusConfig
 from llmtop.fleet.monitor import FleetMonitor
-from llmtop.fleet.run import tui_config
 from llmtop.ui.app import LlmtopApp
 from llmtop.ui.source import FleetSource
 from llmtop.ui.textshot import screen_lines

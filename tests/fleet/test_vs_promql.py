@@ -15,10 +15,10 @@ import time
 
 import pytest
 
+from llmtop.cli.fleet import run_fleet_once
 from llmtop.config import Config, PrometheusConfig
 from llmtop.demo.fleet import MODEL_A, MODEL_B
 from llmtop.fleet.monitor import FleetMonitor
-from llmtop.fleet.run import run_fleet_once
 
 from .conftest import VICTORIA_LATENCY_OFFSET_S
 

@@ -83,7 +83,7 @@ def replay_fleet_once(rec: Any, at: float, *, as_json: bool = False,
                       out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``llmtop replay F --at T --once [--json]`` of a fleet recording: the refresh recorded
     at or before T, rebuilt by the live row builder and printed as live ``--once`` did."""
-    from llmtop.fleet.record import fleet_snapshot_at
+    from llmtop.fleet.replay import fleet_snapshot_at
 
     mon, snap = fleet_snapshot_at(rec, at)
     return _print(mon, snap, as_json, out or sys.stdout, err or sys.stderr)

@@ -1,0 +1,129 @@
+"""Fleet recordings played back: a refresh rebuilt from its recorded answers by the live
+code (``fleet_snapshot_at``) and ``FleetReplay``, a recording played in the fleet TUI."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from llmtop.config import Config, PrometheusConfig
+from llmtop.errors import RecordingError
+from llmtop.fleet.record import refresh_times, role_of
+
+if TYPE_CHECKING:
+    from llmtop.fleet.monitor import FleetMonitor
+    from llmtop.model import Snapshot
+    from llmtop.record.reader import Recording
+
+__all__ = ["FleetReplay", "fleet_snapshot_at"]
+
+
+def fleet_snapshot_at(rec: Recording, at: float, config: Config | None = None
+                      ) -> tuple[FleetMonitor, Snapshot]:
+    """The monitor state and snapshot of the last refresh evaluated at or before ``at``,
+    rebuilt from its recorded answers by the live code (no network)."""
+    import httpx
+
+    from llmtop.fleet.monitor import FleetMonitor
+    from llmtop.fleet.queries import Plan
+    from llmtop.fleet.states import read_state
+    from llmtop.model import Snapshot
+    from llmtop.sources.prometheus import Backend, PromError
+
+    fq = [r for r in rec.records if r.get("k") == "fq"]
+    i = bisect.bisect_right([r["w"] for r in fq], at + 1e-6)
+    if i == 0:
+        raise RecordingError(f"{rec.path}: no fleet refresh recorded at or before that time")
+    r = fq[i - 1]
+    head = rec.header.get("prometheus") or {}
+    pcfg = PrometheusConfig(url=head.get("url") or "http://recording", window_s=r["win"],
+                            scrape_interval_s=r["si"], at=r["w"])
+    cfg = Config(prometheus=pcfg) if config is None else Config(
+        **{**{f: getattr(config, f) for f in config.__dataclass_fields__}, "prometheus": pcfg})
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("replay: no network")
+
+    mon = FleetMonitor(cfg, transport=httpx.MockTransport(refuse))
+    mon.scrape_interval_s = r["si"]
+    src = r.get("src") or {}
+    mon.backend = Backend(src.get("kind") or "prometheus", src.get("version"))
+    mon.eval_time = r["w"]
+    mon.warnings = list(r.get("warn") or [])
+    mon.partial = bool(r.get("part"))
+    if r.get("err"):
+        e = r["err"]
+        mon.error = PromError(e.get("kind", "http_error"), e.get("message", ""),
+                              e.get("http_status"))
+        mon._last = Snapshot(time=r["w"], window_s=r["win"])
+        return mon, mon._last
+    group = tuple(r.get("grp") or ("instance",))
+    plan = Plan(group=group, window_s=r["win"], matchers=[], target_matchers=[],
+                lookback_s=r.get("look") or 600.0)
+    mon.plan = plan
+    results = r.get("ans") or {}
+    errors = {tuple(k): v for k, v in r.get("errs") or []}
+    info = read_state(role_of(results, "state"), group)
+    mon._last = mon.assemble(results, plan, r["w"], info, errors)
+    return mon, mon._last
+
+
+class FleetReplay:
+    """A fleet recording played in the fleet TUI: monitor-shaped (``tick``, ``header_text``,
+    ``travel``...), each tick shows the refresh recorded at the playback position (the
+    recording's pace times ``speed``); ``T`` (travel) seeks to a recorded time, ``now`` to
+    the start. No network and no history backfill: sparklines fill as it plays."""
+
+    is_replay = True
+
+    def __init__(self, rec: Recording, at: float | None = None, *, speed: float = 1.0,
+                 clock: Any = time.monotonic) -> None:
+        self.rec = rec
+        self.times = refresh_times(rec)
+        if not self.times:
+            raise RecordingError(f"{rec.path}: no fleet refresh recorded")
+        self.speed = speed
+        self._clock = clock
+        self._from = at if at is not None else self.times[0]
+        self._clock0: float | None = None
+        self._shown: int | None = None
+        self._mon, self._snap = fleet_snapshot_at(rec, self._from)
+        self.config = self._mon.config
+
+    def _index(self) -> int:
+        if self._clock0 is None:
+            self._clock0 = self._clock()
+        pos = self._from + (self._clock() - self._clock0) * self.speed
+        return max(0, bisect.bisect_right(self.times, pos + 1e-6) - 1)
+
+    async def tick(self, timeout_s: float | None = None) -> Snapshot:
+        i = self._index()
+        if i != self._shown:
+            self._mon, self._snap = fleet_snapshot_at(self.rec, self.times[i])
+            self._shown = i
+        return self._snap
+
+    def header_text(self) -> str:
+        end = " · END" if self._shown == len(self.times) - 1 else ""
+        return f"REPLAY {os.path.basename(self.rec.path)} · {self._mon.header_text()}{end}"
+
+    def travel(self, at: float | None) -> None:
+        """Play from ``at`` (None: the recording's start)."""
+        self._from = self.times[0] if at is None else at
+        self._clock0 = None
+        self._shown = None
+
+    def snapshot(self, window_s: float | None = None) -> Snapshot | None:
+        return self._mon.snapshot(window_s) if window_s is not None else self._snap
+
+    async def history(self, key: str, points: int = 90) -> list[Any]:
+        """No backfill from a recording (its refreshes fill the sparklines as it plays)."""
+        return []
+
+    def __getattr__(self, name: str) -> Any:  # window_s, refresh_s, totals, error...
+        return getattr(self._mon, name)
+
+    async def aclose(self) -> None:
+        return None
