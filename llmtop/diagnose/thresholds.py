@@ -140,8 +140,10 @@ GPU_UTIL_BUSY = 0.3
 """A power cap matters only on a busy GPU."""
 
 # ---------------------------------------------------------------- imbalance
-IMB_WAITING_MIN = 3.0
-"""An overloaded replica has at least this many waiting while its siblings have none."""
+IMB_WAITING_MIN = 8.0
+"""An overloaded replica has at least this many waiting, all window long, while its siblings
+have none: a queue of a few on one of two replicas is ordinary noise (seen in the demo
+baseline: 3 waiting on one, 0 on the other, no cause to act on)."""
 IMB_RUNNING_X = 2.0
 IMB_RUNNING_ABS = 8.0
 IMB_KV_GAP = 0.4
