@@ -95,7 +95,7 @@ def _capture_replay(monkeypatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     class FakeRecording:
-        header: dict = {}  # noqa: RUF012 - a direct-mode recording's header (no "mode")
+        header: dict = {}
         problem = None
         start = 100.0
         end = 200.0

@@ -25,7 +25,8 @@ ROW_KEYS = [
     "target", "engine", "engine_version", "model", "state", "error", "running", "waiting",
     "max_running", "kv_cache_usage", "kv_capacity_tokens", "prefix_hit_rate", "ttft_s",
     "itl_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "inference_s",
-    "prompt_len", "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s", "generation_tokens_per_s",
+    "prompt_len", "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s",
+    "generation_tokens_per_s",
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]

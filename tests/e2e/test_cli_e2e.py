@@ -7,7 +7,6 @@ one or no target at all is one clear line with the documented exit status.
 from __future__ import annotations
 
 import json
-
 import subprocess
 
 import pytest
