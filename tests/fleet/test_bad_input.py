@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DISCOVERY = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"__name__": "vllm:num_requests_running", "job": "vllm"}, "value": [1, "2"]}]}}
 DATA = {"status": "success", "data": {"resultType": "vector", "result": [
-    {"metric": {"llmtop_name": "vllm:num_requests_running", "instance": "10.0.0.1:8000",
+    {"metric": {"llmtop_name": "vllm:num_requests_running", "instance": "engine-1.invalid:8000",
                 "job": "vllm", "model_name": "m"}, "value": [1, "3"]}]}}
 
 

@@ -28,7 +28,7 @@ SGLANG = (FIX / "sglang-generated-v0.5.23-metrics_collector.txt").read_text()
 
 def _router_text() -> str:
     """vLLM names as the production-stack router re-exports them: with a ``server`` label."""
-    return re.sub(r'^(vllm:[a-zA-Z0-9_:]+)\{', r'\1{server="http://10.0.0.9:8000",', VLLM,
+    return re.sub(r'^(vllm:[a-zA-Z0-9_:]+)\{', r'\1{server="http://engine-0.invalid:8000",', VLLM,
                   flags=re.M)
 
 

@@ -603,7 +603,7 @@ async def test_remote_target_goes_through_the_environment_proxy_loopback_never(m
         monkeypatch.setenv("NO_PROXY", "exempt.invalid")
         for var in ("http_proxy", "no_proxy", "ALL_PROXY", "all_proxy"):
             monkeypatch.delenv(var, raising=False)
-        remote = parse_target("vllm@10.255.255.1:8000", timeout_s=2.0)
+        remote = parse_target("vllm@remote.invalid:8000", timeout_s=2.0)
         local = _t(port, engine="vllm")
         s = Scraper(Config(targets=(remote, local)), defer_identity=True)
         try:
@@ -613,7 +613,7 @@ async def test_remote_target_goes_through_the_environment_proxy_loopback_never(m
             await s.aclose()
     assert got_remote.status == "ok" and "num_requests_running" in (got_remote.body or "")
     assert got_local.status == "ok"
-    assert seen and all(line.startswith(b"GET http://10.255.255.1:8000/") for line in seen)
+    assert seen and all(line.startswith(b"GET http://remote.invalid:8000/") for line in seen)
     from llmtop.sources.scrape import _env_proxy
 
     assert _env_proxy(parse_target("exempt.invalid:8000")) is None
