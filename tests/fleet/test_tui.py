@@ -37,9 +37,9 @@ def test_overview_shows_fleet_rows_and_header():
     overview, detail = _lines(_server())
     text = "\n".join(overview)
     assert "prometheus http://127.0.0.1:9090 · window 60s · LIVE" in overview[0]
-    assert "10.0.0.1:8000" in text or ":8000" in text
+    assert "engine-1.invalid:8000" in text or ":8000" in text
     assert any(" m " in line and "3" in line for line in overview)  # model m, running 3
-    assert "10.0.0.1:8000" in "\n".join(detail)
+    assert "engine-1.invalid:8000" in "\n".join(detail)
 
 
 def test_at_and_partial_in_the_header():
