@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.history.derive import hist_quantiles
+from llmtop.history.rows import ROW_HISTS, fill_gauges
 from llmtop.model import (
-    HIST_KEYS,
     EngineRow,
     EngineSample,
     GpuRecord,
@@ -329,10 +329,6 @@ def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
     return out
 
 
-def _hist_field(key: str) -> str:
-    return key if key in ("prompt_len", "gen_len", "iteration_tokens") else f"{key}_s"
-
-
 def _quantiles(m: ModelSample, key: str, window_s: float) -> Quantiles | None:
     h = m.hists.get(key)
     if h is None:
@@ -352,12 +348,7 @@ def row_from_sample(row: EngineRow, m: ModelSample, window_s: float) -> EngineRo
     """Fill ``row`` from one model's rates (``m.counters`` per second, ``m.hists`` bucket
     rates) and gauges; absent stays None."""
     g, c = m.gauges, m.counters
-    row.running = g.get("running")
-    row.waiting = g.get("waiting")
-    row.max_running = g.get("max_running")
-    row.kv_cache_usage = g.get("kv_usage")
-    row.kv_capacity_tokens = g.get("kv_capacity_tokens")
-    row.info = dict(m.info)
+    fill_gauges(row, m)
     row.prompt_tokens_per_s = c.get("prompt_tokens")
     row.generation_tokens_per_s = c.get("generation_tokens")
     row.preemptions_per_s = c.get("preemptions")
@@ -372,13 +363,10 @@ def row_from_sample(row: EngineRow, m: ModelSample, window_s: float) -> EngineRo
         row.prefix_hit_rate = _ratio(c["prefix_hits"], c["prefix_queries"])
     else:
         row.prefix_hit_rate = g.get("prefix_hit_rate_gauge")
-    if hasattr(row, "spec_accept_rate"):
-        acc = _ratio(c.get("spec_accepted_tokens"), c.get("spec_draft_tokens"))
-        row.spec_accept_rate = acc if acc is not None else g.get("spec_accept_rate_gauge")
-    for key in HIST_KEYS:
-        attr = _hist_field(key)
-        if hasattr(row, attr):
-            setattr(row, attr, _quantiles(m, key, window_s))
+    acc = _ratio(c.get("spec_accepted_tokens"), c.get("spec_draft_tokens"))
+    row.spec_accept_rate = acc if acc is not None else g.get("spec_accept_rate_gauge")
+    for key, attr in ROW_HISTS.items():
+        setattr(row, attr, _quantiles(m, key, window_s))
     return row
 
 

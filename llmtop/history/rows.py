@@ -16,12 +16,24 @@ from llmtop.history.derive import TOKEN_HISTS, derive_lifetime, derive_window
 from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 
 __all__ = ["ROW_HISTS", "Entry", "Lifetime", "build_model_row", "clean_gpu", "clean_sample",
-           "series_value", "share_with"]
+           "fill_gauges", "series_value", "share_with"]
 
 ROW_HISTS: dict[str, str] = {k: (k if k in TOKEN_HISTS else f"{k}_s") for k in HIST_KEYS}
 """Histogram key -> ``EngineRow`` field of its windowed quantiles (``ttft`` -> ``ttft_s``,
 ``prompt_len`` -> ``prompt_len``): a row works out only these (an engine's other histograms,
 if any, are never summarized)."""
+
+
+def fill_gauges(row: EngineRow, m: ModelSample) -> None:
+    """The row's instantaneous fields from one sample's gauges (absent stays None) and info;
+    direct mode (the newest sample) and fleet mode (the evaluation time) share it."""
+    g = m.gauges
+    row.running = g.get("running")
+    row.waiting = g.get("waiting")
+    row.max_running = g.get("max_running")
+    row.kv_cache_usage = g.get("kv_usage")
+    row.kv_capacity_tokens = g.get("kv_capacity_tokens")
+    row.info = dict(m.info)
 
 
 class Lifetime(Mapping[str, Any]):
@@ -183,13 +195,7 @@ def build_model_row(
     if not pts:
         return row
     last = pts[-1][1]
-    g = last.gauges
-    row.running = g.get("running")
-    row.waiting = g.get("waiting")
-    row.max_running = g.get("max_running")
-    row.kv_cache_usage = g.get("kv_usage")
-    row.kv_capacity_tokens = g.get("kv_capacity_tokens")
-    row.info = dict(last.info)
+    fill_gauges(row, last)
     w = derive_window(pts, ROW_HISTS)  # the row keeps only these quantiles
     row.prompt_tokens_per_s = w.rates.get("prompt_tokens_per_s")
     row.generation_tokens_per_s = w.rates.get("generation_tokens_per_s")
