@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llmtop.config import Config  # noqa: E402
+from fastforward import fast_forward_monitor  # noqa: E402
+
 from llmtop.demo.launcher import start_demo  # noqa: E402
 from llmtop.diagnose import BaselineTracker, diagnose  # noqa: E402
 from llmtop.diagnose.signals import SIGNALS  # noqa: E402
-from llmtop.monitor import Monitor  # noqa: E402
 from tests.diagnose.rows import base, gpu, healthy, q  # noqa: E402
 
 
@@ -40,19 +39,7 @@ async def in_monitor(args: argparse.Namespace) -> None:
     demo = start_demo(engines=["vllm", "vllm", "sglang", "triton"])
     clock = [1_000_000.0, 1.7e9]
     try:
-        config = demo.apply(Config(interval_s=1.0, discover=False))
-        mon = Monitor.from_config(config, SimpleNamespace(gpu_url=demo.info["gpu_url"]))
-        scrape = mon.scraper.scrape
-
-        async def stamped(target):
-            raw = await scrape(target)
-            return dataclasses.replace(raw, t_mono=clock[0], t_wall=clock[1])
-
-        mon.scraper.scrape = stamped
-        if mon._gpu is not None:
-            sample = mon._gpu.sample
-            mon._gpu.sample = lambda: dataclasses.replace(sample(), t_mono=clock[0],
-                                                          t_wall=clock[1])
+        mon = fast_forward_monitor(demo, clock)
         hooks = mon.store.commit_hooks
         acc = {"diag": 0.0, "tick": 0.0, "rows": 0}
         hook = hooks[0]

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import gc
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llmtop.config import Config  # noqa: E402
+from fastforward import fast_forward_monitor  # noqa: E402
+
 from llmtop.demo.launcher import start_demo  # noqa: E402
-from llmtop.monitor import Monitor  # noqa: E402
 from llmtop.ui.source import SPARK_FIELDS  # noqa: E402
 from llmtop.verdict import growth_points  # noqa: E402
 
@@ -71,19 +70,7 @@ async def run(args: argparse.Namespace) -> None:
     demo = start_demo(engines=["vllm", "vllm", "sglang", "triton"])
     clock = [1_000_000.0, 1.7e9]
     try:
-        config = demo.apply(Config(interval_s=1.0, discover=False))
-        mon = Monitor.from_config(config, SimpleNamespace(gpu_url=demo.info["gpu_url"]))
-        scrape = mon.scraper.scrape
-
-        async def stamped(target):
-            raw = await scrape(target)
-            return dataclasses.replace(raw, t_mono=clock[0], t_wall=clock[1])
-
-        mon.scraper.scrape = stamped
-        if mon._gpu is not None:
-            sample = mon._gpu.sample
-            mon._gpu.sample = lambda: dataclasses.replace(sample(), t_mono=clock[0],
-                                                          t_wall=clock[1])
+        mon = fast_forward_monitor(demo, clock)
         acc = dict.fromkeys(("tick", "ingest", "commit", "read", "gc"), 0.0)
         mon.store.ingest = _timed(mon.store.ingest, acc, "ingest")
         mon.store.commit = _timed(mon.store.commit, acc, "commit")
