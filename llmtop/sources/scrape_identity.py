@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from llmtop.config import Target
@@ -89,6 +90,15 @@ def engine_from_identity(ident: dict[str, Any] | None) -> str | None:
     return None
 
 
+def _keep(ident: dict[str, Any], name: str, sub: dict[str, Any], flat: Iterable[str]) -> None:
+    """Store an endpoint's fields under ``name``, and copy ``flat`` ones to the top level,
+    where the adapters read them (``total_slots``, ``model_id``...)."""
+    ident[name] = sub
+    for k in flat:
+        if k in sub:
+            ident.setdefault(k, sub[k])
+
+
 async def identify(http: HttpFetcher, target: Target) -> dict[str, Any]:
     """Ask the identity endpoints in parallel; returns what answered (never raises).
 
@@ -141,10 +151,7 @@ async def identify(http: HttpFetcher, target: Target) -> dict[str, Any]:
     info = got.get("/info")
     if isinstance(info, dict) and ("model_id" in info or "router" in info):
         sub = {k: info[k] for k in _TGI_KEYS if isinstance(info.get(k), (str, int, float))}
-        ident["tgi"] = sub
-        for k in _TGI_FLAT:
-            if k in sub:
-                ident.setdefault(k, sub[k])
+        _keep(ident, "tgi", sub, _TGI_FLAT)
         if isinstance(sub.get("version"), str):
             versions.append(sub["version"])
     tri = got.get("/v2")
@@ -169,10 +176,7 @@ async def identify(http: HttpFetcher, target: Target) -> dict[str, Any]:
             for k in _LLAMACPP_KEYS
             if isinstance(props.get(k), (str, int, float, bool))
         }
-        ident["llamacpp"] = sub
-        for k in _LLAMACPP_FLAT:
-            if k in sub:
-                ident.setdefault(k, sub[k])
+        _keep(ident, "llamacpp", sub, _LLAMACPP_FLAT)
         if isinstance(sub.get("build_info"), str):
             versions.append(sub["build_info"])
     if versions:
