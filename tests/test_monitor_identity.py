@@ -168,13 +168,15 @@ RATES = ("prompt_tokens_per_s", "generation_tokens_per_s", "requests_per_s")
 
 
 async def _two_ticks(spec: str) -> tuple[list, list]:
-    target = parse_target(spec)
+    # generous timeouts: this is about keys, not speed (a loaded 2-core CI box once timed
+    # out the no-hint Ollama's identity probes at the default 2 s)
+    target = parse_target(spec, timeout_s=10.0)
     config = Config(targets=(target,), interval_s=0.2)
     monitor = Monitor(config, scraper=Scraper(config, defer_identity=True))
     try:
-        first = await monitor.tick(timeout_s=5)
+        first = await monitor.tick(timeout_s=20)
         await asyncio.sleep(0.3)
-        second = await monitor.tick(timeout_s=5)
+        second = await monitor.tick(timeout_s=20)
         return [r.key for r in first.engines], list(second.engines)
     finally:
         await monitor.aclose()
@@ -188,7 +190,8 @@ def test_model_key_is_stable_from_the_first_sample(engine: str, hint: bool) -> N
         spec = f"{engine}@127.0.0.1:{port}" if hint else f"127.0.0.1:{port}"
         keys_first, rows = asyncio.run(_two_ticks(spec))
     assert rows, f"{engine}: no rows"
-    assert all(r.engine == engine for r in rows), [(r.key, r.engine) for r in rows]
+    assert all(r.engine == engine for r in rows), [(r.key, r.engine, r.state, r.error)
+                                                   for r in rows]
     assert keys_first == [r.key for r in rows], "the model key changed between samples"
     if model is not None:
         assert [r.model for r in rows] == [model]

@@ -27,8 +27,9 @@ once on port 8002, and the working URL is remembered.
 
 Identity: the first successful scrape of a target (and the first after ``reidentify``, or
 after the ``Process-Start-Time-Unix`` header changes) carries ``RawScrape.identity``;
-``identify`` probes the identity endpoints in parallel (<= 1 s each, 256 KiB cap) and keeps
-only whitelisted fields (SGLang's ``/server_info`` contains its ``api_key``: never copied).
+``identify`` probes the identity endpoints in parallel (<= ``IDENTITY_TIMEOUT_S`` each, 256 KiB
+cap) and keeps only whitelisted fields (SGLang's ``/server_info`` contains its ``api_key``:
+never copied).
 With ``defer_identity`` (the monitor's scraper) identity never delays data of an engine whose
 metrics name its models (a hint in ``MODELS_IN_METRICS``): an ok scrape goes out without it
 and the next scrape carries it (``identity_pending`` says so meanwhile). Any other target

@@ -26,7 +26,10 @@ __all__ = [
 IDENTITY_PATHS = (
     "/version", "/v1/models", "/v2", "/info", "/props", "/api/version", "/server_info",
 )
-IDENTITY_TIMEOUT_S = 1.0
+IDENTITY_TIMEOUT_S = 2.0
+"""Cap of each identity GET (and never more than the target's scrape timeout). Identity
+runs beside a scrape, so it costs no extra time up to the scrape's own timeout; at 1 s a
+loaded box timed out an unhinted Ollama's /api/ps and the target read HTTP 404 for 30 s."""
 IDENTITY_RETRY_S = 30.0
 """After a failed scrape, identity is probed alongside scrapes at most this often."""
 MODELS_IN_METRICS = frozenset({"vllm", "sglang", "triton", "lmdeploy", "ollama", "dcgm"})
