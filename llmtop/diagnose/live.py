@@ -77,7 +77,11 @@ def attach(store: Store) -> LiveDiagnosis:
     return live
 
 
-def findings_of(store: object) -> list[Finding]:
-    """The current findings of a store (``[]`` when no diagnosis is attached)."""
-    live = getattr(store, "diagnoser", None)
-    return live.findings if isinstance(live, LiveDiagnosis) else []
+def findings_of(owner: object) -> list[Finding]:
+    """The current findings of a store, or of anything whose ``diagnoser`` keeps a list of
+    ``findings`` (a fleet monitor's ``FleetDiagnosis``); ``[]`` when there is none."""
+    live = getattr(owner, "diagnoser", None)
+    if isinstance(live, LiveDiagnosis):
+        return live.findings
+    found = getattr(live, "findings", None) if live is not None else None
+    return found if isinstance(found, list) else []

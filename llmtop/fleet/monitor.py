@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from llmtop.config import Config, PrometheusConfig
+from llmtop.fleet.diagnosis import FleetDiagnosis
 from llmtop.fleet.queries import (
     ENGINE_LABELS,
     Plan,
@@ -125,6 +126,8 @@ class FleetMonitor:
         self._inflight: asyncio.Task[Snapshot] | None = None
         self._refreshed_at: float | None = None
         self.store = None
+        self.diagnoser = FleetDiagnosis()
+        """The live diagnosis, fed by each new refresh (``findings``, ``take_events``)."""
         self.sink: Callable[[dict[str, Any]], None] | None = None
         """Given each refresh's raw answers as a recording record (``--record``)."""
 
@@ -175,6 +178,7 @@ class FleetMonitor:
         self._connected_at = None
         self._refreshed_at = None
         self._last_good = None
+        self.diagnoser.reset()  # another time's rows are not judged against this baseline
 
     # ------------------------------------------------------------------ time
 
@@ -354,6 +358,7 @@ class FleetMonitor:
                 window_s=self.window_s)
         else:
             self._last_good = snap
+            self.diagnoser.on_refresh(snap)  # a new evaluation: judged once
         self.queries_last = self.client.requests - sent_before
         self._last = snap
         self._refreshed_at = started

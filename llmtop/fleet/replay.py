@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmtop.config import Config, PrometheusConfig
 from llmtop.errors import RecordingError
+from llmtop.fleet.diagnosis import REPLAY_WARM_S, FleetDiagnosis, warm_times
 from llmtop.fleet.record import refresh_times, role_of
 
 if TYPE_CHECKING:
@@ -91,6 +92,10 @@ class FleetReplay:
         self._shown: int | None = None
         self._mon, self._snap = fleet_snapshot_at(rec, self._from)
         self.config = self._mon.config
+        self.diagnoser = FleetDiagnosis()
+        """Fed with each refresh shown; after a seek, first with the recorded refreshes of
+        the ``REPLAY_WARM_S`` before it (one per baseline step) as its baseline."""
+        self._judged: int | None = None
 
     def _index(self) -> int:
         if self._clock0 is None:
@@ -102,8 +107,22 @@ class FleetReplay:
         i = self._index()
         if i != self._shown:
             self._mon, self._snap = fleet_snapshot_at(self.rec, self.times[i])
+            self._judge(i)
             self._shown = i
         return self._snap
+
+    def _judge(self, i: int) -> None:
+        """Feed refresh ``i`` to the diagnosis (after a seek or a step back: a fresh one,
+        warmed with the recorded refreshes before ``i``)."""
+        if self._judged is None or i < self._judged:
+            self.diagnoser.reset()
+            for j in warm_times(self.times, i, REPLAY_WARM_S):
+                mon, snap = fleet_snapshot_at(self.rec, self.times[j])
+                if mon.error is None:
+                    self.diagnoser.on_refresh(snap)
+        self._judged = i
+        if self._mon.error is None:
+            self.diagnoser.on_refresh(self._snap)
 
     def header_text(self) -> str:
         end = " · END" if self._shown == len(self.times) - 1 else ""
@@ -114,6 +133,7 @@ class FleetReplay:
         self._from = self.times[0] if at is None else at
         self._clock0 = None
         self._shown = None
+        self._judged = None  # the next refresh shown starts a fresh diagnosis
 
     def snapshot(self, window_s: float | None = None) -> Snapshot | None:
         return self._mon.snapshot(window_s) if window_s is not None else self._snap

@@ -242,7 +242,9 @@ class LlmtopApp(ReplayActions, App):
         pairs = ((r.key, growth_per_min(self.source.series(r.key, "waiting", n), iv))
                  for r in rows)
         growth = {k: g for k, g in pairs if g is not None}
-        self.diagnosis = findings_of(getattr(self.source, "store", None))
+        # a direct source's store, else its monitor (fleet mode diagnoses its refreshes)
+        self.diagnosis = (findings_of(getattr(self.source, "store", None))
+                          or findings_of(getattr(self.source, "monitor", None)))
         self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth,
                                        diagnosis=self.diagnosis)
         # log a worse level at once, a better one at most every VERDICT_LOG_S (no flapping)

@@ -225,6 +225,9 @@ class FleetSource(MonitorSource):
 
     async def tick(self) -> Snapshot:
         snap = await self.monitor.tick()
+        take = getattr(getattr(self.monitor, "diagnoser", None), "take_events", None)
+        if take is not None:  # the fleet diagnosis' finding lines (start, worse, end)
+            self._local_events.extend(take())
         if snap is not self._last_snap:  # the monitor answers a refresh asked too soon
             self._last_snap = snap         # with the same snapshot: one point, not two
             self._remember(snap)

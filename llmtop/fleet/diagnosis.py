@@ -1,0 +1,150 @@
+"""Fleet mode's live diagnosis: the direct mode's ``Diagnoser`` fed by each fleet refresh.
+
+A fleet row's values are already rates and quantiles over the fleet's window (``window_s``,
+``max(4 x scrape interval, 60 s)`` by default), so the rules judge each new refresh's rows
+as they are and their evidence names that window (``[1m]``), not the direct mode's 30 s.
+The same rows give the baseline a point (at most one per ``BASELINE_STEP_S``, 10 s), and
+the baseline leaves out the points inside the current window: it starts to apply about
+``window_s + 30 s`` after the first refresh. ``waiting_min`` is the smallest ``waiting`` of
+the refreshes inside the window (at least ``WAITING_MIN_POINTS`` of them: an instant every
+refresh, not every scrape), ``restarted_ago_s`` the seconds since a row was first seen
+``restarted``. Findings that start, worsen or end become event-log lines (``take_events``).
+
+Owned by ``FleetMonitor`` (``monitor.diagnoser``, fed after each new snapshot, reset by
+``travel``) and by ``FleetReplay``. Pure: no I/O, no clock (time is the evaluation time).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Sequence
+
+from llmtop.diagnose.findings import Finding
+from llmtop.diagnose.live import event_line
+from llmtop.diagnose.state import Diagnoser, Transition
+from llmtop.diagnose.thresholds import BASELINE_STEP_S, WARMUP_S
+from llmtop.model import EngineRow, Event, Snapshot
+
+__all__ = ["REPLAY_WARM_MAX", "REPLAY_WARM_S", "WAITING_MIN_POINTS", "FleetDiagnosis",
+           "warm_times"]
+
+WAITING_MIN_POINTS = 3
+"""Refreshes inside the window needed before ``waiting_min`` is known (as the store's 3)."""
+REPLAY_WARM_S = 330.0
+"""A fleet replay after a seek first feeds the recorded refreshes of this many seconds before
+the position (as the direct TUI replay's 5.5 min), one per ``BASELINE_STEP_S``."""
+REPLAY_WARM_MAX = 34
+"""At most this many warm-up refreshes (each is rebuilt from its recorded answers)."""
+_EVENTS_KEPT = 500
+
+
+def warm_times(times: Sequence[float], i: int, span_s: float = REPLAY_WARM_S,
+               step_s: float = BASELINE_STEP_S) -> list[int]:
+    """Indexes of the refreshes in ``[times[i] - span_s, times[i])``, oldest first, at least
+    ``step_s`` apart (the baseline takes one point per step), at most ``REPLAY_WARM_MAX``."""
+    if not 0 <= i < len(times):
+        return []
+    out: list[int] = []
+    last: float | None = None
+    for j in range(bisect.bisect_left(times, times[i] - span_s - 1e-6), i):
+        if last is None or times[j] - last >= step_s - 1e-6:
+            out.append(j)
+            last = times[j]
+    return out[-REPLAY_WARM_MAX:]
+
+
+class FleetDiagnosis:
+    """A ``Diagnoser`` driven by a fleet's refreshes (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.diagnoser = Diagnoser(every_s=0.0)  # each new refresh runs the rules
+        self._waiting: dict[str, deque[tuple[float, float | None]]] = {}
+        self._restart_at: dict[str, float] = {}
+        self._restarted: set[str] = set()
+        self._last_t: float | None = None
+        self._events: deque[Event] = deque(maxlen=_EVENTS_KEPT)
+        self.refreshes = 0
+        """Refreshes judged since the start (or the last ``reset``)."""
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The current findings, root cause first (``order_findings``)."""
+        return self.diagnoser.findings
+
+    @property
+    def window_s(self) -> float:
+        return self.diagnoser.window_s
+
+    def reset(self) -> None:
+        """Forget the baseline, the findings and the rings (``--at`` travel, a replay seek):
+        another time's rows must not be judged against this one's. Pending events stay."""
+        events = self._events
+        self.__init__()  # type: ignore[misc]
+        self._events = events
+
+    def on_refresh(self, snap: Snapshot) -> list[Transition]:
+        """Judge one refresh's snapshot (once: the same evaluation time again is ignored;
+        an earlier one starts over). Returns the transitions, also queued as events."""
+        t = snap.time
+        if self._last_t is not None:
+            if abs(t - self._last_t) < 1e-6:
+                return []
+            if t < self._last_t:
+                self.reset()
+        self._last_t = t
+        self.refreshes += 1
+        d = self.diagnoser
+        if snap.window_s and snap.window_s > 0:
+            d.window_s = snap.window_s
+        rows = snap.engines
+        waiting_min = self._waiting_min(t, rows, d.window_s)
+        restarted = self._restart_ages(t, rows)
+        d.observe(t, rows, snap.gpus)
+        out = d.update(t, rows, snap.gpus, waiting_min=waiting_min, restarted_ago_s=restarted,
+                       force=True)
+        for tr in out:
+            level, target, text = event_line(tr)
+            self._events.append(Event(t, level, target, text))
+        return out
+
+    def take_events(self) -> list[Event]:
+        """The event-log lines queued since the last call (each given once)."""
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    # ------------------------------------------------------------------ context
+
+    def _waiting_min(self, t: float, rows: list[EngineRow], window_s: float
+                     ) -> dict[str, float]:
+        """Row key -> the smallest ``waiting`` of the refreshes in ``[t - window_s, t]``."""
+        lo = t - window_s - 1e-6
+        for row in rows:
+            ring = self._waiting.get(row.key)
+            if ring is None:
+                ring = self._waiting[row.key] = deque()
+            ring.append((t, row.waiting))
+        out: dict[str, float] = {}
+        for key in list(self._waiting):
+            ring = self._waiting[key]
+            while ring and ring[0][0] < lo:
+                ring.popleft()
+            if not ring:
+                del self._waiting[key]
+                continue
+            vals = [v for _, v in ring if v is not None]
+            if len(vals) >= WAITING_MIN_POINTS:
+                out[key] = min(vals)
+        return out
+
+    def _restart_ages(self, t: float, rows: list[EngineRow]) -> dict[str, float]:
+        """Target -> seconds since it was first seen ``restarted`` (a new restart once it was
+        seen in another state in between); kept while the warm-up rule can use it."""
+        now = {r.target for r in rows if r.state == "restarted"}
+        for target in now - self._restarted:
+            self._restart_at[target] = t
+        self._restarted = now
+        for target in [k for k, v in self._restart_at.items() if t - v > 2 * WARMUP_S]:
+            del self._restart_at[target]
+        return {k: t - v for k, v in self._restart_at.items()}
