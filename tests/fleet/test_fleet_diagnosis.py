@@ -231,6 +231,8 @@ def test_the_same_refresh_is_judged_once_and_travel_starts_over():
 
     asyncio.run(again())
     assert mon.diagnoser.refreshes == before
+    assert mon.diagnoser.on_refresh(mon.snapshot()) == []  # handed in again: ignored
+    assert mon.diagnoser.refreshes == before
     mon.travel(T0 + (QUEUE_FROM + 7) * STEP_S)
     assert mon.diagnoser.findings == [] and mon.diagnoser.refreshes == 0
     _run(mon, fake, 1)
@@ -288,8 +290,12 @@ def test_a_fleet_replay_diagnoses_what_it_plays(tmp_path):
     replay = FleetReplay(Recording.open(path), at=T0 + (QUEUE_FROM + 7) * STEP_S,
                          clock=lambda: clock["t"])
     asyncio.run(replay.tick())
-    # warmed with the recording's refreshes before the position: the same findings
+    # warmed with the recording's refreshes before the position: the same findings, with
+    # the same baseline
     assert [(f.rule, f.target, f.severity) for f in replay.diagnoser.findings] == live
+    assert [f.evidence for f in replay.diagnoser.findings] == \
+        [f.evidence for f in mon.diagnoser.findings]
+    assert any(e.baseline is not None for f in replay.diagnoser.findings for e in f.evidence)
     assert any(e.target == QUEUED for e in replay.diagnoser.take_events())
     replay.travel(T0)
     asyncio.run(replay.tick())
