@@ -319,3 +319,36 @@ def test_once_has_no_baseline_and_says_so_in_its_findings():
     assert [f["target"] for f in found] == [QUEUED]  # an absolute rule fires without one
     assert all(e.get("baseline") is None for e in found[0]["evidence"])
     assert not math.isnan(doc["window_s"])
+
+
+def test_a_real_prometheus_fleet_names_the_instance_in_trouble(prometheus_url, demo_fleet):
+    """End to end on a real Prometheus scraping the demo fleet every second: the vLLM in the
+    ``kv-pressure`` scenario (after its healthy start) gets ``kv_pressure``, its evidence over
+    the fleet's window, and an event-log line; no other instance gets it."""
+    import time
+
+    trouble = {e.instance for e in demo_fleet.engines if e.trouble}
+    assert len(trouble) == 1
+    cfg = Config(prometheus=PrometheusConfig(url=prometheus_url, window_s=10.0))
+
+    async def go():
+        mon = FleetMonitor(cfg)
+        events = []
+        try:
+            deadline = time.monotonic() + 120  # the scenario's healthy start is 30 s
+            while time.monotonic() < deadline:
+                await mon.tick()
+                events += mon.diagnoser.take_events()
+                kv = [f for f in mon.diagnoser.findings if f.rule == "kv_pressure"]
+                if kv:
+                    return mon.diagnoser.refreshes, kv, events
+                await asyncio.sleep(1.1)
+            return mon.diagnoser.refreshes, [], events
+        finally:
+            await mon.aclose()
+
+    refreshes, kv, events = asyncio.run(go())
+    assert kv, f"no kv_pressure after {refreshes} refreshes; events: {events}"
+    assert {f.target for f in kv} == trouble
+    assert all(e.window in ("10s", "now") for f in kv for e in f.evidence)
+    assert any(e.target in trouble and e.text.startswith("kv_pressure (") for e in events)
