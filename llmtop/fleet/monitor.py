@@ -334,6 +334,7 @@ class FleetMonitor:
 
     async def _refresh(self) -> Snapshot:
         started = self.clock()  # the pace is from refresh start to start, however long it took
+        at = self.at
         self.warnings = []
         self.partial = False
         sent_before = self.client.requests
@@ -358,7 +359,8 @@ class FleetMonitor:
                 window_s=self.window_s)
         else:
             self._last_good = snap
-            self.diagnoser.on_refresh(snap)  # a new evaluation: judged once
+            if self.at == at:  # not travelled away meanwhile: judged once, at its own time
+                self.diagnoser.on_refresh(snap)
         self.queries_last = self.client.requests - sent_before
         self._last = snap
         self._refreshed_at = started

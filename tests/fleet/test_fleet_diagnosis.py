@@ -243,6 +243,23 @@ def test_the_same_refresh_is_judged_once_and_travel_starts_over():
                                                      mon.eval_time, 60.0) == {}
 
 
+def test_a_refresh_in_flight_when_travelling_is_not_judged():
+    fake = FakeFleet()
+    mon = _monitor(fake)
+    _run(mon, fake, 3)
+    assert mon.diagnoser.refreshes == 3
+    evaluate = mon._evaluate
+
+    async def travel_meanwhile(t: float) -> Snapshot:
+        snap = await evaluate(t)
+        mon.travel(T0)  # the user presses T while this (live) refresh is in flight
+        return snap
+
+    mon._evaluate = travel_meanwhile  # type: ignore[method-assign]
+    _run(mon, fake, 1)
+    assert mon.diagnoser.refreshes == 0  # the live rows never reach the past's diagnosis
+
+
 def _row(t: float, waiting: float | None, state: str = "ok") -> EngineRow:
     return EngineRow(key="a|m", target="a", engine="vllm", model="m", state=state,
                      waiting=waiting, ttft_s=Quantiles(count=0.0))
