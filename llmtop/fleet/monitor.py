@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -97,6 +97,30 @@ def _wanted(name: str, engine: str) -> bool:
     return fn(base) or fn(name)
 
 
+def _locate(rows: list[EngineRow], key: str) -> tuple[EngineRow | None, EngineRow | None]:
+    """(top-level row, the row itself) of ``key``: a row or one of its ranks."""
+    for r in rows:
+        if r.key == key:
+            return r, r
+        for rr in r.ranks:
+            if rr.key == key:
+                return r, rr
+    return None, None
+
+
+def _pick(rows: list[EngineRow], key: str, top: EngineRow, row: EngineRow
+          ) -> EngineRow | None:
+    """The row of a pinned answer that is ``row``: by key, else (a group of mixed engines
+    keys rows by engine too, a pinned answer holds one) by model and rank, rekeyed."""
+    r = _locate(rows, key)[1]
+    t = next((t for t in rows if (t.model, t.engine) == (top.model, top.engine)), None)
+    if r is None and t is not None:
+        r = t if row is top else next((x for x in t.ranks if x.rank == row.rank), None)
+        if r is not None:
+            r.key = key
+    return r
+
+
 class FleetMonitor:
     """Rows for every instance of every model, from a Prometheus-compatible server."""
 
@@ -171,6 +195,14 @@ class FleetMonitor:
         if self.error is not None:
             parts.append(f"{self.error.kind.upper()}: {self.error.message}")
         return " · ".join(parts)
+
+    def window_note(self, window_s: float) -> str | None:
+        """Why a rate window other than the fleet's gives no row (None: it can): one under
+        2 x the scrape interval holds fewer than two samples."""
+        if window_s < 2 * self.scrape_interval_s:
+            return (f"{window_s:g} s < 2 \u00d7 scrape interval {self.scrape_interval_s:g} s: "
+                    "rate() needs two samples")
+        return None
 
     def travel(self, at: float | None) -> None:
         """Evaluate at ``at`` from the next refresh on (None: live again)."""
@@ -468,6 +500,50 @@ class FleetMonitor:
             rows, _ = build_rows(split_groups([by_time[ts]], plan.group), plan.group,
                                  self.window_s)
             out.append((ts, next((r for r in rows if r.key == key), None)))
+        return out
+
+    async def row_windows(self, key: str, windows: Iterable[float]
+                          ) -> dict[float, EngineRow | None]:
+        """Row ``key`` of the latest snapshot at other rate windows (the detail screen's
+        10 s / 1 m / 5 m), at that snapshot's own evaluation time: instant queries pinned to
+        the row's group labels and engine: its counters and buckets per window (a union
+        split only past ``MAX_QUERY_CHARS``), no gauges (they have no window: the fleet row
+        has them, so the rows here leave them None). The fleet window is the snapshot's own
+        row (asked too when the plan leaves detail-only buckets out: ``detail_only``); a
+        window with a ``window_note`` (``rate()`` gives nothing) is None, as is every asked
+        window when a query fails. Never raises."""
+        ws = list(dict.fromkeys(float(w) for w in windows))
+        out: dict[float, EngineRow | None] = dict.fromkeys(ws)
+        snap, plan = self._last, self.plan
+        top, row = _locate(snap.engines if snap else [], key)
+        if snap is None or plan is None or top is None or row is None or top.labels is None:
+            return out
+        ask = []
+        for w in ws:
+            own = abs(w - self.window_s) < 1e-6
+            if own:
+                out[w] = row
+            if (own and getattr(plan, "detail_only", None)) or (
+                    not own and self.window_note(w) is None):
+                ask.append(w)
+        if not ask:
+            return out
+        pin = [f'{g}="{_escape(top.labels.get(g, ""))}"' for g in plan.group]
+        names = {n: k for n, k in plan.names.items() if engine_of(n) == top.engine}
+        jobs: list[tuple[float, str]] = []
+        for w in ask:
+            sub = Plan(group=plan.group, window_s=w, matchers=[*plan.matchers, *pin],
+                       target_matchers=plan.target_matchers, names=names, engines=plan.engines)
+            jobs += [(w, q) for role, q in sub.queries().items()
+                     if role.split("#")[0] in ("counters", "buckets")]
+        try:
+            answers = await asyncio.gather(*(self.client.query(q, snap.time) for _, q in jobs))
+        except PromError:
+            return out
+        for w in ask:
+            data = [r.result for (ww, _), r in zip(jobs, answers, strict=True) if ww == w]
+            rows, _ = build_rows(split_groups(data, plan.group), plan.group, w)
+            out[w] = _pick(rows, key, top, row)
         return out
 
     # ------------------------------------------------------------------ Monitor shape

@@ -15,7 +15,7 @@ from llmtop.fleet.record import refresh_times, role_of
 
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
-    from llmtop.model import Snapshot
+    from llmtop.model import EngineRow, Snapshot
     from llmtop.record.reader import Recording
 
 __all__ = ["FleetReplay", "fleet_snapshot_at"]
@@ -64,18 +64,29 @@ def fleet_snapshot_at(rec: Recording, at: float, config: Config | None = None
     plan = Plan(group=group, window_s=r["win"], matchers=[], target_matchers=[],
                 lookback_s=r.get("look") or 600.0)
     mon.plan = plan
-    results = r.get("ans") or {}
+    results = _copy(r.get("ans") or {})  # the row builder pops tags in place: a seek
     errors = {tuple(k): v for k, v in r.get("errs") or []}
     info = read_state(role_of(results, "state"), group)
     mon._last = mon.assemble(results, plan, r["w"], info, errors)
     return mon, mon._last
 
 
+def _copy(results: dict[str, list[dict[str, Any]]], keep: dict[str, str] | None = None
+          ) -> dict[str, list[dict[str, Any]]]:
+    """The recorded answers with fresh ``metric`` dicts (only the series whose labels hold
+    ``keep``, when given): the recording is read again on a seek."""
+    return {role: [{"metric": dict(it.get("metric") or {}), "value": it.get("value")}
+                   for it in items if keep is None or all(
+                       (it.get("metric") or {}).get(k, "") == v for k, v in keep.items())]
+            for role, items in results.items()}
+
+
 class FleetReplay:
     """A fleet recording played in the fleet TUI: monitor-shaped (``tick``, ``header_text``,
     ``travel``...), each tick shows the refresh recorded at the playback position (the
     recording's pace times ``speed``); ``T`` (travel) seeks to a recorded time, ``now`` to
-    the start. No network and no history backfill: sparklines fill as it plays."""
+    the start. No network. Sparklines are backfilled from the recorded refreshes before the
+    playback position (``history``); the detail screen's other windows are not recorded."""
 
     is_replay = True
 
@@ -138,9 +149,51 @@ class FleetReplay:
     def snapshot(self, window_s: float | None = None) -> Snapshot | None:
         return self._mon.snapshot(window_s) if window_s is not None else self._snap
 
-    async def history(self, key: str, points: int = 90) -> list[Any]:
-        """No backfill from a recording (its refreshes fill the sparklines as it plays)."""
-        return []
+    @property
+    def refresh_s(self) -> float:
+        """The recording's pace: the shortest gap between two recorded refreshes."""
+        gaps = [b - a for a, b in zip(self.times, self.times[1:], strict=False) if b > a]
+        return min(gaps) if gaps else float(self._mon.refresh_s)
+
+    async def history(self, key: str, points: int = 90) -> list[tuple[float, EngineRow | None]]:
+        """The row ``key`` at the last ``points`` recorded refreshes up to the one shown (as
+        ``FleetMonitor.history``), each rebuilt from its recorded answers by the row builder,
+        on that row's group only: sparklines start full on open and after a seek. Nothing
+        after the shown refresh; a failed refresh is None. [] when the row is unknown."""
+        from llmtop.fleet.monitor import _locate
+        from llmtop.fleet.rows import build_rows, split_groups
+
+        top, _ = _locate(self._snap.engines, key)
+        if top is None or top.labels is None:
+            return []
+        shown = self._shown if self._shown is not None else self._index()
+        fq = [r for r in self.rec.records if r.get("k") == "fq"]
+        out: list[tuple[float, EngineRow | None]] = []
+        for r in fq[max(0, shown + 1 - max(1, points)):shown + 1]:
+            group = tuple(r.get("grp") or ("instance",))
+            if r.get("err") or group != tuple(self._mon.plan.group if self._mon.plan else ()):
+                out.append((r["w"], None))
+                continue
+            pin = {g: top.labels.get(g, "") for g in group}
+            ans = _copy({k: v for k, v in (r.get("ans") or {}).items()
+                         if k.split("#")[0] in ("gauges", "counters", "buckets")}, pin)
+            rows, _ = build_rows(split_groups(ans.values(), group), group, r["win"])
+            out.append((r["w"], _locate(rows, key)[1]))
+        return out
+
+    async def row_windows(self, key: str, windows: Any) -> dict[float, EngineRow | None]:
+        """The shown row at the recorded window; other windows were never asked: None."""
+        from llmtop.fleet.monitor import _locate
+
+        row = _locate(self._snap.engines, key)[1]
+        return {float(w): row if abs(float(w) - self._mon.window_s) < 1e-6 else None
+                for w in windows}
+
+    def window_note(self, window_s: float) -> str | None:
+        if abs(window_s - self._mon.window_s) < 1e-6:
+            return None
+        return self._mon.window_note(window_s) or (
+            f"not recorded (a fleet recording holds the {self._mon.window_s:g} s window)")
 
     def __getattr__(self, name: str) -> Any:  # window_s, refresh_s, totals, error...
         return getattr(self._mon, name)

@@ -212,7 +212,11 @@ class MonitorSource:
 class FleetSource(MonitorSource):
     """``MonitorSource`` over a fleet monitor (``llmtop.fleet.monitor.FleetMonitor``): the
     header names the server, the rate window, ``LIVE`` or ``AT <time>``, ``PARTIAL`` and the
-    error state, from ``monitor.header_text()``; sparklines fill from each refresh."""
+    error state, from ``monitor.header_text()``; sparklines fill from each refresh.
+
+    While a detail screen is open on a row (``focus``), each refresh also asks the monitor
+    for that one row at the detail screen's other windows (``row_windows``: a few instant
+    queries pinned to the row), and ``snapshot(window_s)`` answers them."""
 
     BACKFILL_POINTS = 90
     """Refreshes of history fetched for a row's sparklines (15 min at the 10 s default)."""
@@ -222,6 +226,12 @@ class FleetSource(MonitorSource):
         self._backfilled: set[str] = set()
         self._backfill_task: asyncio.Task[None] | None = None
         self._last_snap: Snapshot | None = None
+        self._epoch = 0
+        """Bumped by ``travel``: a history fetched before it is dropped."""
+        self._focus: str | None = None
+        self._focus_windows: tuple[float, ...] = ()
+        self._windows: tuple[str, float, dict[float, Any]] | None = None
+        """(key, evaluation time, window -> row) of the focused row."""
 
     async def tick(self) -> Snapshot:
         snap = await self.monitor.tick()
@@ -231,13 +241,57 @@ class FleetSource(MonitorSource):
         if snap is not self._last_snap:  # the monitor answers a refresh asked too soon
             self._last_snap = snap         # with the same snapshot: one point, not two
             self._remember(snap)
+            if self._focus is not None:
+                await self._fetch_windows(snap)
         return snap
+
+    def focus(self, key: str | None, windows: tuple[float, ...] = (10.0, 60.0, 300.0)
+              ) -> asyncio.Task[None] | None:
+        """The detail screen opened on ``key`` (None: closed). Until it closes, every refresh
+        fetches that row at ``windows``; the task fetching them now is returned (None when
+        nothing is fetched)."""
+        self._focus, self._focus_windows = key, tuple(windows)
+        self._windows = None
+        snap = self._last_snap
+        if key is None or snap is None or not hasattr(self.monitor, "row_windows"):
+            return None
+        try:
+            return asyncio.get_running_loop().create_task(self._fetch_windows(snap))
+        except RuntimeError:  # no loop (sync callers): fetched with the next refresh
+            return None
+
+    async def _fetch_windows(self, snap: Snapshot) -> None:
+        key = self._focus
+        fn = getattr(self.monitor, "row_windows", None)
+        if key is None or fn is None:
+            return
+        try:
+            got = await fn(key, self._focus_windows)
+        except Exception:  # the other windows are a nicety: a failure shows them as -
+            got = {}
+        if self._focus == key and self._last_snap is snap:  # not closed or overtaken
+            self._windows = (key, snap.time, got)
+
+    def snapshot(self, window_s: float) -> Snapshot | None:
+        """The focused row alone at a window fetched for it at the latest refresh's time;
+        else the fleet snapshot at its own window (None for any other)."""
+        cur, got = self._last_snap, self._windows
+        if (cur is not None and got is not None and got[0] == self._focus
+                and abs(got[1] - cur.time) <= 1e-6 and float(window_s) in got[2]):
+            row = got[2][float(window_s)]
+            return Snapshot(time=cur.time, window_s=window_s, engines=[row] if row else [])
+        return super().snapshot(window_s)
+
+    def window_note(self, window_s: float) -> str | None:
+        """Why ``window_s`` gives no row (too short for the scrape interval...), or None."""
+        fn = getattr(self.monitor, "window_note", None)
+        return fn(window_s) if fn is not None else None
 
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         """As ``MonitorSource.series``; the first sparkline-panel read of a row (its first
         field, which trend arrows never ask) fetches that row's history with one range query
         per role."""
-        if (field == SPARK_FIELDS[0][0] and key not in self._backfilled
+        if (field == SPARK_FIELDS[0][0] and key not in self._backfilled and self._times
                 and (self._backfill_task is None or self._backfill_task.done())
                 and hasattr(self.monitor, "history")):
             self._backfilled.add(key)
@@ -251,11 +305,12 @@ class FleetSource(MonitorSource):
     async def _backfill(self, key: str) -> None:
         """Put the row's past values into its rings, aligned with the refresh times; times
         older than the first refresh are added for every row (None for the others)."""
+        epoch = self._epoch
         try:
             past = await self.monitor.history(key, self.BACKFILL_POINTS)
         except Exception:  # history is a nicety: a failure leaves the live points
             return
-        if not past:
+        if not past or epoch != self._epoch:  # none, or around a time travelled away from
             return
         older = [t for t, _ in past if not self._times or t < self._times[0] - 1e-6]
         room = self._history - len(self._times)
@@ -268,14 +323,20 @@ class FleetSource(MonitorSource):
             self._times = deque([*older, *self._times], maxlen=self._history)
             self._count += len(older)
         step = max(1.0, float(getattr(self.monitor, "refresh_s", 1.0)))
-        found = {round(t / step): r for t, r in past}
+        exact = dict(past)  # a replay's history is at the recorded times themselves
+        near = {round(t / step): (t, r) for t, r in past}
+        found = {}
+        for t in self._times:
+            hit = near.get(round(t / step))
+            found[t] = exact[t] if t in exact else (
+                hit[1] if hit is not None and abs(hit[0] - t) <= step / 2 + 1e-6 else None)
         times = list(self._times)
         for field, (attr, q) in _ROW_FIELD.items():
             ring = self._rings.get((key, field))
             cur = list(ring) if ring is not None else []
             cur = [None] * (len(times) - len(cur)) + cur
             for i, t in enumerate(times):
-                r = found.get(round(t / step))
+                r = found.get(t)
                 if r is None or cur[i] is not None:
                     continue
                 v = getattr(r, attr, None)
@@ -306,4 +367,6 @@ class FleetSource(MonitorSource):
         self._rings.clear()
         self._times.clear()
         self._backfilled.clear()  # each row's history is fetched again, around the new time
+        self._epoch += 1
+        self._windows = None
         return None

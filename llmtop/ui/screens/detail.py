@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -125,7 +127,9 @@ def _titled(table: Table) -> Group:
     return Group(Text(str(title or ""), style=table.title_style or "table.title"), table)
 
 
-def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> Group:
+def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
+                      notes: dict[str, str] | None = None) -> Group:
+    """The detail body; ``notes``: window name -> why that window shows ``–``."""
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
     head.append("  ")
     head.append_text(fmt.badge(row))
@@ -159,8 +163,9 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None]) -> G
         cache.add_row(k, v)
     if not row.info:
         cache.add_row("not reported", "")
-    parts: list = [head, Text(""), _titled(latency_table(row, windows)), Text(""),
-                   _titled(phases), Text(""), _titled(tok), Text(""),
+    parts: list = [head, Text(""), _titled(latency_table(row, windows))]
+    parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
+    parts += [Text(""), _titled(phases), Text(""), _titled(tok), Text(""),
                    _titled(fields_t), Text(""), _titled(fin), Text(""), _titled(cache)]
     if row.ranks:
         ranks = Table(title="Data-parallel ranks", title_justify="left", box=None,
@@ -197,8 +202,22 @@ class EngineDetailScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        # a fleet source fetches this row at the other windows while the screen is open
+        focus = getattr(self.view.source, "focus", None)
+        task = focus(self.key, tuple(secs for _, secs in WINDOWS)) if focus else None
+        if task is not None:
+            self.run_worker(self._when_fetched(task), exit_on_error=False)
         self.refresh_data()
         self.query_one(VerticalScroll).focus()
+
+    async def _when_fetched(self, task: Awaitable[None]) -> None:
+        await task
+        self.refresh_data()
+
+    def on_unmount(self) -> None:
+        focus = getattr(self.view.source, "focus", None)
+        if focus is not None:
+            focus(None)
 
     def current_row(self) -> EngineRow | None:
         snap = self.view.snapshot
@@ -211,13 +230,18 @@ class EngineDetailScreen(Screen):
             body.update(Text(f"{self.key}: not in the latest snapshot", style="dim"))
             return
         windows: dict[str, EngineRow | None] = {}
+        notes: dict[str, str] = {}
+        note = getattr(self.view.source, "window_note", None)
         for name, secs in WINDOWS:
             try:
                 snap = self.view.source.snapshot(secs)
             except Exception:
                 snap = None
             windows[name] = _find(snap.engines, self.key) if snap is not None else None
-        body.update(detail_renderable(row, windows))
+            why = note(secs) if note is not None and windows[name] is None else None
+            if why:
+                notes[name] = why
+        body.update(detail_renderable(row, windows, notes))
 
     def action_back(self) -> None:
         self.app.pop_screen()
