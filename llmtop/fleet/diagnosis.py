@@ -58,12 +58,17 @@ class FleetDiagnosis:
     """A ``Diagnoser`` driven by a fleet's refreshes (see the module doc)."""
 
     def __init__(self) -> None:
+        self._events: deque[Event] = deque(maxlen=_EVENTS_KEPT)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the baseline, the findings and the rings (``--at`` travel, a replay seek):
+        another time's rows must not be judged against this one's. Pending events stay."""
         self.diagnoser = Diagnoser(every_s=0.0)  # each new refresh runs the rules
         self._waiting: dict[str, deque[tuple[float, float | None]]] = {}
         self._restart_at: dict[str, float] = {}
         self._restarted: set[str] = set()
         self._last_t: float | None = None
-        self._events: deque[Event] = deque(maxlen=_EVENTS_KEPT)
         self.refreshes = 0
         """Refreshes judged since the start (or the last ``reset``)."""
 
@@ -75,13 +80,6 @@ class FleetDiagnosis:
     @property
     def window_s(self) -> float:
         return self.diagnoser.window_s
-
-    def reset(self) -> None:
-        """Forget the baseline, the findings and the rings (``--at`` travel, a replay seek):
-        another time's rows must not be judged against this one's. Pending events stay."""
-        events = self._events
-        self.__init__()  # type: ignore[misc]
-        self._events = events
 
     def on_refresh(self, snap: Snapshot) -> list[Transition]:
         """Judge one refresh's snapshot (once: the same evaluation time again is ignored;
