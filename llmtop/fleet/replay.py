@@ -3,6 +3,7 @@ code (``fleet_snapshot_at``) and ``FleetReplay``, a recording played in the flee
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import os
 import time
@@ -75,10 +76,18 @@ def _copy(results: dict[str, list[dict[str, Any]]], keep: dict[str, str] | None 
           ) -> dict[str, list[dict[str, Any]]]:
     """The recorded answers with fresh ``metric`` dicts (only the series whose labels hold
     ``keep``, when given): the recording is read again on a seek."""
-    return {role: [{"metric": dict(it.get("metric") or {}), "value": it.get("value")}
-                   for it in items if keep is None or all(
-                       (it.get("metric") or {}).get(k, "") == v for k, v in keep.items())]
-            for role, items in results.items()}
+    out = {}
+    for role, items in results.items():
+        if keep and len(keep) == 1:  # one group label: the common case, ~5x faster
+            ((k, v),) = keep.items()
+            items = [it for it in items if (it.get("metric") or {}).get(k, "") == v]
+        elif keep:
+            want = tuple(keep.values())
+            items = [it for it in items if tuple(
+                [(it.get("metric") or {}).get(k, "") for k in keep]) == want]
+        out[role] = [{"metric": dict(it.get("metric") or {}), "value": it.get("value")}
+                     for it in items]
+    return out
 
 
 class FleetReplay:
@@ -179,6 +188,7 @@ class FleetReplay:
                          if k.split("#")[0] in ("gauges", "counters", "buckets")}, pin)
             rows, _ = build_rows(split_groups(ans.values(), group), group, r["win"])
             out.append((r["w"], _locate(rows, key)[1]))
+            await asyncio.sleep(0)  # one recorded refresh at a time: the screen stays live
         return out
 
     async def row_windows(self, key: str, windows: Any) -> dict[float, EngineRow | None]:
