@@ -267,7 +267,10 @@ async def steady(prom_url: str, refresh_s: float, seconds: float, extra: list[st
         print(f"  skipped: fleet mode not importable ({exc})")
         return
     config = build_config(build_parser().parse_args(["--prometheus", prom_url, *extra]))
-    mon = FleetMonitor(config)
+    try:  # as the TUI runs it (detail-only histograms for the drilled-in row only)
+        mon = FleetMonitor(config, lean=True)
+    except TypeError:  # a --compare tree from before FleetMonitor(lean=)
+        mon = FleetMonitor(config)
     rows: list[tuple[float, float, int, int, str]] = []
     skipped = 0
     try:
@@ -346,6 +349,9 @@ def main() -> int:
                     help="another llmtop tree (e.g. a git worktree of the previous commit): "
                     "steady refreshes of both, interleaved, against the same Prometheus")
     ap.add_argument("--rounds", type=int, default=3, help="--compare: rounds of each tree")
+    ap.add_argument("--hold", type=float, default=0.0, metavar="S",
+                    help="keep the fleet up S seconds after the runs (its URL is printed), "
+                    "for trying queries by hand")
     ap.add_argument("--steady-url", default=None, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--synthetic", default=None, help=argparse.SUPPRESS)  # child mode
     args = ap.parse_args()
@@ -393,6 +399,9 @@ def main() -> int:
             compare(prom.url, args)
         else:
             asyncio.run(steady(prom.url, args.refresh, args.seconds, extra, args.profile))
+        if args.hold > 0:
+            print(f"\nholding {prom.url} for {args.hold:g} s", flush=True)
+            time.sleep(args.hold)
     finally:
         if proxy:
             proxy.stop()

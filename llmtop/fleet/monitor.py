@@ -20,6 +20,7 @@ import httpx
 from llmtop.config import Config, PrometheusConfig
 from llmtop.fleet.diagnosis import FleetDiagnosis
 from llmtop.fleet.queries import (
+    BUCKET_PARTS,
     ENGINE_LABELS,
     Plan,
     align,
@@ -27,13 +28,15 @@ from llmtop.fleet.queries import (
     discovery_query,
     engine_of,
     jobs_query,
+    layout_query,
     names_selector,
     parse_duration,
     parse_match,
+    read_layouts,
     rule_names,
 )
 from llmtop.fleet.record import fleet_error_record, fleet_record, role_of
-from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
+from llmtop.fleet.rows import Layouts, build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.states import StateInfo, apply_states, read_state
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
@@ -46,7 +49,7 @@ from llmtop.sources.prometheus import (
     parse_value,
 )
 
-__all__ = ["REDISCOVER_S", "FleetMonitor"]
+__all__ = ["DETAIL_HISTS", "REDISCOVER_S", "FleetMonitor"]
 
 REDISCOVER_S = 300.0
 """Connect-time work (names, interval) is redone this often: discovery touches every engine
@@ -74,6 +77,19 @@ def _hist_families(engine: str) -> frozenset[str] | None:
         _HISTS[engine] = None if table is None else frozenset(
             n for names in table.values() for n in names)
     return _HISTS[engine]
+
+
+DETAIL_HISTS = ("e2e", "decode", "inference", "gen_len")
+"""Histograms only the engine detail screen and JSON show: a lean monitor (the TUI) asks
+their buckets for the drilled-in row only; their ``_sum``/``_count`` (means) stay."""
+
+
+def _detail_only(name: str, engine: str) -> bool:
+    """Whether bucket ``name`` belongs to one of ``DETAIL_HISTS`` in its adapter's table."""
+    import importlib
+
+    table = getattr(importlib.import_module(f"llmtop.parse.{engine}"), "HIST_FAMILIES", None)
+    return table is not None and any(name[:-7] in table.get(k, ()) for k in DETAIL_HISTS)
 
 
 def _wanted(name: str, engine: str) -> bool:
@@ -125,9 +141,11 @@ class FleetMonitor:
     """Rows for every instance of every model, from a Prometheus-compatible server."""
 
     def __init__(self, config: Config, *, transport: httpx.AsyncBaseTransport | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, lean: bool = False) -> None:
         assert config.prometheus is not None
         self.config = config
+        self.lean = lean
+        """Leave ``DETAIL_HISTS`` buckets out of each refresh (the TUI, not recording)."""
         self.cfg: PrometheusConfig = config.prometheus
         self.client = PromClient(self.cfg, transport=transport)
         self.clock = clock
@@ -288,7 +306,11 @@ class FleetMonitor:
         self.plan = Plan(group=group, window_s=self.window_s, matchers=f, target_matchers=ft,
                          names=names, engines=engines,
                          lookback_s=max(600.0, 2 * self.window_s),
-                         rules=rule_names(present, rates, self.window_s, used))
+                         rules=rule_names(present, rates, self.window_s, used),
+                         layouts=await self._layouts(names, f), bucket_parts=BUCKET_PARTS,
+                         detail_only=frozenset(
+                             n for n, k in names.items() if self.lean and k == "bucket"
+                             and _detail_only(n, engine_of(n) or "")))
         self._connect_warnings = warn
         self._connected_at = self.clock()
 
@@ -309,6 +331,20 @@ class FleetMonitor:
             return (await self.client.query(discovery_query(f), t)).result
         res = await self.client.query(jobs_query(f), t)
         return [*({"metric": {"__name__": n}} for n in listed), *res.result]
+
+    async def _layouts(self, names: dict[str, str], f: list[str]) -> Layouts:
+        """Bucket name -> its bounds, for the names whose series all share them (asked then
+        only below their count: ``Plan.filtered``); none when the server cannot say."""
+        buckets = [n for n, k in names.items() if k == "bucket"]
+        if not buckets:
+            return Layouts()
+        try:
+            res = await self.client.query(layout_query(buckets, f), self.eval_time_now())
+        except PromError as exc:
+            if exc.kind in ("unreachable", "unauthorized"):
+                raise
+            return Layouts()  # every bucket asked whole: slower, the same numbers
+        return Layouts(read_layouts(res.result))
 
     async def _metadata_types(self) -> dict[str, str]:
         """Metric name -> type from the server's metadata ({} when it keeps none, as
@@ -436,8 +472,12 @@ class FleetMonitor:
                 role_of(results, "buckets")]
         with gc_paused():  # ~125k answer series at 500 instances: no cycles among them
             groups = split_groups(data, plan.group)
-            rows, samples = build_rows(groups, plan.group, self.window_s)
+            layouts = plan.layouts if isinstance(plan.layouts, Layouts) else Layouts(
+                plan.layouts)
+            rows, samples = build_rows(groups, plan.group, self.window_s, layouts)
             del groups
+        if layouts.stale and self.live:  # a bound the layout lacks: ask the layouts again
+            self._connected_at = None
         apply_states(rows, info, errors, plan, t, 2 * self.scrape_interval_s)
         gpu_groups = split_groups([role_of(results, "gpus")], ())  # one group: every DCGM series
         gpus = gpu_records(gpu_groups[()].series) if gpu_groups else []

@@ -6,7 +6,11 @@ Every per-refresh query is an instant query at one aligned time ``t``:
 * ``counters``: ``sum by (KEEP) (max without (DUP) (rate(X{F}[W])))`` per counter (and per
   histogram ``_sum``/``_count``): rate first, then the sum;
 * ``buckets``: ``sum by (KEEP, le) (max without (DUP) (rate(X_bucket{F}[W])))``: quantiles
-  are taken on the client, so one query serves every quantile and every rollup;
+  are taken on the client, so one query serves every quantile and every rollup. When every
+  series of ``X`` has the same bucket layout (``layout_query``, at connect), only buckets
+  below the ``_count`` rate are asked (``< ignoring (le) group_left () C``): the rest equal
+  the count and the client puts them back from the layout (``rows.direct_hists``), so the
+  quantiles are the same while most answer series (the top buckets) are not sent;
 * ``state``: inventory (``last_over_time`` of one gauge per engine), the newest sample time
   (``timestamp``), ``up`` and ``changes(process_start_time_seconds[W])``;
 * ``gpus``: the DCGM exporter's gauges.
@@ -24,8 +28,10 @@ import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
+    "BUCKET_PARTS",
     "DUP_LABELS",
     "ENGINE_LABELS",
     "MAX_QUERY_CHARS",
@@ -40,9 +46,11 @@ __all__ = [
     "discovery_query",
     "engine_of",
     "jobs_query",
+    "layout_query",
     "names_selector",
     "parse_duration",
     "parse_match",
+    "read_layouts",
     "rule_names",
     "selector",
     "split_union",
@@ -204,6 +212,35 @@ def jobs_query(matchers: list[str]) -> str:
     return f"count by (__name__, job) ({sel}) or {_tag(f'count({pod})', 'has_pod')}"
 
 
+def layout_query(buckets: Collection[str], matchers: list[str]) -> str:
+    """At connect: how many series each bucket name has per ``le`` (``read_layouts``)."""
+    sel = selector(None, [f'__name__=~"{"|".join(sorted(buckets))}"', *matchers])
+    return f"count by (__name__, le) ({sel})"
+
+
+def read_layouts(result: list[dict[str, Any]]) -> dict[str, tuple[float, ...]]:
+    """``layout_query``'s answer -> bucket name -> its bounds (``+Inf`` last), for the names
+    whose every series has every bound (each ``le`` counted as often as ``+Inf``); a name
+    with mixed layouts (two engine versions) is left out and asked unfiltered."""
+    counts: dict[str, dict[float, float]] = {}
+    for item in result:
+        metric = item.get("metric") or {}
+        name, value = metric.get("__name__"), item.get("value")
+        try:
+            le = float(metric.get("le", ""))
+            n = float(value[1]) if isinstance(value, list) and len(value) == 2 else math.nan
+        except (TypeError, ValueError):
+            continue
+        if name and le == le and n > 0:
+            per = counts.setdefault(name, {})
+            per[le] = per.get(le, 0.0) + n
+    out: dict[str, tuple[float, ...]] = {}
+    for name, per in counts.items():
+        if math.inf in per and len(set(per.values())) == 1:
+            out[name] = tuple(sorted(per))
+    return out
+
+
 @dataclass(slots=True)
 class Plan:
     """Everything the per-refresh queries depend on, fixed at connect time."""
@@ -222,6 +259,15 @@ class Plan:
     """How far back the inventory looks for instances that went away."""
     rules: dict[str, str] = field(default_factory=dict)
     """Raw name -> ``llmtop:*`` recording rule holding its rate over this window."""
+    layouts: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Bucket name -> the bounds every one of its series has (``read_layouts``): only
+    these names are asked with the ``< _count`` filter."""
+    bucket_parts: int = 1
+    """The bucket union is sent as at least this many queries of like length (the fleet's
+    plan: ``BUCKET_PARTS``; a one-row plan: 1)."""
+    detail_only: frozenset[str] = frozenset()
+    """Bucket names left out of the per-refresh queries (``FleetMonitor.lean``): the detail
+    screen asks them for its one row."""
 
     @property
     def keep(self) -> tuple[str, ...]:
@@ -257,12 +303,29 @@ class Plan:
                 parts.append(_tag(self._dedup(self._sel(name)), name))
         return " or ".join(parts) or None
 
-    def _rate(self, name: str, keep: str) -> str:
+    def _sum_rate(self, name: str, keep: str) -> str:
         rule = self.rules.get(name)
         if rule is not None:  # recorded by examples/llmtop-rules.yaml: same shape, precomputed
-            return _tag(f"sum by ({keep}) ({self._sel(rule)})", name)
-        return _tag(f"sum by ({keep}) ({self._dedup(f'rate({self._sel(name)}[{self._w()}])')})",
-                    name)
+            return f"sum by ({keep}) ({self._sel(rule)})"
+        return f"sum by ({keep}) ({self._dedup(f'rate({self._sel(name)}[{self._w()}])')})"
+
+    def _rate(self, name: str, keep: str) -> str:
+        return _tag(self._sum_rate(name, keep), name)
+
+    def filtered(self, name: str) -> bool:
+        """Whether bucket ``name`` is asked only below its count (see the module doc): its
+        layout is uniform and its ``_count`` comes from the same source (raw or rule)."""
+        count = name[:-7] + "_count"
+        return (name in self.layouts and self.names.get(count) == "counter"
+                and (name in self.rules) == (count in self.rules))
+
+    def _bucket(self, name: str) -> str:
+        keep = _by(self.keep)
+        b = self._sum_rate(name, f"{keep}, le")
+        if not self.filtered(name):
+            return _tag(b, name)
+        c = self._sum_rate(name[:-7] + "_count", keep)
+        return _tag(f"{b} < ignoring (le) group_left () {c}", name)
 
     def counters(self) -> str | None:
         keep = _by(self.keep)
@@ -271,9 +334,8 @@ class Plan:
         return " or ".join(parts) or None
 
     def buckets(self) -> str | None:
-        keep = _by((*self.keep, "le"))
-        parts = [self._rate(n, keep) for n, kind in sorted(self.names.items())
-                 if kind == "bucket"]
+        parts = [self._bucket(n) for n, kind in sorted(self.names.items())
+                 if kind == "bucket" and n not in self.detail_only]
         return " or ".join(parts) or None
 
     def _presence(self) -> list[tuple[str, str]]:
@@ -312,12 +374,15 @@ class Plan:
         """The per-refresh queries by role (a fixed set, whatever the fleet size): ``ROLE`` or
         ``ROLE#N`` when a union is split to stay under ``MAX_QUERY_CHARS``."""
         out: dict[str, str] = {}
-        for role, expr in (("gauges", self.gauges()), ("counters", self.counters()),
-                           ("buckets", self.buckets()), ("state", self.state()),
+        # the slowest first: at most MAX_CONCURRENT run at once, in this order
+        for role, expr in (("buckets", self.buckets()), ("counters", self.counters()),
+                           ("gauges", self.gauges()), ("state", self.state()),
                            ("gpus", self.gpus())):
             if not expr:
                 continue
-            chunks = split_union(expr)
+            # the buckets are most of a refresh's server time: at least BUCKET_PARTS queries
+            # of like length, so a server with spare cores evaluates them side by side
+            chunks = split_union(expr, at_least=self.bucket_parts if role == "buckets" else 1)
             for i, chunk in enumerate(chunks):
                 out[role if len(chunks) == 1 else f"{role}#{i}"] = chunk
         return out
@@ -325,26 +390,35 @@ class Plan:
 
 MAX_QUERY_CHARS = 12_000
 """VictoriaMetrics refuses queries over 16 KiB (``-search.maxQueryLen``): unions are split."""
+BUCKET_PARTS = 2
+"""The fleet's bucket union is split into at least this many queries (when it has that many
+names): a server with spare cores evaluates them side by side."""
 
 
-def split_union(expr: str, limit: int = MAX_QUERY_CHARS) -> list[str]:
-    """A union ``a or b or ...`` of tagged parts cut into unions of at most ``limit`` chars
-    (a cut only ever falls between ``label_replace(...)`` parts)."""
-    if len(expr) <= limit:
+def split_union(expr: str, limit: int = MAX_QUERY_CHARS, at_least: int = 1) -> list[str]:
+    """A union ``a or b or ...`` of tagged parts cut into unions of at most ``limit`` chars,
+    and into at least ``at_least`` of like length when it has that many parts (a cut only
+    ever falls between ``label_replace(...)`` parts)."""
+    if len(expr) <= limit and at_least <= 1:
         return [expr]
     parts = expr.split(" or label_replace(")
     parts = [parts[0]] + ["label_replace(" + p for p in parts[1:]]
-    out: list[str] = []
-    cur = ""
-    for p in parts:
-        if cur and len(cur) + 4 + len(p) > limit:
+    n = max(at_least, -(-len(expr) // limit))
+    while True:
+        out: list[str] = []
+        cur = ""
+        for p in parts:
+            if cur and (len(cur) + 4 + len(p) > limit
+                        or (len(cur) >= len(expr) / n and len(out) < n - 1)):
+                out.append(cur)
+                cur = p
+            else:
+                cur = f"{cur} or {p}" if cur else p
+        if cur:
             out.append(cur)
-            cur = p
-        else:
-            cur = f"{cur} or {p}" if cur else p
-    if cur:
-        out.append(cur)
-    return out
+        if len(out) <= n or n >= len(parts):
+            return out
+        n += 1
 
 
 def describe_queries() -> str:
@@ -354,7 +428,9 @@ def describe_queries() -> str:
              names={"vllm:num_requests_running": "gauge", "vllm:cache_config_info": "info",
                     "vllm:generation_tokens_total": "counter",
                     "vllm:time_to_first_token_seconds_bucket": "bucket",
-                    "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",))
+                    "vllm:time_to_first_token_seconds_count": "counter",
+                    "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",),
+             layouts={"vllm:time_to_first_token_seconds_bucket": (0.1, 1.0, math.inf)})
     out = ["# once per connect (and every 5 minutes): which engine metric names exist, from",
            "# GET /api/v1/label/__name__/values?match[]=SELECTOR&start=t-300&end=t (the index",
            "# only), with SELECTOR:",
@@ -362,7 +438,10 @@ def describe_queries() -> str:
            "# and the engines' jobs and pods, from one series per instance:",
            jobs_query(['server=""']),
            "# (a server without that API: one query that counts every engine series instead)",
-           discovery_query(['server=""']), ""]
+           discovery_query(['server=""']),
+           "# and the bucket layouts (a name whose series all have the same bounds is then",
+           "# asked only below its _count, below):",
+           layout_query(["vllm:time_to_first_token_seconds_bucket"], ['server=""']), ""]
     for role, q in p.queries().items():
         out.append(f"# per refresh: {role}")
         out.append(q.replace(" or label_replace", "\n  or label_replace"))

@@ -5,8 +5,9 @@ A fleet recording is a recording file (``llmtop/record/frames.py``) whose header
 ``schema`` 2 and ``mode: "fleet"``; each refresh is one ``fq`` record holding the evaluation
 time, the window and scrape interval in use, the row group, the source (kind, URL without
 credentials, version), the warnings, PARTIAL, the answers of every per-refresh query
-(``ans``: role -> the API's ``result`` list, as received) and the down targets' scrape
-errors (``errs``); a refresh that failed is an ``fq`` record with ``err`` instead. Replaying
+(``ans``: role -> the API's ``result`` list, as received), the bucket layouts the buckets
+are filled back from (``lay``, ``Plan.layouts``) and the down targets' scrape errors
+(``errs``); a refresh that failed is an ``fq`` record with ``err`` instead. Replaying
 a record runs the same code as the live refresh after its HTTP answers, so ``llmtop replay F
 --at T --once --json`` prints the rows a live ``--once`` printed at T. Credentials never
 reach a record (the URL is the monitor's ``display_url``; headers are not recorded).
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from llmtop.record.reader import Recording
 
 __all__ = ["FLEET_SCHEMA", "fleet_error_record", "fleet_header", "fleet_record", "is_fleet",
-           "refresh_times", "role_of"]
+           "layouts_of", "refresh_times", "role_of"]
 
 FLEET_SCHEMA = 2
 """Recording schema of fleet mode (direct-mode recordings stay schema 1)."""
@@ -53,7 +54,21 @@ def _base(mon: FleetMonitor, t: float) -> dict[str, Any]:
     return {"k": "fq", "w": t, "m": time.monotonic(), "win": mon.window_s,
             "si": mon.scrape_interval_s, "grp": list(plan.group) if plan else None,
             "look": plan.lookback_s if plan else None, "src": mon.source_json(),
-            "warn": list(mon.warnings), "part": mon.partial}
+            "warn": list(mon.warnings), "part": mon.partial,
+            "lay": {n: [repr(b) for b in bounds] for n, bounds in plan.layouts.items()}
+            if plan else {}}
+
+
+def layouts_of(r: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+    """A record's bucket layouts (``Plan.layouts``): its buckets were asked below their
+    count and are filled back from these. {} for records made before layouts existed."""
+    out: dict[str, tuple[float, ...]] = {}
+    for name, bounds in (r.get("lay") or {}).items():
+        try:
+            out[name] = tuple(float(b) for b in bounds)
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def fleet_record(mon: FleetMonitor, results: dict[str, list[dict[str, Any]]], t: float

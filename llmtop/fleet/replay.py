@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from llmtop.config import Config, PrometheusConfig
 from llmtop.errors import RecordingError
 from llmtop.fleet.diagnosis import REPLAY_WARM_S, FleetDiagnosis, warm_times
-from llmtop.fleet.record import refresh_times, role_of
+from llmtop.fleet.record import layouts_of, refresh_times, role_of
 
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
@@ -63,7 +63,7 @@ def fleet_snapshot_at(rec: Recording, at: float, config: Config | None = None
         return mon, mon._last
     group = tuple(r.get("grp") or ("instance",))
     plan = Plan(group=group, window_s=r["win"], matchers=[], target_matchers=[],
-                lookback_s=r.get("look") or 600.0)
+                lookback_s=r.get("look") or 600.0, layouts=layouts_of(r))
     mon.plan = plan
     results = _copy(r.get("ans") or {})  # the row builder pops tags in place: a seek
     errors = {tuple(k): v for k, v in r.get("errs") or []}
@@ -170,7 +170,7 @@ class FleetReplay:
         on that row's group only: sparklines start full on open and after a seek. Nothing
         after the shown refresh; a failed refresh is None. [] when the row is unknown."""
         from llmtop.fleet.monitor import _locate
-        from llmtop.fleet.rows import build_rows, split_groups
+        from llmtop.fleet.rows import Layouts, build_rows, split_groups
 
         top, _ = _locate(self._snap.engines, key)
         if top is None or top.labels is None:
@@ -186,7 +186,8 @@ class FleetReplay:
             pin = {g: top.labels.get(g, "") for g in group}
             ans = _copy({k: v for k, v in (r.get("ans") or {}).items()
                          if k.split("#")[0] in ("gauges", "counters", "buckets")}, pin)
-            rows, _ = build_rows(split_groups(ans.values(), group), group, r["win"])
+            rows, _ = build_rows(split_groups(ans.values(), group), group, r["win"],
+                                 Layouts(layouts_of(r)))
             out.append((r["w"], _locate(rows, key)[1]))
             await asyncio.sleep(0)  # one recorded refresh at a time: the screen stays live
         return out

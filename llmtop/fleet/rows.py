@@ -35,9 +35,22 @@ from llmtop.parse.detect import engine_from_body
 from llmtop.parse.exposition import Family, ParseError, Sample
 from llmtop.parse.registry import normalize
 
-__all__ = ["Group", "Series", "build_rows", "direct_hists", "families_of", "gpu_records",
-           "group_samples", "model_totals", "render", "row_from_sample", "split_groups",
-           "target_name"]
+__all__ = [
+    "Group",
+    "Layouts",
+    "Series",
+    "build_rows",
+    "direct_hists",
+    "families_of",
+    "fill_series",
+    "gpu_records",
+    "group_samples",
+    "model_totals",
+    "render",
+    "row_from_sample",
+    "split_groups",
+    "target_name",
+]
 
 Series = tuple[dict[str, str], float]
 """One answer series: its labels (without the ``llmtop_name`` tag) and value."""
@@ -65,16 +78,14 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
     one = group[0] if len(group) == 1 else None
     for result in results:
         for item in result:
-            metric = item.get("metric") or {}
-            name = metric.pop("llmtop_name", None) or metric.pop("__name__", None)
-            value = item.get("value")
-            if not name or type(value) is not list or len(value) != 2:
+            try:  # the API's shape: one lookup each, the odd item takes the slow path
+                metric = item["metric"]
+                name = metric.pop("llmtop_name", None) or metric.pop("__name__")
+                value = item["value"]
+                v = float(value[1]) if len(value) == 2 else None
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
                 continue
-            try:
-                v = float(value[1])
-            except (TypeError, ValueError):
-                continue
-            if v != v:
+            if v is None or v != v or not name:
                 continue  # NaN (an idle histogram's quantile input) is "no value", never 0
             key = (metric.get(one, ""),) if one is not None else \
                 tuple([metric.get(x, "") for x in group])
@@ -82,7 +93,7 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
             if g is None:
                 g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
             job = metric.get("job")
-            if job:
+            if job and job not in g.jobs:
                 g.jobs.add(job)
             lst = g.series.get(name)
             if lst is None:
@@ -236,27 +247,70 @@ def _bound(text: str | None) -> float | None:
     return le
 
 
+class Layouts(dict[str, tuple[float, ...]]):
+    """``Plan.layouts`` (bucket name -> bounds) as the row builder reads them; ``stale``
+    collects the names an answer showed a bound of that the layout lacks (a new engine
+    version since connect): the monitor then asks the layouts again."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.stale: set[str] = set()
+        self._sets: dict[str, frozenset[float]] = {}
+
+    def bounds(self, base: str) -> frozenset[float]:
+        """The layout of ``base + "_bucket"`` as a set."""
+        got = self._sets.get(base)
+        if got is None:
+            got = self._sets[base] = frozenset(self.get(base + "_bucket", ()))
+        return got
+
+
+def _filled(b: dict[float, float], layout: tuple[float, ...], count: float) -> tuple[float, ...]:
+    """A filtered answer's buckets put back on the layout: a bound not sent was at or above
+    the ``_count`` rate (the query asked ``< _count`` only), so it is the count."""
+    m = len(b)
+    if m and max(b) == layout[m - 1]:  # the usual shape: the lowest m bounds were sent
+        return tuple(map(b.__getitem__, layout[:m])) + (count,) * (len(layout) - m)
+    return tuple([b.get(le, count) for le in layout])
+
+
 def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tuple[str, ...]]],
-                 key: Any) -> tuple[dict[str, list[Series]], dict[str, dict[Any, Hist]]]:
+                 key: Any, layouts: Layouts | None = None
+                 ) -> tuple[dict[str, list[Series]], dict[str, dict[Any, Hist]]]:
     """The adapter's histograms built straight from the answer series (no ``Family`` objects):
     ``table`` is its ``HIST_FAMILIES`` (key -> aliases, the first present is read, as the
     adapter's own ``_first``), ``key`` its ``hist_key``. Returns the other series (every
     alias's parts removed, so the adapter sees no histogram) and hist key -> (model, rank) ->
-    ``Hist`` as ``group_hists`` makes it (buckets and ``_sum``/``_count`` summed per key)."""
+    ``Hist`` as ``group_hists`` makes it (buckets and ``_sum``/``_count`` summed per key).
+    ``layouts``: the names asked below their count (``Plan.filtered``), filled back here."""
     rest = dict(series)
     out: dict[str, dict[Any, Hist]] = {}
     for hkey, names in table:
         chosen = None
+        chosen_name = ""
         for n in names:
             parts = (rest.pop(n + "_bucket", None), rest.pop(n + "_sum", None),
                      rest.pop(n + "_count", None))
             if chosen is None and any(parts):
-                chosen = parts
+                chosen, chosen_name = parts, n
         if chosen is None:
             continue
+        layout = layouts.get(chosen_name + "_bucket") if layouts else None
         buckets: dict[Any, dict[float, float]] = {}
         sums: dict[Any, float] = {}
         counts: dict[Any, float] = {}
+        shared = False  # two series under one key: each is filled on its own, then summed
+        for acc, items in ((sums, chosen[1]), (counts, chosen[2])):
+            for labels, v in items or ():
+                k = key(labels)
+                if k is not None:
+                    if k in acc:
+                        shared = True
+                    acc[k] = acc.get(k, 0.0) + v
+        if layout is not None and layouts is not None and shared:
+            bn, cn = chosen_name + "_bucket", chosen_name + "_count"
+            filled = fill_series({bn: chosen[0] or [], cn: chosen[2] or []}, layouts)
+            chosen, layout = (filled.get(bn, []), chosen[1], chosen[2]), None
         known = _LE
         for labels, v in chosen[0] or ():
             k = key(labels)
@@ -268,18 +322,22 @@ def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tup
             if b is None:
                 b = buckets[k] = {}
             b[le] = b.get(le, 0.0) + v
-        for acc, items in ((sums, chosen[1]), (counts, chosen[2])):
-            for labels, v in items or ():
-                k = key(labels)
-                if k is not None:
-                    acc[k] = acc.get(k, 0.0) + v
         hists: dict[Any, Hist] = {}
         for k in buckets.keys() | counts.keys():
             b = buckets.get(k, {})
+            c = counts.get(k)
+            if layout is not None and layouts is not None and c is not None:
+                if not b.keys() <= layouts.bounds(chosen_name):  # not in the layout: mean only
+                    layouts.stale.add(chosen_name + "_bucket")
+                    hists[k] = Hist((), (), sums.get(k, math.nan), c)
+                    continue
+                hists[k] = Hist(bounds=layout, cumulative=_filled(b, layout, c),
+                                sum=sums.get(k, math.nan), count=c)
+                continue
             bounds = tuple(sorted(b))
             cum = tuple(map(b.__getitem__, bounds))
             hists[k] = Hist(bounds=bounds, cumulative=cum, sum=sums.get(k, math.nan),
-                            count=counts.get(k, cum[-1] if cum else 0.0))
+                            count=c if c is not None else (cum[-1] if cum else 0.0))
         out[hkey] = hists
     return rest, out
 
@@ -300,7 +358,41 @@ def _attach(sample: EngineSample, hists: dict[str, dict[Any, Hist]]) -> None:
                     m.model, [ModelSample(m.model, hists={hkey: h}) for h in hs]).hists[hkey]
 
 
-def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
+def _le_text(bound: float) -> str:
+    return "+Inf" if bound == math.inf else repr(bound)
+
+
+def fill_series(series: dict[str, list[Series]], layouts: Layouts) -> dict[str, list[Series]]:
+    """``series`` with the buckets a filtered query left out put back (each at its
+    ``_count`` rate), for the adapters read through exposition text; a name showing a bound
+    its layout lacks keeps no buckets (mean only) and is marked stale."""
+    out = dict(series)
+    for name, items in series.items():
+        layout = layouts.get(name) if name.endswith("_bucket") else None
+        if layout is None:
+            continue
+        bounds = set(layout)
+        have: dict[tuple[tuple[str, str], ...], set[float]] = {}
+        for labels, _v in items:
+            le = _bound(labels.get("le"))
+            if le not in bounds:
+                layouts.stale.add(name)
+                del out[name]
+                break
+            k = tuple(sorted(kv for kv in labels.items() if kv[0] != "le"))
+            have.setdefault(k, set()).add(le)
+        else:
+            filled = list(items)
+            for labels, c in series.get(name[:-7] + "_count", ()):
+                got = have.get(tuple(sorted(labels.items())), set())
+                filled.extend(({**labels, "le": _le_text(b)}, c) for b in layout
+                              if b not in got)
+            out[name] = filled
+    return out
+
+
+def group_samples(g: Group, drop: Iterable[str], layouts: Layouts | None = None
+                  ) -> list[EngineSample]:
     """The adapters' reading of one group, one sample per engine family (counters are rates).
 
     vLLM, SGLang and LMDeploy: histograms straight from the series (``direct_hists``, with
@@ -310,7 +402,7 @@ def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
     for engine_hint, series in _families(g.series):
         if engine_hint in _FAMILY_ADAPTERS:
             mod = importlib.import_module(f"llmtop.parse.{engine_hint}")
-            rest, hists = direct_hists(series, mod.HIST_FAMILIES.items(), mod.hist_key)
+            rest, hists = direct_hists(series, mod.HIST_FAMILIES.items(), mod.hist_key, layouts)
             try:
                 sample = mod.normalize_families(families_of(rest, drop))
             except ParseError:
@@ -318,7 +410,7 @@ def group_samples(g: Group, drop: Iterable[str]) -> list[EngineSample]:
             _attach(sample, hists)
             out.append(sample)
             continue
-        text = render(series, drop)
+        text = render(fill_series(series, layouts) if layouts else series, drop)
         engine = engine_from_body(text)
         if engine is None or engine == "dcgm":
             continue
@@ -333,9 +425,11 @@ def _quantiles(m: ModelSample, key: str, window_s: float) -> Quantiles | None:
     h = m.hists.get(key)
     if h is None:
         return None
-    w = window_s
-    return hist_quantiles(h.bounds, [c * w for c in h.cumulative],
-                          h.sum * w if math.isfinite(h.sum) else math.nan, h.count * w)
+    # rates -> counts over the window: quantiles and the mean do not change with the scale,
+    # only the observation count does
+    q = hist_quantiles(h.bounds, h.cumulative, h.sum, h.count)
+    q.count = max(0.0, h.count * window_s)
+    return q
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -370,14 +464,16 @@ def row_from_sample(row: EngineRow, m: ModelSample, window_s: float) -> EngineRo
     return row
 
 
-def build_rows(groups: dict[tuple[str, ...], Group], group: tuple[str, ...], window_s: float
+def build_rows(groups: dict[tuple[str, ...], Group], group: tuple[str, ...], window_s: float,
+               layouts: Layouts | None = None
                ) -> tuple[list[EngineRow], dict[tuple[str, ...], EngineSample]]:
-    """One row per (group, model), ranks folded in; and each group's sample (for totals)."""
+    """One row per (group, model), ranks folded in; and each group's sample (for totals).
+    ``layouts``: the plan's filtered bucket names (``direct_hists``)."""
     rows: list[EngineRow] = []
     samples: dict[tuple[str, ...], EngineSample] = {}
     for key in sorted(groups):
         g = groups[key]
-        found = group_samples(g, group)
+        found = group_samples(g, group, layouts)
         target = target_name(g.labels, group)
         labels = dict(g.labels)
         if g.jobs:

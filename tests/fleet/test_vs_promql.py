@@ -343,3 +343,39 @@ def test_kv_capacity_comes_from_the_info_series_labels(fleet, promql):
             assert row.kv_capacity_tokens == want, (backend.kind, target)
             compared += 1
     assert compared >= 2
+
+
+def test_buckets_were_asked_below_their_count_and_give_the_whole_answers_rows(fleet):
+    """On the real server, the filtered bucket query (``Plan.filtered``) was the one used,
+    and asking every bucket instead at the same time gives the same quantiles."""
+    backend, mon, snap = fleet
+    plan = mon.plan
+    for _engine, _field, metric in QUANTILES:
+        assert plan.filtered(metric), (backend.kind, metric)
+
+    async def whole():
+        m = FleetMonitor(_config(backend.url, backend.kind))
+        try:
+            await m.tick()
+            assert "< ignoring (le) group_left ()" in (m.plan.buckets() or "")
+            m.plan.layouts = {}
+            assert "< ignoring" not in (m.plan.buckets() or "")
+            return await m._evaluate(snap.time)
+        finally:
+            await m.aclose()
+
+    other = {r.key: r for r in asyncio.run(whole()).engines}
+    compared = 0
+    for row in snap.engines:
+        o = other.get(row.key)
+        if o is None or row.state not in ("ok", "restarted"):
+            continue
+        for attr in ("ttft_s", "itl_s", "e2e_s", "queue_s", "prompt_len"):
+            a, b = getattr(row, attr), getattr(o, attr)
+            if a is None or b is None:
+                assert a is b, (backend.kind, row.key, attr)
+                continue
+            for q in ("p50", "p90", "p99", "mean"):
+                assert _close(getattr(a, q), getattr(b, q), 1e-9), (backend.kind, row.key, attr, q)
+                compared += 1
+    assert compared >= 20, (backend.kind, compared)

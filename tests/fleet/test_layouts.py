@@ -1,0 +1,186 @@
+"""Buckets asked only below their count (``Plan.filtered``) and filled back on the client
+from the layout (``rows.direct_hists``, ``rows.fill_series``): the same rows as the whole
+answer, on histograms of every shape, and the cases where the filter must not be used."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmtop.fleet.queries import Plan, layout_query, read_layouts, split_union
+from llmtop.fleet.record import layouts_of
+from llmtop.fleet.rows import Layouts, build_rows, split_groups
+
+TTFT = "vllm:time_to_first_token_seconds"
+LAYOUT = (0.1, 0.25, 0.5, 1.0, 2.5, math.inf)
+LE = ("0.1", "0.25", "0.5", "1.0", "2.5", "+Inf")
+
+
+def _hist(instance: str, cum: list[float], *, model: str = "m", extra: dict | None = None,
+          le: tuple[str, ...] = LE) -> list[tuple[str, dict[str, str], float]]:
+    """One vLLM TTFT histogram's bucket rates, ``_count`` and ``_sum``, plus a gauge."""
+    base = {"instance": instance, "job": "vllm", "model_name": model} | (extra or {})
+    out = [(f"{TTFT}_bucket", base | {"le": x}, v) for x, v in zip(le, cum, strict=True)]
+    out += [(f"{TTFT}_count", dict(base), cum[-1]), (f"{TTFT}_sum", dict(base), 0.3 * cum[-1]),
+            ("vllm:num_requests_running", dict(base), 1.0)]
+    return out
+
+
+def _answer(series) -> list[dict]:
+    return [{"metric": {"llmtop_name": n, **labels}, "value": [1.0, repr(v)]}
+            for n, labels, v in series]
+
+
+def _filtered(series) -> list[tuple[str, dict[str, str], float]]:
+    """What the server sends for ``bucket < ignoring (le) group_left () count``."""
+    counts = {tuple(sorted(labels.items())): v for n, labels, v in series
+              if n.endswith("_count")}
+    out = []
+    for n, labels, v in series:
+        if n.endswith("_bucket"):
+            c = counts[tuple(sorted((k, x) for k, x in labels.items() if k != "le"))]
+            if not v < c:
+                continue
+        out.append((n, labels, v))
+    return out
+
+
+def _rows(series, layouts: dict | None = None):
+    lay = Layouts(layouts or {})
+    rows, _ = build_rows(split_groups([_answer(series)], ("instance",)), ("instance",),
+                         60.0, lay)
+    return {r.key: r for r in rows}, lay
+
+
+SHAPES = [
+    [0.0, 0.0, 1.0, 3.0, 4.0, 4.0],   # a spread: zeros, a middle, saturated tops
+    [0.0, 0.0, 0.0, 2.0, 2.0, 2.0],   # every observation in one bucket (a step)
+    [5.0, 5.0, 5.0, 5.0, 5.0, 5.0],   # all in the lowest bucket
+    [0.0, 0.0, 0.0, 0.0, 0.0, 3.0],   # all above the last finite bound
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],   # idle: no observation in the window
+    [0.5, 1.0, 1.5, 2.0, 2.5, 3.0],   # nothing saturated before +Inf
+]
+
+
+@pytest.mark.parametrize("cum", SHAPES)
+def test_filled_buckets_give_the_rows_of_the_whole_answer(cum):
+    series = _hist("a:1", cum) + _hist("b:1", [0.0, 1.0, 2.0, 2.0, 2.0, 2.0], model="n")
+    whole, _ = _rows(series)
+    part, lay = _rows(_filtered(series), {f"{TTFT}_bucket": LAYOUT})
+    assert len(_filtered(series)) < len(series)  # the filter dropped something
+    assert whole.keys() == part.keys() and not lay.stale
+    for key, row in whole.items():
+        assert part[key].ttft_s == row.ttft_s, (key, cum)
+
+
+def test_without_the_layout_a_filtered_answer_would_be_wrong():
+    """The fill is what makes it right: the filtered answer read as a whole one puts p99 in
+    the wrong bucket (this is the failure the layout prevents)."""
+    series = _hist("a:1", [0.0, 0.0, 1.0, 3.0, 4.0, 4.0])
+    whole, _ = _rows(series)
+    raw, _ = _rows(_filtered(series))
+    key = next(iter(whole))
+    assert raw[key].ttft_s != whole[key].ttft_s
+
+
+def test_two_series_under_one_key_are_filled_each_then_summed():
+    """Two jobs scrape one instance: the rows sum both; each is filled with its own count."""
+    a = _hist("a:1", [0.0, 1.0, 2.0, 2.0, 2.0, 2.0])
+    b = _hist("a:1", [0.0, 0.0, 0.0, 3.0, 6.0, 6.0], extra={"job": "vllm-b"})
+    series = a + b
+    whole, _ = _rows(series)
+    part, _ = _rows(_filtered(series), {f"{TTFT}_bucket": LAYOUT})
+    key = next(iter(whole))
+    assert whole[key].ttft_s is not None and part[key].ttft_s == whole[key].ttft_s
+
+
+def test_a_bound_the_layout_lacks_gives_the_mean_only_and_asks_again():
+    series = _hist("a:1", [0.0, 1.0, 3.0, 4.0, 4.0, 4.0],
+                   le=("0.1", "0.3", "0.5", "1.0", "2.5", "+Inf"))  # 0.3: a newer version
+    part, lay = _rows(_filtered(series), {f"{TTFT}_bucket": LAYOUT})
+    row = next(iter(part.values()))
+    assert lay.stale == {f"{TTFT}_bucket"}
+    assert row.ttft_s is not None and row.ttft_s.p50 is None  # no quantile, never a wrong one
+    assert row.ttft_s.mean == pytest.approx(0.3)
+
+
+def test_text_adapters_get_the_buckets_back_too():
+    """TRT-LLM (read through exposition text) with its buckets filtered."""
+    name = "trtllm_time_to_first_token_seconds"
+    base = {"instance": "t:1", "job": "trt", "model_name": "undefined",
+            "engine_type": "undefined"}
+    cum = [0.0, 2.0, 5.0, 6.0, 6.0, 6.0]
+    series = [(f"{name}_bucket", base | {"le": x}, v) for x, v in zip(LE, cum, strict=True)]
+    series += [(f"{name}_count", dict(base), 6.0), (f"{name}_sum", dict(base), 2.0),
+               ("trtllm_num_requests_running", dict(base), 1.0)]
+    whole, _ = _rows(series)
+    part, lay = _rows(_filtered(series), {f"{name}_bucket": LAYOUT})
+    key = next(iter(whole))
+    assert whole[key].ttft_s is not None and whole[key].ttft_s.p50 is not None
+    assert part[key].ttft_s == whole[key].ttft_s and not lay.stale
+
+
+def test_read_layouts_keeps_uniform_names_only():
+    def item(name, le, n):
+        return {"metric": {"__name__": name, "le": le}, "value": [1.0, str(n)]}
+
+    ans = [item("a_bucket", x, 4) for x in ("0.1", "1", "+Inf")]
+    ans += [item("a_bucket", "1.0", 0)]  # never a count of 0, ignored
+    ans += [item("b_bucket", "0.1", 2), item("b_bucket", "0.2", 1), item("b_bucket", "+Inf", 3)]
+    ans += [item("c_bucket", "1", 1), item("c_bucket", "1.0", 1), item("c_bucket", "+Inf", 2)]
+    ans += [item("d_bucket", "1", 2)]  # no +Inf: not a usable histogram
+    got = read_layouts(ans)
+    assert got == {"a_bucket": (0.1, 1.0, math.inf),
+                   "c_bucket": (1.0, math.inf)}  # "1" and "1.0" (Prometheus 3) are one bound
+    assert layout_query(["b_bucket", "a_bucket"], ['server=""']) == \
+        'count by (__name__, le) ({__name__=~"a_bucket|b_bucket",server=""})'
+
+
+def _plan(**kw) -> Plan:
+    names = {f"{TTFT}_bucket": "bucket", f"{TTFT}_count": "counter", f"{TTFT}_sum": "counter",
+             "vllm:e2e_request_latency_seconds_bucket": "bucket"}
+    return Plan(**({"group": ("instance",), "window_s": 60.0, "matchers": ['server=""'],
+                    "target_matchers": [], "names": names} | kw))
+
+
+def test_the_filter_needs_a_layout_and_a_count_from_the_same_source():
+    lay = {f"{TTFT}_bucket": LAYOUT, "vllm:e2e_request_latency_seconds_bucket": LAYOUT}
+    p = _plan(layouts=lay)
+    assert p.filtered(f"{TTFT}_bucket")
+    assert not p.filtered("vllm:e2e_request_latency_seconds_bucket")  # no _count present
+    assert not _plan().filtered(f"{TTFT}_bucket")  # no layout
+    rule = {f"{TTFT}_bucket": "llmtop:x_bucket:rate1m"}  # bucket from a rule, count raw
+    assert not _plan(layouts=lay, rules=rule).filtered(f"{TTFT}_bucket")
+    both = rule | {f"{TTFT}_count": "llmtop:x_count:rate1m"}
+    assert _plan(layouts=lay, rules=both).filtered(f"{TTFT}_bucket")
+    q = p.buckets()
+    assert q is not None and q.count("< ignoring (le) group_left ()") == 1
+    assert f"rate({TTFT}_count" in q
+    assert "< ignoring" not in (_plan().buckets() or "")
+
+
+def test_detail_only_buckets_are_left_out_of_the_refresh():
+    p = _plan(detail_only=frozenset({"vllm:e2e_request_latency_seconds_bucket"}))
+    assert "e2e_request_latency" not in (p.buckets() or "")
+    assert "e2e_request_latency" in (_plan().buckets() or "")
+
+
+def test_the_bucket_union_is_split_into_parts_of_like_length():
+    parts = [f'label_replace(x{i}{"y" * (50 + 7 * i)}, "llmtop_name", "n{i}", "", "")'
+             for i in range(9)]
+    expr = " or ".join(parts)
+    halves = split_union(expr, at_least=2)
+    assert len(halves) == 2 and " or ".join(halves) == expr
+    assert abs(len(halves[0]) - len(halves[1])) < len(expr) / 3
+    assert split_union(expr) == [expr]
+    assert all(len(c) <= 300 for c in split_union(expr, limit=300, at_least=2))
+    p = _plan(bucket_parts=2, names=_plan().names | {
+        "vllm:request_queue_time_seconds_bucket": "bucket"})
+    assert {k for k in p.queries() if k.startswith("buckets")} == {"buckets#0", "buckets#1"}
+
+
+def test_a_record_carries_the_layouts():
+    rec = {"lay": {f"{TTFT}_bucket": [repr(b) for b in LAYOUT], "bad": ["x"]}}
+    assert layouts_of(rec) == {f"{TTFT}_bucket": LAYOUT}
+    assert layouts_of({}) == {}
