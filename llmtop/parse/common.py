@@ -140,8 +140,17 @@ def _merge_hist(a: Hist, b: Hist) -> Hist:
     if a.bounds == b.bounds:
         cum = tuple(x + y for x, y in zip(a.cumulative, b.cumulative, strict=True))
         return Hist(a.bounds, cum, a.sum + b.sum, a.count + b.count)
-    # Different bucket layouts cannot be merged exactly: keep the mean only.
-    return Hist((), (), a.sum + b.sum, a.count + b.count)
+    # Different layouts (vLLM and SGLang serving one model): the cumulative count at a bound
+    # both have is exact, so the merge keeps the shared bounds (a coarser histogram, still
+    # exact); with no shared finite bound only the mean is left.
+    ia = {x: i for i, x in enumerate(a.bounds)}
+    ib = {x: i for i, x in enumerate(b.bounds)}
+    common = tuple(x for x in a.bounds if x in ib)
+    if len(common) < 2 or not math.isinf(common[-1]) or len(a.cumulative) != len(a.bounds) \
+            or len(b.cumulative) != len(b.bounds):
+        return Hist((), (), a.sum + b.sum, a.count + b.count)
+    cum = tuple(a.cumulative[ia[x]] + b.cumulative[ib[x]] for x in common)
+    return Hist(common, cum, a.sum + b.sum, a.count + b.count)
 
 
 MAX_GAUGES = frozenset({"kv_usage", "prefix_hit_rate_gauge", "spec_accept_rate_gauge"})

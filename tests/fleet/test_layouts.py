@@ -184,3 +184,44 @@ def test_a_record_carries_the_layouts():
     rec = {"lay": {f"{TTFT}_bucket": [repr(b) for b in LAYOUT], "bad": ["x"]}}
     assert layouts_of(rec) == {f"{TTFT}_bucket": LAYOUT}
     assert layouts_of({}) == {}
+
+
+# vLLM's and SGLang's TTFT bounds (tests/fixtures/metrics: vllm-generated-v0.33.0-loggers.txt,
+# sglang-generated-v0.5.23-metrics_collector.txt)
+VLLM_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+             7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.inf)
+SGLANG_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0,
+               100.0, 200.0, 400.0, math.inf)
+
+
+def _cum(bounds: tuple[float, ...], observations: list[float]) -> tuple[float, ...]:
+    return tuple(float(sum(1 for o in observations if o <= b)) for b in bounds)
+
+
+def test_a_model_on_two_bucket_layouts_gets_quantiles_from_the_shared_bounds():
+    """A model served by vLLM and SGLang: the total's histogram is exact on the bounds both
+    layouts have, so its quantiles exist (they were only a mean before) and equal
+    histogram_quantile over those bounds."""
+    from llmtop.fleet.rows import model_totals
+    from llmtop.history.derive import bucket_quantile
+    from llmtop.model import EngineSample, Hist, ModelSample
+
+    obs_v = [0.05, 0.3, 0.3, 0.7, 1.5, 3.0, 12.0]
+    obs_s = [0.15, 0.5, 0.9, 2.5, 2.5, 30.0]
+    hv = Hist(VLLM_TTFT, _cum(VLLM_TTFT, obs_v), sum(obs_v), len(obs_v))
+    hs = Hist(SGLANG_TTFT, _cum(SGLANG_TTFT, obs_s), sum(obs_s), len(obs_s))
+    samples = [EngineSample(engine="vllm", models=[ModelSample("m", hists={"ttft": hv})]),
+               EngineSample(engine="sglang", models=[ModelSample("m", hists={"ttft": hs})])]
+    (total,) = model_totals(samples, 1.0)
+    shared = (0.1, 1.0, 10.0, 20.0, 40.0, 80.0, math.inf)
+    both = _cum(shared, obs_v + obs_s)
+    assert total.engine is None and total.ttft_s is not None
+    assert total.ttft_s.count == 13 and total.ttft_s.mean == pytest.approx(sum(obs_v + obs_s) / 13)
+    for q, phi in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        want, _ = bucket_quantile(phi, shared, both)
+        assert getattr(total.ttft_s, q) == pytest.approx(want), q
+    # no shared finite bound: the mean only, never a made-up quantile
+    odd = Hist((0.3, math.inf), (1.0, 2.0), 1.0, 2.0)
+    samples[1].models[0].hists["ttft"] = odd
+    (total,) = model_totals(samples, 1.0)
+    assert total.ttft_s.p50 is None and total.ttft_s.mean is not None
