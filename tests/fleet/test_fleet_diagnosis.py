@@ -8,7 +8,6 @@ one refresh every 10 s, the fleet's default 60 s window.
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import math
 
@@ -305,13 +304,9 @@ def test_a_fleet_replay_diagnoses_what_it_plays(tmp_path):
     live = [(f.rule, f.target, f.severity) for f in mon.diagnoser.findings]
     assert ("queueing", QUEUED, "critical") in live
     clock = {"t": 0.0}
-    # each read of the records gets fresh copies: this test is about the diagnosis, not
-    # about the row builder popping tags from answers it is given twice (the shown refresh
-    # is rebuilt at the first tick, and a warm-up rebuilds earlier ones)
-    recording = Recording.open(path)
-    fresh = type("Fresh", (), {"path": path, "header": recording.header,
-                               "records": property(lambda _: copy.deepcopy(recording.records))})
-    replay = FleetReplay(fresh(), at=T0 + (QUEUE_FROM + 7) * STEP_S,  # type: ignore[arg-type]
+    # the shown refresh is rebuilt at the first tick and the warm-up rebuilds earlier ones:
+    # each from the same recorded answers
+    replay = FleetReplay(Recording.open(path), at=T0 + (QUEUE_FROM + 7) * STEP_S,
                          clock=lambda: clock["t"])
     asyncio.run(replay.tick())
     # warmed with the recording's refreshes before the position: the same findings, with
