@@ -4,11 +4,12 @@ A fleet row's values are already rates and quantiles over the fleet's window (``
 ``max(4 x scrape interval, 60 s)`` by default), so the rules judge each new refresh's rows
 as they are and their evidence names that window (``[1m]``), not the direct mode's 30 s.
 The same rows give the baseline a point (at most one per ``BASELINE_STEP_S``, 10 s), and
-the baseline leaves out the points inside the current window: it starts to apply about
-``window_s + 30 s`` after the first refresh. ``waiting_min`` is the smallest ``waiting`` of
-the refreshes inside the window (at least ``WAITING_MIN_POINTS`` of them: an instant every
-refresh, not every scrape), ``restarted_ago_s`` the seconds since a row was first seen
-``restarted``. Findings that start, worsen or end become event-log lines (``take_events``).
+the baseline leaves out the points inside the current window: it applies once 3 points are
+older than the window (80 s after the first refresh at a 10 s refresh and a 60 s window).
+``waiting_min`` is the smallest ``waiting`` of the refreshes inside the window (at least
+``WAITING_MIN_POINTS`` of them: an instant every refresh, not every scrape),
+``restarted_ago_s`` the seconds since a row was first seen ``restarted``. Findings that
+start, worsen or end become event-log lines (``take_events``).
 
 Owned by ``FleetMonitor`` (``monitor.diagnoser``, fed after each new snapshot, reset by
 ``travel``) and by ``FleetReplay``. Pure: no I/O, no clock (time is the evaluation time).
