@@ -29,7 +29,7 @@ from llmtop.fleet.queries import (
     engine_of,
     jobs_query,
     layout_query,
-    names_selector,
+    names_selectors,
     parse_duration,
     parse_match,
     read_layouts,
@@ -321,7 +321,7 @@ class FleetMonitor:
         a server without that API gets the query that counts every engine series."""
         try:
             body = await self.client.get("/api/v1/label/__name__/values", {
-                "match[]": names_selector(f), "start": f"{t - 300:.3f}", "end": f"{t:.3f}"})
+                "match[]": names_selectors(f), "start": f"{t - 300:.3f}", "end": f"{t:.3f}"})
             listed = body.get("data")
             if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
                 raise PromError("bad_payload", "label values: not a list of names")

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "BARE_MATCHER",
+    "BARE_PRESENCE",
+    "BARE_TRTLLM",
     "BUCKET_PARTS",
     "DUP_LABELS",
     "ENGINE_LABELS",
@@ -47,7 +50,7 @@ __all__ = [
     "engine_of",
     "jobs_query",
     "layout_query",
-    "names_selector",
+    "names_selectors",
     "parse_duration",
     "parse_match",
     "read_layouts",
@@ -84,12 +87,28 @@ _PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("lmdeploy:", "lmdeploy")
              ("trtllm:", "trtllm"), ("nv_", "triton"), ("DCGM_FI_", "dcgm"))
 _NAME_RE = "(vllm|sglang|lmdeploy|llamacpp|trtllm|llmtop):.+|" \
     "(tgi_|trtllm_|nv_inference_|nv_trt_llm_|nv_llm_|DCGM_FI_).+"
+_BARE_HISTS = ("e2e_request_latency_seconds", "time_to_first_token_seconds",
+               "time_per_output_token_seconds", "request_queue_time_seconds")
+BARE_TRTLLM = frozenset(("request_success_total",
+                         *(f"{h}_{s}" for h in _BARE_HISTS for s in ("bucket", "sum", "count"))))
+"""TensorRT-LLM 1.1's unprefixed names (``METRICS.md`` §7): generic words, so they are
+TRT-LLM's only on series with an ``engine_type`` label (``BARE_MATCHER``, in every selector
+of theirs)."""
+BARE_MATCHER = 'engine_type!=""'
+BARE_PRESENCE = "time_to_first_token_seconds_count"
+"""The presence series of a TRT-LLM 1.1 instance (its labelled histograms exist from the
+start; ``request_success_total`` appears only with a first finished request)."""
+_BARE_RE = "request_success_total|(" + "|".join(h[:-8] for h in _BARE_HISTS) + \
+    ")_seconds_(bucket|sum|count)"
 _SKIP_TRITON = ("nv_gpu_", "nv_cpu_", "nv_energy", "nv_pinned")
 _TRITON_GAUGES = ("nv_inference_pending_request_count",)
 
 
 def engine_of(name: str) -> str | None:
-    """The engine family a metric name belongs to, by prefix."""
+    """The engine family a metric name belongs to, by prefix (TRT-LLM 1.1's bare names by
+    name: fleet mode only lists them from series with an ``engine_type`` label)."""
+    if name in BARE_TRTLLM:
+        return "trtllm"
     for prefix, engine in _PREFIXES:
         if name.startswith(prefix):
             return engine
@@ -188,28 +207,37 @@ def classify(name: str, types: Mapping[str, str] | Collection[str],
     return "gauge"
 
 
+def _presence_sels(matchers: list[str], *extra: str) -> list[str]:
+    """Selectors of the presence series of every engine (TRT-LLM 1.1's with its matcher)."""
+    pres = f'__name__=~"{"|".join(map(re.escape, PRESENCE.values()))}"'
+    return [selector(None, [pres, *matchers, *extra]),
+            selector(BARE_PRESENCE, [BARE_MATCHER, *matchers, *extra])]
+
+
+def _counted(sels: list[str], matchers: list[str]) -> str:
+    pods = " or ".join(_presence_sels(matchers, 'pod!=""'))
+    names = " or ".join(f"count by (__name__, job) ({s})" for s in sels)
+    return f"{names} or {_tag(f'count({pods})', 'has_pod')}"
+
+
 def discovery_query(matchers: list[str]) -> str:
     """Once per connect: which engine metric names exist, by job, and whether series carry
     ``pod`` (for the default grouping)."""
-    sel = selector(None, [f'__name__=~"{_NAME_RE}"', *matchers])
-    pod = selector(None, [f'__name__=~"{"|".join(map(re.escape, PRESENCE.values()))}"',
-                          *matchers, 'pod!=""'])
-    return f"count by (__name__, job) ({sel}) or {_tag(f'count({pod})', 'has_pod')}"
+    return _counted(names_selectors(matchers), matchers)
 
 
-def names_selector(matchers: list[str]) -> str:
+def names_selectors(matchers: list[str]) -> list[str]:
     """The ``match[]`` of the label-values request that lists the engine metric names (the
-    server reads its index only: no sample is decoded)."""
-    return selector(None, [f'__name__=~"{_NAME_RE}"', *matchers])
+    server reads its index only: no sample is decoded): the prefixed names, and TRT-LLM
+    1.1's bare names on series with ``engine_type``."""
+    return [selector(None, [f'__name__=~"{_NAME_RE}"', *matchers]),
+            selector(None, [f'__name__=~"{_BARE_RE}"', BARE_MATCHER, *matchers])]
 
 
 def jobs_query(matchers: list[str]) -> str:
     """With the names from the label-values API: the jobs of the engines and whether their
     series carry ``pod``, from the one series per instance that every engine exposes."""
-    pres = f'__name__=~"{"|".join(map(re.escape, PRESENCE.values()))}"'
-    sel = selector(None, [pres, *matchers])
-    pod = selector(None, [pres, *matchers, 'pod!=""'])
-    return f"count by (__name__, job) ({sel}) or {_tag(f'count({pod})', 'has_pod')}"
+    return _counted(_presence_sels(matchers), matchers)
 
 
 def layout_query(buckets: Collection[str], matchers: list[str]) -> str:
@@ -291,6 +319,8 @@ class Plan:
         return f"max without ({_by(DUP_LABELS)}) ({expr})"
 
     def _sel(self, name: str) -> str:
+        if name in BARE_TRTLLM:
+            return selector(name, [*self.matchers, BARE_MATCHER])
         return selector(name, self.matchers)
 
     def gauges(self) -> str | None:
@@ -339,7 +369,11 @@ class Plan:
         return " or ".join(parts) or None
 
     def _presence(self) -> list[tuple[str, str]]:
-        return [(e, PRESENCE[e]) for e in self.engines if PRESENCE.get(e) in self.names]
+        out = [(e, PRESENCE[e]) for e in self.engines if PRESENCE.get(e) in self.names]
+        if "trtllm" in self.engines and not any(e == "trtllm" for e, _ in out) \
+                and BARE_PRESENCE in self.names:  # TRT-LLM 1.1: bare names only
+            out.append(("trtllm", BARE_PRESENCE))
+        return out
 
     def state(self) -> str | None:
         pres = self._presence()
@@ -432,9 +466,9 @@ def describe_queries() -> str:
                     "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",),
              layouts={"vllm:time_to_first_token_seconds_bucket": (0.1, 1.0, math.inf)})
     out = ["# once per connect (and every 5 minutes): which engine metric names exist, from",
-           "# GET /api/v1/label/__name__/values?match[]=SELECTOR&start=t-300&end=t (the index",
-           "# only), with SELECTOR:",
-           names_selector(['server=""']),
+           "# GET /api/v1/label/__name__/values?match[]=S1&match[]=S2&start=t-300&end=t (the",
+           "# index only), with S1 and S2 (TRT-LLM 1.1's bare names, with engine_type):",
+           *names_selectors(['server=""']),
            "# and the engines' jobs and pods, from one series per instance:",
            jobs_query(['server=""']),
            "# (a server without that API: one query that counts every engine series instead)",

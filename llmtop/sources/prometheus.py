@@ -189,7 +189,7 @@ class PromClient:
 
     # ------------------------------------------------------------------ requests
 
-    async def _send(self, method: str, path: str, params: dict[str, str]) -> httpx.Response:
+    async def _send(self, method: str, path: str, params: dict[str, Any]) -> httpx.Response:
         url = self.base + path
         all_params = dict(self.cfg.params)
         all_params.update(params)
@@ -284,7 +284,7 @@ class PromClient:
         resp = await self._send("POST", "/api/v1/query_range", params)
         return self._result(self._envelope(resp))
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """GET an API path (``/api/v1/targets``...) and return its envelope."""
         resp = await self._send("GET", path, params or {})
         body = self._envelope(resp)
