@@ -67,7 +67,7 @@ def bare_fleet(prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
     exp = _Exporter()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             body = exp.text(self.path).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -116,6 +116,7 @@ def test_bare_trtllm_names_make_a_row_and_the_other_app_none(bare_fleet):
     assert mon.error is None, mon.error and mon.error.message
     assert "trtllm" in mon.plan.engines
     assert {r.target for r in snap.engines} == {trt}, [r.key for r in snap.engines]
+    assert shop not in {t for r in snap.engines for t in (r.labels or {}).values()}
     (row,) = snap.engines
     assert row.engine == "trtllm" and row.model == MODEL and row.state == "ok"
     want = promql(url, 'sum(rate(request_success_total{engine_type!=""}[3s]))', snap.time)
