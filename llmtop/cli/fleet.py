@@ -21,7 +21,7 @@ from llmtop.fleet.monitor import FleetMonitor
 from llmtop.model import Snapshot
 
 __all__ = ["fleet_json", "fleet_recorder", "header_line", "replay_fleet_once", "run_fleet_once",
-           "tui_config"]
+           "tui_config", "tui_monitor"]
 
 
 def fleet_json(mon: FleetMonitor, snap: Snapshot) -> dict[str, Any]:
@@ -68,6 +68,15 @@ def fleet_recorder(config: Config, path: str, *, retention_s: float | None = Non
 
     return Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes,
                     header=fleet_header(config))
+
+
+def tui_monitor(config: Config, recorder: Any = None) -> FleetMonitor:
+    """The fleet TUI's monitor: lean (the buckets only the detail screen shows are asked for
+    the opened row), unless it records: a recording keeps every histogram."""
+    mon = FleetMonitor(config, lean=recorder is None)
+    if recorder is not None:
+        mon.sink = recorder.record
+    return mon
 
 
 def run_fleet_once(config: Config, *, as_json: bool = False, out: TextIO | None = None,

@@ -152,12 +152,10 @@ def _run_monitor(args: argparse.Namespace) -> int:
                 retention_s=args.retention * 3600 if args.retention is not None else None)
         if args.once:
             return run_fleet_once(config, as_json=args.json, recorder=recorder)
-        from llmtop.fleet.monitor import FleetMonitor
+        from llmtop.cli.fleet import tui_monitor
         from llmtop.ui.app import run_fleet
 
-        mon = FleetMonitor(config)
-        if recorder is not None:
-            mon.sink = recorder.record
+        mon = tui_monitor(config, recorder)
         try:
             return run_fleet(mon, tui_config(config), theme=getattr(args, "theme", None))
         finally:

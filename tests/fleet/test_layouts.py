@@ -225,3 +225,33 @@ def test_a_model_on_two_bucket_layouts_gets_quantiles_from_the_shared_bounds():
     samples[1].models[0].hists["ttft"] = odd
     (total,) = model_totals(samples, 1.0)
     assert total.ttft_s.p50 is None and total.ttft_s.mean is not None
+
+
+def test_the_tui_monitor_is_lean_unless_it_records():
+    """The fleet TUI leaves detail-only buckets out of each refresh (the detail screen asks
+    them for its row: tests/fleet/test_fleet_detail_windows.py); a recording keeps them."""
+    from llmtop.cli.fleet import tui_monitor
+    from llmtop.config import Config, PrometheusConfig
+
+    cfg = Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9"))
+
+    class Rec:
+        def record(self, _r: dict) -> None:
+            pass
+
+    rec = Rec()
+    assert tui_monitor(cfg).lean
+    mon = tui_monitor(cfg, rec)
+    assert not mon.lean and mon.sink == rec.record
+
+
+def test_detail_only_names_come_from_the_adapters_tables():
+    from llmtop.fleet.monitor import _detail_only
+
+    assert _detail_only("vllm:e2e_request_latency_seconds_bucket", "vllm")
+    assert _detail_only("vllm:request_decode_time_seconds_bucket", "vllm")
+    assert _detail_only("sglang:e2e_request_latency_seconds_bucket", "sglang")
+    for table_hist in ("vllm:time_to_first_token_seconds_bucket",
+                       "vllm:request_queue_time_seconds_bucket",
+                       "vllm:request_prompt_tokens_bucket"):  # the table and diagnosis use these
+        assert not _detail_only(table_hist, "vllm")
