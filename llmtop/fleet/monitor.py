@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from llmtop.config import Config, PrometheusConfig
+from llmtop.fleet import pinned
 from llmtop.fleet.diagnosis import FleetDiagnosis
 from llmtop.fleet.queries import (
     BUCKET_PARTS,
@@ -49,20 +50,17 @@ from llmtop.sources.prometheus import (
     parse_value,
 )
 
-__all__ = ["DETAIL_HISTS", "REDISCOVER_S", "FleetMonitor"]
+__all__ = ["DETAIL_HISTS", "ERRORS_TTL_S", "REDISCOVER_S", "FleetMonitor"]
 
 REDISCOVER_S = 300.0
 """Connect-time work (names, interval) is redone this often: discovery touches every engine
 series once, so not every refresh."""
+ERRORS_TTL_S = 30.0
+"""Down targets' scrape errors are asked again after this long (or when the set changes)."""
 VM_LATENCY_OFFSET_S = 30.0
 """VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
 
 _WANT: dict[str, Callable[[str], bool] | None] = {"vllm": _vllm_names.want}
-
-
-def _escape(v: str) -> str:
-    """A label value inside a PromQL double-quoted string."""
-    return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
 _HISTS: dict[str, frozenset[str] | None] = {}
@@ -85,11 +83,20 @@ their buckets for the drilled-in row only; their ``_sum``/``_count`` (means) sta
 
 
 def _detail_only(name: str, engine: str) -> bool:
-    """Whether bucket ``name`` belongs to one of ``DETAIL_HISTS`` in its adapter's table."""
+    """Whether ``name`` is a part of one of ``DETAIL_HISTS`` in its adapter's table: its
+    buckets; and its ``_sum``/``_count`` for the adapters that take request counts from
+    counters of their own (vLLM, SGLang, LMDeploy), whose rows then show no mean either."""
     import importlib
 
     table = getattr(importlib.import_module(f"llmtop.parse.{engine}"), "HIST_FAMILIES", None)
-    return table is not None and any(name[:-7] in table.get(k, ()) for k in DETAIL_HISTS)
+    if table is None:
+        return False
+    for sfx in ("_bucket", "_sum", "_count"):
+        if name.endswith(sfx):
+            if sfx != "_bucket" and engine not in ("vllm", "sglang", "lmdeploy"):
+                return False
+            return any(name[: -len(sfx)] in table.get(k, ()) for k in DETAIL_HISTS)
+    return False
 
 
 def _wanted(name: str, engine: str) -> bool:
@@ -111,30 +118,6 @@ def _wanted(name: str, engine: str) -> bool:
             base = base[: -len(sfx)]
             break
     return fn(base) or fn(name)
-
-
-def _locate(rows: list[EngineRow], key: str) -> tuple[EngineRow | None, EngineRow | None]:
-    """(top-level row, the row itself) of ``key``: a row or one of its ranks."""
-    for r in rows:
-        if r.key == key:
-            return r, r
-        for rr in r.ranks:
-            if rr.key == key:
-                return r, rr
-    return None, None
-
-
-def _pick(rows: list[EngineRow], key: str, top: EngineRow, row: EngineRow
-          ) -> EngineRow | None:
-    """The row of a pinned answer that is ``row``: by key, else (a group of mixed engines
-    keys rows by engine too, a pinned answer holds one) by model and rank, rekeyed."""
-    r = _locate(rows, key)[1]
-    t = next((t for t in rows if (t.model, t.engine) == (top.model, top.engine)), None)
-    if r is None and t is not None:
-        r = t if row is top else next((x for x in t.ranks if x.rank == row.rank), None)
-        if r is not None:
-            r.key = key
-    return r
 
 
 class FleetMonitor:
@@ -166,6 +149,7 @@ class FleetMonitor:
         self._last_good: Snapshot | None = None
         self._connect_warnings: list[str] = []
         self._inflight: asyncio.Task[Snapshot] | None = None
+        self._errors: tuple[frozenset[Any], float, dict[tuple[str, ...], str]] | None = None
         self._refreshed_at: float | None = None
         self.store = None
         self.diagnoser = FleetDiagnosis()
@@ -309,7 +293,8 @@ class FleetMonitor:
                          rules=rule_names(present, rates, self.window_s, used),
                          layouts=await self._layouts(names, f), bucket_parts=BUCKET_PARTS,
                          detail_only=frozenset(
-                             n for n, k in names.items() if self.lean and k == "bucket"
+                             n for n, k in names.items() if self.lean
+                             and k in ("bucket", "counter")
                              and _detail_only(n, engine_of(n) or "")))
         self._connect_warnings = warn
         self._connected_at = self.clock()
@@ -490,12 +475,19 @@ class FleetMonitor:
 
     async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
                              ) -> dict[tuple[str, ...], str]:
-        """The last scrape error of down targets, from ``/api/v1/targets``."""
+        """The last scrape error of down targets, from ``/api/v1/targets`` (the whole target
+        list: at most every ``ERRORS_TTL_S`` while the same targets stay down)."""
+        keys = frozenset(down)
+        cached = self._errors
+        if cached is not None and cached[0] == keys and \
+                0 <= self.clock() - cached[1] < ERRORS_TTL_S:
+            return cached[2]
         try:
             body = await self.client.get("/api/v1/targets", {"state": "active"})
         except PromError:
             return {}
         out: dict[tuple[str, ...], str] = {}
+        self._errors = (keys, self.clock(), out)
         want = {(m.get("job", ""), m.get("instance", "")): k for k, m in down.items()}
         for tg in (body.get("data") or {}).get("activeTargets") or []:
             labels = tg.get("labels") or {}
@@ -504,87 +496,16 @@ class FleetMonitor:
                 out[k] = f"down: {tg['lastError']}"
         return out
 
-    # ------------------------------------------------------------------ history
+    # ------------------------------------------------------------------ one row
 
     async def history(self, key: str, points: int = 90) -> list[tuple[float, EngineRow | None]]:
-        """The row ``key`` at ``points`` past refresh times up to the latest snapshot, from one
-        range query per role (gauges, counters, buckets) on that row's group and engine only:
-        sparklines start full instead of empty. [] when unknown; never raises."""
-        snap, plan = self._last, self.plan
-        row = next((r for r in snap.engines if r.key == key), None) if snap else None
-        if snap is None or plan is None or row is None or row.labels is None:
-            return []
-        step = self.refresh_s
-        end = align(snap.time, step)
-        start = end - (max(2, points) - 1) * step
-        pin = [f'{g}="{_escape(row.labels.get(g, ""))}"' for g in plan.group]
-        names = {n: k for n, k in plan.names.items() if engine_of(n) == row.engine}
-        sub = Plan(group=plan.group, window_s=plan.window_s, matchers=[*plan.matchers, *pin],
-                   target_matchers=plan.target_matchers, names=names, engines=plan.engines)
-        queries = {k: q for k, q in sub.queries().items()
-                   if k.split("#")[0] in ("gauges", "counters", "buckets")}
-        try:
-            answers = await asyncio.gather(*(self.client.query_range(q, start, end, step)
-                                             for q in queries.values()))
-        except PromError:
-            return []
-        by_time: dict[float, list[dict[str, Any]]] = {}
-        for res in answers:
-            for series in res.result:
-                metric = series.get("metric") or {}
-                for ts, v in series.get("values") or ():
-                    by_time.setdefault(float(ts), []).append(
-                        {"metric": dict(metric), "value": [ts, v]})
-        out: list[tuple[float, EngineRow | None]] = []
-        for ts in sorted(by_time):
-            rows, _ = build_rows(split_groups([by_time[ts]], plan.group), plan.group,
-                                 self.window_s)
-            out.append((ts, next((r for r in rows if r.key == key), None)))
-        return out
+        """``pinned.history``: row ``key`` at past refresh times (sparklines)."""
+        return await pinned.history(self, key, points)
 
     async def row_windows(self, key: str, windows: Iterable[float]
                           ) -> dict[float, EngineRow | None]:
-        """Row ``key`` of the latest snapshot at other rate windows (the detail screen's
-        10 s / 1 m / 5 m), at that snapshot's own evaluation time: instant queries pinned to
-        the row's group labels and engine: its counters and buckets per window (a union
-        split only past ``MAX_QUERY_CHARS``), no gauges (they have no window: the fleet row
-        has them, so the rows here leave them None). The fleet window is the snapshot's own
-        row (asked too when the plan leaves detail-only buckets out: ``detail_only``); a
-        window with a ``window_note`` (``rate()`` gives nothing) is None, as is every asked
-        window when a query fails. Never raises."""
-        ws = list(dict.fromkeys(float(w) for w in windows))
-        out: dict[float, EngineRow | None] = dict.fromkeys(ws)
-        snap, plan = self._last, self.plan
-        top, row = _locate(snap.engines if snap else [], key)
-        if snap is None or plan is None or top is None or row is None or top.labels is None:
-            return out
-        ask = []
-        for w in ws:
-            own = abs(w - self.window_s) < 1e-6
-            if own:
-                out[w] = row
-            if (own and getattr(plan, "detail_only", None)) or (
-                    not own and self.window_note(w) is None):
-                ask.append(w)
-        if not ask:
-            return out
-        pin = [f'{g}="{_escape(top.labels.get(g, ""))}"' for g in plan.group]
-        names = {n: k for n, k in plan.names.items() if engine_of(n) == top.engine}
-        jobs: list[tuple[float, str]] = []
-        for w in ask:
-            sub = Plan(group=plan.group, window_s=w, matchers=[*plan.matchers, *pin],
-                       target_matchers=plan.target_matchers, names=names, engines=plan.engines)
-            jobs += [(w, q) for role, q in sub.queries().items()
-                     if role.split("#")[0] in ("counters", "buckets")]
-        try:
-            answers = await asyncio.gather(*(self.client.query(q, snap.time) for _, q in jobs))
-        except PromError:
-            return out
-        for w in ask:
-            data = [r.result for (ww, _), r in zip(jobs, answers, strict=True) if ww == w]
-            rows, _ = build_rows(split_groups(data, plan.group), plan.group, w)
-            out[w] = _pick(rows, key, top, row)
-        return out
+        """``pinned.row_windows``: row ``key`` at other rate windows (detail screen)."""
+        return await pinned.row_windows(self, key, windows)
 
     # ------------------------------------------------------------------ Monitor shape
 

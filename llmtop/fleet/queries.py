@@ -294,8 +294,8 @@ class Plan:
     """The bucket union is sent as at least this many queries of like length (the fleet's
     plan: ``BUCKET_PARTS``; a one-row plan: 1)."""
     detail_only: frozenset[str] = frozenset()
-    """Bucket names left out of the per-refresh queries (``FleetMonitor.lean``): the detail
-    screen asks them for its one row."""
+    """Names (buckets, and their ``_sum``/``_count``) left out of the per-refresh queries
+    (``FleetMonitor.lean``): the detail screen asks them for its one row."""
 
     @property
     def keep(self) -> tuple[str, ...]:
@@ -360,7 +360,7 @@ class Plan:
     def counters(self) -> str | None:
         keep = _by(self.keep)
         parts = [self._rate(n, keep) for n, kind in sorted(self.names.items())
-                 if kind == "counter"]
+                 if kind == "counter" and n not in self.detail_only]
         return " or ".join(parts) or None
 
     def buckets(self) -> str | None:

@@ -169,7 +169,7 @@ class FleetReplay:
         ``FleetMonitor.history``), each rebuilt from its recorded answers by the row builder,
         on that row's group only: sparklines start full on open and after a seek. Nothing
         after the shown refresh; a failed refresh is None. [] when the row is unknown."""
-        from llmtop.fleet.monitor import _locate
+        from llmtop.fleet.pinned import locate as _locate
         from llmtop.fleet.rows import Layouts, build_rows, split_groups
 
         top, _ = _locate(self._snap.engines, key)
@@ -194,7 +194,7 @@ class FleetReplay:
 
     async def row_windows(self, key: str, windows: Any) -> dict[float, EngineRow | None]:
         """The shown row at the recorded window; other windows were never asked: None."""
-        from llmtop.fleet.monitor import _locate
+        from llmtop.fleet.pinned import locate as _locate
 
         row = _locate(self._snap.engines, key)[1]
         return {float(w): row if abs(float(w) - self._mon.window_s) < 1e-6 else None

@@ -81,11 +81,10 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
             try:  # the API's shape: one lookup each, the odd item takes the slow path
                 metric = item["metric"]
                 name = metric.pop("llmtop_name", None) or metric.pop("__name__")
-                value = item["value"]
-                v = float(value[1]) if len(value) == 2 else None
+                v = float(item["value"][1])
             except (KeyError, TypeError, ValueError, IndexError, AttributeError):
                 continue
-            if v is None or v != v or not name:
+            if v != v or not name:
                 continue  # NaN (an idle histogram's quantile input) is "no value", never 0
             key = (metric.get(one, ""),) if one is not None else \
                 tuple([metric.get(x, "") for x in group])

@@ -161,9 +161,12 @@ def test_the_filter_needs_a_layout_and_a_count_from_the_same_source():
 
 
 def test_detail_only_buckets_are_left_out_of_the_refresh():
-    p = _plan(detail_only=frozenset({"vllm:e2e_request_latency_seconds_bucket"}))
-    assert "e2e_request_latency" not in (p.buckets() or "")
-    assert "e2e_request_latency" in (_plan().buckets() or "")
+    names = _plan().names | {"vllm:e2e_request_latency_seconds_count": "counter"}
+    p = _plan(names=names, detail_only=frozenset({"vllm:e2e_request_latency_seconds_bucket",
+                                                  "vllm:e2e_request_latency_seconds_count"}))
+    assert "e2e_request_latency" not in (p.buckets() or "") + (p.counters() or "")
+    assert f"{TTFT}_count" in (p.counters() or "")
+    assert "e2e_request_latency" in (_plan(names=names).buckets() or "")
 
 
 def test_the_bucket_union_is_split_into_parts_of_like_length():
@@ -251,7 +254,11 @@ def test_detail_only_names_come_from_the_adapters_tables():
     assert _detail_only("vllm:e2e_request_latency_seconds_bucket", "vllm")
     assert _detail_only("vllm:request_decode_time_seconds_bucket", "vllm")
     assert _detail_only("sglang:e2e_request_latency_seconds_bucket", "sglang")
+    assert _detail_only("vllm:e2e_request_latency_seconds_count", "vllm")  # its mean too
+    assert _detail_only("sglang:generation_tokens_histogram_sum", "sglang")
+    assert not _detail_only("vllm:request_success_total", "vllm")
     for table_hist in ("vllm:time_to_first_token_seconds_bucket",
+                       "vllm:time_to_first_token_seconds_count",
                        "vllm:request_queue_time_seconds_bucket",
                        "vllm:request_prompt_tokens_bucket"):  # the table and diagnosis use these
         assert not _detail_only(table_hist, "vllm")

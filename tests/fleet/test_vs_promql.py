@@ -18,7 +18,7 @@ import pytest
 from llmtop.cli.fleet import run_fleet_once
 from llmtop.config import Config, PrometheusConfig
 from llmtop.demo.fleet import MODEL_A, MODEL_B
-from llmtop.fleet.monitor import FleetMonitor
+from llmtop.fleet.monitor import ERRORS_TTL_S, FleetMonitor
 
 from .conftest import VICTORIA_LATENCY_OFFSET_S
 
@@ -262,16 +262,28 @@ def test_queries_per_refresh_do_not_depend_on_fleet_size(fleet):
     async def again():
         mon2 = FleetMonitor(_config(backend.url, backend.kind))
         try:
-            await mon2.tick()
+            first = await mon2.tick()
             before = mon2.client.requests
             mon2._refreshed_at = None  # allow an immediate second refresh
             await mon2.tick()
-            return mon2.client.requests - before, len(mon2.plan.queries())
+            sent = mon2.client.requests - before
+            # the down target's scrape error is asked again once ERRORS_TTL_S has passed
+            t0 = mon2._errors[1] if mon2._errors else 0.0
+            mon2.clock = lambda: t0 + ERRORS_TTL_S + 1
+            mon2._refreshed_at = None
+            before = mon2.client.requests
+            snap = await mon2.tick()
+            down = [r for r in snap.engines if r.state == "down"]
+            assert down and all(r.error for r in down)
+            assert [r.error for r in down] == [r.error for r in first.engines
+                                               if r.state == "down"]
+            return sent, mon2.client.requests - before, len(mon2.plan.queries())
         finally:
             await mon2.aclose()
 
-    sent, planned = asyncio.run(again())
-    assert sent == planned + 1  # + /api/v1/targets once: a target is down (its last error)
+    sent, later, planned = asyncio.run(again())
+    assert sent == planned  # the down target's last error is kept, not asked every refresh
+    assert later >= planned + 1  # + /api/v1/targets once the error is ERRORS_TTL_S old
 
 
 def test_gpus_come_from_dcgm_in_local_units(fleet, demo_fleet, promql):

@@ -1,0 +1,130 @@
+"""One fleet row's queries, pinned to its group labels: its past refreshes for the
+sparklines (``history``) and its values at other rate windows for the detail screen
+(``row_windows``). A small fixed number of queries per call, never one per instance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from llmtop.fleet.queries import Plan, align, engine_of
+from llmtop.fleet.rows import build_rows, split_groups
+from llmtop.model import EngineRow
+from llmtop.sources.prometheus import PromError
+
+if TYPE_CHECKING:
+    from llmtop.fleet.monitor import FleetMonitor
+
+__all__ = ["escape", "history", "locate", "pick", "row_windows"]
+
+
+def escape(v: str) -> str:
+    """A label value inside a PromQL double-quoted string."""
+    return v.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def locate(rows: list[EngineRow], key: str) -> tuple[EngineRow | None, EngineRow | None]:
+    """(top-level row, the row itself) of ``key``: a row or one of its ranks."""
+    for r in rows:
+        if r.key == key:
+            return r, r
+        for rr in r.ranks:
+            if rr.key == key:
+                return r, rr
+    return None, None
+
+
+def pick(rows: list[EngineRow], key: str, top: EngineRow, row: EngineRow
+         ) -> EngineRow | None:
+    """The row of a pinned answer that is ``row``: by key, else (a group of mixed engines
+    keys rows by engine too, a pinned answer holds one) by model and rank, rekeyed."""
+    r = locate(rows, key)[1]
+    t = next((t for t in rows if (t.model, t.engine) == (top.model, top.engine)), None)
+    if r is None and t is not None:
+        r = t if row is top else next((x for x in t.ranks if x.rank == row.rank), None)
+        if r is not None:
+            r.key = key
+    return r
+
+
+async def history(mon: FleetMonitor, key: str, points: int = 90
+                  ) -> list[tuple[float, EngineRow | None]]:
+    """The row ``key`` at ``points`` past refresh times up to the latest snapshot, from one
+    range query per role (gauges, counters, buckets) on that row's group and engine only:
+    sparklines start full instead of empty. [] when unknown; never raises."""
+    snap, plan = mon._last, mon.plan
+    row = next((r for r in snap.engines if r.key == key), None) if snap else None
+    if snap is None or plan is None or row is None or row.labels is None:
+        return []
+    step = mon.refresh_s
+    end = align(snap.time, step)
+    start = end - (max(2, points) - 1) * step
+    pin = [f'{g}="{escape(row.labels.get(g, ""))}"' for g in plan.group]
+    names = {n: k for n, k in plan.names.items() if engine_of(n) == row.engine}
+    sub = Plan(group=plan.group, window_s=plan.window_s, matchers=[*plan.matchers, *pin],
+               target_matchers=plan.target_matchers, names=names, engines=plan.engines)
+    queries = {k: q for k, q in sub.queries().items()
+               if k.split("#")[0] in ("gauges", "counters", "buckets")}
+    try:
+        answers = await asyncio.gather(*(mon.client.query_range(q, start, end, step)
+                                         for q in queries.values()))
+    except PromError:
+        return []
+    by_time: dict[float, list[dict[str, Any]]] = {}
+    for res in answers:
+        for series in res.result:
+            metric = series.get("metric") or {}
+            for ts, v in series.get("values") or ():
+                by_time.setdefault(float(ts), []).append(
+                    {"metric": dict(metric), "value": [ts, v]})
+    out: list[tuple[float, EngineRow | None]] = []
+    for ts in sorted(by_time):
+        rows, _ = build_rows(split_groups([by_time[ts]], plan.group), plan.group,
+                             mon.window_s)
+        out.append((ts, next((r for r in rows if r.key == key), None)))
+    return out
+
+async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
+                      ) -> dict[float, EngineRow | None]:
+    """Row ``key`` of the latest snapshot at other rate windows (the detail screen's
+    10 s / 1 m / 5 m), at that snapshot's own evaluation time: instant queries pinned to
+    the row's group labels and engine: its counters and buckets per window (a union
+    split only past ``MAX_QUERY_CHARS``), no gauges (they have no window: the fleet row
+    has them, so the rows here leave them None). The fleet window is the snapshot's own
+    row (asked too when the plan leaves detail-only buckets out: ``detail_only``); a
+    window with a ``window_note`` (``rate()`` gives nothing) is None, as is every asked
+    window when a query fails. Never raises."""
+    ws = list(dict.fromkeys(float(w) for w in windows))
+    out: dict[float, EngineRow | None] = dict.fromkeys(ws)
+    snap, plan = mon._last, mon.plan
+    top, row = locate(snap.engines if snap else [], key)
+    if snap is None or plan is None or top is None or row is None or top.labels is None:
+        return out
+    ask = []
+    for w in ws:
+        own = abs(w - mon.window_s) < 1e-6
+        if own:
+            out[w] = row
+        if (own and getattr(plan, "detail_only", None)) or (
+                not own and mon.window_note(w) is None):
+            ask.append(w)
+    if not ask:
+        return out
+    pin = [f'{g}="{escape(top.labels.get(g, ""))}"' for g in plan.group]
+    names = {n: k for n, k in plan.names.items() if engine_of(n) == top.engine}
+    jobs: list[tuple[float, str]] = []
+    for w in ask:
+        sub = Plan(group=plan.group, window_s=w, matchers=[*plan.matchers, *pin],
+                   target_matchers=plan.target_matchers, names=names, engines=plan.engines)
+        jobs += [(w, q) for role, q in sub.queries().items()
+                 if role.split("#")[0] in ("counters", "buckets")]
+    try:
+        answers = await asyncio.gather(*(mon.client.query(q, snap.time) for _, q in jobs))
+    except PromError:
+        return out
+    for w in ask:
+        data = [r.result for (ww, _), r in zip(jobs, answers, strict=True) if ww == w]
+        rows, _ = build_rows(split_groups(data, plan.group), plan.group, w)
+        out[w] = pick(rows, key, top, row)
+    return out
