@@ -80,10 +80,12 @@ class _Series:
 class BaselineTracker:
     """One summary point per row per ``step_s``, kept ``keep_s`` (see the module doc)."""
 
-    def __init__(self, step_s: float = BASELINE_STEP_S, keep_s: float = BASELINE_KEEP_S
-                 ) -> None:
+    def __init__(self, step_s: float = BASELINE_STEP_S, keep_s: float = BASELINE_KEEP_S,
+                 reuse_s: float | None = None) -> None:
         self.step_s = step_s
         self.keep_s = keep_s
+        self.reuse_s = step_s if reuse_s is None else reuse_s
+        """A row's medians are worked out again after this long (default: each step)."""
         self._maxlen = int(keep_s // step_s) + 2
         self._rows: dict[str, _Series] = {}
         self._gpus: dict[str, _Series] = {}
@@ -125,13 +127,13 @@ class BaselineTracker:
         """Medians of row ``key`` over ``[t - keep_s, t - exclude_s]``; None when fewer than
         ``BASELINE_MIN_POINTS`` points."""
         s = self._rows.get(key)
-        return (s.baseline(t - self.keep_s, t - exclude_s, t, self.step_s) if s is not None
+        return (s.baseline(t - self.keep_s, t - exclude_s, t, self.reuse_s) if s is not None
                 else None)
 
     def gpu_baseline(self, key: str, t: float, exclude_s: float) -> Baseline | None:
         """Like ``baseline`` for one GPU (``host:index``)."""
         s = self._gpus.get(key)
-        return (s.baseline(t - self.keep_s, t - exclude_s, t, self.step_s) if s is not None
+        return (s.baseline(t - self.keep_s, t - exclude_s, t, self.reuse_s) if s is not None
                 else None)
 
     def baselines(self, keys: Iterable[str], t: float, exclude_s: float

@@ -21,14 +21,15 @@ import bisect
 from collections import deque
 from collections.abc import Sequence
 
+from llmtop.diagnose.baseline import BaselineTracker
 from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.live import event_line
 from llmtop.diagnose.state import Diagnoser, Transition
 from llmtop.diagnose.thresholds import BASELINE_STEP_S, WARMUP_S
 from llmtop.model import EngineRow, Event, Snapshot
 
-__all__ = ["REPLAY_WARM_MAX", "REPLAY_WARM_S", "WAITING_MIN_POINTS", "FleetDiagnosis",
-           "warm_times"]
+__all__ = ["BASELINE_REUSE_S", "REPLAY_WARM_MAX", "REPLAY_WARM_S", "WAITING_MIN_POINTS",
+           "FleetDiagnosis", "warm_times"]
 
 WAITING_MIN_POINTS = 3
 """Refreshes inside the window needed before ``waiting_min`` is known (as the store's 3)."""
@@ -37,6 +38,8 @@ REPLAY_WARM_S = 330.0
 the position (as the direct TUI replay's 5.5 min), one per ``BASELINE_STEP_S``."""
 REPLAY_WARM_MAX = 34
 """At most this many warm-up refreshes (each is rebuilt from its recorded answers)."""
+BASELINE_REUSE_S = 60.0
+"""A fleet row's baseline medians are recomputed at most this often."""
 _EVENTS_KEPT = 500
 
 
@@ -65,7 +68,10 @@ class FleetDiagnosis:
     def reset(self) -> None:
         """Forget the baseline, the findings and the rings (``--at`` travel, a replay seek):
         another time's rows must not be judged against this one's. Pending events stay."""
-        self.diagnoser = Diagnoser(every_s=0.0)  # each new refresh runs the rules
+        # each new refresh runs the rules; the 15-min medians of hundreds of rows are worked
+        # out again each BASELINE_REUSE_S, not each refresh (they move little in a minute)
+        self.diagnoser = Diagnoser(every_s=0.0, tracker=BaselineTracker(
+            reuse_s=BASELINE_REUSE_S))
         self._waiting: dict[str, deque[tuple[float, float | None]]] = {}
         self._restart_at: dict[str, float] = {}
         self._restarted: set[str] = set()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from llmtop.diagnose import BaselineTracker, Diagnoser
 from llmtop.diagnose.thresholds import END_HOLD_S
 from tests.diagnose.rows import healthy, q
@@ -82,3 +84,21 @@ def test_diagnoser_uses_its_baseline_for_relative_rules():
     slow = healthy(itl_s=q(0.09, 0.12, 6000))
     tr = _feed(d, 200, 203, slow)
     assert [x.finding.rule for x in tr] == ["decode_slowdown"]
+
+
+def test_reuse_s_keeps_a_row_s_medians_for_that_long():
+    """Fleet mode (hundreds of rows, a refresh every 10 s) recomputes the medians once a
+    minute (``reuse_s``); the default recomputes them each step."""
+    row = healthy()
+    for reuse in (None, 60.0):
+        tr = BaselineTracker(step_s=10.0, keep_s=900.0, reuse_s=reuse)
+        for i in range(8):  # 0..70 s: 0.05 for the first 40 s, then 0.1
+            v = 0.05 if i < 4 else 0.1
+            tr.observe(10.0 * i, [replace(row, ttft_s=q(v, v, 60))])
+            if i == 3:
+                assert tr.baseline(row.key, 30.0, exclude_s=0.0).get("ttft_p50") == 0.05
+        got = tr.baseline(row.key, 70.0, exclude_s=0.0).get("ttft_p50")
+        # the median of four 0.05 and four 0.1; reused: still the one worked out at 30 s
+        assert got == pytest.approx(0.075 if reuse is None else 0.05), reuse
+        got = tr.baseline(row.key, 95.0, exclude_s=0.0).get("ttft_p50")  # 65 s later: anew
+        assert got == pytest.approx(0.075), reuse
