@@ -84,3 +84,19 @@ def test_help_lists_the_why_screens_keys():
     sections = dict(binding_sections(LlmtopApp.BINDINGS))
     (title,) = [t for t in sections if t.startswith("Why")]
     assert {b.id for b in sections[title]} == {b.id for b in WhyScreen.BINDINGS}
+
+
+def test_the_why_header_names_the_fleet_window_in_fleet_mode():
+    """Fleet rows are judged over the fleet's rate window (its monitor's diagnosis says
+    which), not the direct mode's 30 s."""
+    from llmtop.fleet.diagnosis import FleetDiagnosis
+    from llmtop.model import Snapshot
+    from llmtop.ui.screens.why import diagnosis_window_s, why_renderable
+
+    fd = FleetDiagnosis()
+    fd.on_refresh(Snapshot(time=FROZEN_TIME, window_s=120.0, engines=[healthy()]))
+    fleet_view = SimpleNamespace(source=SimpleNamespace(monitor=SimpleNamespace(diagnoser=fd)))
+    assert diagnosis_window_s(fleet_view) == 120.0
+    assert diagnosis_window_s(SimpleNamespace(source=SimpleNamespace(monitor=None))) == 30.0
+    text = "".join(str(p) for p in why_renderable([], window_s=120.0).renderables)
+    assert "over the last 120 s" in text

@@ -22,7 +22,7 @@ from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.verdict import short_target
 
-__all__ = ["SEVERITY_STYLE", "WhyScreen", "fmt_evidence", "why_renderable"]
+__all__ = ["SEVERITY_STYLE", "WhyScreen", "diagnosis_window_s", "fmt_evidence", "why_renderable"]
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "bold yellow", "info": "cyan"}
 DASH = "\u2013"
@@ -59,10 +59,19 @@ def fmt_evidence(e: Evidence) -> str:
     return f"{e.signal} {_val(e.signal, e.value)}{tail} [{e.window}]"
 
 
-def why_renderable(findings: Sequence[Finding], *, baseline_note: str = "") -> Group:
+def diagnosis_window_s(view: Any) -> float:
+    """The window the findings were judged over: the fleet's rate window in fleet mode (its
+    monitor's diagnosis says), else ``DIAG_WINDOW_S``."""
+    mon = getattr(getattr(view, "source", None), "monitor", None)
+    w = getattr(getattr(mon, "diagnoser", None), "window_s", None)
+    return float(w) if isinstance(w, int | float) and w > 0 else DIAG_WINDOW_S
+
+
+def why_renderable(findings: Sequence[Finding], *, baseline_note: str = "",
+                   window_s: float = DIAG_WINDOW_S) -> Group:
     """The findings grouped by engine, as Rich text (also used by tests)."""
     parts: list[Any] = [Text(
-        f"Findings over the last {DIAG_WINDOW_S:.0f} s, each engine against its own median "
+        f"Findings over the last {window_s:.0f} s, each engine against its own median "
         f"over {BASELINE_KEEP_S / 60:.0f} min{baseline_note}. Root cause first.", style="dim")]
     if not findings:
         parts.append(Text(""))
@@ -127,7 +136,8 @@ class WhyScreen(Screen):
         self._shown = findings
         note = " (in replay after a seek: the 5 min before it)" if getattr(
             self.view, "replay", None) is not None else ""
-        self.query_one("#why-body", Static).update(why_renderable(findings, baseline_note=note))
+        self.query_one("#why-body", Static).update(why_renderable(
+            findings, baseline_note=note, window_s=diagnosis_window_s(self.view)))
 
     def action_back(self) -> None:
         self.app.pop_screen()
