@@ -107,12 +107,18 @@ _TRITON_GAUGES = ("nv_inference_pending_request_count",)
 def engine_of(name: str) -> str | None:
     """The engine family a metric name belongs to, by prefix (TRT-LLM 1.1's bare names by
     name: fleet mode only lists them from series with an ``engine_type`` label)."""
-    if name in BARE_TRTLLM:
-        return "trtllm"
-    for prefix, engine in _PREFIXES:
-        if name.startswith(prefix):
-            return engine
-    return None
+    got = _ENGINE_OF.get(name, _UNKNOWN)
+    if got is not _UNKNOWN:
+        return got  # type: ignore[return-value]
+    engine = "trtllm" if name in BARE_TRTLLM else next(
+        (e for prefix, e in _PREFIXES if name.startswith(prefix)), None)
+    if len(_ENGINE_OF) < 10_000:  # a fleet has a few hundred names: asked per group
+        _ENGINE_OF[name] = engine
+    return engine
+
+
+_UNKNOWN = object()
+_ENGINE_OF: dict[str, str | None] = {}
 
 
 def parse_duration(text: str) -> float | None:

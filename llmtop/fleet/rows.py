@@ -76,6 +76,7 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
     The answers' ``metric`` dicts are used (and their tag popped) in place, not copied."""
     out: dict[tuple[str, ...], Group] = {}
     one = group[0] if len(group) == 1 else None
+    last: tuple[Any, Any, Any, list[Series]] | None = None
     for result in results:
         for item in result:
             try:  # the API's shape: one lookup each, the odd item takes the slow path
@@ -86,8 +87,17 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
                 continue
             if v != v or not name:
                 continue  # NaN (an idle histogram's quantile input) is "no value", never 0
-            key = (metric.get(one, ""),) if one is not None else \
-                tuple([metric.get(x, "") for x in group])
+            if one is not None:
+                kv = metric.get(one, "")
+                # a bucket answer lists one histogram's series one after another
+                if last is not None and last[0] == kv and last[1] == name and \
+                        last[2] == metric.get("job"):
+                    last[3].append((metric, v))
+                    continue
+                key: tuple[str, ...] = (kv,)
+            else:
+                kv = None
+                key = tuple([metric.get(x, "") for x in group])
             g = out.get(key)
             if g is None:
                 g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
@@ -96,9 +106,11 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
                 g.jobs.add(job)
             lst = g.series.get(name)
             if lst is None:
-                g.series[name] = [(metric, v)]
+                lst = g.series[name] = [(metric, v)]
             else:
                 lst.append((metric, v))
+            if kv is not None:
+                last = (kv, name, job, lst)
     return out
 
 

@@ -182,19 +182,27 @@ def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
 
 
 def _merge_all(hs: list[Hist]) -> Hist:
-    """``_merge_hist`` folded over ``hs``; one layout (the common case, fleet totals of
-    hundreds of instances) is summed column by column in one pass."""
-    first = hs[0]
+    """``_merge_hist`` folded over ``hs``; the histograms of one layout (fleet totals of
+    hundreds of instances) are summed column by column in one pass first."""
     if len(hs) == 1:
-        return first
-    b = first.bounds
-    if all(h.bounds is b or h.bounds == b for h in hs):
-        if all(len(h.cumulative) == len(b) for h in hs):
-            cum = tuple(map(sum, zip(*(h.cumulative for h in hs), strict=True))) \
-                if b else ()
-            return Hist(b, cum, sum(h.sum for h in hs), sum(h.count for h in hs))
-    out = first
-    for h in hs[1:]:
+        return hs[0]
+    by_layout: dict[tuple[float, ...], list[Hist]] = {}
+    for h in hs:
+        if len(h.cumulative) != len(h.bounds):
+            by_layout.setdefault((math.nan,), []).append(h)  # odd: folded one by one below
+        else:
+            by_layout.setdefault(h.bounds, []).append(h)
+    parts: list[Hist] = []
+    for bounds, group in by_layout.items():
+        if len(group) == 1 or (bounds and bounds[0] != bounds[0]):
+            parts.extend(group)
+            continue
+        cum = tuple(map(sum, zip(*(h.cumulative for h in group), strict=True))) \
+            if bounds else ()
+        parts.append(Hist(bounds, cum, sum(h.sum for h in group),
+                          sum(h.count for h in group)))
+    out = parts[0]
+    for h in parts[1:]:
         out = _merge_hist(out, h)
     return out
 
