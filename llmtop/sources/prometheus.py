@@ -28,6 +28,7 @@ import httpx
 import orjson
 
 from llmtop.config import PrometheusConfig
+from llmtop.sources.plainhttp import PlainHTTPTransport
 
 __all__ = ["BACKENDS", "Backend", "PromClient", "PromError", "PromResult", "display_url",
            "gc_paused", "parse_value"]
@@ -148,6 +149,10 @@ class PromClient:
         verify: bool | ssl.SSLContext = not cfg.insecure
         if cfg.ca_file and not cfg.insecure:
             verify = ssl.create_default_context(cafile=os.path.expanduser(cfg.ca_file))
+        if transport is None and parts.scheme == "http":
+            # llmtop's lean HTTP/1.1 transport (sources/plainhttp.py): a 500-instance refresh
+            # reads ~6 MB of answers, where httpcore + h11 cost a good part of the CPU
+            transport = PlainHTTPTransport()
         self._client = httpx.AsyncClient(
             transport=transport, verify=verify, timeout=httpx.Timeout(cfg.timeout_s),
             follow_redirects=False, trust_env=False)
