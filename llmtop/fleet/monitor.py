@@ -23,6 +23,7 @@ from llmtop.fleet.diagnosis import FleetDiagnosis
 from llmtop.fleet.queries import (
     BUCKET_PARTS,
     ENGINE_LABELS,
+    Layouts,
     Plan,
     align,
     classify,
@@ -37,7 +38,7 @@ from llmtop.fleet.queries import (
     rule_names,
 )
 from llmtop.fleet.record import fleet_error_record, fleet_record, role_of
-from llmtop.fleet.rows import Layouts, build_rows, gpu_records, model_totals, split_groups
+from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.states import StateInfo, apply_states, read_state
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
@@ -442,7 +443,7 @@ class FleetMonitor:
         # the cyclic collector stays off from the first answer to the last row: the decoded
         # answers (tens of thousands of acyclic dicts) are freed by reference counting at
         # the end, never walked by collections set off in between (they cost 10-40 ms)
-        with gc_paused(awaits=True):
+        with gc_paused():
             ans = await self._run(plan.queries(), t)
             results = {k: r.result for k, r in ans.items()}
             del ans
@@ -465,11 +466,9 @@ class FleetMonitor:
                 role_of(results, "buckets")]
         with gc_paused():  # ~125k answer series at 500 instances: no cycles among them
             groups = split_groups(data, plan.group)
-            layouts = plan.layouts if isinstance(plan.layouts, Layouts) else Layouts(
-                plan.layouts)
-            rows, samples = build_rows(groups, plan.group, self.window_s, layouts)
+            rows, samples = build_rows(groups, plan.group, self.window_s, plan.layouts)
             del groups
-        if layouts.stale and self.live:  # a bound the layout lacks: ask the layouts again
+        if plan.layouts.stale and self.live:  # a bound the layout lacks: ask the layouts again
             self._connected_at = None
         apply_states(rows, info, errors, plan, t, 2 * self.scrape_interval_s)
         gpu_groups = split_groups([role_of(results, "gpus")], ())  # one group: every DCGM series

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from llmtop.fleet.queries import Plan, align, engine_of
+from llmtop.fleet.queries import Matcher, Plan, align, engine_of
 from llmtop.fleet.rows import build_rows, split_groups
 from llmtop.model import EngineRow
 from llmtop.sources.prometheus import PromError
@@ -16,12 +16,17 @@ from llmtop.sources.prometheus import PromError
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
 
-__all__ = ["escape", "history", "locate", "pick", "row_windows"]
+__all__ = ["history", "locate", "pick", "row_windows"]
 
 
-def escape(v: str) -> str:
-    """A label value inside a PromQL double-quoted string."""
-    return v.replace("\\", "\\\\").replace('"', '\\"')
+def _pinned(plan: Plan, row: EngineRow, window_s: float) -> Plan:
+    """``plan`` for ``row`` alone: its group labels pinned, its engine's names only, every
+    histogram whole (no layouts, no detail-only names: one row costs little)."""
+    labels = row.labels or {}
+    pin = [Matcher(g, "=", labels.get(g, "")).text() for g in plan.group]
+    names = {n: k for n, k in plan.names.items() if engine_of(n) == row.engine}
+    return Plan(group=plan.group, window_s=window_s, matchers=[*plan.matchers, *pin],
+                target_matchers=plan.target_matchers, names=names, engines=plan.engines)
 
 
 def locate(rows: list[EngineRow], key: str) -> tuple[EngineRow | None, EngineRow | None]:
@@ -60,11 +65,7 @@ async def history(mon: FleetMonitor, key: str, points: int = 90
     step = mon.refresh_s
     end = align(snap.time, step)
     start = end - (max(2, points) - 1) * step
-    pin = [f'{g}="{escape(row.labels.get(g, ""))}"' for g in plan.group]
-    names = {n: k for n, k in plan.names.items() if engine_of(n) == row.engine}
-    sub = Plan(group=plan.group, window_s=plan.window_s, matchers=[*plan.matchers, *pin],
-               target_matchers=plan.target_matchers, names=names, engines=plan.engines)
-    queries = {k: q for k, q in sub.queries().items()
+    queries = {k: q for k, q in _pinned(plan, row, plan.window_s).queries().items()
                if k.split("#")[0] in ("gauges", "counters", "buckets")}
     try:
         answers = await asyncio.gather(*(mon.client.query_range(q, start, end, step)
@@ -84,6 +85,7 @@ async def history(mon: FleetMonitor, key: str, points: int = 90
                              mon.window_s)
         out.append((ts, next((r for r in rows if r.key == key), None)))
     return out
+
 
 async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
                       ) -> dict[float, EngineRow | None]:
@@ -106,18 +108,14 @@ async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
         own = abs(w - mon.window_s) < 1e-6
         if own:
             out[w] = row
-        if (own and getattr(plan, "detail_only", None)) or (
+        if (own and plan.detail_only) or (
                 not own and mon.window_note(w) is None):
             ask.append(w)
     if not ask:
         return out
-    pin = [f'{g}="{escape(top.labels.get(g, ""))}"' for g in plan.group]
-    names = {n: k for n, k in plan.names.items() if engine_of(n) == top.engine}
     jobs: list[tuple[float, str]] = []
     for w in ask:
-        sub = Plan(group=plan.group, window_s=w, matchers=[*plan.matchers, *pin],
-                   target_matchers=plan.target_matchers, names=names, engines=plan.engines)
-        jobs += [(w, q) for role, q in sub.queries().items()
+        jobs += [(w, q) for role, q in _pinned(plan, top, w).queries().items()
                  if role.split("#")[0] in ("counters", "buckets")]
     try:
         answers = await asyncio.gather(*(mon.client.query(q, snap.time) for _, q in jobs))

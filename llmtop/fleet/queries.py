@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "MODEL_LABELS",
     "PRESENCE",
     "RULE_LABELS",
+    "Layouts",
     "Matcher",
     "Plan",
     "align",
@@ -104,21 +106,13 @@ _SKIP_TRITON = ("nv_gpu_", "nv_cpu_", "nv_energy", "nv_pinned")
 _TRITON_GAUGES = ("nv_inference_pending_request_count",)
 
 
+@lru_cache(maxsize=4096)  # asked per name per group: a few hundred names, every refresh
 def engine_of(name: str) -> str | None:
     """The engine family a metric name belongs to, by prefix (TRT-LLM 1.1's bare names by
     name: fleet mode only lists them from series with an ``engine_type`` label)."""
-    got = _ENGINE_OF.get(name, _UNKNOWN)
-    if got is not _UNKNOWN:
-        return got  # type: ignore[return-value]
-    engine = "trtllm" if name in BARE_TRTLLM else next(
-        (e for prefix, e in _PREFIXES if name.startswith(prefix)), None)
-    if len(_ENGINE_OF) < 10_000:  # a fleet has a few hundred names: asked per group
-        _ENGINE_OF[name] = engine
-    return engine
-
-
-_UNKNOWN = object()
-_ENGINE_OF: dict[str, str | None] = {}
+    if name in BARE_TRTLLM:
+        return "trtllm"
+    return next((e for prefix, e in _PREFIXES if name.startswith(prefix)), None)
 
 
 def parse_duration(text: str) -> float | None:
@@ -275,6 +269,24 @@ def read_layouts(result: list[dict[str, Any]]) -> dict[str, tuple[float, ...]]:
     return out
 
 
+class Layouts(dict[str, tuple[float, ...]]):
+    """``Plan.layouts`` (bucket name -> bounds) as the row builder reads them; ``stale``
+    collects the names an answer showed a bound of that the layout lacks (a new engine
+    version since connect): the monitor then asks the layouts again."""
+
+    def __init__(self, *args: Any) -> None:  # a mapping, pairs, or nothing
+        super().__init__(*args)
+        self.stale: set[str] = set()
+        self._sets: dict[str, frozenset[float]] = {}
+
+    def bounds(self, base: str) -> frozenset[float]:
+        """The layout of ``base + "_bucket"`` as a set."""
+        got = self._sets.get(base)
+        if got is None:
+            got = self._sets[base] = frozenset(self.get(base + "_bucket", ()))
+        return got
+
+
 @dataclass(slots=True)
 class Plan:
     """Everything the per-refresh queries depend on, fixed at connect time."""
@@ -293,15 +305,19 @@ class Plan:
     """How far back the inventory looks for instances that went away."""
     rules: dict[str, str] = field(default_factory=dict)
     """Raw name -> ``llmtop:*`` recording rule holding its rate over this window."""
-    layouts: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    layouts: Layouts = field(default_factory=Layouts)
     """Bucket name -> the bounds every one of its series has (``read_layouts``): only
-    these names are asked with the ``< _count`` filter."""
+    these names are asked with the ``< _count`` filter (a plain dict given is wrapped)."""
     bucket_parts: int = 1
     """The bucket union is sent as at least this many queries of like length (the fleet's
     plan: ``BUCKET_PARTS``; a one-row plan: 1)."""
     detail_only: frozenset[str] = frozenset()
     """Names (buckets, and their ``_sum``/``_count``) left out of the per-refresh queries
     (``FleetMonitor.lean``): the detail screen asks them for its one row."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.layouts, Layouts):
+            self.layouts = Layouts(self.layouts)
 
     @property
     def keep(self) -> tuple[str, ...]:

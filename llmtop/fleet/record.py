@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from llmtop.config import Config
+from llmtop.fleet.queries import Layouts
 
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
@@ -59,10 +60,10 @@ def _base(mon: FleetMonitor, t: float) -> dict[str, Any]:
             if plan else {}}
 
 
-def layouts_of(r: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+def layouts_of(r: dict[str, Any]) -> Layouts:
     """A record's bucket layouts (``Plan.layouts``): its buckets were asked below their
-    count and are filled back from these. {} for records made before layouts existed."""
-    out: dict[str, tuple[float, ...]] = {}
+    count and are filled back from these. Empty for records made before layouts existed."""
+    out = Layouts()
     for name, bounds in (r.get("lay") or {}).items():
         try:
             out[name] = tuple(float(b) for b in bounds)

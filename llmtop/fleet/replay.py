@@ -170,7 +170,7 @@ class FleetReplay:
         on that row's group only: sparklines start full on open and after a seek. Nothing
         after the shown refresh; a failed refresh is None. [] when the row is unknown."""
         from llmtop.fleet.pinned import locate as _locate
-        from llmtop.fleet.rows import Layouts, build_rows, split_groups
+        from llmtop.fleet.rows import build_rows, split_groups
 
         top, _ = _locate(self._snap.engines, key)
         if top is None or top.labels is None:
@@ -187,7 +187,7 @@ class FleetReplay:
             ans = _copy({k: v for k, v in (r.get("ans") or {}).items()
                          if k.split("#")[0] in ("gauges", "counters", "buckets")}, pin)
             rows, _ = build_rows(split_groups(ans.values(), group), group, r["win"],
-                                 Layouts(layouts_of(r)))
+                                 layouts_of(r))
             out.append((r["w"], _locate(rows, key)[1]))
             await asyncio.sleep(0)  # one recorded refresh at a time: the screen stays live
         return out

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmtop.fleet.queries import Layouts
 from llmtop.history.derive import hist_quantiles
 from llmtop.history.rows import ROW_HISTS, fill_gauges
 from llmtop.model import (
@@ -37,7 +38,6 @@ from llmtop.parse.registry import normalize
 
 __all__ = [
     "Group",
-    "Layouts",
     "Series",
     "build_rows",
     "direct_hists",
@@ -256,24 +256,6 @@ def _bound(text: str | None) -> float | None:
         if len(_LE) < 10_000:
             _LE[text] = le  # type: ignore[index]
     return le
-
-
-class Layouts(dict[str, tuple[float, ...]]):
-    """``Plan.layouts`` (bucket name -> bounds) as the row builder reads them; ``stale``
-    collects the names an answer showed a bound of that the layout lacks (a new engine
-    version since connect): the monitor then asks the layouts again."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.stale: set[str] = set()
-        self._sets: dict[str, frozenset[float]] = {}
-
-    def bounds(self, base: str) -> frozenset[float]:
-        """The layout of ``base + "_bucket"`` as a set."""
-        got = self._sets.get(base)
-        if got is None:
-            got = self._sets[base] = frozenset(self.get(base + "_bucket", ()))
-        return got
 
 
 def _filled(b: dict[float, float], layout: tuple[float, ...], count: float) -> tuple[float, ...]:

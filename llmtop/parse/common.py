@@ -187,20 +187,16 @@ def _merge_all(hs: list[Hist]) -> Hist:
     if len(hs) == 1:
         return hs[0]
     by_layout: dict[tuple[float, ...], list[Hist]] = {}
-    for h in hs:
-        if len(h.cumulative) != len(h.bounds):
-            by_layout.setdefault((math.nan,), []).append(h)  # odd: folded one by one below
-        else:
-            by_layout.setdefault(h.bounds, []).append(h)
     parts: list[Hist] = []
+    for h in hs:
+        if len(h.cumulative) == len(h.bounds):
+            by_layout.setdefault(h.bounds, []).append(h)
+        else:
+            parts.append(h)  # inconsistent: left to _merge_hist
     for bounds, group in by_layout.items():
-        if len(group) == 1 or (bounds and bounds[0] != bounds[0]):
-            parts.extend(group)
-            continue
-        cum = tuple(map(sum, zip(*(h.cumulative for h in group), strict=True))) \
-            if bounds else ()
-        parts.append(Hist(bounds, cum, sum(h.sum for h in group),
-                          sum(h.count for h in group)))
+        cum = tuple(map(sum, zip(*(h.cumulative for h in group), strict=True)))
+        parts.append(Hist(bounds, cum, sum(h.sum for h in group), sum(h.count for h in group))
+                     if len(group) > 1 else group[0])
     out = parts[0]
     for h in parts[1:]:
         out = _merge_hist(out, h)

@@ -75,13 +75,12 @@ class Backend:
 
 
 @contextmanager
-def gc_paused(*, awaits: bool = False) -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a burst of allocations that make no cycles:
     decoding a 500-instance answer makes ~250k dicts and lists, and every few hundred of them
     a collection would walk the young ones again (that doubled the decode's CPU). Restored
-    after, whatever happens. Nothing inside may await, unless ``awaits`` says the pause is
-    meant to span a few awaits (one fleet refresh: about a second)."""
-    del awaits  # documents the caller's intent only
+    after, whatever happens. Keep it short: at most one fleet refresh (about a second),
+    whose awaits let other tasks run meanwhile with the collector off."""
     was = gc.isenabled()
     gc.disable()
     try:

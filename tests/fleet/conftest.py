@@ -16,6 +16,7 @@ Session fixtures (servers start once per test run):
 - ``fleet_backend``: parametrized over both, a ``Backend(kind, url, server)``.
 - ``promql``: ``promql(url, expr, time=None, **params) -> list`` of ``{metric, value}``
   (the server's own answer, for comparisons at the same ``time``).
+- ``refresh_once(url, **prom)`` (a function): ``(monitor, snapshot)`` of one refresh.
 - ``fleet_fixture(name)``: path of a recorded Thanos/Mimir/VictoriaMetrics envelope in
   ``tests/fleet/fixtures/`` (see the README there).
 
@@ -64,6 +65,24 @@ def promql(url: str, expr: str, time: float | None = None, **params: str) -> lis
     body = demo_fleet_mod.query(url, expr, time, **params)
     result: list[dict[str, Any]] = body["data"]["result"]
     return result
+
+
+def refresh_once(url: str, **prom: Any) -> tuple[Any, Any]:
+    """``(monitor, snapshot)`` of one fleet refresh against ``url`` (``prom``: more
+    ``PrometheusConfig`` fields, e.g. ``window_s``); the client is closed after."""
+    import asyncio
+
+    from llmtop.config import Config, PrometheusConfig
+    from llmtop.fleet.monitor import FleetMonitor
+
+    async def go() -> tuple[Any, Any]:
+        mon = FleetMonitor(Config(prometheus=PrometheusConfig(url=url, **prom)))
+        try:
+            return mon, await mon.tick()
+        finally:
+            await mon.aclose()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture(scope="session")

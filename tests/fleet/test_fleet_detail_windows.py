@@ -103,23 +103,29 @@ def _monitor(sent: list[dict[str, str]], scrape: str = "10s", **kw) -> FleetMoni
     return FleetMonitor(cfg, transport=fake_prometheus(sent, scrape), clock=lambda: T0 + 3)
 
 
+def _windows(key: str, windows: tuple[float, ...], scrape: str = "10s"):
+    """One refresh, then ``row_windows(key, windows)``: (monitor, snapshot, the forms sent
+    for the windows, their rows)."""
+    sent: list[dict[str, str]] = []
+
+    async def go():
+        mon = _monitor(sent, scrape)
+        snap = await mon.tick()
+        n = len(sent)
+        got = await mon.row_windows(key, windows)
+        await mon.aclose()
+        return mon, snap, sent[n:], got
+
+    return asyncio.run(go())
+
+
 def _selectors(query: str) -> list[str]:
     return re.findall(r"\{([^{}]*)\}", query)
 
 
 def test_other_windows_are_pinned_queries_at_the_snapshots_time():
-    sent: list[dict[str, str]] = []
     key = f"{INSTANCES[0]}|m"
-
-    async def go():
-        mon = _monitor(sent)
-        snap = await mon.tick()
-        n = len(sent)
-        got = await mon.row_windows(key, (10.0, 60.0, 300.0))
-        await mon.aclose()
-        return mon, snap, sent[n:], got
-
-    mon, snap, asked, got = asyncio.run(go())
+    mon, snap, asked, got = _windows(key, (10.0, 60.0, 300.0))
     assert snap.time == T0 and mon.window_s == 60.0 and mon.scrape_interval_s == 10.0
     own = next(r for r in snap.engines if r.key == key)
     assert got[60.0] is own  # the fleet window: the snapshot's own row, no query
@@ -144,17 +150,7 @@ def test_other_windows_are_pinned_queries_at_the_snapshots_time():
 
 
 def test_a_too_short_window_is_none_not_zero_and_says_why():
-    sent: list[dict[str, str]] = []
-
-    async def go():
-        mon = _monitor(sent, scrape="10s")
-        await mon.tick()
-        n = len(sent)
-        got = await mon.row_windows(f"{INSTANCES[1]}|m", (10.0, 19.0, 20.0))
-        await mon.aclose()
-        return mon, sent[n:], got
-
-    mon, asked, got = asyncio.run(go())
+    mon, _snap, asked, got = _windows(f"{INSTANCES[1]}|m", (10.0, 19.0, 20.0))
     assert got[10.0] is None and got[19.0] is None  # not a row of zeros
     assert got[20.0] is not None and got[20.0].generation_tokens_per_s == pytest.approx(
         gen_rate(INSTANCES[1], 20, T0))
@@ -165,17 +161,7 @@ def test_a_too_short_window_is_none_not_zero_and_says_why():
 
 
 def test_each_window_asks_its_own_rates():
-    sent: list[dict[str, str]] = []
-
-    async def go():
-        mon = _monitor(sent, scrape="5s")
-        await mon.tick()
-        n = len(sent)
-        got = await mon.row_windows(f"{INSTANCES[0]}|m", (10.0, 120.0, 300.0))
-        await mon.aclose()
-        return sent[n:], got
-
-    asked, got = asyncio.run(go())
+    _mon, _snap, asked, got = _windows(f"{INSTANCES[0]}|m", (10.0, 120.0, 300.0), "5s")
     assert len(asked) == 2 * 3  # <= 3 per extra window
     for w in (10.0, 120.0, 300.0):
         row = got[w]

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from llmtop.fleet.queries import Plan, layout_query, read_layouts, split_union
+from llmtop.fleet.queries import Layouts, Plan, layout_query, read_layouts, split_union
 from llmtop.fleet.record import layouts_of
-from llmtop.fleet.rows import Layouts, build_rows, split_groups
+from llmtop.fleet.rows import build_rows, split_groups
 
 TTFT = "vllm:time_to_first_token_seconds"
 LAYOUT = (0.1, 0.25, 0.5, 1.0, 2.5, math.inf)

@@ -3,7 +3,6 @@ window: a real Prometheus evaluating those rules (every second here) over the de
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import tempfile
@@ -12,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from llmtop.config import Config, PrometheusConfig
 from llmtop.demo import fleet as demo_fleet_mod
-from llmtop.fleet.monitor import FleetMonitor
 from llmtop.fleet.queries import Plan, rule_names
+
+from .conftest import refresh_once
 
 RULES = Path(__file__).resolve().parents[2] / "examples" / "llmtop-rules.yaml"
 
@@ -62,14 +61,7 @@ def rules_prom(demo_fleet):
 
 
 def test_rules_serve_the_rates_with_the_same_numbers(rules_prom, promql):
-    async def go():
-        mon = FleetMonitor(Config(prometheus=PrometheusConfig(url=rules_prom, window_s=120.0)))
-        try:
-            return mon, await mon.tick()
-        finally:
-            await mon.aclose()
-
-    mon, snap = asyncio.run(go())
+    mon, snap = refresh_once(rules_prom, window_s=120.0)
     assert mon.error is None and mon.plan is not None
     assert mon.plan.rules.get("vllm:generation_tokens_total") == \
         "llmtop:vllm_generation_tokens_total:rate2m"

@@ -9,17 +9,16 @@ SGLang whose gauges are repeated for ``tp_rank`` 0 and 1.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from llmtop.config import Config, PrometheusConfig
 from llmtop.demo import fleet as demo_fleet_mod
 from llmtop.demo.fleet_exporters import TextTarget
-from llmtop.fleet.monitor import FleetMonitor
+
+from .conftest import refresh_once
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 VLLM = (FIX / "vllm-generated-v0.33.0-loggers.txt").read_text()
@@ -82,14 +81,7 @@ def traps_prom():
 
 
 def _snapshot(url: str):
-    async def go():
-        mon = FleetMonitor(Config(prometheus=PrometheusConfig(url=url, window_s=10.0)))
-        try:
-            return mon, await mon.tick()
-        finally:
-            await mon.aclose()
-
-    return asyncio.run(go())
+    return refresh_once(url, window_s=10.0)
 
 
 def test_ha_pair_router_and_tp_copies_are_counted_once(traps_prom):

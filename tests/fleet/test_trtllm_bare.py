@@ -13,7 +13,6 @@ equal to the server's PromQL, and never the other application.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
@@ -22,11 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from llmtop.config import Config, PrometheusConfig
 from llmtop.demo import fleet as demo_fleet_mod
-from llmtop.fleet.monitor import FleetMonitor
 
-from .conftest import promql
+from .conftest import promql, refresh_once
 
 LE = ("0.05", "0.1", "0.25", "0.5", "1.0", "+Inf")
 MODEL = "Qwen3-0.6B"
@@ -99,20 +96,9 @@ def bare_fleet(prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
         httpd.shutdown()
 
 
-def _refresh(url: str) -> tuple[FleetMonitor, object]:
-    async def go():
-        mon = FleetMonitor(Config(prometheus=PrometheusConfig(url=url, window_s=3.0)))
-        try:
-            return mon, await mon.tick()
-        finally:
-            await mon.aclose()
-
-    return asyncio.run(go())
-
-
 def test_bare_trtllm_names_make_a_row_and_the_other_app_none(bare_fleet):
     url, trt, shop = bare_fleet
-    mon, snap = _refresh(url)
+    mon, snap = refresh_once(url, window_s=3.0)
     assert mon.error is None, mon.error and mon.error.message
     assert "trtllm" in mon.plan.engines
     assert {r.target for r in snap.engines} == {trt}, [r.key for r in snap.engines]

@@ -19,6 +19,7 @@ from llmtop.cli.fleet import run_fleet_once
 from llmtop.config import Config, PrometheusConfig
 from llmtop.demo.fleet import MODEL_A, MODEL_B
 from llmtop.fleet.monitor import ERRORS_TTL_S, FleetMonitor
+from llmtop.fleet.queries import Layouts
 
 from .conftest import VICTORIA_LATENCY_OFFSET_S
 
@@ -370,7 +371,7 @@ def test_buckets_were_asked_below_their_count_and_give_the_whole_answers_rows(fl
         try:
             await m.tick()
             assert "< ignoring (le) group_left ()" in (m.plan.buckets() or "")
-            m.plan.layouts = {}
+            m.plan.layouts = Layouts()
             assert "< ignoring" not in (m.plan.buckets() or "")
             return await m._evaluate(snap.time)
         finally:
