@@ -263,6 +263,7 @@ def compute_verdict(
     *,
     waiting_growth: Mapping[str, float] | None = None,
     diagnosis: Sequence[Any] | None = None,
+    source_problem: str | None = None,
 ) -> Verdict:
     """Run every rule over a snapshot and summarize in one line.
 
@@ -270,6 +271,10 @@ def compute_verdict(
     engine's top warn/critical finding first among that engine's words, and raises the level
     to the finding's severity."""
     th = thresholds or Thresholds()
+    if source_problem:  # fleet mode: the server itself failed (unreachable, 401, bad --match)
+        if snapshot is None or not snapshot.engines:
+            return Verdict(CRIT, f"NO DATA — {source_problem}")
+        return Verdict(WARN, f"{source_problem} · rows from the last good refresh")
     if snapshot is None:
         return Verdict(OK, "WAITING — first scrape…")
     ctx = {"waiting_growth": waiting_growth or {}}

@@ -193,3 +193,16 @@ def test_power_cap_alone_is_a_note_not_degraded():
     assert v.level == OK and v.text == "NO ENGINES — nothing to monitor yet · GPU0 power cap"
     v = compute_verdict(Snapshot(time=0, window_s=10, engines=[row()], gpus=[busy, hot]), TH)
     assert v.level == WARN and v.text == "DEGRADED — GPU1 power cap, hw slowdown · GPU0 power cap"
+
+
+def test_a_failed_source_is_the_verdict_not_no_engines():
+    """Fleet mode: the server failing is what the header says, critical with nothing to
+    show, a warning while the last good rows stay on screen."""
+    problem = "UNREACHABLE: cannot reach http://127.0.0.1:9: connection refused"
+    v = compute_verdict(Snapshot(time=0.0, window_s=10.0, engines=[]), source_problem=problem)
+    assert v.level == CRIT and v.text == f"NO DATA — {problem}"
+    assert compute_verdict(None, source_problem=problem).level == CRIT
+    kept = Snapshot(time=0.0, window_s=10.0, engines=[EngineRow(key="a|m", target="a", model="m")])
+    v = compute_verdict(kept, source_problem=problem)
+    assert v.level == WARN and "rows from the last good refresh" in v.text
+    assert compute_verdict(kept).text.startswith("OK")

@@ -29,6 +29,7 @@ import orjson
 
 from llmtop.config import PrometheusConfig
 from llmtop.sources.plainhttp import PlainHTTPTransport
+from llmtop.sources.scrape_http import connect_reason
 
 __all__ = ["BACKENDS", "Backend", "PromClient", "PromError", "PromResult", "display_url",
            "gc_paused", "parse_value"]
@@ -209,7 +210,8 @@ class PromClient:
                 raise PromError("unreachable", f"timed out after {self.cfg.timeout_s:g} s "
                                 f"({self.display_url})") from None
             except httpx.HTTPError as exc:
-                reason = str(exc).split("\n")[0] or type(exc).__name__
+                reason = connect_reason(exc, urlsplit(url).hostname or "") if isinstance(
+                    exc, httpx.ConnectError) else str(exc).split("\n")[0] or type(exc).__name__
                 raise PromError("unreachable",
                                 f"cannot reach {self.display_url}: {reason}") from None
 

@@ -25,7 +25,8 @@ from llmtop import __version__
 from llmtop.config import Config, Target
 from llmtop.sources.plainhttp import PlainHTTPTransport
 
-__all__ = ["IDENTITY_BODY_CAP", "SAFE_HEADERS", "HttpFetcher", "env_proxy", "is_loopback"]
+__all__ = ["IDENTITY_BODY_CAP", "SAFE_HEADERS", "HttpFetcher", "connect_reason", "env_proxy",
+           "is_loopback"]
 
 SAFE_HEADERS = ("process-start-time-unix",)
 """Response headers copied into ``RawScrape.headers`` (lower case)."""
@@ -74,7 +75,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def _connect_reason(exc: BaseException, host: str) -> str:
+def connect_reason(exc: BaseException, host: str) -> str:
+    """Why a connection to ``host`` failed, in words (refused, DNS, TLS, reset...)."""
     for e in _chain(exc):
         if isinstance(e, ConnectionRefusedError):
             return "connection refused"
@@ -316,7 +318,7 @@ class HttpFetcher:
             # the server is up and answering, only never with the metrics
             return _Result("http_error", error="redirect loop (more than 3 redirects)")
         except (httpx.ConnectError, OSError) as exc:
-            return _Result("down", error=_connect_reason(exc, target.host))
+            return _Result("down", error=connect_reason(exc, target.host))
         except httpx.HTTPError as exc:
             return _Result("down", error=f"{type(exc).__name__}: {exc}"[:200])
         except Exception as exc:  # never raise out of a scrape

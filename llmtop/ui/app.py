@@ -245,8 +245,10 @@ class LlmtopApp(ReplayActions, App):
         # a direct source's store, else its monitor (fleet mode diagnoses its refreshes)
         self.diagnosis = (findings_of(getattr(self.source, "store", None))
                           or findings_of(getattr(self.source, "monitor", None)))
+        problem = getattr(self.source, "problem", None)
         self.verdict = compute_verdict(snap, self.thresholds, waiting_growth=growth,
-                                       diagnosis=self.diagnosis)
+                                       diagnosis=self.diagnosis,
+                                       source_problem=problem() if problem else None)
         # log a worse level at once, a better one at most every VERDICT_LOG_S (no flapping)
         level, last = self.verdict.level, self._last_verdict
         if snap is not None and level != last:

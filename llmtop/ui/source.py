@@ -282,6 +282,12 @@ class FleetSource(MonitorSource):
             return Snapshot(time=cur.time, window_s=window_s, engines=[row] if row else [])
         return super().snapshot(window_s)
 
+    def problem(self) -> str | None:
+        """The server's failure (``UNREACHABLE: cannot reach ...``, ``EMPTY: no
+        inference-engine metrics ...``), or None while it answers."""
+        err = getattr(self.monitor, "error", None)
+        return f"{err.kind.upper()}: {err.message}" if err is not None else None
+
     def window_note(self, window_s: float) -> str | None:
         """Why ``window_s`` gives no row (too short for the scrape interval...), or None."""
         fn = getattr(self.monitor, "window_note", None)

@@ -61,6 +61,19 @@ def test_an_error_is_a_state_in_the_header():
     assert "UNAUTHORIZED" in overview[0]
 
 
+def test_an_unreachable_server_is_named_in_the_verdict_and_the_empty_table():
+    """Not the direct mode's "No inference engine found on this machine" hint: the fleet
+    server's failure, a CRITICAL verdict, and what to check."""
+    def refuse(request):
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    overview, _ = _lines(httpx.MockTransport(refuse))
+    text = "\n".join(overview)
+    assert overview[1].startswith(" NO DATA — UNREACHABLE: cannot reach")
+    assert "connection refused" in overview[1]
+    assert "--match SELECTOR" in text and "on this machine" not in text
+
+
 def test_shift_t_travels_in_time_and_back(monkeypatch):
     seen: list[str] = []
 

@@ -29,6 +29,7 @@ from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, 
 
 __all__ = [
     "EVENTS_MIN_LINES",
+    "FLEET_HINTS",
     "MIN_HEIGHT",
     "MIN_WIDTH",
     "SPARK_MIN_S",
@@ -145,6 +146,8 @@ class OverviewScreen(Screen):
         self.view = view
         self.collapsed: set[str] = set()
         """Fleet mode: models whose instance rows are folded under their total row."""
+        self._empty_problem: str | None = None
+        """The source problem the empty hint shows (None: the direct mode's hint)."""
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -212,6 +215,12 @@ class OverviewScreen(Screen):
         if snap is None:
             return
         self.set_class(not snap.engines, "-empty")
+        if not snap.engines:
+            problem = getattr(view.source, "problem", None)
+            text = problem() if problem else None
+            if text != self._empty_problem:  # repainted only when it changes
+                self._empty_problem = text
+                self.query_one("#empty-hint", Static).update(empty_hint(text))
         table = self.query_one(EnginesTable)
         if force:
             table.repaint_all()
@@ -347,14 +356,23 @@ class OverviewScreen(Screen):
         return row.target if row is not None else None
 
 
-def empty_hint() -> Align:
-    """What to do when no engine was found, centred under the (empty) engines table."""
+FLEET_HINTS = (
+    ("--prometheus URL", "the base URL (+ path prefix: Mimir, VM cluster)"),
+    ("--match SELECTOR", "label matchers of the engines' series"),
+    ("llmtop demo fleet", "try fleet mode on a local demo fleet"),
+)
+"""What to check when a fleet source gives no rows (the problem is shown above them)."""
+
+
+def empty_hint(problem: str | None = None) -> Align:
+    """What to do when no engine was found, centred under the (empty) engines table; with
+    ``problem`` (fleet mode: the server's failure), that failure and what to check."""
     t = Table.grid(padding=(0, 3))
     t.add_column(style="bold", no_wrap=True)
     t.add_column(style="dim")
-    for cmd, what in NO_TARGETS_HINTS:
+    for cmd, what in FLEET_HINTS if problem else NO_TARGETS_HINTS:
         t.add_row(cmd, what)
-    title = Text("No inference engine found on this machine.", style="bold")
+    title = Text(problem or "No inference engine found on this machine.", style="bold")
     return Align.center(Group(Align.center(title), Text(""), t))
 
 
