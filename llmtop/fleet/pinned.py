@@ -16,7 +16,34 @@ from llmtop.sources.prometheus import PromError
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
 
-__all__ = ["history", "locate", "pick", "row_windows"]
+__all__ = ["Windows", "history", "locate", "pick", "row_windows"]
+
+
+class Windows(dict[float, EngineRow | None]):
+    """``row_windows``' answer: window (s) -> row, a plain dict to its callers, plus
+    ``partial``: window -> the backend's warnings for each window whose row came from a
+    partial answer (Thanos ``warnings``, VictoriaMetrics ``isPartial``); a window that is
+    not in ``partial`` was answered in full."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.partial: dict[float, list[str]] = {}
+
+    def mark(self, window: float, warnings: Iterable[str]) -> None:
+        """``window``'s row came from a partial answer saying ``warnings``."""
+        have = self.partial.setdefault(window, [])
+        for w in warnings:
+            if w not in have:
+                have.append(w)
+        if not have:
+            have.append("the server answered with partial data")
+
+
+def _refresh_warnings(mon: FleetMonitor) -> list[str]:
+    """The latest refresh's own query warnings: not the connect notes, not the header's
+    ``PARTIAL`` line."""
+    skip = set(getattr(mon, "_connect_warnings", ()))
+    return [w for w in mon.warnings if w not in skip and not w.startswith("PARTIAL:")]
 
 
 def _pinned(plan: Plan, row: EngineRow, window_s: float) -> Plan:
@@ -88,7 +115,7 @@ async def history(mon: FleetMonitor, key: str, points: int = 90
 
 
 async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
-                      ) -> dict[float, EngineRow | None]:
+                      ) -> Windows:
     """Row ``key`` of the latest snapshot at other rate windows (the detail screen's
     10 s / 1 m / 5 m), at that snapshot's own evaluation time: instant queries pinned to
     the row's group labels and engine: its counters and buckets per window (a union
@@ -96,9 +123,11 @@ async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
     has them, so the rows here leave them None). The fleet window is the snapshot's own
     row (asked too when the plan leaves detail-only buckets out: ``detail_only``); a
     window with a ``window_note`` (``rate()`` gives nothing) is None, as is every asked
-    window when a query fails. Never raises."""
+    window when a query fails. A window whose row came from a partial answer (its own
+    queries', or the refresh's for the fleet window's row) is in ``.partial`` with the
+    backend's warnings. Never raises."""
     ws = list(dict.fromkeys(float(w) for w in windows))
-    out: dict[float, EngineRow | None] = dict.fromkeys(ws)
+    out = Windows(dict.fromkeys(ws))
     snap, plan = mon._last, mon.plan
     top, row = locate(snap.engines if snap else [], key)
     if snap is None or plan is None or top is None or row is None or top.labels is None:
@@ -108,6 +137,8 @@ async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
         own = abs(w - mon.window_s) < 1e-6
         if own:
             out[w] = row
+            if mon.partial:
+                out.mark(w, _refresh_warnings(mon))
         if (own and plan.detail_only) or (
                 not own and mon.window_note(w) is None):
             ask.append(w)
@@ -122,7 +153,11 @@ async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]
     except PromError:
         return out
     for w in ask:
-        data = [r.result for (ww, _), r in zip(jobs, answers, strict=True) if ww == w]
-        rows, _ = build_rows(split_groups(data, plan.group), plan.group, w)
+        mine = [r for (ww, _), r in zip(jobs, answers, strict=True) if ww == w]
+        rows, _ = build_rows(split_groups([r.result for r in mine], plan.group),
+                             plan.group, w)
         out[w] = pick(rows, key, top, row)
+        out.partial.pop(w, None)  # the fleet window's row, asked again: this answer's
+        if any(r.partial for r in mine):
+            out.mark(w, [x for r in mine for x in r.warnings])
     return out

@@ -293,6 +293,19 @@ class FleetSource(MonitorSource):
         fn = getattr(self.monitor, "window_note", None)
         return fn(window_s) if fn is not None else None
 
+    def window_partial(self, window_s: float) -> str | None:
+        """The backend's warnings (joined) when the focused row at ``window_s``, as
+        ``snapshot(window_s)`` answers it, came from a partial answer; None when complete."""
+        cur, got = self._last_snap, self._windows
+        if (cur is None or got is None or got[0] != self._focus
+                or abs(got[1] - cur.time) > 1e-6):
+            return None
+        warns = getattr(got[2], "partial", {}).get(float(window_s))
+        if not warns:
+            return None
+        more = f" (and {len(warns) - 3} more)" if len(warns) > 3 else ""
+        return "; ".join(warns[:3]) + more
+
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         """As ``MonitorSource.series``; the first sparkline-panel read of a row (its first
         field, which trend arrows never ask) fetches that row's history with one range query

@@ -128,8 +128,13 @@ def _titled(table: Table) -> Group:
 
 
 def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
-                      notes: dict[str, str] | None = None) -> Group:
-    """The detail body; ``notes``: window name -> why that window shows ``–``."""
+                      notes: dict[str, str] | None = None,
+                      partial: dict[str, str] | None = None) -> Group:
+    """The detail body; ``notes``: window name -> why that window shows ``–``;
+    ``partial``: window name -> the backend's warnings when that window's row came from a
+    partial answer (fleet mode): its rows and columns say ``PARTIAL``, a line says why."""
+    partial = {n: w for n, w in (partial or {}).items() if n in windows}
+    windows = {f"{n} PARTIAL" if n in partial else n: w for n, w in windows.items()}
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
     head.append("  ")
     head.append_text(fmt.badge(row))
@@ -165,6 +170,9 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
         cache.add_row("not reported", "")
     parts: list = [head, Text(""), _titled(latency_table(row, windows))]
     parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
+    parts += [Text(f"{name} PARTIAL: the server's answer was partial, values may be "
+                   f"incomplete: {why}", style=fmt.S("gauge-warn"))
+              for name, why in partial.items()]
     parts += [Text(""), _titled(phases), Text(""), _titled(tok), Text(""),
                    _titled(fields_t), Text(""), _titled(fin), Text(""), _titled(cache)]
     if row.ranks:
@@ -231,7 +239,9 @@ class EngineDetailScreen(Screen):
             return
         windows: dict[str, EngineRow | None] = {}
         notes: dict[str, str] = {}
+        partial: dict[str, str] = {}
         note = getattr(self.view.source, "window_note", None)
+        part = getattr(self.view.source, "window_partial", None)
         for name, secs in WINDOWS:
             try:
                 snap = self.view.source.snapshot(secs)
@@ -241,7 +251,10 @@ class EngineDetailScreen(Screen):
             why = note(secs) if note is not None and windows[name] is None else None
             if why:
                 notes[name] = why
-        body.update(detail_renderable(row, windows, notes))
+            warns = part(secs) if part is not None else None
+            if warns:
+                partial[name] = warns
+        body.update(detail_renderable(row, windows, notes, partial))
 
     def action_back(self) -> None:
         self.app.pop_screen()
