@@ -6,6 +6,9 @@ work (backend, scrape interval, metric names, grouping) is redone every ``REDISC
 At most one refresh is in flight: a second ``tick`` while one runs waits for that one.
 A failure is never raised: it becomes ``error`` (a ``PromError``) and an empty snapshot (or,
 live, the last good one). ``history`` backfills one row's sparklines with range queries.
+After the first good refresh, and after each ``travel``, the diagnosis' baseline is warmed
+from the server's own history (``llmtop.fleet.warm``) in the background: the refresh is shown
+at once, the findings change when the warm-up lands (``warmed`` waits for it: ``--once``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import httpx
 from llmtop.config import Config, PrometheusConfig
 from llmtop.fleet import pinned
 from llmtop.fleet.diagnosis import FleetDiagnosis
+from llmtop.fleet.gpulink import link_gpus
 from llmtop.fleet.queries import (
     BUCKET_PARTS,
     ENGINE_LABELS,
@@ -78,9 +82,9 @@ def _hist_families(engine: str) -> frozenset[str] | None:
     return _HISTS[engine]
 
 
-DETAIL_HISTS = ("e2e", "decode", "inference", "gen_len")
-"""Histograms only the engine detail screen and JSON show: a lean monitor (the TUI) asks
-their buckets for the drilled-in row only; their ``_sum``/``_count`` (means) stay."""
+DETAIL_HISTS = ("e2e", "decode", "inference", "gen_len", "iteration_tokens")
+"""Histograms only the engine detail screen and JSON show (no table column and no diagnosis
+rule reads them): a lean monitor (the TUI) asks them for the drilled-in row only."""
 
 
 def _detail_only(name: str, engine: str) -> bool:
@@ -132,6 +136,7 @@ class FleetMonitor:
         """Leave ``DETAIL_HISTS`` buckets out of each refresh (the TUI, not recording)."""
         self.cfg: PrometheusConfig = config.prometheus
         self.client = PromClient(self.cfg, transport=transport)
+        self._transport = transport
         self.clock = clock
         self.backend: Backend | None = None
         self.plan: Plan | None = None
@@ -157,6 +162,12 @@ class FleetMonitor:
         """The live diagnosis, fed by each new refresh (``findings``, ``take_events``)."""
         self.sink: Callable[[dict[str, Any]], None] | None = None
         """Given each refresh's raw answers as a recording record (``--record``)."""
+        self.warm_baseline = True
+        """Warm the diagnosis' baseline from the server's history (``llmtop.fleet.warm``)."""
+        self.warmup: Any = None
+        """The last warm-up's ``Warmup`` (None: none landed yet)."""
+        self._warm_due = True
+        self._warm_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ properties
 
@@ -214,6 +225,10 @@ class FleetMonitor:
         self._refreshed_at = None
         self._last_good = None
         self.diagnoser.reset()  # another time's rows are not judged against this baseline
+        if self._warm_task is not None:
+            self._warm_task.cancel()  # its history is of the time travelled away from
+        self._warm_due = True  # the new time's baseline comes from the history before it
+        self.warmup = None
 
     # ------------------------------------------------------------------ time
 
@@ -414,7 +429,13 @@ class FleetMonitor:
         else:
             self._last_good = snap
             if self.at == at:  # not travelled away meanwhile: judged once, at its own time
+                warm = self._warm_due and self.warm_baseline
+                if warm:
+                    self._warm_due = False
+                    self.diagnoser.begin_warm()
                 self.diagnoser.on_refresh(snap)
+                if warm:  # not awaited: the first refresh shows before the warm-up lands
+                    self._warm_task = asyncio.ensure_future(self._warm(snap.time))
         self.queries_last = self.client.requests - sent_before
         self._last = snap
         self._refreshed_at = started
@@ -473,6 +494,7 @@ class FleetMonitor:
         apply_states(rows, info, errors, plan, t, 2 * self.scrape_interval_s)
         gpu_groups = split_groups([role_of(results, "gpus")], ())  # one group: every DCGM series
         gpus = gpu_records(gpu_groups[()].series) if gpu_groups else []
+        link_gpus(rows, gpus)  # DCGM GPUs -> the rows they serve (by pod, or a one-engine host)
         self.totals = model_totals(samples.values(), self.window_s)
         if self.partial:
             self.warnings.insert(0, "PARTIAL: some stores did not answer; values may be "
@@ -523,5 +545,31 @@ class FleetMonitor:
             return None
         return self._last
 
+    async def _warm(self, t: float) -> None:
+        """The warm-up (``llmtop.fleet.warm``) on a client of its own: the refresh's
+        request count and concurrency cap stay the refresh's. Never raises."""
+        from llmtop.fleet.warm import warm
+
+        client = PromClient(self.cfg, transport=self._transport)
+        try:
+            self.warmup = await warm(self, t, client=client)
+        except Exception as exc:  # a bug in the warm-up must not stop the monitor
+            self.diagnoser.warm_failed()
+            self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "
+                                f"history ({type(exc).__name__}: {exc})")
+        finally:
+            await client.aclose()
+
+    async def warmed(self) -> Any:
+        """Wait for the warm-up in flight, if any (``--once``); the last ``Warmup``."""
+        task = self._warm_task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+        return self.warmup
+
     async def aclose(self) -> None:
+        task = self._warm_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task])
         await self.client.aclose()

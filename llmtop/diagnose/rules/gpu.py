@@ -33,7 +33,9 @@ def gpu_throttle(c: RowCtx) -> list[Finding]:
         word = "usual" if usual is not None else "max"
         clk = (f": SM clock {clock:.0f} MHz vs {ref:.0f} {word}" if clock is not None
                and ref is not None else "")
-        hits.append(f"GPU{g.index} {words}{clk}")
+        # a fleet has a GPU0 on every host: DCGM GPUs name theirs
+        where = f" on {g.host}" if g.source == "dcgm" and g.host else ""
+        hits.append(f"GPU{g.index}{where} {words}{clk}")
         w = f"gpu{g.index}"
         ev.append(Evidence(f"{w}.throttle", ", ".join(reasons), "now"))
         ev.append(Evidence(f"{w}.sm_clock_mhz", clock, "now", usual,
