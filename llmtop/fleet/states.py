@@ -47,6 +47,10 @@ def read_state(items: list[dict[str, Any]], group: tuple[str, ...]) -> StateInfo
         v = parse_value((item.get("value") or [0, "nan"])[1])
         gkey = tuple(metric.get(g, "") for g in group)
         model = next((metric[m] for m in MODEL_LABELS if metric.get(m)), "default")
+        if model == "undefined" and tag.endswith(":trtllm"):
+            # trtllm-serve labels every series model_name="undefined" (openai_server.py); its
+            # adapter reads that as the default model, so must the inventory (else a 2nd row)
+            model = "default"
         if tag.startswith("inventory:"):
             out.inventory[(gkey, model)] = (tag.split(":", 1)[1], metric)
         elif math.isnan(v):
