@@ -5,7 +5,13 @@ target labels turning the exporter's into ``exported_*``)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
 
 from llmtop.config import Config, PrometheusConfig
 from llmtop.diagnose import diagnose
@@ -17,6 +23,8 @@ from llmtop.fleet.rows import Series, gpu_records
 from llmtop.fleet.states import StateInfo
 from llmtop.model import EngineRow, GpuRecord
 from llmtop.parse.exposition import parse
+
+from .conftest import refresh_once
 
 METRICS = Path(__file__).parents[1] / "fixtures" / "metrics"
 EDGE = (METRICS / "dcgm-HANDMADE-edge-mig-k8s.txt").read_text()
@@ -277,3 +285,68 @@ def test_fleet_refresh_by_instance_links_the_one_engine_host_only():
     # both hosts' GPU 0 is throttled; node-b runs two engines: not knowable which is whose
     assert [(f.rule, f.target) for f in mon.diagnoser.findings] == [
         ("gpu_throttle", "node-a:8000")]
+
+
+# ---------------------------------------------------------------- a real Prometheus
+@pytest.fixture(scope="module")
+def linked_fleet(prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[tuple[str, dict[str, list[str]]]]:
+    """Two demo processes scraped by a real Prometheus, their engines relabelled to the
+    hosts their DCGM exporters name: ``node-a`` runs one vLLM whose GPU overheats (the
+    ``gpu-throttle`` scenario after 2 s), ``node-b`` a vLLM (same scenario) and an SGLang.
+    Yields the server URL and host -> engine instances."""
+    from llmtop.demo.fleet import TextTarget, dcgm_text, start_prometheus, wait_scraped
+    from llmtop.demo.launcher import start_demo
+
+    started: list[Any] = []
+    try:
+        hosts: dict[str, list[str]] = {}
+        scrape: list[dict[str, Any]] = []
+        for host, engines in (("node-a", ["vllm"]), ("node-b", ["vllm", "sglang"])):
+            h = start_demo(scenario="gpu-throttle", engines=engines, baseline_s=2.0)
+            started.append(h)
+            gpu_url = h.gpu_url
+            dcgm = TextTarget(lambda u=gpu_url, n=host: dcgm_text(
+                httpx.get(u, timeout=2).json()["gpus"], n))
+            started.append(dcgm)
+            scrape.append({"job_name": f"dcgm-{host}",
+                           "static_configs": [{"targets": [dcgm.instance]}]})
+            for e in h.info["engines"]:
+                inst = f"{host}:{e['port']}"
+                hosts.setdefault(host, []).append(inst)
+                scrape.append({"job_name": f"{e['engine']}-{host}-{e['port']}",
+                               "static_configs": [{"targets": [f"127.0.0.1:{e['port']}"],
+                                                   "labels": {"instance": inst}}]})
+        cfg = {"global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+               "scrape_configs": scrape}
+        srv = start_prometheus(cfg, str(tmp_path_factory.mktemp("gpulink")),
+                               binary=prometheus_bin)
+        started.append(srv)
+        wait_scraped(srv.url, [i for v in hosts.values() for i in v], min_samples=3)
+        yield srv.url, hosts
+    finally:
+        for s in reversed(started):
+            s.stop()
+
+
+def test_real_prometheus_links_only_the_one_engine_host_and_diagnoses_it(linked_fleet):
+    url, hosts = linked_fleet
+    (a_engine,) = hosts["node-a"]
+    deadline = time.monotonic() + 60
+    while True:
+        mon, snap = refresh_once(url, scrape_interval_s=1.0)
+        hot = [g for g in snap.gpus if g.throttle and "hw slowdown" in g.throttle]
+        if {g.host for g in hot} == {"node-a", "node-b"}:
+            break
+        assert time.monotonic() < deadline, [(g.host, g.throttle) for g in snap.gpus]
+        time.sleep(1)
+    assert sorted(r.target for r in snap.engines) == sorted(i for v in hosts.values()
+                                                            for i in v)
+    owners = {(g.host, g.index): sorted(filter(None, (p.engine_target for p in g.processes)))
+              for g in snap.gpus}
+    # node-a runs one engine: its GPU is that engine's; node-b runs two: no link at all
+    assert owners == {("node-a", 0): [a_engine], ("node-b", 0): [], ("node-b", 1): []}
+    throttles = [(f.target, f.summary) for f in mon.diagnoser.findings
+                 if f.rule == "gpu_throttle"]
+    assert [t for t, _s in throttles] == [a_engine]
+    assert "GPU0 on node-a hw slowdown" in throttles[0][1]
