@@ -350,3 +350,15 @@ def test_real_prometheus_links_only_the_one_engine_host_and_diagnoses_it(linked_
                  if f.rule == "gpu_throttle"]
     assert [t for t, _s in throttles] == [a_engine]
     assert "GPU0 on node-a hw slowdown" in throttles[0][1]
+
+
+def test_demo_fleet_engines_share_one_host_so_no_gpu_is_linked(prometheus_url, demo_fleet):
+    # every demo engine listens on 127.0.0.1 and the DCGM exporters say demo-node-K: no GPU
+    # host carries exactly one engine, so no GPU is any row's (the honest answer)
+    assert {host_of(e.instance) for e in demo_fleet.engines} == {"127.0.0.1"}
+    mon, snap = refresh_once(prometheus_url)
+    assert snap.gpus and {g.host for g in snap.gpus} == {
+        f"demo-node-{k}" for k in range(len(demo_fleet.gpu_urls))}
+    assert len({r.target for r in snap.engines}) > 1
+    assert [p for g in snap.gpus for p in g.processes if p.engine_target] == []
+    assert not any(f.rule == "gpu_throttle" for f in mon.diagnoser.findings)
