@@ -8,9 +8,11 @@ Every per-refresh query is an instant query at one aligned time ``t``:
 * ``buckets``: ``sum by (KEEP, le) (max without (DUP) (rate(X_bucket{F}[W])))``: quantiles
   are taken on the client, so one query serves every quantile and every rollup. When every
   series of ``X`` has the same bucket layout (``layout_query``, at connect), only buckets
-  below the ``_count`` rate are asked (``< ignoring (le) group_left () C``): the rest equal
-  the count and the client puts them back from the layout (``rows.direct_hists``), so the
-  quantiles are the same while most answer series (the top buckets) are not sent;
+  strictly between 0 and the ``_count`` rate are asked (``(B > 0) < ignoring (le)
+  group_left () C``; ``> 0`` only when ``_sum`` is asked too): the rest are 0 below and the
+  count above, and the client puts them back from the layout (``rows.direct_hists``; with
+  none sent, the bucket holding the mean has them all), so the quantiles are the same while
+  most answer series (the top and the empty buckets) are not sent;
 * ``state``: inventory (``last_over_time`` of one gauge per engine), the newest sample time
   (``timestamp``), ``up`` and ``changes(process_start_time_seconds[W])``;
 * ``gpus``: the DCGM exporter's gauges.
@@ -371,12 +373,23 @@ class Plan:
         return (name in self.layouts and self.names.get(count) == "counter"
                 and (name in self.rules) == (count in self.rules))
 
+    def zero_cut(self, name: str) -> bool:
+        """Whether filtered bucket ``name`` leaves out its zero buckets too: its ``_sum``
+        comes in each refresh from the same source, so a histogram with no bucket sent (all
+        in one bucket) is placed by its mean (``rows._filled``)."""
+        total = name[:-7] + "_sum"
+        return (self.filtered(name) and self.names.get(total) == "counter"
+                and total not in self.detail_only
+                and (name in self.rules) == (total in self.rules))
+
     def _bucket(self, name: str) -> str:
         keep = _by(self.keep)
         b = self._sum_rate(name, f"{keep}, le")
         if not self.filtered(name):
             return _tag(b, name)
         c = self._sum_rate(name[:-7] + "_count", keep)
+        if self.zero_cut(name):
+            b = f"({b} > 0)"
         return _tag(f"{b} < ignoring (le) group_left () {c}", name)
 
     def counters(self) -> str | None:

@@ -258,13 +258,34 @@ def _bound(text: str | None) -> float | None:
     return le
 
 
-def _filled(b: dict[float, float], layout: tuple[float, ...], count: float) -> tuple[float, ...]:
-    """A filtered answer's buckets put back on the layout: a bound not sent was at or above
-    the ``_count`` rate (the query asked ``< _count`` only), so it is the count."""
+def _filled(b: dict[float, float], layout: tuple[float, ...], count: float,
+            total: float | None) -> tuple[float, ...] | None:
+    """A filtered answer's buckets put back on the layout (the query asked only the bounds
+    strictly between 0 and the ``_count`` rate): a bound below the lowest one sent was 0, one
+    above the highest was the count. With none sent, every observation fell in one bucket:
+    the one holding the mean (``total / count``). None when that cannot be known (no sum)."""
     m = len(b)
-    if m and max(b) == layout[m - 1]:  # the usual shape: the lowest m bounds were sent
+    if m and min(b) == layout[0] and max(b) == layout[m - 1]:  # the lowest m bounds sent
         return tuple(map(b.__getitem__, layout[:m])) + (count,) * (len(layout) - m)
-    return tuple([b.get(le, count) for le in layout])
+    if m:
+        lo, hi = min(b), max(b)
+        out, last = [], 0.0
+        for le in layout:
+            v = b.get(le)
+            if v is None:  # a gap between two sent bounds: the lower value (monotone)
+                v = 0.0 if le < lo else count if le > hi else last
+            out.append(v)
+            last = v
+        return tuple(out)
+    if not count > 0:
+        return (count,) * len(layout)
+    if total is None or total != total:
+        return None
+    mean = total / count
+    for j, le in enumerate(layout):  # the first bound at or above the mean (float slack)
+        if mean <= le * (1 + 1e-9) or le == math.inf:
+            return (0.0,) * j + (count,) * (len(layout) - j)
+    return None
 
 
 def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tuple[str, ...]]],
@@ -302,7 +323,8 @@ def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tup
                     acc[k] = acc.get(k, 0.0) + v
         if layout is not None and layouts is not None and shared:
             bn, cn = chosen_name + "_bucket", chosen_name + "_count"
-            filled = fill_series({bn: chosen[0] or [], cn: chosen[2] or []}, layouts)
+            filled = fill_series({bn: chosen[0] or [], cn: chosen[2] or [],
+                                  chosen_name + "_sum": chosen[1] or []}, layouts)
             chosen, layout = (filled.get(bn, []), chosen[1], chosen[2]), None
         known = _LE
         for labels, v in chosen[0] or ():
@@ -324,8 +346,9 @@ def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tup
                     layouts.stale.add(chosen_name + "_bucket")
                     hists[k] = Hist((), (), sums.get(k, math.nan), c)
                     continue
-                hists[k] = Hist(bounds=layout, cumulative=_filled(b, layout, c),
-                                sum=sums.get(k, math.nan), count=c)
+                cum = _filled(b, layout, c, sums.get(k))
+                hists[k] = (Hist(layout, cum, sums.get(k, math.nan), c) if cum is not None
+                            else Hist((), (), sums.get(k, math.nan), c))
                 continue
             bounds = tuple(sorted(b))
             cum = tuple(map(b.__getitem__, bounds))
@@ -356,31 +379,46 @@ def _le_text(bound: float) -> str:
 
 
 def fill_series(series: dict[str, list[Series]], layouts: Layouts) -> dict[str, list[Series]]:
-    """``series`` with the buckets a filtered query left out put back (each at its
-    ``_count`` rate), for the adapters read through exposition text; a name showing a bound
-    its layout lacks keeps no buckets (mean only) and is marked stale."""
+    """``series`` with the buckets a filtered query left out put back (``_filled``, each
+    series on its own, with its ``_count`` and ``_sum``), for the adapters read through
+    exposition text; a name showing a bound its layout lacks keeps no buckets (mean only)
+    and is marked stale, as does one whose fill cannot be known (no ``_sum``), unmarked."""
     out = dict(series)
-    for name, items in series.items():
-        layout = layouts.get(name) if name.endswith("_bucket") else None
+    names = [n for n in series if n.endswith("_bucket")]
+    # a histogram whose every observation fell in one bucket has no bucket sent at all
+    names += [b for n in series if n.endswith("_count")
+              and (b := n[:-6] + "_bucket") in layouts and b not in series]
+    for name in names:
+        layout = layouts.get(name)
         if layout is None:
             continue
+        items = series.get(name, [])
         bounds = set(layout)
-        have: dict[tuple[tuple[str, str], ...], set[float]] = {}
-        for labels, _v in items:
+        have: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+        for labels, v in items:
             le = _bound(labels.get("le"))
             if le not in bounds:
                 layouts.stale.add(name)
                 del out[name]
                 break
             k = tuple(sorted(kv for kv in labels.items() if kv[0] != "le"))
-            have.setdefault(k, set()).add(le)
+            have.setdefault(k, {})[le] = v  # type: ignore[index]
         else:
-            filled = list(items)
-            for labels, c in series.get(name[:-7] + "_count", ()):
-                got = have.get(tuple(sorted(labels.items())), set())
-                filled.extend(({**labels, "le": _le_text(b)}, c) for b in layout
-                              if b not in got)
-            out[name] = filled
+            base = name[:-7]
+            sums = {tuple(sorted(lab.items())): v for lab, v in series.get(base + "_sum", ())}
+            filled = []
+            for labels, c in series.get(base + "_count", ()):
+                k = tuple(sorted(labels.items()))
+                cum = _filled(have.get(k, {}), layout, c, sums.get(k))
+                if cum is None:
+                    filled = None
+                    break
+                filled.extend(({**labels, "le": _le_text(b)}, v)
+                              for b, v in zip(layout, cum, strict=True))
+            if filled is None:
+                out.pop(name, None)
+            else:
+                out[name] = filled
     return out
 
 

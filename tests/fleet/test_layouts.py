@@ -17,12 +17,24 @@ LAYOUT = (0.1, 0.25, 0.5, 1.0, 2.5, math.inf)
 LE = ("0.1", "0.25", "0.5", "1.0", "2.5", "+Inf")
 
 
+def _sum_of(cum: list[float], layout: tuple[float, ...] = LAYOUT) -> float:
+    """A ``_sum`` rate that fits the buckets: each bucket's observations at its middle."""
+    total, lo, prev = 0.0, 0.0, 0.0
+    for le, c in zip(layout, cum, strict=True):
+        mid = 2 * lo if le == math.inf else (lo + le) / 2
+        total += (c - prev) * mid
+        lo, prev = (lo if le == math.inf else le), c
+    return total
+
+
 def _hist(instance: str, cum: list[float], *, model: str = "m", extra: dict | None = None,
-          le: tuple[str, ...] = LE) -> list[tuple[str, dict[str, str], float]]:
+          le: tuple[str, ...] = LE, mean: float | None = None
+          ) -> list[tuple[str, dict[str, str], float]]:
     """One vLLM TTFT histogram's bucket rates, ``_count`` and ``_sum``, plus a gauge."""
     base = {"instance": instance, "job": "vllm", "model_name": model} | (extra or {})
+    total = mean * cum[-1] if mean is not None else _sum_of(cum)
     out = [(f"{TTFT}_bucket", base | {"le": x}, v) for x, v in zip(le, cum, strict=True)]
-    out += [(f"{TTFT}_count", dict(base), cum[-1]), (f"{TTFT}_sum", dict(base), 0.3 * cum[-1]),
+    out += [(f"{TTFT}_count", dict(base), cum[-1]), (f"{TTFT}_sum", dict(base), total),
             ("vllm:num_requests_running", dict(base), 1.0)]
     return out
 
@@ -32,15 +44,16 @@ def _answer(series) -> list[dict]:
             for n, labels, v in series]
 
 
-def _filtered(series) -> list[tuple[str, dict[str, str], float]]:
-    """What the server sends for ``bucket < ignoring (le) group_left () count``."""
+def _filtered(series, zero: bool = False) -> list[tuple[str, dict[str, str], float]]:
+    """What the server sends for ``bucket < ignoring (le) group_left () count`` (``zero``:
+    for ``(bucket > 0) < ...``, the zero buckets left out too)."""
     counts = {tuple(sorted(labels.items())): v for n, labels, v in series
               if n.endswith("_count")}
     out = []
     for n, labels, v in series:
         if n.endswith("_bucket"):
             c = counts[tuple(sorted((k, x) for k, x in labels.items() if k != "le"))]
-            if not v < c:
+            if not v < c or (zero and not v > 0):
                 continue
         out.append((n, labels, v))
     return out
@@ -63,12 +76,13 @@ SHAPES = [
 ]
 
 
+@pytest.mark.parametrize("zero", [False, True], ids=["below-count", "zeros-too"])
 @pytest.mark.parametrize("cum", SHAPES)
-def test_filled_buckets_give_the_rows_of_the_whole_answer(cum):
+def test_filled_buckets_give_the_rows_of_the_whole_answer(cum, zero):
     series = _hist("a:1", cum) + _hist("b:1", [0.0, 1.0, 2.0, 2.0, 2.0, 2.0], model="n")
     whole, _ = _rows(series)
-    part, lay = _rows(_filtered(series), {f"{TTFT}_bucket": LAYOUT})
-    assert len(_filtered(series)) < len(series)  # the filter dropped something
+    part, lay = _rows(_filtered(series, zero), {f"{TTFT}_bucket": LAYOUT})
+    assert len(_filtered(series, zero)) < len(series)  # the filter dropped something
     assert whole.keys() == part.keys() and not lay.stale
     for key, row in whole.items():
         assert part[key].ttft_s == row.ttft_s, (key, cum)
@@ -84,20 +98,54 @@ def test_without_the_layout_a_filtered_answer_would_be_wrong():
     assert raw[key].ttft_s != whole[key].ttft_s
 
 
-def test_two_series_under_one_key_are_filled_each_then_summed():
-    """Two jobs scrape one instance: the rows sum both; each is filled with its own count."""
+@pytest.mark.parametrize("zero", [False, True], ids=["below-count", "zeros-too"])
+@pytest.mark.parametrize("second", [[0.0, 0.0, 0.0, 3.0, 6.0, 6.0], [0.0, 0.0, 0.0, 6.0, 6.0, 6.0]])
+def test_two_series_under_one_key_are_filled_each_then_summed(zero, second):
+    """Two jobs scrape one instance: the rows sum both; each is filled with its own count
+    (and, with nothing sent, its own mean)."""
     a = _hist("a:1", [0.0, 1.0, 2.0, 2.0, 2.0, 2.0])
-    b = _hist("a:1", [0.0, 0.0, 0.0, 3.0, 6.0, 6.0], extra={"job": "vllm-b"})
+    b = _hist("a:1", second, extra={"job": "vllm-b"})
     series = a + b
     whole, _ = _rows(series)
-    part, _ = _rows(_filtered(series), {f"{TTFT}_bucket": LAYOUT})
+    part, _ = _rows(_filtered(series, zero), {f"{TTFT}_bucket": LAYOUT})
     key = next(iter(whole))
     assert whole[key].ttft_s is not None and part[key].ttft_s == whole[key].ttft_s
 
 
+@pytest.mark.parametrize("cum", [[0.0, 0.0, 0.0, 2.0, 2.0, 2.0], [0.0, 0.0, 0.0, 0.0, 0.0, 2.0]])
+def test_one_bucket_is_found_by_the_mean_even_on_its_bound(cum):
+    """Nothing sent (every observation in one bucket): the mean names the bucket, also when
+    every observation sits on the bucket's bound (token counts do), not the bucket above."""
+    i = next(j for j, v in enumerate(cum) if v)
+    mean = LAYOUT[i] if LAYOUT[i] != math.inf else 7.0
+    series = _hist("a:1", cum, mean=mean)
+    assert [n for n, *_ in _filtered(series, True) if n.endswith("_bucket")] == []
+    whole, _ = _rows(series)
+    part, _ = _rows(_filtered(series, True), {f"{TTFT}_bucket": LAYOUT})
+    key = next(iter(whole))
+    assert whole[key].ttft_s.p50 is not None and part[key].ttft_s == whole[key].ttft_s
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["vllm", "trtllm-text"])
+def test_no_bucket_sent_and_no_sum_gives_no_quantile_never_a_guess(direct):
+    """Without ``_sum`` the bucket holding every observation is unknown: mean and quantiles
+    are ``–`` (the count stays), never the lowest bucket's."""
+    name = TTFT if direct else "trtllm_time_to_first_token_seconds"
+    base = {"instance": "a:1", "job": "j", "model_name": "m"}
+    if not direct:
+        base |= {"engine_type": "undefined"}
+    series = [(f"{name}_count", dict(base), 2.0),
+              ("vllm:num_requests_running" if direct else "trtllm_num_requests_running",
+               dict(base), 1.0)]
+    part, lay = _rows(series, {f"{name}_bucket": LAYOUT})
+    row = next(iter(part.values()))
+    assert row.ttft_s is None or row.ttft_s.p50 is None
+    assert not lay.stale
+
+
 def test_a_bound_the_layout_lacks_gives_the_mean_only_and_asks_again():
     series = _hist("a:1", [0.0, 1.0, 3.0, 4.0, 4.0, 4.0],
-                   le=("0.1", "0.3", "0.5", "1.0", "2.5", "+Inf"))  # 0.3: a newer version
+                   le=("0.1", "0.3", "0.5", "1.0", "2.5", "+Inf"), mean=0.3)  # 0.3: newer
     part, lay = _rows(_filtered(series), {f"{TTFT}_bucket": LAYOUT})
     row = next(iter(part.values()))
     assert lay.stale == {f"{TTFT}_bucket"}
@@ -105,17 +153,18 @@ def test_a_bound_the_layout_lacks_gives_the_mean_only_and_asks_again():
     assert row.ttft_s.mean == pytest.approx(0.3)
 
 
-def test_text_adapters_get_the_buckets_back_too():
+@pytest.mark.parametrize("zero", [False, True], ids=["below-count", "zeros-too"])
+@pytest.mark.parametrize("cum", [[0.0, 2.0, 5.0, 6.0, 6.0, 6.0], [0.0, 0.0, 6.0, 6.0, 6.0, 6.0]])
+def test_text_adapters_get_the_buckets_back_too(zero, cum):
     """TRT-LLM (read through exposition text) with its buckets filtered."""
     name = "trtllm_time_to_first_token_seconds"
     base = {"instance": "t:1", "job": "trt", "model_name": "undefined",
             "engine_type": "undefined"}
-    cum = [0.0, 2.0, 5.0, 6.0, 6.0, 6.0]
     series = [(f"{name}_bucket", base | {"le": x}, v) for x, v in zip(LE, cum, strict=True)]
-    series += [(f"{name}_count", dict(base), 6.0), (f"{name}_sum", dict(base), 2.0),
+    series += [(f"{name}_count", dict(base), 6.0), (f"{name}_sum", dict(base), _sum_of(cum)),
                ("trtllm_num_requests_running", dict(base), 1.0)]
     whole, _ = _rows(series)
-    part, lay = _rows(_filtered(series), {f"{name}_bucket": LAYOUT})
+    part, lay = _rows(_filtered(series, zero), {f"{name}_bucket": LAYOUT})
     key = next(iter(whole))
     assert whole[key].ttft_s is not None and whole[key].ttft_s.p50 is not None
     assert part[key].ttft_s == whole[key].ttft_s and not lay.stale
@@ -158,6 +207,13 @@ def test_the_filter_needs_a_layout_and_a_count_from_the_same_source():
     assert q is not None and q.count("< ignoring (le) group_left ()") == 1
     assert f"rate({TTFT}_count" in q
     assert "< ignoring" not in (_plan().buckets() or "")
+    # the zero buckets go too, as the _sum is asked: a lone bucket is found by the mean
+    assert p.zero_cut(f"{TTFT}_bucket") and q.count("[60s]))) > 0) < ignoring") == 1
+    no_sum = _plan(layouts=lay, names={f"{TTFT}_bucket": "bucket", f"{TTFT}_count": "counter"})
+    assert no_sum.filtered(f"{TTFT}_bucket") and not no_sum.zero_cut(f"{TTFT}_bucket")
+    assert "> 0" not in (no_sum.buckets() or "")
+    lean = _plan(layouts=lay, detail_only=frozenset({f"{TTFT}_sum"}))
+    assert not lean.zero_cut(f"{TTFT}_bucket")
 
 
 def test_detail_only_buckets_are_left_out_of_the_refresh():
@@ -256,6 +312,8 @@ def test_detail_only_names_come_from_the_adapters_tables():
     assert _detail_only("sglang:e2e_request_latency_seconds_bucket", "sglang")
     assert _detail_only("vllm:e2e_request_latency_seconds_count", "vllm")  # its mean too
     assert _detail_only("sglang:generation_tokens_histogram_sum", "sglang")
+    assert _detail_only("vllm:iteration_tokens_total_bucket", "vllm")  # the step size
+    assert _detail_only("vllm:iteration_tokens_total_count", "vllm")
     assert not _detail_only("vllm:request_success_total", "vllm")
     for table_hist in ("vllm:time_to_first_token_seconds_bucket",
                        "vllm:time_to_first_token_seconds_count",
