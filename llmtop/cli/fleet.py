@@ -2,8 +2,10 @@
 
 JSON is the direct mode's schema (``docs/json-schema.md``) plus ``time`` (the evaluation
 time of every query), ``window_s``, ``source`` (kind, URL without credentials, version),
-``warnings``, ``partial``, ``error`` and ``totals`` (one row per model). Exit status 0 when
-rows came back, 1 when the server could not be read or held no engine series.
+``warnings``, ``partial``, ``error`` and ``totals`` (one row per model), and ``baseline``:
+the diagnosis' warm-up from the server's history (``llmtop.fleet.warm``), whose points are
+the baseline the findings were judged against. Exit status 0 when rows came back, 1 when
+the server could not be read or held no engine series.
 """
 
 from __future__ import annotations
@@ -105,21 +107,35 @@ async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transpo
         mon.sink = recorder.record
     try:
         snap = await mon.tick()
+        warmup = await mon.warmed()  # the baseline from the server's history before snap
     finally:
         await mon.aclose()
         if recorder is not None:
             recorder.close()
-    return _print(mon, snap, as_json, out, err)
+    for e in mon.diagnoser.take_events():  # the warm-up's trouble, in words
+        if e.target is None and e.level != "info" and e.text not in mon.warnings:
+            mon.warnings.append(e.text)
+    baseline = None
+    if warmup is not None:
+        baseline = warmup.to_json(mon.diagnoser.warm_points if warmup.error is None
+                                  and warmup.points else 0)
+    return _print(mon, snap, as_json, out, err, findings=list(mon.diagnoser.findings)
+                  if mon.error is None else [], baseline=baseline)
 
 
-def _print(mon: FleetMonitor, snap: Snapshot, as_json: bool, out: TextIO, err: TextIO) -> int:
-    from llmtop.diagnose import diagnose
+def _print(mon: FleetMonitor, snap: Snapshot, as_json: bool, out: TextIO, err: TextIO,
+           findings: list[Any] | None = None, baseline: dict[str, Any] | None = None) -> int:
+    """Print one refresh; ``findings`` (live: the diagnosis on the warmed baseline; None:
+    judged here without a baseline, as a replay's ``--once``)."""
+    if findings is None:
+        from llmtop.diagnose import diagnose
 
-    # as the direct --once: no baseline, only rules with absolute limits can fire
-    findings = diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s)
+        # as the direct --once: no baseline, only rules with absolute limits can fire
+        findings = diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s)
     if as_json:
         doc = fleet_json(mon, snap)
         doc["diagnosis"] = [f.to_json() for f in findings]
+        doc["baseline"] = baseline
         print(json.dumps(doc, indent=2, allow_nan=False), file=out)
     else:
         from llmtop.console.once_table import print_once
@@ -127,6 +143,9 @@ def _print(mon: FleetMonitor, snap: Snapshot, as_json: bool, out: TextIO, err: T
         print(header_line(mon, snap), file=out)
         for w in mon.warnings:
             print(f"warning: {w}", file=out)
+        if baseline is not None and baseline["points"]:
+            print(f"diagnosis baseline: {baseline['points']} points of the server's history, "
+                  f"{baseline['step_s']:g} s apart, before the window", file=out)
         if snap.engines:
             print_once(snap, file=out, diagnosis=findings)
         if mon.totals:

@@ -11,6 +11,13 @@ older than the window (80 s after the first refresh at a 10 s refresh and a 60 s
 ``restarted_ago_s`` the seconds since a row was first seen ``restarted``. Findings that
 start, worsen or end become event-log lines (``take_events``).
 
+The baseline need not start empty: ``begin_warm`` then ``warm(points)`` seed it with rows
+rebuilt from the server's own history before the first refresh (``llmtop.fleet.warm``).
+Those past rows are baseline points only: no rule runs on them (a finding of the past is
+never shown as now, and they make no event line), ``waiting_min`` and the restart ages
+never see them. The refreshes judged since ``begin_warm`` are then judged again on the
+seeded baseline; only what they had not announced yet becomes an event line.
+
 Owned by ``FleetMonitor`` (``monitor.diagnoser``, fed after each new snapshot, reset by
 ``travel``) and by ``FleetReplay``. Pure: no I/O, no clock (time is the evaluation time).
 """
@@ -22,14 +29,14 @@ from collections import deque
 from collections.abc import Sequence
 
 from llmtop.diagnose.baseline import BaselineTracker
-from llmtop.diagnose.findings import Finding
+from llmtop.diagnose.findings import Finding, severity_rank
 from llmtop.diagnose.live import event_line
 from llmtop.diagnose.state import Diagnoser, Transition
 from llmtop.diagnose.thresholds import BASELINE_STEP_S, WARMUP_S
 from llmtop.model import EngineRow, Event, Snapshot
 
 __all__ = ["BASELINE_REUSE_S", "REPLAY_WARM_MAX", "REPLAY_WARM_S", "WAITING_MIN_POINTS",
-           "FleetDiagnosis", "warm_times"]
+           "WARM_PENDING_MAX", "FleetDiagnosis", "warm_times"]
 
 WAITING_MIN_POINTS = 3
 """Refreshes inside the window needed before ``waiting_min`` is known (as the store's 3)."""
@@ -40,6 +47,8 @@ REPLAY_WARM_MAX = 34
 """At most this many warm-up refreshes (each is rebuilt from its recorded answers)."""
 BASELINE_REUSE_S = 60.0
 """A fleet row's baseline medians are recomputed at most this often."""
+WARM_PENDING_MAX = 60
+"""Refreshes kept for judging again while a warm-up is in flight; past this, it is dropped."""
 _EVENTS_KEPT = 500
 
 
@@ -76,8 +85,12 @@ class FleetDiagnosis:
         self._restart_at: dict[str, float] = {}
         self._restarted: set[str] = set()
         self._last_t: float | None = None
+        self._pending: list[Snapshot] | None = None
+        """Refreshes judged since ``begin_warm`` (None: no warm-up awaited)."""
         self.refreshes = 0
         """Refreshes judged since the start (or the last ``reset``)."""
+        self.warm_points = 0
+        """Baseline points seeded by the last ``warm`` (0: none, the baseline started cold)."""
 
     @property
     def findings(self) -> list[Finding]:
@@ -97,6 +110,58 @@ class FleetDiagnosis:
                 return []
             if t < self._last_t:
                 self.reset()
+        if self._pending is not None:
+            self._pending.append(snap)
+            if len(self._pending) > WARM_PENDING_MAX:
+                self._pending = None  # the warm-up is too late to be of use: cold it stays
+        return self._judge(snap)
+
+    def begin_warm(self) -> None:
+        """A warm-up is on its way: keep the refreshes judged until ``warm`` (or
+        ``warm_failed``) to judge them again on the seeded baseline."""
+        self._pending = []
+
+    def warm(self, points: Sequence[tuple[float, Sequence[EngineRow]]],
+             t: float | None = None) -> int | None:
+        """Seed the baseline with ``points`` ((time, rows) of the server's history, no
+        states needed) and judge the refreshes kept since ``begin_warm`` again on it (see the
+        module doc). ``t``: the refresh the warm-up was asked for (another first refresh
+        kept: a warm-up of another time, ignored). Returns the points taken; None when no
+        such warm-up is awaited (a ``reset`` since, or too late): nothing changes then."""
+        pending = self._pending
+        if pending is None or (t is not None and pending and abs(pending[0].time - t) > 1e-6):
+            return None
+        self._pending = None
+        announced: dict[tuple[str, str, str | None], int] = {
+            f.key: severity_rank(f.severity) for f in self.findings}
+        refreshes = self.refreshes
+        self.reset()
+        first = pending[0].time if pending else float("inf")
+        tracker = self.diagnoser.tracker
+        taken = 0
+        for t, rows in sorted(points, key=lambda p: p[0]):
+            if rows and t <= first - tracker.step_s + 1e-6 and tracker.observe(t, rows):
+                taken += 1
+        self.warm_points = taken
+        for snap in pending:
+            self._last_t = snap.time
+            self._judge(snap, announced)
+        self.refreshes = max(self.refreshes, refreshes)
+        return taken
+
+    def warm_failed(self) -> None:
+        """The warm-up gave nothing: the baseline stays cold (as without one)."""
+        self._pending = None
+
+    def note(self, t: float, level: str, text: str) -> None:
+        """Queue an event-log line of the diagnosis' own (the warm-up's outcome)."""
+        self._events.append(Event(t, level, None, text))
+
+    def _judge(self, snap: Snapshot, announced: dict[tuple[str, str, str | None], int]
+               | None = None) -> list[Transition]:
+        """Run the rules on ``snap``; ``announced`` (a judgement again): finding key ->
+        severity already in the event log, whose start is not logged twice."""
+        t = snap.time
         self._last_t = t
         self.refreshes += 1
         d = self.diagnoser
@@ -109,6 +174,9 @@ class FleetDiagnosis:
         out = d.update(t, rows, snap.gpus, waiting_min=waiting_min, restarted_ago_s=restarted,
                        force=True)
         for tr in out:
+            if announced is not None and tr.kind != "end" and \
+                    announced.get(tr.finding.key, -1) >= severity_rank(tr.finding.severity):
+                continue
             level, target, text = event_line(tr)
             self._events.append(Event(t, level, target, text))
         return out

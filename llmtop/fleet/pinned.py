@@ -8,15 +8,15 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from llmtop.fleet.queries import Matcher, Plan, align, engine_of
+from llmtop.fleet.queries import Layouts, Matcher, Plan, align, engine_of
 from llmtop.fleet.rows import build_rows, split_groups
 from llmtop.model import EngineRow
-from llmtop.sources.prometheus import PromError
+from llmtop.sources.prometheus import PromClient, PromError
 
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
 
-__all__ = ["Windows", "history", "locate", "pick", "row_windows"]
+__all__ = ["Windows", "history", "locate", "pick", "range_rows", "row_windows"]
 
 
 class Windows(dict[float, EngineRow | None]):
@@ -92,13 +92,29 @@ async def history(mon: FleetMonitor, key: str, points: int = 90
     step = mon.refresh_s
     end = align(snap.time, step)
     start = end - (max(2, points) - 1) * step
-    queries = {k: q for k, q in _pinned(plan, row, plan.window_s).queries().items()
-               if k.split("#")[0] in ("gauges", "counters", "buckets")}
+    queries = [q for k, q in _pinned(plan, row, plan.window_s).queries().items()
+               if k.split("#")[0] in ("gauges", "counters", "buckets")]
     try:
-        answers = await asyncio.gather(*(mon.client.query_range(q, start, end, step)
-                                         for q in queries.values()))
+        past, _ = await range_rows(mon.client, queries, start, end, step, plan.group,
+                                   mon.window_s)
     except PromError:
         return []
+    return [(ts, next((r for r in rows if r.key == key), None)) for ts, rows in past]
+
+
+async def range_rows(client: PromClient, queries: Iterable[str], start: float, end: float,
+                     step: float, group: tuple[str, ...], window_s: float,
+                     layouts: Layouts | None = None
+                     ) -> tuple[list[tuple[float, list[EngineRow]]], list[str]]:
+    """The rows at each time of one range query per query in ``queries`` (``start`` to
+    ``end`` every ``step``), oldest first, rebuilt per timestamp by the instant row builder
+    (rates over ``window_s``; ``layouts``: as ``build_rows``), and the answers' warnings (a
+    partial answer says so). Rows carry no states. Raises ``PromError``."""
+    answers = await asyncio.gather(*(client.query_range(q, start, end, step)
+                                     for q in queries))
+    warnings = [w for res in answers for w in res.warnings]
+    if any(res.partial for res in answers) and not warnings:
+        warnings.append("the server answered with partial data")
     by_time: dict[float, list[dict[str, Any]]] = {}
     for res in answers:
         for series in res.result:
@@ -106,12 +122,11 @@ async def history(mon: FleetMonitor, key: str, points: int = 90
             for ts, v in series.get("values") or ():
                 by_time.setdefault(float(ts), []).append(
                     {"metric": dict(metric), "value": [ts, v]})
-    out: list[tuple[float, EngineRow | None]] = []
+    out: list[tuple[float, list[EngineRow]]] = []
     for ts in sorted(by_time):
-        rows, _ = build_rows(split_groups([by_time[ts]], plan.group), plan.group,
-                             mon.window_s)
-        out.append((ts, next((r for r in rows if r.key == key), None)))
-    return out
+        rows, _ = build_rows(split_groups([by_time.pop(ts)], group), group, window_s, layouts)
+        out.append((ts, rows))
+    return out, warnings
 
 
 async def row_windows(mon: FleetMonitor, key: str, windows: Iterable[float]

@@ -1,0 +1,147 @@
+"""The fleet diagnosis' baseline from the server's own history (the warm-up).
+
+A fleet row's baseline is its median over the last ``BASELINE_KEEP_S`` (15 min), the current
+window left out (``llmtop.fleet.diagnosis``). Built from refreshes alone it needs 80 s to
+start and 15 min to fill, and never starts at a fixed ``--at`` time. The Prometheus already
+holds that history: ``fetch`` asks it with ONE range query per role of the refresh (gauges,
+counters, buckets: ``Plan.queries()``, the lean plan: no detail-only histograms; the
+``state`` and DCGM roles are not asked, the rules' context and GPU baselines stay live-only)
+over the baseline span before ``t``, every ``WARM_STEP_S``, aligned to that step so caching
+frontends can reuse the answer, and rebuilds the rows at each timestamp with the instant
+row builder (``pinned.range_rows``, the monitor's bucket layouts): the same numbers an
+instant refresh at those times gives. ``WARM_STEP_S`` (180 s) gives 4 or 5 points older
+than the window: the median needs 3, and at 500 instances each point costs about as much
+as a refresh (see ``docs/fleet.md``, Cost).
+
+``warm`` feeds them to the monitor's ``FleetDiagnosis`` (``warm``: baseline points only,
+then the refreshes judged meanwhile judged again). A failed or empty warm-up is not fatal:
+the diagnosis starts cold, as it would without one, and an event-log line says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from llmtop.diagnose.thresholds import BASELINE_KEEP_S, BASELINE_MIN_POINTS
+from llmtop.fleet.pinned import range_rows
+from llmtop.fleet.queries import Plan, engine_of
+from llmtop.model import EngineRow
+from llmtop.sources.prometheus import PromClient, PromError
+
+if TYPE_CHECKING:
+    from llmtop.fleet.monitor import FleetMonitor
+
+__all__ = ["WARM_ROLES", "WARM_STEP_S", "Warmup", "fetch", "span", "warm", "warm_plan"]
+
+WARM_STEP_S = 180.0
+"""Seconds between the warm-up's points (4 or 5 over the 15-minute baseline span)."""
+WARM_ROLES = ("gauges", "counters", "buckets")
+"""The refresh's query roles the warm-up asks over the span (rows need nothing else)."""
+
+
+@dataclass(slots=True)
+class Warmup:
+    """What one warm-up fetched: rows per past time, or why there are none."""
+
+    t: float
+    """The evaluation time it warms (the first refresh's)."""
+    points: list[tuple[float, list[EngineRow]]] = field(default_factory=list)
+    start: float | None = None
+    end: float | None = None
+    step_s: float = WARM_STEP_S
+    queries: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+    """The failure in words (None: the server answered)."""
+
+    def to_json(self, taken: int | None = None) -> dict[str, object]:
+        """The ``baseline`` object of ``--once --json`` (``taken``: points the diagnosis
+        took; None: the points fetched)."""
+        return {"source": "prometheus_history", "start": self.start, "end": self.end,
+                "step_s": self.step_s, "points": len(self.points) if taken is None else taken,
+                "queries": self.queries, "partial": bool(self.warnings),
+                "warnings": list(self.warnings), "error": self.error}
+
+
+def span(t: float, window_s: float, step_s: float = WARM_STEP_S,
+         keep_s: float = BASELINE_KEEP_S) -> tuple[float, float] | None:
+    """(start, end) of the warm-up's range before ``t``: times aligned to ``step_s``, the
+    first inside the baseline span ``(t - keep_s, ...]``, the last outside the current
+    window (``<= t - window_s``): the points the baseline at ``t`` can use. None when that
+    leaves fewer than ``BASELINE_MIN_POINTS`` (a window as long as the span)."""
+    step_s = max(1.0, step_s)
+    start = (math.floor((t - keep_s) / step_s) + 1) * step_s
+    end = math.floor((t - window_s) / step_s) * step_s
+    if end < start or (end - start) / step_s + 1 < BASELINE_MIN_POINTS:
+        return None
+    return start, end
+
+
+def warm_plan(plan: Plan) -> Plan:
+    """``plan`` without the histograms only the detail screen shows (as the TUI's lean
+    plan): the baseline's signals come from the others."""
+    if plan.detail_only:
+        return plan
+    from llmtop.fleet.monitor import _detail_only
+
+    lean = frozenset(n for n, k in plan.names.items()
+                     if k in ("bucket", "counter") and _detail_only(n, engine_of(n) or ""))
+    return dataclasses.replace(plan, detail_only=lean) if lean else plan
+
+
+async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
+                client: PromClient | None = None) -> Warmup:
+    """Rows at the warm-up's times before ``t`` (see the module doc), asked through
+    ``client`` (default: the monitor's); never raises."""
+    step = WARM_STEP_S if step_s is None else step_s
+    out = Warmup(t=t, step_s=step)
+    plan = mon.plan
+    if plan is None:
+        out.error = "not connected"
+        return out
+    rng = span(t, mon.window_s, step)
+    if rng is None:
+        out.error = f"the {mon.window_s:g} s window leaves no baseline span"
+        return out
+    out.start, out.end = rng
+    queries = [q for role, q in warm_plan(plan).queries().items()
+               if role.split("#")[0] in WARM_ROLES]
+    out.queries = len(queries)
+    try:
+        out.points, out.warnings = await range_rows(
+            client or mon.client, queries, out.start, out.end, step, plan.group, mon.window_s,
+            plan.layouts)
+    except PromError as exc:
+        out.error = f"{exc.kind}: {exc.message}"
+    return out
+
+
+async def warm(mon: FleetMonitor, t: float, step_s: float | None = None,
+               client: PromClient | None = None) -> Warmup:
+    """Fetch the history before ``t`` and seed ``mon.diagnoser`` with it (its ``begin_warm``
+    called before the refresh at ``t`` was judged); an event-log line says how it went.
+    Returns what was fetched."""
+    got = await fetch(mon, t, step_s, client)
+    diag = mon.diagnoser
+    when = f"{(got.end or t) - (got.start or t) + got.step_s:g} s"
+    if got.error is not None or not got.points:
+        diag.warm_failed()
+        why = got.error or "the server holds no history before this time"
+        diag.note(t, "warn", f"diagnosis: no baseline from the server's history ({why}); "
+                  "relative rules apply once the refreshes have built one")
+        return got
+    taken = diag.warm(got.points, t)
+    if taken is None:  # a travel or a reset since: the history is of another time
+        return got
+    rows = len({r.key for _, rows in got.points for r in rows})
+    part = " (PARTIAL answer: the baseline may miss series)" if got.warnings else ""
+    if taken < BASELINE_MIN_POINTS:
+        diag.note(t, "warn", f"diagnosis: only {taken} point(s) of history over the last "
+                  f"{when} ({rows} rows){part}: relative rules wait for more")
+    else:
+        diag.note(t, "info", f"diagnosis: baseline from the server's history: {taken} "
+                  f"points over the last {when}, {rows} rows{part}")
+    return got
