@@ -96,13 +96,18 @@ def link_gpus(rows: Sequence[EngineRow], gpus: Sequence[GpuRecord]) -> int:
     if not rows or not gpus:
         return 0
     idx = _Index(rows)
+    pod_of: dict[str, str | None] = {}  # process name -> its row target (None: no row)
+    one_on: dict[str, str | None] = {}  # GPU host -> its one engine target (None: not one)
     linked = 0
     for g in gpus:
         by_pod = False
         if idx.ns_pod or idx.pod_any:
             for p in g.processes:
-                if p.engine_target is None and p.name:
-                    p.engine_target = idx.by_pod(p.name)
+                name = p.name
+                if p.engine_target is None and name:
+                    if name not in pod_of:
+                        pod_of[name] = idx.by_pod(name)
+                    p.engine_target = pod_of[name]
                 by_pod = by_pod or p.engine_target is not None
         if by_pod:
             linked += 1
@@ -111,12 +116,15 @@ def link_gpus(rows: Sequence[EngineRow], gpus: Sequence[GpuRecord]) -> int:
             continue
         if (idx.ns_pod or idx.pod_any) and any(p.name for p in g.processes):
             continue  # the GPU names a consumer pod that is none of the rows' pods
-        targets = idx.host.get(host_of(g.host)) if g.host else None
-        if not targets or len(targets) != 1:
-            continue  # no engine on the host, or several: not knowable which GPU is whose
         if g.mem_used_bytes is not None and g.mem_used_bytes < HOST_LINK_MIN_USED_BYTES:
             continue
-        target = next(iter(targets))
+        if g.host not in one_on:
+            targets = idx.host.get(host_of(g.host), ()) if g.host else ()
+            # no engine on the host, or several: not knowable which GPU is whose
+            one_on[g.host] = next(iter(targets)) if len(targets) == 1 else None
+        target = one_on[g.host]
+        if target is None:
+            continue
         g.processes.append(GpuProcess(pid=None, name=f"engine on host {g.host}",
                                       engine_target=target, visible=False))
         linked += 1
