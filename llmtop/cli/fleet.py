@@ -97,7 +97,12 @@ def replay_fleet_once(rec: Any, at: float, *, as_json: bool = False,
     from llmtop.fleet.replay import fleet_snapshot_at
 
     mon, snap = fleet_snapshot_at(rec, at)
-    return _print(mon, snap, as_json, out or sys.stdout, err or sys.stderr)
+    # judged as the live --once judges its refresh, without the server's history (a
+    # recording does not hold it): only the rules that need no baseline can fire
+    if mon.error is None:
+        mon.diagnoser.on_refresh(snap)
+    return _print(mon, snap, as_json, out or sys.stdout, err or sys.stderr,
+                  list(mon.diagnoser.findings))
 
 
 async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transport: Any,
@@ -112,26 +117,19 @@ async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transpo
         await mon.aclose()
         if recorder is not None:
             recorder.close()
-    for e in mon.diagnoser.take_events():  # the warm-up's trouble, in words
-        if e.target is None and e.level != "info" and e.text not in mon.warnings:
-            mon.warnings.append(e.text)
+    notes = [e.text for e in mon.diagnoser.take_events() if e.target is None]
     baseline = None
-    if warmup is not None:
+    if warmup is not None:  # the warm-up's outcome in words: its own note, not a warning
         baseline = warmup.to_json(mon.diagnoser.warm_points if warmup.error is None
                                   and warmup.points else 0)
+        baseline["note"] = notes[-1] if notes else None
     return _print(mon, snap, as_json, out, err, findings=list(mon.diagnoser.findings)
                   if mon.error is None else [], baseline=baseline)
 
 
 def _print(mon: FleetMonitor, snap: Snapshot, as_json: bool, out: TextIO, err: TextIO,
-           findings: list[Any] | None = None, baseline: dict[str, Any] | None = None) -> int:
-    """Print one refresh; ``findings`` (live: the diagnosis on the warmed baseline; None:
-    judged here without a baseline, as a replay's ``--once``)."""
-    if findings is None:
-        from llmtop.diagnose import diagnose
-
-        # as the direct --once: no baseline, only rules with absolute limits can fire
-        findings = diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s)
+           findings: list[Any], baseline: dict[str, Any] | None = None) -> int:
+    """Print one refresh and its ``findings`` (``baseline``: the warm-up's JSON object)."""
     if as_json:
         doc = fleet_json(mon, snap)
         doc["diagnosis"] = [f.to_json() for f in findings]
@@ -143,9 +141,8 @@ def _print(mon: FleetMonitor, snap: Snapshot, as_json: bool, out: TextIO, err: T
         print(header_line(mon, snap), file=out)
         for w in mon.warnings:
             print(f"warning: {w}", file=out)
-        if baseline is not None and baseline["points"]:
-            print(f"diagnosis baseline: {baseline['points']} points of the server's history, "
-                  f"{baseline['step_s']:g} s apart, before the window", file=out)
+        if baseline is not None and baseline.get("note"):
+            print(baseline["note"], file=out)
         if snap.engines:
             print_once(snap, file=out, diagnosis=findings)
         if mon.totals:

@@ -126,7 +126,8 @@ async def warm(mon: FleetMonitor, t: float, step_s: float | None = None,
     Returns what was fetched."""
     got = await fetch(mon, t, step_s, client)
     diag = mon.diagnoser
-    when = f"{(got.end or t) - (got.start or t) + got.step_s:g} s"
+    ago = (f"{t - got.start:.0f} s to {t - got.end:.0f} s before"
+           if got.start is not None and got.end is not None else "before")
     if got.error is not None or not got.points:
         diag.warm_failed()
         why = got.error or "the server holds no history before this time"
@@ -139,9 +140,9 @@ async def warm(mon: FleetMonitor, t: float, step_s: float | None = None,
     rows = len({r.key for _, rows in got.points for r in rows})
     part = " (PARTIAL answer: the baseline may miss series)" if got.warnings else ""
     if taken < BASELINE_MIN_POINTS:
-        diag.note(t, "warn", f"diagnosis: only {taken} point(s) of history over the last "
-                  f"{when} ({rows} rows){part}: relative rules wait for more")
+        diag.note(t, "warn", f"diagnosis: only {taken} point(s) of the server's history "
+                  f"({ago}, {rows} rows){part}: relative rules wait for more")
     else:
         diag.note(t, "info", f"diagnosis: baseline from the server's history: {taken} "
-                  f"points over the last {when}, {rows} rows{part}")
+                  f"points {got.step_s:g} s apart ({ago}), {rows} rows{part}")
     return got
