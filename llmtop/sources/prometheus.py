@@ -21,8 +21,9 @@ import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote_plus, urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -133,6 +134,21 @@ class _Secret:
         return self._value
 
 
+_FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+@lru_cache(maxsize=64)
+def _quoted(text: str) -> str:
+    """``quote_plus`` of a form value: the refresh's long queries are the same each time."""
+    return quote_plus(text)
+
+
+def _form(params: dict[str, Any]) -> bytes:
+    """A POST body as ``urlencode`` writes it, the queries' quoting reused."""
+    return "&".join(f"{_quoted(str(k))}={_quoted(str(v))}" for k, v in params.items()
+                    ).encode("ascii")
+
+
 class PromClient:
     """Async client for one server. ``query``/``query_range``/``get`` raise ``PromError``."""
 
@@ -204,7 +220,8 @@ class PromClient:
             self.requests += 1
             try:
                 if method == "POST":
-                    return await self._client.post(url, data=all_params, headers=self._headers())
+                    return await self._client.post(url, content=_form(all_params),
+                                                   headers=self._headers() | _FORM)
                 return await self._client.get(url, params=all_params, headers=self._headers())
             except httpx.TimeoutException:
                 raise PromError("unreachable", f"timed out after {self.cfg.timeout_s:g} s "

@@ -397,3 +397,18 @@ def test_names_come_from_the_label_values_api_not_a_query_over_every_series():
     counts = [q for q in sent if q.startswith("count by (__name__, job)")]
     assert len(counts) == 1 and "vllm:num_requests_running|sglang" in counts[0]
     assert "(vllm|sglang|lmdeploy" not in counts[0]  # not the every-series selector
+
+
+def test_the_post_body_is_the_form_urlencode_writes():
+    """The quoted-once body (``_form``) reads back as the parameters, special characters and
+    all, and is byte for byte what ``urllib.parse.urlencode`` writes."""
+    from urllib.parse import parse_qsl, urlencode
+
+    from llmtop.sources.prometheus import _form
+
+    params = {"query": 'sum by (le) (rate(x_bucket{a=~"b|c",d!="é &+"}[60s])) > 0',
+              "time": "1700000000.5", "timeout": "10s", "dedup": "true"}
+    for _ in range(2):  # the second from the cache
+        body = _form(params)
+        assert body == urlencode(params).encode()
+        assert dict(parse_qsl(body.decode())) == params
