@@ -16,7 +16,18 @@ from llmtop.sources.prometheus import PromClient, PromError
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
 
-__all__ = ["Windows", "history", "locate", "pick", "range_rows", "row_windows"]
+__all__ = ["History", "Windows", "history", "locate", "pick", "range_rows", "row_windows"]
+
+
+class History(list[tuple[float, EngineRow | None]]):
+    """``history``'s answer: (time, row) pairs, a plain list to its callers, plus
+    ``partial`` (a range answer was partial: Thanos ``warnings``, VictoriaMetrics
+    ``isPartial``) and the backend's ``warnings``."""
+
+    def __init__(self, *args: Any, warnings: Iterable[str] = ()) -> None:
+        super().__init__(*args)
+        self.warnings: list[str] = list(dict.fromkeys(warnings))
+        self.partial = bool(self.warnings)
 
 
 class Windows(dict[float, EngineRow | None]):
@@ -80,26 +91,27 @@ def pick(rows: list[EngineRow], key: str, top: EngineRow, row: EngineRow
     return r
 
 
-async def history(mon: FleetMonitor, key: str, points: int = 90
-                  ) -> list[tuple[float, EngineRow | None]]:
+async def history(mon: FleetMonitor, key: str, points: int = 90) -> History:
     """The row ``key`` at ``points`` past refresh times up to the latest snapshot, from one
     range query per role (gauges, counters, buckets) on that row's group and engine only:
-    sparklines start full instead of empty. [] when unknown; never raises."""
+    sparklines start full instead of empty. [] when unknown; never raises. A partial answer
+    says so (``History.partial``, ``.warnings``)."""
     snap, plan = mon._last, mon.plan
     row = next((r for r in snap.engines if r.key == key), None) if snap else None
     if snap is None or plan is None or row is None or row.labels is None:
-        return []
+        return History()
     step = mon.refresh_s
     end = align(snap.time, step)
     start = end - (max(2, points) - 1) * step
     queries = [q for k, q in _pinned(plan, row, plan.window_s).queries().items()
                if k.split("#")[0] in ("gauges", "counters", "buckets")]
     try:
-        past, _ = await range_rows(mon.client, queries, start, end, step, plan.group,
-                                   mon.window_s)
+        past, warns = await range_rows(mon.client, queries, start, end, step, plan.group,
+                                       mon.window_s)
     except PromError:
-        return []
-    return [(ts, next((r for r in rows if r.key == key), None)) for ts, rows in past]
+        return History()
+    return History(((ts, next((r for r in rows if r.key == key), None)) for ts, rows in past),
+                   warnings=warns)
 
 
 async def range_rows(client: PromClient, queries: Iterable[str], start: float, end: float,

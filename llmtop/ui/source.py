@@ -331,6 +331,11 @@ class FleetSource(MonitorSource):
             return
         if not past or epoch != self._epoch:  # none, or around a time travelled away from
             return
+        if getattr(past, "partial", False):  # said, never shown as a complete history
+            warns = list(getattr(past, "warnings", None) or ())
+            more = f" (and {len(warns) - 3} more)" if len(warns) > 3 else ""
+            self.event("warn", key.split("|")[0], "sparkline history from a PARTIAL answer, "
+                       "values may be incomplete: " + "; ".join(warns[:3]) + more)
         older = [t for t, _ in past if not self._times or t < self._times[0] - 1e-6]
         room = self._history - len(self._times)
         older = older[-room:] if room > 0 else []

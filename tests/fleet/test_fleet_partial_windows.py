@@ -62,11 +62,31 @@ def partial_server(sent: list[dict[str, str]], make: Callable[[dict], dict],
     inner = fake_prometheus(sent)
 
     def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/api/v1/query_range"):
+            return _range(request)
         resp = inner.handler(request)
         if not request.url.path.endswith("/api/v1/query"):
             return resp
         query = dict(httpx.QueryParams(request.content.decode()))["query"]
         return httpx.Response(200, json=make(resp.json())) if when(query) else resp
+
+    def _range(request: httpx.Request) -> httpx.Response:
+        """A matrix: the instant answer at each step from ``start`` to ``end``."""
+        form = dict(httpx.QueryParams(request.content.decode()))
+        start, end, step = (float(form[k]) for k in ("start", "end", "step"))
+        series: dict[str, dict] = {}
+        t = start
+        while t <= end + 1e-9:
+            at = httpx.Request("POST", str(request.url).replace("query_range", "query"),
+                               data={"query": form["query"], "time": repr(t)})
+            for item in inner.handler(at).json()["data"]["result"]:
+                s = series.setdefault(json.dumps(item["metric"], sort_keys=True),
+                                      {"metric": item["metric"], "values": []})
+                s["values"].append(item["value"])
+            t += step
+        body = {"status": "success",
+                "data": {"resultType": "matrix", "result": list(series.values())}}
+        return httpx.Response(200, json=make(body) if when(form["query"]) else body)
 
     return httpx.MockTransport(handler)
 
@@ -134,6 +154,46 @@ def test_a_partial_answer_that_lost_the_row_is_still_marked():
 
     _mon, got = _windows(drop, over(300))
     assert got[300.0] is None and got.partial == {300.0: [VICTORIA_WARNING]}
+
+
+# ----------------------------------------------------------------------------- history
+
+
+def _history(make: Callable[[dict], dict], when: Callable[[str], bool]):
+    """One refresh, then the row's sparkline history through ``FleetSource._backfill``:
+    (the history, the source's events)."""
+    sent: list[dict[str, str]] = []
+
+    async def go():
+        cfg = Config(prometheus=PrometheusConfig(url="http://127.0.0.1:9090"))
+        mon = FleetMonitor(cfg, transport=partial_server(sent, make, when),
+                           clock=lambda: T0 + 3)
+        src = FleetSource(mon)
+        await src.tick()
+        past = await mon.history(KEY, 6)
+        await src._backfill(KEY)
+        await mon.aclose()
+        return past, src.events()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(("make", "warning"), [(thanos, THANOS_WARNING),
+                                               (victoria, VICTORIA_WARNING)],
+                         ids=["thanos", "victoriametrics"])
+def test_a_partial_history_says_so_with_the_backends_warning(make, warning):
+    past, events = _history(make, lambda q: True)
+    assert len(past) == 6 and all(r is not None for _, r in past)  # what came is kept
+    assert past.partial and past.warnings == [warning]
+    (ev,) = [e for e in events if "PARTIAL" in e.text]
+    assert ev.level == "warn" and ev.target == INSTANCES[0]
+    assert "sparkline history from a PARTIAL answer" in ev.text and warning[:30] in ev.text
+
+
+def test_a_complete_history_is_not_marked():
+    past, events = _history(thanos, never)
+    assert len(past) == 6 and not past.partial and past.warnings == []
+    assert not any("PARTIAL" in e.text for e in events)
 
 
 # ----------------------------------------------------------------------------- screen
