@@ -12,7 +12,8 @@ fixture. Its shape: ``request_success_total{finished_reason}`` and four histogra
 Those words are generic: another application on the same Prometheus (hand-made here: a
 web shop) exports a ``request_success_total`` and a ``time_to_first_token_seconds`` of its
 own, without ``engine_type``. Fleet mode must list the TRT-LLM instance, with its rates and
-quantiles equal to the server's PromQL, and never the other application.
+quantiles equal to the server's PromQL (on a real Prometheus and a real VictoriaMetrics), and
+never the other application.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from llmtop.fleet.states import read_state
 from llmtop.parse import trtllm
 from llmtop.parse.exposition import parse
 
-from .conftest import promql, refresh_once
+from .conftest import VICTORIA_LATENCY_OFFSET_S, promql, refresh_once
 
 METRICS = Path(__file__).parent.parent / "fixtures" / "metrics"
 FIXTURE = METRICS / "trtllm-generated-1.1-bare.txt"
@@ -175,9 +176,14 @@ class _Exporter:
         return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="module")
-def bare_fleet(prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[tuple[str, str, str]]:
+@pytest.fixture(scope="module", params=["prometheus", "victoriametrics"])
+def bare_fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[tuple[str, str, str, dict]]:
+    """(server URL, TRT-LLM instance, shop instance, the ``PrometheusConfig`` extras) on a
+    real Prometheus and a real VictoriaMetrics (samples visible after 1 s)."""
+    kind = request.param
+    binary = request.getfixturevalue("prometheus_bin" if kind == "prometheus"
+                                     else "victoria_bin")
     exp = _Exporter()
 
     class Handler(BaseHTTPRequestHandler):
@@ -201,21 +207,27 @@ def bare_fleet(prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
                    {"targets": [target], "labels": {"instance": "trt-1.invalid:8000"}}]},
                {"job_name": "shop", "metrics_path": "/shop", "static_configs": [
                    {"targets": [target], "labels": {"instance": "shop-1.invalid:8080"}}]}]}
-    srv = demo_fleet_mod.start_prometheus(cfg, str(tmp_path_factory.mktemp("bare")),
-                                          binary=prometheus_bin)
+    work = str(tmp_path_factory.mktemp("bare"))
+    extra: dict = {}
+    if kind == "prometheus":
+        srv = demo_fleet_mod.start_prometheus(cfg, work, binary=binary)
+    else:
+        off = f"{VICTORIA_LATENCY_OFFSET_S:g}s"
+        srv = demo_fleet_mod.start_victoria(cfg, work, binary=binary, latency_offset=off)
+        extra["params"] = (("latency_offset", off),)
     try:
         demo_fleet_mod.wait_scraped(srv.url, ["trt-1.invalid:8000", "shop-1.invalid:8080"],
                                     min_samples=4)
-        time.sleep(1.5)
-        yield srv.url, "trt-1.invalid:8000", "shop-1.invalid:8080"
+        time.sleep(1.5 + (VICTORIA_LATENCY_OFFSET_S if extra else 0))
+        yield srv.url, "trt-1.invalid:8000", "shop-1.invalid:8080", extra
     finally:
         srv.stop()
         httpd.shutdown()
 
 
 def test_bare_trtllm_names_make_a_row_and_the_other_app_none(bare_fleet):
-    url, trt, shop = bare_fleet
-    mon, snap = refresh_once(url, window_s=3.0)
+    url, trt, shop, extra = bare_fleet
+    mon, snap = refresh_once(url, window_s=3.0, **extra)
     assert mon.error is None, mon.error and mon.error.message
     assert "trtllm" in mon.plan.engines
     assert {r.target for r in snap.engines} == {trt}, [r.key for r in snap.engines]
