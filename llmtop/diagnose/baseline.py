@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from llmtop.diagnose.signals import BASELINE_SIGNALS, SIGNALS
+from llmtop.diagnose.signals import BASELINE_SIGNALS, baseline_values
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, BASELINE_MIN_POINTS, BASELINE_STEP_S
 from llmtop.model import EngineRow, GpuRecord
 
@@ -110,9 +110,12 @@ class BaselineTracker:
             s = self._rows.get(row.key)
             if s is None:
                 s = self._rows[row.key] = _Series(BASELINE_SIGNALS, self._maxlen)
-            held = hold.get(row.key, ())
-            s.points.append((t, tuple(None if n in held else SIGNALS[n](row)
-                                      for n in BASELINE_SIGNALS)))
+            vals = baseline_values(row)
+            held = hold.get(row.key)
+            if held:
+                vals = [None if n in held else v
+                        for n, v in zip(BASELINE_SIGNALS, vals, strict=True)]
+            s.points.append((t, tuple(vals)))
         for g in gpus:
             if g.error:
                 continue
