@@ -265,10 +265,15 @@ def _filled(b: dict[float, float], layout: tuple[float, ...], count: float,
     above the highest was the count. With none sent, every observation fell in one bucket:
     the one holding the mean (``total / count``). None when that cannot be known (no sum)."""
     m = len(b)
-    if m and min(b) == layout[0] and max(b) == layout[m - 1]:  # the lowest m bounds sent
-        return tuple(map(b.__getitem__, layout[:m])) + (count,) * (len(layout) - m)
     if m:
-        lo, hi = min(b), max(b)
+        lo = min(b)
+        i = layout.index(lo)
+        try:  # the usual shape: m neighbouring bounds sent, zeros below, the count above
+            mid = tuple(map(b.__getitem__, layout[i:i + m]))
+            return (0.0,) * i + mid + (count,) * (len(layout) - i - m)
+        except KeyError:
+            pass
+        hi = max(b)
         out, last = [], 0.0
         for le in layout:
             v = b.get(le)

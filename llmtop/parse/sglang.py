@@ -97,14 +97,14 @@ _ZERO_ONLY = ("tp_rank", "pp_rank", "moe_ep_rank")
 
 def _key(labels: dict[str, str]) -> Key | None:
     for z in _ZERO_ONLY:
-        v = labels.get(z)
-        if v is not None and v != "0":
+        if z in labels and labels[z] != "0":
             return None
-    for ml in _MODEL_LABELS:
-        m = labels.get(ml)
-        if m is not None:
-            return m, labels.get("dp_rank")
-    return None
+    m = labels.get("model_name")  # _MODEL_LABELS, first present (a fleet reads it per series)
+    if m is None:
+        m = labels.get("name")
+        if m is None:
+            return None
+    return m, labels.get("dp_rank")
 
 
 hist_key = _key
