@@ -552,7 +552,7 @@ class FleetMonitor:
 
         client = PromClient(self.cfg, transport=self._transport)
         try:
-            self.warmup = await warm(self, t, client=client)
+            self.warmup = await warm(self, t, client=client, detail_only=_detail_only)
         except Exception as exc:  # a bug in the warm-up must not stop the monitor
             self.diagnoser.warm_failed()
             self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -80,22 +81,23 @@ def span(t: float, window_s: float, step_s: float = WARM_STEP_S,
     return start, end
 
 
-def warm_plan(plan: Plan) -> Plan:
-    """``plan`` without the histograms only the detail screen shows (as the TUI's lean
-    plan): the baseline's signals come from the others."""
-    if plan.detail_only:
+def warm_plan(plan: Plan, detail_only: Callable[[str, str], bool] | None) -> Plan:
+    """``plan`` without the histograms only the detail screen shows (``detail_only(name,
+    engine)``, the monitor's test; as the TUI's lean plan): the baseline's signals come from
+    the others. A plan that leaves some out already is kept."""
+    if plan.detail_only or detail_only is None:
         return plan
-    from llmtop.fleet.monitor import _detail_only
-
     lean = frozenset(n for n, k in plan.names.items()
-                     if k in ("bucket", "counter") and _detail_only(n, engine_of(n) or ""))
+                     if k in ("bucket", "counter") and detail_only(n, engine_of(n) or ""))
     return dataclasses.replace(plan, detail_only=lean) if lean else plan
 
 
 async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
-                client: PromClient | None = None) -> Warmup:
+                client: PromClient | None = None,
+                detail_only: Callable[[str, str], bool] | None = None) -> Warmup:
     """Rows at the warm-up's times before ``t`` (see the module doc), asked through
-    ``client`` (default: the monitor's); never raises."""
+    ``client`` (default: the monitor's), without the names ``detail_only`` picks (see
+    ``warm_plan``); never raises."""
     step = WARM_STEP_S if step_s is None else step_s
     out = Warmup(t=t, step_s=step)
     plan = mon.plan
@@ -107,7 +109,7 @@ async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
         out.error = f"the {mon.window_s:g} s window leaves no baseline span"
         return out
     out.start, out.end = rng
-    queries = [q for role, q in warm_plan(plan).queries().items()
+    queries = [q for role, q in warm_plan(plan, detail_only).queries().items()
                if role.split("#")[0] in WARM_ROLES]
     out.queries = len(queries)
     try:
@@ -120,11 +122,12 @@ async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
 
 
 async def warm(mon: FleetMonitor, t: float, step_s: float | None = None,
-               client: PromClient | None = None) -> Warmup:
+               client: PromClient | None = None,
+               detail_only: Callable[[str, str], bool] | None = None) -> Warmup:
     """Fetch the history before ``t`` and seed ``mon.diagnoser`` with it (its ``begin_warm``
     called before the refresh at ``t`` was judged); an event-log line says how it went.
     Returns what was fetched."""
-    got = await fetch(mon, t, step_s, client)
+    got = await fetch(mon, t, step_s, client, detail_only)
     diag = mon.diagnoser
     ago = (f"{t - got.start:.0f} s to {t - got.end:.0f} s before"
            if got.start is not None and got.end is not None else "before")
