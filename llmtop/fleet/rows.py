@@ -218,8 +218,10 @@ def _interned(labels: dict[str, str], drop: frozenset[str]) -> dict[str, str]:
 def families_of(series: dict[str, list[Series]], drop: Iterable[str] = ()
                 ) -> dict[str, Family]:
     """The ``Family`` objects the text parser would make of ``render(series, drop)``
-    (histogram parts under their base, ``x_total`` under ``x``), with shared label dicts;
-    info series keep only their own labels, as ``render`` writes them."""
+    (histogram parts under their base, ``x_total`` under ``x``); info series keep only
+    their own labels, as ``render`` writes them, and histogram parts shared label dicts
+    (``group_hists`` keeps its layout per labels). Gauges and counters keep the answer's
+    dicts, ``drop`` labels too: the adapters read only their own labels of those."""
     dropset = frozenset(drop)
     bases = {n[:-7] for n in series if n.endswith("_bucket")}
     fams: dict[str, Family] = {}
@@ -235,8 +237,12 @@ def families_of(series: dict[str, list[Series]], drop: Iterable[str] = ()
         fam = fams.get(base)
         if fam is None:
             fam = fams[base] = Family(base, typ)
-        skip = dropset | _TARGET_LABELS if name.endswith("_info") else dropset
-        fam.samples.extend([Sample(name, _interned(labels, skip), v) for labels, v in items])
+        if typ == "histogram" or name.endswith("_info"):
+            skip = dropset | _TARGET_LABELS if name.endswith("_info") else dropset
+            fam.samples.extend([Sample(name, _interned(labels, skip), v)
+                                for labels, v in items])
+        else:
+            fam.samples.extend([Sample(name, labels, v) for labels, v in items])
     return fams
 
 
