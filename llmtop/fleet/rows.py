@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -299,7 +299,21 @@ def _filled(b: dict[float, float], layout: tuple[float, ...], count: float,
     return None
 
 
-def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tuple[str, ...]]],
+_PARTS: dict[int, tuple[Mapping[str, tuple[str, ...]], dict[str, tuple[str, int, int]]]] = {}
+"""An adapter's ``HIST_FAMILIES`` (by id) -> series name -> (hist key, alias index, part)."""
+
+
+def _parts_of(table: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, int, int]]:
+    got = _PARTS.get(id(table))
+    if got is None or got[0] is not table:
+        parts = {n + sfx: (hkey, i, j) for hkey, names in table.items()
+                 for i, n in enumerate(names)
+                 for j, sfx in enumerate(("_bucket", "_sum", "_count"))}
+        got = _PARTS[id(table)] = (table, parts)
+    return got[1]
+
+
+def direct_hists(series: dict[str, list[Series]], table: Mapping[str, tuple[str, ...]],
                  key: Any, layouts: Layouts | None = None
                  ) -> tuple[dict[str, list[Series]], dict[str, dict[Any, Hist]]]:
     """The adapter's histograms built straight from the answer series (no ``Family`` objects):
@@ -308,18 +322,24 @@ def direct_hists(series: dict[str, list[Series]], table: Iterable[tuple[str, tup
     alias's parts removed, so the adapter sees no histogram) and hist key -> (model, rank) ->
     ``Hist`` as ``group_hists`` makes it (buckets and ``_sum``/``_count`` summed per key).
     ``layouts``: the names asked below their count (``Plan.filtered``), filled back here."""
-    rest = dict(series)
+    where = _parts_of(table)
+    rest: dict[str, list[Series]] = {}
+    found: dict[str, dict[int, list[list[Series] | None]]] = {}
+    for name, items in series.items():
+        w = where.get(name)
+        if w is None:
+            rest[name] = items
+        else:
+            parts = found.setdefault(w[0], {}).setdefault(w[1], [None, None, None])
+            parts[w[2]] = items
     out: dict[str, dict[Any, Hist]] = {}
-    for hkey, names in table:
-        chosen = None
-        chosen_name = ""
-        for n in names:
-            parts = (rest.pop(n + "_bucket", None), rest.pop(n + "_sum", None),
-                     rest.pop(n + "_count", None))
-            if chosen is None and any(parts):
-                chosen, chosen_name = parts, n
-        if chosen is None:
+    for hkey, names in table.items():
+        present = [i for i, p in (found.get(hkey) or {}).items() if any(p)]
+        if not present:
             continue
+        aliases = found[hkey]
+        first = min(present)  # the first alias present is read
+        chosen, chosen_name = tuple(aliases[first]), names[first]
         layout = layouts.get(chosen_name + "_bucket") if layouts else None
         buckets: dict[Any, dict[float, float]] = {}
         sums: dict[Any, float] = {}
@@ -444,7 +464,7 @@ def group_samples(g: Group, drop: Iterable[str], layouts: Layouts | None = None
     for engine_hint, series in _families(g.series):
         if engine_hint in _FAMILY_ADAPTERS:
             mod = importlib.import_module(f"llmtop.parse.{engine_hint}")
-            rest, hists = direct_hists(series, mod.HIST_FAMILIES.items(), mod.hist_key, layouts)
+            rest, hists = direct_hists(series, mod.HIST_FAMILIES, mod.hist_key, layouts)
             try:
                 sample = mod.normalize_families(families_of(rest, drop))
             except ParseError:
