@@ -10,7 +10,7 @@ Every per-refresh query is an instant query at one aligned time ``t``:
   series of ``X`` has the same bucket layout (``layout_query``, at connect), only buckets
   strictly between 0 and the ``_count`` rate are asked (``(B > 0) < ignoring (le)
   group_left () C``; ``> 0`` only when ``_sum`` is asked too): the rest are 0 below and the
-  count above, and the client puts them back from the layout (``rows.direct_hists``; with
+  count above, and the client puts them back from the layout (``hists.direct_hists``; with
   none sent, the bucket holding the mean has them all), so the quantiles are the same while
   most answer series (the top and the empty buckets) are not sent;
 * ``state``: inventory (``last_over_time`` of one gauge per engine), the newest sample time
@@ -376,7 +376,7 @@ class Plan:
     def zero_cut(self, name: str) -> bool:
         """Whether filtered bucket ``name`` leaves out its zero buckets too: its ``_sum``
         comes in each refresh from the same source, so a histogram with no bucket sent (all
-        in one bucket) is placed by its mean (``rows._filled``)."""
+        in one bucket) is placed by its mean (``hists._filled``)."""
         total = name[:-7] + "_sum"
         return (self.filtered(name) and self.names.get(total) == "counter"
                 and total not in self.detail_only

@@ -1,5 +1,5 @@
 """Buckets asked only below their count (``Plan.filtered``) and filled back on the client
-from the layout (``rows.direct_hists``, ``rows.fill_series``): the same rows as the whole
+from the layout (``hists.direct_hists``, ``hists.fill_series``): the same rows as the whole
 answer, on histograms of every shape, and the cases where the filter must not be used."""
 
 from __future__ import annotations
