@@ -439,3 +439,35 @@ def test_real_warm_points_equal_instant_refreshes(fleet_backend, demo_fleet):
     assert compared > 50, (fleet_backend.kind, [(ts, len(rows)) for ts, rows in fresh])
     assert taken >= 3 and keys
     assert len(set(bases) & set(keys)) >= len(keys) - 1, (keys, list(bases))
+
+
+def test_the_tui_paints_first_then_shows_the_warmed_findings():
+    from llmtop.cli.fleet import tui_config
+    from llmtop.ui.app import LlmtopApp
+    from llmtop.ui.source import FleetSource
+    from llmtop.ui.textshot import screen_lines
+
+    fake = Fake(spike_at=T0 - 30)
+    mon = _monitor(fake)
+
+    async def go() -> tuple[list[str], list[str], list[str], list[str]]:
+        fake.gate = asyncio.Event()  # the warm-up's range queries wait
+        source = FleetSource(mon)
+        app = LlmtopApp(source, tui_config(mon.config))
+        async with app.run_test(size=(140, 30)) as pilot:
+            await pilot.pause(0.5)
+            first = screen_lines(app)
+            cold = [f.rule for f in app.diagnosis]
+            fake.gate.set()
+            await mon.warmed()
+            await app.poll_once()  # the next tick: the same refresh, judged again
+            await pilot.pause(0.3)
+            warm = [f.rule for f in app.diagnosis]
+            lines = [e.text for e in source.events()]
+        return first, cold, warm, lines
+
+    first, cold, warm, lines = asyncio.run(go())
+    assert any(line.startswith(" engine-2") for line in first), first  # painted, not held
+    assert cold == [] and warm == ["ttft_rise"]
+    assert any("baseline from the server's history" in t for t in lines), lines
+    assert sum(t.startswith("ttft_rise (") for t in lines) == 1, lines
