@@ -162,6 +162,10 @@ def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
     """Aggregate per-rank samples of one model: sum counters, gauges and histograms
     (``kv_usage`` and the hit-rate/acceptance gauges take the max). Info comes from the first
     rank."""
+    if len(parts) == 1:  # one rank, the usual engine: the same values, copied in C
+        p = parts[0]
+        return ModelSample(model=model, gauges=dict(p.gauges), counters=dict(p.counters),
+                           hists=dict(p.hists), info=dict(p.info))
     out = ModelSample(model=model)
     hists: dict[str, list[Hist]] = {}
     for p in parts:
