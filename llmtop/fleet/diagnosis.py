@@ -129,7 +129,7 @@ class FleetDiagnosis:
         kept: a warm-up of another time, ignored). Returns the points taken; None when no
         such warm-up is awaited (a ``reset`` since, or too late): nothing changes then."""
         pending = self._pending
-        if pending is None or (t is not None and pending and abs(pending[0].time - t) > 1e-6):
+        if pending is None or not self._awaits(t):
             return None
         self._pending = None
         announced: dict[tuple[str, str, str | None], int] = {
@@ -149,9 +149,19 @@ class FleetDiagnosis:
         self.refreshes = max(self.refreshes, refreshes)
         return taken
 
-    def warm_failed(self) -> None:
-        """The warm-up gave nothing: the baseline stays cold (as without one)."""
+    def warm_failed(self, t: float | None = None) -> bool:
+        """The warm-up asked for the refresh at ``t`` gave nothing: the baseline stays cold
+        (as without one). False when no such warm-up is awaited (nothing to say then)."""
+        if self._pending is None or not self._awaits(t):
+            return False
         self._pending = None
+        return True
+
+    def _awaits(self, t: float | None) -> bool:
+        """Whether the awaited warm-up is the one asked for the refresh at ``t``."""
+        pending = self._pending
+        return pending is not None and (t is None or not pending
+                                        or abs(pending[0].time - t) <= 1e-6)
 
     def note(self, t: float, level: str, text: str) -> None:
         """Queue an event-log line of the diagnosis' own (the warm-up's outcome)."""

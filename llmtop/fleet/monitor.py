@@ -554,9 +554,9 @@ class FleetMonitor:
         try:
             self.warmup = await warm(self, t, client=client, detail_only=_detail_only)
         except Exception as exc:  # a bug in the warm-up must not stop the monitor
-            self.diagnoser.warm_failed()
-            self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "
-                                f"history ({type(exc).__name__}: {exc})")
+            if self.diagnoser.warm_failed(t):
+                self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "
+                                    f"history ({type(exc).__name__}: {exc})")
         finally:
             await client.aclose()
 

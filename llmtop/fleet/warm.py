@@ -132,10 +132,10 @@ async def warm(mon: FleetMonitor, t: float, step_s: float | None = None,
     ago = (f"{t - got.start:.0f} s to {t - got.end:.0f} s before"
            if got.start is not None and got.end is not None else "before")
     if got.error is not None or not got.points:
-        diag.warm_failed()
-        why = got.error or "the server holds no history before this time"
-        diag.note(t, "warn", f"diagnosis: no baseline from the server's history ({why}); "
-                  "relative rules apply once the refreshes have built one")
+        if diag.warm_failed(t):  # else: a travel or a reset since, nothing to say
+            why = got.error or "the server holds no history before this time"
+            diag.note(t, "warn", f"diagnosis: no baseline from the server's history ({why}); "
+                      "relative rules apply once the refreshes have built one")
         return got
     taken = diag.warm(got.points, t)
     if taken is None:  # a travel or a reset since: the history is of another time

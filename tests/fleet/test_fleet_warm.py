@@ -471,3 +471,29 @@ def test_the_tui_paints_first_then_shows_the_warmed_findings():
     assert cold == [] and warm == ["ttft_rise"]
     assert any("baseline from the server's history" in t for t in lines), lines
     assert sum(t.startswith("ttft_rise (") for t in lines) == 1, lines
+
+
+def test_a_warm_up_for_another_refresh_changes_nothing():
+    from llmtop.fleet.diagnosis import FleetDiagnosis
+    from llmtop.model import Snapshot
+
+    fake = Fake(spike_at=T0 - 30)
+    mon = _monitor(fake)
+    mon.warm_baseline = False
+
+    async def go() -> tuple[Snapshot, Any]:
+        try:
+            snap = await mon.tick()
+            return snap, await fetch(mon, snap.time)
+        finally:
+            await mon.aclose()
+
+    snap, got = asyncio.run(go())
+    d = FleetDiagnosis()
+    d.begin_warm()
+    d.on_refresh(snap)
+    assert d.warm(got.points, snap.time - 3600) is None  # asked for another time's refresh
+    assert d.warm_failed(snap.time - 3600) is False and d.findings == []
+    assert d.warm(got.points, snap.time) == len(got.points) >= 3  # still awaited: applies
+    assert [f.rule for f in d.findings] == ["ttft_rise"]
+    assert d.warm(got.points, snap.time) is None  # once
