@@ -558,7 +558,8 @@ class FleetMonitor:
                 self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "
                                     f"history ({type(exc).__name__}: {exc})")
         finally:
-            await client.aclose()
+            if self._transport is None:  # a transport given is shared: the monitor's to close
+                await client.aclose()
 
     async def warmed(self) -> Any:
         """Wait for the warm-up in flight, if any (``--once``); the last ``Warmup``."""

@@ -497,3 +497,34 @@ def test_a_warm_up_for_another_refresh_changes_nothing():
     assert d.warm(got.points, snap.time) == len(got.points) >= 3  # still awaited: applies
     assert [f.rule for f in d.findings] == ["ttft_rise"]
     assert d.warm(got.points, snap.time) is None  # once
+
+
+def test_the_warm_up_leaves_a_given_transport_open_for_the_refreshes():
+    class Closable(httpx.MockTransport):
+        closed = False
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if self.closed:
+                raise httpx.ConnectError("transport closed")
+            return await super().handle_async_request(request)
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    fake = Fake(spike_at=T0 - 30)
+    tr = Closable(fake.handler)
+    mon = FleetMonitor(_config(), transport=tr, clock=lambda: fake.clock)
+
+    async def go() -> Any:
+        try:
+            await mon.tick()
+            await mon.warmed()
+            fake.clock += STEP_S
+            snap = await mon.tick()
+            return snap, mon.error, tr.closed
+        finally:
+            await mon.aclose()
+
+    snap, error, closed = asyncio.run(go())
+    assert error is None and len(snap.engines) == 2 and not closed
+    assert mon.diagnoser.warm_points >= 3 and tr.closed  # closed by the monitor, at the end
