@@ -35,7 +35,8 @@ from llmtop.sources.prometheus import PromClient, PromError
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
 
-__all__ = ["WARM_ROLES", "WARM_STEP_S", "Warmup", "fetch", "span", "warm", "warm_plan"]
+__all__ = ["WARM_ROLES", "WARM_STEP_S", "Warmup", "fetch", "pick_step", "span", "warm",
+           "warm_plan"]
 
 WARM_STEP_S = 180.0
 """Seconds between the warm-up's points (4 or 5 over the 15-minute baseline span)."""
@@ -81,6 +82,16 @@ def span(t: float, window_s: float, step_s: float = WARM_STEP_S,
     return start, end
 
 
+def pick_step(window_s: float, keep_s: float = BASELINE_KEEP_S) -> float:
+    """``WARM_STEP_S``, or a shorter step (a multiple of 10 s) when a long window leaves it
+    fewer than ``BASELINE_MIN_POINTS + 1`` points in the baseline span (a 600 s window: 60 s,
+    4 or 5 points in the 300 s left); the cost stays that of ~5 points."""
+    rng = span(0.0, window_s, WARM_STEP_S, keep_s)
+    if rng is not None and (rng[1] - rng[0]) / WARM_STEP_S + 1 > BASELINE_MIN_POINTS:
+        return WARM_STEP_S
+    return max(10.0, math.floor((keep_s - window_s) / (BASELINE_MIN_POINTS + 2) / 10) * 10)
+
+
 def warm_plan(plan: Plan, detail_only: Callable[[str, str], bool] | None) -> Plan:
     """``plan`` without the histograms only the detail screen shows (``detail_only(name,
     engine)``, the monitor's test; as the TUI's lean plan): the baseline's signals come from
@@ -98,7 +109,7 @@ async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
     """Rows at the warm-up's times before ``t`` (see the module doc), asked through
     ``client`` (default: the monitor's), without the names ``detail_only`` picks (see
     ``warm_plan``); never raises."""
-    step = WARM_STEP_S if step_s is None else step_s
+    step = pick_step(mon.window_s) if step_s is None else step_s
     out = Warmup(t=t, step_s=step)
     plan = mon.plan
     if plan is None:

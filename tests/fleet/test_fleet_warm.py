@@ -22,7 +22,7 @@ from llmtop.config import Config, PrometheusConfig
 from llmtop.diagnose.signals import BASELINE_SIGNALS, SIGNALS
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S
 from llmtop.fleet.monitor import FleetMonitor
-from llmtop.fleet.warm import WARM_STEP_S, fetch, span
+from llmtop.fleet.warm import WARM_STEP_S, fetch, pick_step, span
 
 T0 = 1_795_600_000.0
 STEP_S = 10.0
@@ -368,6 +368,11 @@ def test_span_keeps_to_the_baseline_and_out_of_the_window():
     assert start % WARM_STEP_S == 0 and end % WARM_STEP_S == 0
     assert 4 <= (end - start) / WARM_STEP_S + 1 <= 5
     assert span(t, 800.0) is None  # a window as long as the baseline: nothing older
+    assert pick_step(60.0) == WARM_STEP_S and pick_step(120.0) == WARM_STEP_S
+    for window in (600.0, 700.0, 840.0):  # a long window: a shorter step, 4 or more points
+        step = pick_step(window)
+        start, end = span(t, window, step)
+        assert step < WARM_STEP_S and step % 10 == 0 and (end - start) / step + 1 >= 4
 
 
 # ---------------------------------------------------------------- real servers
