@@ -157,6 +157,8 @@ def gpu_count(args: argparse.Namespace, info: dict) -> str:
     """How many GPUs the TUI watched, in words."""
     if args.fake:
         return "2 fake GPUs"
+    if args.prometheus:
+        return "a fleet's DCGM GPUs, if any"
     if args.gpus == "nvml":
         try:
             import pynvml
@@ -213,6 +215,9 @@ def main() -> int:
                          "(to watch memory grow over an hour of history)")
     ap.add_argument("--threads", action="store_true",
                     help="also print each thread's CPU %% and context switches/s")
+    ap.add_argument("--prometheus", metavar="URL",
+                    help="the fleet TUI on this server instead (e.g. the 500 instances of "
+                         "benchmarks/fleet.py --hold); --interval is then its refresh")
     ap.add_argument("--tree", metavar="DIR",
                     help="run the TUI from another llmtop source tree (e.g. an older commit: "
                          "git archive REV | tar -x -C DIR), for interleaved A/B runs")
@@ -222,14 +227,19 @@ def main() -> int:
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
 
-    if args.fake:
+    if args.prometheus:
+        demo, info = None, {"engines": []}
+        argv = [PY, "-m", "llmtop", "--prometheus", args.prometheus, "--interval",
+                f"{args.interval:g}", "--timeout", "60"]
+    elif args.fake:
         demo, info = None, {"engines": [{"port": p} for p in (8000, 30000, 8002)]}
         argv = [PY, "-c", FAKE_DRIVER, str(args.interval), args.fake]
     else:
         demo, info = start_demo(args.engines)
         info["gpu_url"] += f"?limit={args.gpu_count}"
         argv = [PY, "-c", DRIVER, json.dumps(info), str(args.interval), args.gpus]
-    marker = f":{info['engines'][0]['port']} ".encode()
+    marker = (b"total (" if args.prometheus  # a model's total row: the fleet table is up
+              else f":{info['engines'][0]['port']} ".encode())
     env = dict(os.environ, TERM="xterm-256color", TEXTUAL_ANIMATIONS="none", COLUMNS=str(cols),
                LINES=str(rows))
     cwd = ROOT
@@ -295,6 +305,8 @@ def main() -> int:
         os.close(master)
     cpu_pct = (cpu1 - cpu0) / (t1 - t0) * 100
     what = f"UI alone, FakeSource {args.fake}" if args.fake else args.engines
+    if args.prometheus:
+        what = f"fleet mode, --prometheus {args.prometheus}"
     print(f"llmtop TUI cost: {len(info['engines'])} targets ({what}), {n_gpus}, "
           f"interval {args.interval:g}s, {cols}x{rows}, measured {t1 - t0:.0f}s")
     print(f"  time to first data on screen: {first_data:.2f} s   (target <= 1.0 s)")

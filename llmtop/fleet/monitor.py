@@ -476,6 +476,11 @@ class FleetMonitor:
                 self.sink(record)
                 del record
             snap = self.assemble(results, plan, t, info, errors)
+            for items in results.values():
+                # the query tasks that returned them sit in reference cycles: without this
+                # the answers live on until the collector's next pass, which then walks
+                # ~70k of their objects (30-50 ms at 500 instances) before freeing them
+                items.clear()
             del results
         return snap
 
