@@ -146,3 +146,28 @@ async def test_a_click_moves_the_cursor_and_a_second_click_opens_the_detail():
         await pilot.click(EnginesTable, offset=(5, 3))
         await pilot.pause()
         assert isinstance(app.screen, EngineDetailScreen) and app.screen.key == key
+
+
+async def test_rows_out_of_view_get_their_cells_only_when_scrolled_to():
+    """A fleet table of hundreds of rows: each refresh builds the cells of the rows in
+    view only; a row scrolled to is built then, with its latest values."""
+    app = make_app(source=_crowded(120))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        table = _table(app)
+        _lines(table)
+        keys = table.row_keys
+        assert len(keys) == 120
+        waiting = set(table._later)
+        assert keys[0] not in waiting and keys[-1] in waiting  # in view: built, last: not
+        assert len(waiting) >= 120 - table.size.height
+        cells = table.get_row_at(len(keys) - 1)  # read: built now, from its row
+        assert keys[-1] not in table._later
+        assert any(c.plain.strip() for c in cells)
+        await pilot.press("end")
+        await pilot.pause()
+        _lines(table)
+        top = table.scroll_offset.y
+        in_view = keys[top:top + table.size.height - 1]  # the header takes a line
+        assert top > 0 and keys[-2] in in_view
+        assert not set(in_view) & set(table._later)  # drawn rows have their cells

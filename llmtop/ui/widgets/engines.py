@@ -311,6 +311,13 @@ class EnginesTable(RowTable):
             self._painted[key] = sig
             self._paint_row(row, th, lambda _k, f, tt=tt, ti=ti: tt if f == "ttft_p95" else ti)
 
+    def _paint_row(self, row: EngineRow, th: Thresholds, trend: Callable[[str, str], str]) -> None:
+        """The row's new cells, made when the row is first drawn (rows out of view cost
+        nothing until scrolled to; ``set_cells_later``)."""
+        wide = bool(self._wide)
+        self.set_cells_later(row.key, lambda: [self._cell(row, k, wide, th, trend)
+                                               for k in self.columns])
+
     def _fit_names(self, flat: list[EngineRow]) -> None:
         """Target width (the widest compact target, at most half the name column) and the
         name column's width (what the full names need, at most what the terminal leaves)."""
@@ -333,11 +340,6 @@ class EnginesTable(RowTable):
     def selected_row(self) -> EngineRow | None:
         key = self.selected_key
         return self._rows.get(key) if key else None
-
-    def _paint_row(self, row: EngineRow, th: Thresholds, trend: Callable[[str, str], str]) -> None:
-        """Make the row's cells; when any differs from what is drawn, redraw that line only."""
-        wide = bool(self._wide)
-        self.set_cells(row.key, [self._cell(row, k, wide, th, trend) for k in self.columns])
 
     def _cell(self, r: EngineRow, col: str, wide: bool, th: Thresholds,
               trend: Callable[[str, str], str]) -> Text:

@@ -9,7 +9,7 @@ horizontal scroll or the styles change. The header stays at the top; rows scroll
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len
@@ -144,6 +144,8 @@ class RowTable(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         self._cells: dict[str, list[Text]] = {}
         """Row key -> its cells (one per visible column) as last painted."""
+        self._later: dict[str, Callable[[], list[Text]]] = {}
+        """Row key -> how to make its new cells, when first needed (``set_cells_later``)."""
         self._cursor = 0
         self._announced: str | None = None
         """The row key of the last ``RowHighlighted``."""
@@ -245,7 +247,7 @@ class RowTable(ScrollView, can_focus=True):
         sig = (i, cursor, hover, width, scroll_x, self._style_token)
         hit = self._strips.get(key)
         if hit is None or hit[0] != sig:
-            cells = self._cells.get(key, ())
+            cells = self._cells_of(key)
             hit = self._strips[key] = (sig, self._line(i, cells, width, scroll_x, cursor, hover))
         return hit[1]
 
@@ -390,7 +392,7 @@ class RowTable(ScrollView, can_focus=True):
 
     def get_row_at(self, row_index: int) -> list[Text]:
         """The cells of the row at ``row_index`` (IndexError past the end)."""
-        cells = self._cells.get(self._order[row_index], [])
+        cells = self._cells_of(self._order[row_index])
         return [cells[i] if i < len(cells) else Text("") for i in range(len(self.columns))]
 
     def move_cursor(self, *, row: int | None = None, animate: bool = False,
@@ -515,7 +517,7 @@ class RowTable(ScrollView, can_focus=True):
         cursor stays on its row key (the first row when that row is gone)."""
         cursor_key = self.selected_key
         keep = set(order)
-        for cache in (self._cells, self._strips):
+        for cache in (self._cells, self._strips, self._later):
             for k in [k for k in cache if k not in keep]:
                 del cache[k]
         self._order = order
@@ -524,9 +526,25 @@ class RowTable(ScrollView, can_focus=True):
         self.refresh()
         self._set_cursor(self._index.get(cursor_key, 0) if cursor_key is not None else 0)
 
+    def set_cells_later(self, key: str, make: Callable[[], list[Text]]) -> None:
+        """Row ``key`` has new cells, made by ``make()`` when the row is first drawn or read:
+        a fleet table of hundreds of rows builds cells for the rows in view only."""
+        self._later[key] = make
+        self._strips.pop(key, None)
+        index = self._index.get(key)
+        if index is not None:
+            self._refresh_row(index)
+
+    def _cells_of(self, key: str) -> Sequence[Text]:
+        make = self._later.pop(key, None)
+        if make is not None:
+            self._cells[key] = make()
+        return self._cells.get(key, ())
+
     def set_cells(self, key: str, cells: list[Text]) -> None:
         """The cells of row ``key`` (one per column); when any differs from what is drawn,
         that line only is drawn again."""
+        self._later.pop(key, None)
         old = self._cells.get(key)
         if old is not None and same_cells(old, cells):
             return
