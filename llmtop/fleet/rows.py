@@ -69,9 +69,40 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
     """Answer series (``{"metric": ..., "value": [t, "v"]}``) by group key; NaN dropped.
 
     The answers' ``metric`` dicts are used (and their tag popped) in place, not copied."""
+    if len(group) == 1:
+        return _split_one(results, group[0])
     out: dict[tuple[str, ...], Group] = {}
-    one = group[0] if len(group) == 1 else None
-    last: tuple[Any, Any, Any, list[Series]] | None = None
+    for result in results:
+        for item in result:
+            try:
+                metric = item["metric"]
+                name = metric.pop("llmtop_name", None) or metric.pop("__name__")
+                v = float(item["value"][1])
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                continue
+            if v != v or not name:
+                continue  # NaN (an idle histogram's quantile input) is "no value", never 0
+            key = tuple([metric.get(x, "") for x in group])
+            g = out.get(key)
+            if g is None:
+                g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
+            job = metric.get("job")
+            if job and job not in g.jobs:
+                g.jobs.add(job)
+            g.series.setdefault(name, []).append((metric, v))
+    return out
+
+
+def _split_one(results: Iterable[list[dict[str, Any]]], label: str
+               ) -> dict[tuple[str, ...], Group]:
+    """``split_groups`` by one label (the default, ``instance``): groups by its value, and a
+    series of the same group, name and job as the one before (a bucket answer lists one
+    histogram's series one after another) appended without a lookup."""
+    out: dict[str, Group] = {}
+    last_kv: str | None = None
+    last_name: str | None = None
+    last_job: str | None = None
+    last_lst: list[Series] = []
     for result in results:
         for item in result:
             try:  # the API's shape: one lookup each, the odd item takes the slow path
@@ -82,21 +113,14 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
                 continue
             if v != v or not name:
                 continue  # NaN (an idle histogram's quantile input) is "no value", never 0
-            if one is not None:
-                kv = metric.get(one, "")
-                # a bucket answer lists one histogram's series one after another
-                if last is not None and last[0] == kv and last[1] == name and \
-                        last[2] == metric.get("job"):
-                    last[3].append((metric, v))
-                    continue
-                key: tuple[str, ...] = (kv,)
-            else:
-                kv = None
-                key = tuple([metric.get(x, "") for x in group])
-            g = out.get(key)
-            if g is None:
-                g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
+            kv = metric.get(label, "")
             job = metric.get("job")
+            if kv == last_kv and name == last_name and job == last_job:
+                last_lst.append((metric, v))
+                continue
+            g = out.get(kv)
+            if g is None:
+                g = out[kv] = Group((kv,), {label: kv} if kv else {})
             if job and job not in g.jobs:
                 g.jobs.add(job)
             lst = g.series.get(name)
@@ -104,9 +128,8 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
                 lst = g.series[name] = [(metric, v)]
             else:
                 lst.append((metric, v))
-            if kv is not None:
-                last = (kv, name, job, lst)
-    return out
+            last_kv, last_name, last_job, last_lst = kv, name, job, lst
+    return {g.key: g for g in out.values()}
 
 
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
