@@ -498,6 +498,7 @@ def describe_queries() -> str:
                     "vllm:generation_tokens_total": "counter",
                     "vllm:time_to_first_token_seconds_bucket": "bucket",
                     "vllm:time_to_first_token_seconds_count": "counter",
+                    "vllm:time_to_first_token_seconds_sum": "counter",
                     "DCGM_FI_DEV_GPU_UTIL": "dcgm"}, engines=("vllm",),
              layouts={"vllm:time_to_first_token_seconds_bucket": (0.1, 1.0, math.inf)})
     out = ["# once per connect (and every 5 minutes): which engine metric names exist, from",
@@ -509,7 +510,7 @@ def describe_queries() -> str:
            "# (a server without that API: one query that counts every engine series instead)",
            discovery_query(['server=""']),
            "# and the bucket layouts (a name whose series all have the same bounds is then",
-           "# asked only below its _count, below):",
+           "# asked only strictly between 0 and its _count, below):",
            layout_query(["vllm:time_to_first_token_seconds_bucket"], ['server=""']), ""]
     for role, q in p.queries().items():
         out.append(f"# per refresh: {role}")
