@@ -168,3 +168,16 @@ def fleet_fixture() -> Any:
         assert p.exists(), f"no fleet fixture {name}"
         return p
     return path
+
+
+def query_role(q: str) -> str:
+    """The refresh role of a fleet query's text, as a fake server answers it."""
+    if "count by (__name__, job)" in q:
+        return "discovery"
+    if "last_over_time(" in q or "timestamp(" in q:
+        return "state"
+    if "_bucket{" in q:
+        return "buckets"
+    if "rate(" in q:
+        return "counters"
+    return "gauges"

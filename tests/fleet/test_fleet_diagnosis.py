@@ -19,6 +19,8 @@ from llmtop.fleet.diagnosis import FleetDiagnosis, warm_times
 from llmtop.fleet.monitor import FleetMonitor
 from llmtop.model import EngineRow, Quantiles, Snapshot
 
+from .conftest import query_role
+
 T0 = 1_795_600_000.0
 STEP_S = 10.0
 QUEUE_FROM = 12
@@ -71,18 +73,6 @@ def _vector(items: list[tuple[dict[str, str], float]], t: float) -> httpx.Respon
                                      "data": {"resultType": "vector", "result": result}})
 
 
-def _role(q: str) -> str:
-    if "count by (__name__, job)" in q:
-        return "discovery"
-    if "last_over_time(" in q or "timestamp(" in q:
-        return "state"
-    if "_bucket{" in q:
-        return "buckets"
-    if "rate(" in q:
-        return "counters"
-    return "gauges"
-
-
 class FakeFleet:
     """A fake Prometheus answering from ``_state`` at each query's ``time``."""
 
@@ -103,7 +93,7 @@ class FakeFleet:
             return httpx.Response(200, json={"status": "success", "data": {}})
         form = dict(httpx.QueryParams(request.content.decode()))
         q, t = form.get("query", ""), float(form.get("time", self.clock))
-        role = _role(q)
+        role = query_role(q)
         if role == "discovery":
             return httpx.Response(200, json=DISCOVERY)
         items: list[tuple[dict[str, str], float]] = []

@@ -24,6 +24,8 @@ from llmtop.diagnose.thresholds import BASELINE_KEEP_S
 from llmtop.fleet.monitor import FleetMonitor
 from llmtop.fleet.warm import WARM_STEP_S, fetch, pick_step, span
 
+from .conftest import query_role
+
 T0 = 1_795_600_000.0
 STEP_S = 10.0
 CALM, SLOW = "engine-1.invalid:8000", "engine-2.invalid:8000"
@@ -49,18 +51,6 @@ def _values(instance: str, t: float, spike: tuple[float, float], waiting: float
                      "vllm:time_to_first_token_seconds_count": REQ_S},
         "buckets": {"vllm:time_to_first_token_seconds_bucket": ttft},
     }
-
-
-def _role(q: str) -> str:
-    if "count by (__name__, job)" in q:
-        return "discovery"
-    if "last_over_time(" in q or "timestamp(" in q:
-        return "state"
-    if "_bucket{" in q:
-        return "buckets"
-    if "rate(" in q:
-        return "counters"
-    return "gauges"
 
 
 class Fake:
@@ -109,7 +99,7 @@ class Fake:
             return httpx.Response(200, json={"status": "success", "data": {}})
         form = dict(httpx.QueryParams(request.content.decode()))
         q = form.get("query", "")
-        role = _role(q)
+        role = query_role(q)
         if role == "discovery":
             return httpx.Response(200, json=DISCOVERY)
         if path.endswith("/query_range"):
@@ -171,7 +161,7 @@ def test_a_calm_history_is_the_baseline_of_the_first_refresh():
     assert ev["ttft_p95"].value > 0.8 and ev["ttft_p95"].baseline is not None
     assert ev["ttft_p95"].baseline < 0.1  # the calm past, not the spike
     # one range query per role, over the 15 minutes before the first refresh's window
-    assert sorted(_role(r["query"]) for r in fake.ranges) == ["buckets", "counters", "gauges"]
+    assert sorted(query_role(r["query"]) for r in fake.ranges) == ["buckets", "counters", "gauges"]
     start, end = float(fake.ranges[0]["start"]), float(fake.ranges[0]["end"])
     assert float(fake.ranges[0]["step"]) == WARM_STEP_S
     assert start % WARM_STEP_S == 0 and end % WARM_STEP_S == 0  # aligned: cacheable
