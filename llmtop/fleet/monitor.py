@@ -31,6 +31,7 @@ from llmtop.fleet.queries import (
     Plan,
     align,
     classify,
+    detail_only_names,
     discovery_query,
     engine_of,
     jobs_query,
@@ -55,7 +56,7 @@ from llmtop.sources.prometheus import (
     parse_value,
 )
 
-__all__ = ["DETAIL_HISTS", "ERRORS_TTL_S", "REDISCOVER_S", "FleetMonitor"]
+__all__ = ["ERRORS_TTL_S", "REDISCOVER_S", "FleetMonitor"]
 
 REDISCOVER_S = 300.0
 """Connect-time work (names, interval) is redone this often: discovery touches every engine
@@ -80,28 +81,6 @@ def _hist_families(engine: str) -> frozenset[str] | None:
         _HISTS[engine] = None if table is None else frozenset(
             n for names in table.values() for n in names)
     return _HISTS[engine]
-
-
-DETAIL_HISTS = ("e2e", "decode", "inference", "gen_len", "iteration_tokens")
-"""Histograms only the engine detail screen and JSON show (no table column and no diagnosis
-rule reads them): a lean monitor (the TUI) asks them for the drilled-in row only."""
-
-
-def _detail_only(name: str, engine: str) -> bool:
-    """Whether ``name`` is a part of one of ``DETAIL_HISTS`` in its adapter's table: its
-    buckets; and its ``_sum``/``_count`` for the adapters that take request counts from
-    counters of their own (vLLM, SGLang, LMDeploy), whose rows then show no mean either."""
-    import importlib
-
-    table = getattr(importlib.import_module(f"llmtop.parse.{engine}"), "HIST_FAMILIES", None)
-    if table is None:
-        return False
-    for sfx in ("_bucket", "_sum", "_count"):
-        if name.endswith(sfx):
-            if sfx != "_bucket" and engine not in ("vllm", "sglang", "lmdeploy"):
-                return False
-            return any(name[: -len(sfx)] in table.get(k, ()) for k in DETAIL_HISTS)
-    return False
 
 
 def _wanted(name: str, engine: str) -> bool:
@@ -133,7 +112,8 @@ class FleetMonitor:
         assert config.prometheus is not None
         self.config = config
         self.lean = lean
-        """Leave ``DETAIL_HISTS`` buckets out of each refresh (the TUI, not recording)."""
+        """Leave the ``queries.DETAIL_HISTS`` buckets out of each refresh (the TUI, not
+        recording)."""
         self.cfg: PrometheusConfig = config.prometheus
         self.client = PromClient(self.cfg, transport=transport)
         self._transport = transport
@@ -308,10 +288,8 @@ class FleetMonitor:
                          lookback_s=max(600.0, 2 * self.window_s),
                          rules=rule_names(present, rates, self.window_s, used),
                          layouts=await self._layouts(names, f), bucket_parts=BUCKET_PARTS,
-                         detail_only=frozenset(
-                             n for n, k in names.items() if self.lean
-                             and k in ("bucket", "counter")
-                             and _detail_only(n, engine_of(n) or "")))
+                         detail_only=detail_only_names(names) if self.lean
+                         else frozenset())
         self._connect_warnings = warn
         self._connected_at = self.clock()
 
@@ -557,7 +535,7 @@ class FleetMonitor:
 
         client = PromClient(self.cfg, transport=self._transport)
         try:
-            self.warmup = await warm(self, t, client=client, detail_only=_detail_only)
+            self.warmup = await warm(self, t, client=client)
         except Exception as exc:  # a bug in the warm-up must not stop the monitor
             if self.diagnoser.warm_failed(t):
                 self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "

@@ -124,9 +124,7 @@ async def range_rows(client: PromClient, queries: Iterable[str], start: float, e
     partial answer says so). Rows carry no states. Raises ``PromError``."""
     answers = await asyncio.gather(*(client.query_range(q, start, end, step)
                                      for q in queries))
-    warnings = [w for res in answers for w in res.warnings]
-    if any(res.partial for res in answers) and not warnings:
-        warnings.append("the server answered with partial data")
+    warnings = [w for res in answers for w in res.warnings]  # a partial answer has one
     by_time: dict[float, list[dict[str, Any]]] = {}
     for res in answers:
         for series in res.result:

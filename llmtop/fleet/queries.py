@@ -38,6 +38,7 @@ __all__ = [
     "BARE_PRESENCE",
     "BARE_TRTLLM",
     "BUCKET_PARTS",
+    "DETAIL_HISTS",
     "DUP_LABELS",
     "ENGINE_LABELS",
     "MAX_QUERY_CHARS",
@@ -50,6 +51,8 @@ __all__ = [
     "align",
     "classify",
     "describe_queries",
+    "detail_only",
+    "detail_only_names",
     "discovery_query",
     "engine_of",
     "jobs_query",
@@ -115,6 +118,38 @@ def engine_of(name: str) -> str | None:
     if name in BARE_TRTLLM:
         return "trtllm"
     return next((e for prefix, e in _PREFIXES if name.startswith(prefix)), None)
+
+
+DETAIL_HISTS = ("e2e", "decode", "inference", "gen_len", "iteration_tokens")
+"""Histograms only the engine detail screen and JSON show (no table column and no diagnosis
+rule reads them): a lean plan (the TUI's) asks them for the drilled-in row only."""
+
+
+@lru_cache(maxsize=4096)
+def detail_only(name: str) -> bool:
+    """Whether ``name`` is a part of one of ``DETAIL_HISTS`` in its adapter's table: its
+    buckets; and its ``_sum``/``_count`` for the adapters that take request counts from
+    counters of their own (vLLM, SGLang, LMDeploy), whose rows then show no mean either."""
+    import importlib
+
+    engine = engine_of(name)
+    if engine is None or engine == "dcgm":
+        return False
+    table = getattr(importlib.import_module(f"llmtop.parse.{engine}"), "HIST_FAMILIES", None)
+    if table is None:
+        return False
+    for sfx in ("_bucket", "_sum", "_count"):
+        if name.endswith(sfx):
+            if sfx != "_bucket" and engine not in ("vllm", "sglang", "lmdeploy"):
+                return False
+            return any(name[: -len(sfx)] in table.get(k, ()) for k in DETAIL_HISTS)
+    return False
+
+
+def detail_only_names(names: Mapping[str, str]) -> frozenset[str]:
+    """The buckets and counters of ``names`` (name -> kind) a lean plan leaves out."""
+    return frozenset(n for n, k in names.items() if k in ("bucket", "counter")
+                     and detail_only(n))
 
 
 def parse_duration(text: str) -> float | None:

@@ -68,38 +68,12 @@ def split_groups(results: Iterable[list[dict[str, Any]]], group: tuple[str, ...]
                  ) -> dict[tuple[str, ...], Group]:
     """Answer series (``{"metric": ..., "value": [t, "v"]}``) by group key; NaN dropped.
 
-    The answers' ``metric`` dicts are used (and their tag popped) in place, not copied."""
-    if len(group) == 1:
-        return _split_one(results, group[0])
-    out: dict[tuple[str, ...], Group] = {}
-    for result in results:
-        for item in result:
-            try:
-                metric = item["metric"]
-                name = metric.pop("llmtop_name", None) or metric.pop("__name__")
-                v = float(item["value"][1])
-            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-                continue
-            if v != v or not name:
-                continue  # NaN (an idle histogram's quantile input) is "no value", never 0
-            key = tuple([metric.get(x, "") for x in group])
-            g = out.get(key)
-            if g is None:
-                g = out[key] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
-            job = metric.get("job")
-            if job and job not in g.jobs:
-                g.jobs.add(job)
-            g.series.setdefault(name, []).append((metric, v))
-    return out
-
-
-def _split_one(results: Iterable[list[dict[str, Any]]], label: str
-               ) -> dict[tuple[str, ...], Group]:
-    """``split_groups`` by one label (the default, ``instance``): groups by its value, and a
+    The answers' ``metric`` dicts are used (and their tag popped) in place, not copied. A
     series of the same group, name and job as the one before (a bucket answer lists one
-    histogram's series one after another) appended without a lookup."""
-    out: dict[str, Group] = {}
-    last_kv: str | None = None
+    histogram's series one after another) is appended without a lookup."""
+    one = group[0] if len(group) == 1 else None  # the default (instance): no key tuple
+    out: dict[Any, Group] = {}
+    last_kv: Any = None
     last_name: str | None = None
     last_job: str | None = None
     last_lst: list[Series] = []
@@ -113,14 +87,16 @@ def _split_one(results: Iterable[list[dict[str, Any]]], label: str
                 continue
             if v != v or not name:
                 continue  # NaN (an idle histogram's quantile input) is "no value", never 0
-            kv = metric.get(label, "")
+            kv = metric.get(one, "") if one is not None else \
+                tuple([metric.get(x, "") for x in group])
             job = metric.get("job")
             if kv == last_kv and name == last_name and job == last_job:
                 last_lst.append((metric, v))
                 continue
             g = out.get(kv)
             if g is None:
-                g = out[kv] = Group((kv,), {label: kv} if kv else {})
+                key = (kv,) if one is not None else kv
+                g = out[kv] = Group(key, {k: x for k, x in zip(group, key, strict=True) if x})
             if job and job not in g.jobs:
                 g.jobs.add(job)
             lst = g.series.get(name)

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, BASELINE_MIN_POINTS
 from llmtop.fleet.pinned import range_rows
-from llmtop.fleet.queries import Plan, engine_of
+from llmtop.fleet.queries import Plan, detail_only_names
 from llmtop.model import EngineRow
 from llmtop.sources.prometheus import PromClient, PromError
 
@@ -92,23 +91,19 @@ def pick_step(window_s: float, keep_s: float = BASELINE_KEEP_S) -> float:
     return max(10.0, math.floor((keep_s - window_s) / (BASELINE_MIN_POINTS + 2) / 10) * 10)
 
 
-def warm_plan(plan: Plan, detail_only: Callable[[str, str], bool] | None) -> Plan:
-    """``plan`` without the histograms only the detail screen shows (``detail_only(name,
-    engine)``, the monitor's test; as the TUI's lean plan): the baseline's signals come from
-    the others. A plan that leaves some out already is kept."""
-    if plan.detail_only or detail_only is None:
+def warm_plan(plan: Plan) -> Plan:
+    """``plan`` without the histograms only the detail screen shows (as the TUI's lean
+    plan): the baseline's signals come from the others."""
+    if plan.detail_only:
         return plan
-    lean = frozenset(n for n, k in plan.names.items()
-                     if k in ("bucket", "counter") and detail_only(n, engine_of(n) or ""))
+    lean = detail_only_names(plan.names)
     return dataclasses.replace(plan, detail_only=lean) if lean else plan
 
 
 async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
-                client: PromClient | None = None,
-                detail_only: Callable[[str, str], bool] | None = None) -> Warmup:
+                client: PromClient | None = None) -> Warmup:
     """Rows at the warm-up's times before ``t`` (see the module doc), asked through
-    ``client`` (default: the monitor's), without the names ``detail_only`` picks (see
-    ``warm_plan``); never raises."""
+    ``client`` (default: the monitor's) with the lean plan (``warm_plan``); never raises."""
     step = pick_step(mon.window_s) if step_s is None else step_s
     out = Warmup(t=t, step_s=step)
     plan = mon.plan
@@ -120,7 +115,7 @@ async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
         out.error = f"the {mon.window_s:g} s window leaves no baseline span"
         return out
     out.start, out.end = rng
-    queries = [q for role, q in warm_plan(plan, detail_only).queries().items()
+    queries = [q for role, q in warm_plan(plan).queries().items()
                if role.split("#")[0] in WARM_ROLES]
     out.queries = len(queries)
     try:
@@ -133,12 +128,11 @@ async def fetch(mon: FleetMonitor, t: float, step_s: float | None = None,
 
 
 async def warm(mon: FleetMonitor, t: float, step_s: float | None = None,
-               client: PromClient | None = None,
-               detail_only: Callable[[str, str], bool] | None = None) -> Warmup:
+               client: PromClient | None = None) -> Warmup:
     """Fetch the history before ``t`` and seed ``mon.diagnoser`` with it (its ``begin_warm``
     called before the refresh at ``t`` was judged); an event-log line says how it went.
     Returns what was fetched."""
-    got = await fetch(mon, t, step_s, client, detail_only)
+    got = await fetch(mon, t, step_s, client)
     diag = mon.diagnoser
     ago = (f"{t - got.start:.0f} s to {t - got.end:.0f} s before"
            if got.start is not None and got.end is not None else "before")

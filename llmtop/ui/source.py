@@ -209,6 +209,12 @@ class MonitorSource:
             await fn()
 
 
+def _first_warnings(warns: list[str]) -> str:
+    """A backend's warnings on one line: the first 3, then how many more."""
+    more = f" (and {len(warns) - 3} more)" if len(warns) > 3 else ""
+    return "; ".join(warns[:3]) + more
+
+
 class FleetSource(MonitorSource):
     """``MonitorSource`` over a fleet monitor (``llmtop.fleet.monitor.FleetMonitor``): the
     header names the server, the rate window, ``LIVE`` or ``AT <time>``, ``PARTIAL`` and the
@@ -301,10 +307,7 @@ class FleetSource(MonitorSource):
                 or abs(got[1] - cur.time) > 1e-6):
             return None
         warns = getattr(got[2], "partial", {}).get(float(window_s))
-        if not warns:
-            return None
-        more = f" (and {len(warns) - 3} more)" if len(warns) > 3 else ""
-        return "; ".join(warns[:3]) + more
+        return _first_warnings(warns) if warns else None
 
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         """As ``MonitorSource.series``; the first sparkline-panel read of a row (its first
@@ -332,10 +335,9 @@ class FleetSource(MonitorSource):
         if not past or epoch != self._epoch:  # none, or around a time travelled away from
             return
         if getattr(past, "partial", False):  # said, never shown as a complete history
-            warns = list(getattr(past, "warnings", None) or ())
-            more = f" (and {len(warns) - 3} more)" if len(warns) > 3 else ""
             self.event("warn", key.split("|")[0], "sparkline history from a PARTIAL answer, "
-                       "values may be incomplete: " + "; ".join(warns[:3]) + more)
+                       "values may be incomplete: "
+                       + _first_warnings(list(getattr(past, "warnings", None) or ())))
         older = [t for t, _ in past if not self._times or t < self._times[0] - 1e-6]
         room = self._history - len(self._times)
         older = older[-room:] if room > 0 else []

@@ -305,18 +305,18 @@ def test_the_tui_monitor_is_lean_unless_it_records():
 
 
 def test_detail_only_names_come_from_the_adapters_tables():
-    from llmtop.fleet.monitor import _detail_only
+    from llmtop.fleet.queries import detail_only
 
-    assert _detail_only("vllm:e2e_request_latency_seconds_bucket", "vllm")
-    assert _detail_only("vllm:request_decode_time_seconds_bucket", "vllm")
-    assert _detail_only("sglang:e2e_request_latency_seconds_bucket", "sglang")
-    assert _detail_only("vllm:e2e_request_latency_seconds_count", "vllm")  # its mean too
-    assert _detail_only("sglang:generation_tokens_histogram_sum", "sglang")
-    assert _detail_only("vllm:iteration_tokens_total_bucket", "vllm")  # the step size
-    assert _detail_only("vllm:iteration_tokens_total_count", "vllm")
-    assert not _detail_only("vllm:request_success_total", "vllm")
+    assert detail_only("vllm:e2e_request_latency_seconds_bucket")
+    assert detail_only("vllm:request_decode_time_seconds_bucket")
+    assert detail_only("sglang:e2e_request_latency_seconds_bucket")
+    assert detail_only("vllm:e2e_request_latency_seconds_count")  # its mean too
+    assert detail_only("sglang:generation_tokens_histogram_sum")
+    assert detail_only("vllm:iteration_tokens_total_bucket")  # the step size
+    assert detail_only("vllm:iteration_tokens_total_count")
+    assert not detail_only("vllm:request_success_total")
     for table_hist in ("vllm:time_to_first_token_seconds_bucket",
                        "vllm:time_to_first_token_seconds_count",
                        "vllm:request_queue_time_seconds_bucket",
                        "vllm:request_prompt_tokens_bucket"):  # the table and diagnosis use these
-        assert not _detail_only(table_hist, "vllm")
+        assert not detail_only(table_hist)
