@@ -25,6 +25,8 @@ METRICS = (
     ("errors", "errors", None, "{:,d}"),
 )
 """The columns per engine; latencies in ms."""
+LOG_LINES = 8
+"""Lines of a failed engine's log shown under its error."""
 
 
 def is_bakeoff(data: Any) -> bool:
@@ -131,11 +133,35 @@ def _peaks(srv: dict[str, Any] | None) -> str:
     kv = pct(srv.get("kv_peak"))
     if srv.get("kv_capacity_tokens") is not None:
         kv += f" of {srv['kv_capacity_tokens']:,.0f} tokens"
-    mem = srv.get("gpu_mem_peak_bytes")
-    return (f"running {n(srv.get('running_peak'))}, waiting {n(srv.get('waiting_peak'))}, "
+    mem = srv.get("gpu_mem_peak_bytes", srv.get("gpu_memory_peak_bytes"))
+    running = n(srv.get("running_peak"))
+    if srv.get("max_running") is not None:
+        running += f" (max {srv['max_running']:,.0f})"
+    text = (f"running {running}, waiting {n(srv.get('waiting_peak'))}, "
             f"KV {kv}, preemptions {n(srv.get('preemptions'))}, GPU memory "
             f"{DASH if mem is None else f'{mem / 2**30:,.1f} GiB'}, GPU util "
             f"{pct(srv.get('gpu_util_peak'))}")
+    return text + (f" ({srv['note']})" if srv.get("note") else "")
+
+
+def _settings(settings: dict[str, Any]) -> str:
+    """``k=v, ...``; a nested dict (SGLang's ``server_info``) is flattened, None left out."""
+    parts = []
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            parts += [f"{kk}={vv}" for kk, vv in v.items() if vv is not None]
+        elif v is not None:
+            parts.append(f"{k}={v}")
+    return ", ".join(parts) or DASH
+
+
+def _cold(e: dict[str, Any]) -> str:
+    cs, ready = e.get("cold_start_s"), e.get("ready_s")
+    if cs is not None:
+        return f"{cs:,.1f} s" + (f" (ready after {ready:,.1f} s)" if ready is not None else "")
+    if e.get("started_by_llmtop"):
+        return f"{DASH} (started by llmtop; no first token)"
+    return f"{DASH} (not started by llmtop)"
 
 
 def _usd(v: float | None) -> str:
@@ -148,12 +174,16 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if e.get("error"):
         out.append(("error", str(e["error"])))
-    cs = e.get("cold_start_s")
-    cold = f"{DASH} (not started by llmtop)" if cs is None else f"{cs:,.1f} s"
+    if e.get("log"):
+        out.append(("log", str(e["log"])))
+    if e.get("error") and e.get("log_tail"):
+        tail = [ln for ln in str(e["log_tail"]).splitlines() if ln.strip()][-LOG_LINES:]
+        out += [("log tail", ln) for ln in tail]
+    cold = _cold(e)
     if not any(s.get("requests") for s in e.get("steps") or []):
         if not e.get("error"):
             out.append(("error", "no step finished"))
-        if cs is not None:
+        if e.get("cold_start_s") is not None:
             out.append(("cold start", cold))
         return out
     out.append(("capacity", capacity(e)["sentence"]))
@@ -181,8 +211,8 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
     if short is not None:
         out.append(("short outputs", f"{short:.0%} of requests ended before their max tokens"
                     + ("; throughput not comparable" if e.get("comparable") is False else "")))
-    if e.get("settings"):
-        out.append(("settings", ", ".join(f"{k}={v}" for k, v in e["settings"].items())))
+    if isinstance(e.get("settings"), dict):
+        out.append(("settings", _settings(e["settings"])))
     return out
 
 
@@ -192,4 +222,8 @@ def traffic_text(report: dict[str, Any]) -> str:
     rps, h, seed = tr.get("requests_per_step"), tr.get("hash"), tr.get("seed")
     text = (f"Traffic: {tr.get('kind') or DASH}, seed {DASH if seed is None else seed}, "
             f"{DASH if rps is None else rps} requests per step")
-    return text + (f"; the same request list for every engine (hash {h})" if h else "")
+    if h:
+        text += f"; the same request list for every engine (hash {h})"
+    elif tr.get("identical") is False:
+        text += "; the engines did NOT receive identical request lists"
+    return text + ("; stopped early (partial report)" if report.get("partial") else "")
