@@ -87,9 +87,10 @@ def _values(s: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _best(cells: list[dict[str, Any]], key: str, lower: bool) -> set[int]:
-    """Engines holding the row's best value (ties all marked); none when fewer than two
-    engines have one. A throughput that is not comparable never wins."""
-    vals = [(i, c["values"][key]) for i, c in enumerate(cells)
+    """Engines holding the row's best value as shown (equal shown values are all marked);
+    none when fewer than two engines have one. A throughput that is not comparable never
+    wins."""
+    vals = [(i, float(c["text"][key].replace(",", ""))) for i, c in enumerate(cells)
             if c["values"][key] is not None and not (key == "tps" and c["not_comparable"])]
     if len(vals) < 2:
         return set()

@@ -88,7 +88,7 @@ def _style(colours: list[str]) -> Any:
 
 
 def _chart(kind: str, title: str, load_axis: str, xs: list[float],
-           tps: list[float]) -> Any:
+           tps: list[float], room: tuple[float, float] = (0.9, 1.18)) -> Any:
     import pygal
 
     cfg: dict[str, Any] = {
@@ -101,13 +101,13 @@ def _chart(kind: str, title: str, load_axis: str, xs: list[float],
     if kind == "latency_throughput":
         cfg.update(x_title="output tok/s", y_title="TTFT p95 (ms)")
         if tps:  # room on the right for a mark's label
-            cfg["xrange"] = (0, max(tps) * 1.18)
+            cfg["xrange"] = (0, max(tps) * room[1])
     else:
         cfg.update(x_title=f"load ({load_axis}, log scale)",
                    y_title="output tok/s" if kind == "throughput" else "TTFT (ms)")
         if xs:
             cfg["x_labels"] = sorted(set(xs))
-            cfg["xrange"] = (min(xs), max(xs) + 0.9)
+            cfg["xrange"] = (min(xs), max(xs) + room[0])
             prefix = "c=" if load_axis == "concurrency" else ""
             suffix = " req/s" if load_axis != "concurrency" else ""
             cfg["x_value_formatter"] = lambda x: f"{prefix}{2 ** x:.3g}{suffix}"
@@ -122,6 +122,7 @@ def render_charts(reports: Sequence[dict[str, Any]],
     ``colour_per_report`` (a bake-off): each report keeps one colour in every chart, the TTFT
     chart draws p95 only, and each knee / SLA boundary label names its report."""
     multi = len(reports) > 1
+    room = (1.6, 1.4) if colour_per_report and multi else (0.9, 1.18)  # the longer labels
     names = list(names or [r.get("target", f"report {i}") for i, r in enumerate(reports)])
     load_axis = _key(reports[0]) if reports else "concurrency"
     xs = [math.log2(s[_key(r)]) for r in reports for s in _steps(r)]
@@ -129,7 +130,7 @@ def render_charts(reports: Sequence[dict[str, Any]],
     out = {}
     for kind in CHARTS:
         title = "TTFT p95 vs load" if colour_per_report and kind == "ttft" else TITLES[kind]
-        chart = _chart(kind, title, load_axis, xs, tps_all)
+        chart = _chart(kind, title, load_axis, xs, tps_all, room)
         colours: list[str] = []
 
         def add(title: str, values: list[Any], colour: str, colours: list[str] = colours,
@@ -182,9 +183,9 @@ def render_charts(reports: Sequence[dict[str, Any]],
             slo_label = slo_text(sla.get("slo") or {"ttft": slo})
         if slo and kind != "throughput":
             if kind == "ttft":
-                span = [min(xs, default=0.0), max(xs, default=1.0) + 0.9]
+                span = [min(xs, default=0.0), max(xs, default=1.0) + room[0]]
             else:
-                span = [0.0, max(tps_all, default=1.0) * 1.18]
+                span = [0.0, max(tps_all, default=1.0) * room[1]]
             add(f"SLO: {slo_label}", [(span[0], slo * 1000), (span[1], slo * 1000)],
                 SLO_COLOUR, show_dots=False, stroke_style={"width": 3, "dasharray": "10, 5"})
         chart.style = _style(colours)
