@@ -147,12 +147,13 @@ def _peaks(srv: dict[str, Any] | None) -> str:
 
 def _settings(settings: dict[str, Any]) -> str:
     """``k=v, ...``; a nested dict (SGLang's ``server_info``) is flattened, None left out."""
-    parts = []
-    for k, v in settings.items():
-        if isinstance(v, dict):
-            parts += [f"{kk}={vv}" for kk, vv in v.items() if vv is not None]
-        elif v is not None:
-            parts.append(f"{k}={v}")
+    top = {k: v for k, v in settings.items() if not isinstance(v, dict) and v is not None}
+    parts = [f"{k}={v}" for k, v in top.items()]
+    for v in settings.values():
+        if isinstance(v, dict):  # what the top level already says is left out
+            parts += [f"{kk}={vv}" for kk, vv in v.items() if vv is not None and kk not in top
+                      and not (isinstance(vv, str) and vv in top.values())
+                      and not (kk == "context_length" and vv == top.get("max_model_len"))]
     return ", ".join(parts) or DASH
 
 
@@ -217,14 +218,31 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _per_step(rps: Any) -> str:
+    if isinstance(rps, dict):  # {level: requests}
+        counts = set(rps.values())
+        if len(counts) == 1:
+            return f"{counts.pop()} requests per step"
+        return "requests per step " + ", ".join(f"{k}: {v}" for k, v in rps.items())
+    return f"{DASH if rps is None else rps} requests per step"
+
+
 def traffic_text(report: dict[str, Any]) -> str:
     """One line: what traffic every engine received."""
     tr = report.get("traffic") or {}
-    rps, h, seed = tr.get("requests_per_step"), tr.get("hash"), tr.get("seed")
-    text = (f"Traffic: {tr.get('kind') or DASH}, seed {DASH if seed is None else seed}, "
-            f"{DASH if rps is None else rps} requests per step")
+    h, seed = tr.get("hash"), tr.get("seed")
+    parts = [f"Traffic: {tr.get('kind') or DASH}"]
+    if tr.get("prompt_tokens") is not None and tr.get("kind") == "synthetic":
+        parts.append(f"prompt {tr['prompt_tokens']} / output {tr.get('output_tokens')} tokens"
+                     + (f" ({tr['length_dist']})" if tr.get("length_dist") else ""))
+    if tr.get("exact_lengths"):
+        parts.append(f"exact lengths ({tr['exact_lengths']})")
+    parts += [f"seed {DASH if seed is None else seed}", _per_step(tr.get("requests_per_step"))]
+    if tr.get("warmup"):
+        parts.append(f"warm-up: {tr['warmup']}")
+    text = ", ".join(parts)
     if h:
-        text += f"; the same request list for every engine (hash {h})"
+        text += f"; the same request list for every engine (hash {str(h)[:12]})"
     elif tr.get("identical") is False:
         text += "; the engines did NOT receive identical request lists"
     return text + ("; stopped early (partial report)" if report.get("partial") else "")

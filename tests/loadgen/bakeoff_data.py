@@ -12,6 +12,9 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bakeoff"
 REAL = FIXTURES / "from-two-probes.json"
 CORE = FIXTURES / "demo-two-engines.json"
 """Written by the bake-off command itself (branch bakeoff-core); used when present."""
+COMMAND = FIXTURES / "from-bakeoff-command.json"
+"""The bake-off command's own report, run here against two demo engines (see its
+``fixture_note``)."""
 
 
 def real() -> dict[str, Any]:

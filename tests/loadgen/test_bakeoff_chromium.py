@@ -17,7 +17,7 @@ import pytest
 
 from llmtop.report.bakeoff import write_html
 
-from .bakeoff_data import failed, real, synthetic
+from .bakeoff_data import COMMAND, REAL, failed, synthetic
 
 pytest.importorskip("pygal")
 REQUIRED = os.environ.get("LLMTOP_REQUIRE_CHROMIUM") == "1"
@@ -117,9 +117,10 @@ def test_report_draws_every_engines_curves_offline(browser, tmp_path):
     assert urls and all(u.startswith("file://") for u in urls), urls
 
 
-def test_real_fixture_report_opens_clean(browser, tmp_path):
+@pytest.mark.parametrize("fixture", [REAL, COMMAND], ids=["from-two-probes", "from-command"])
+def test_real_fixture_report_opens_clean(browser, tmp_path, fixture):
     page = tmp_path / "real.html"
-    write_html(real(), str(page))
+    write_html(json.loads(fixture.read_text(encoding="utf-8")), str(page))
     charts = _open(browser, page)
     assert len(charts) == 3
     for c in charts:

@@ -19,7 +19,7 @@ from llmtop.loadgen.compare import load_runs
 from llmtop.loadgen.report import CSV_COLUMNS
 from llmtop.report.bakeoff import CSV_ENGINE_COLUMNS, bakeoff_html, to_csv_text
 
-from .bakeoff_data import CORE, REAL, failed, real, synthetic
+from .bakeoff_data import COMMAND, CORE, REAL, failed, real, synthetic
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -302,16 +302,46 @@ def test_cli_compare_needs_two_runs(tmp_path, capsys):
     assert "skipped trt-engine" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not CORE.exists(), reason="the bake-off command's own fixture "
-                    "(tests/fixtures/bakeoff/demo-two-engines.json) is not on this branch yet")
-def test_output_of_the_bakeoff_commands_own_report(tmp_path):
-    rep = json.loads(CORE.read_text())
+@pytest.mark.parametrize("path", [
+    COMMAND,
+    pytest.param(CORE, marks=pytest.mark.skipif(
+        not CORE.exists(), reason="tests/fixtures/bakeoff/demo-two-engines.json (the bake-off "
+        "branch's own fixture) is not on this branch yet")),
+], ids=["from-bakeoff-command", "demo-two-engines"])
+def test_output_of_the_bakeoff_commands_own_report(path):
+    rep = json.loads(path.read_text())
     out = plain(rep)
-    for i, e in enumerate(rep["endpoints"]):
-        assert (e.get("name") or e.get("url") or f"engine {i + 1}") in out
+    names = [e.get("name") or e.get("url") or f"engine {i + 1}"
+             for i, e in enumerate(rep["endpoints"])]
+    for name in names:
+        assert name in out
+    tr = rep["traffic"]
+    if isinstance(tr.get("requests_per_step"), dict) and len(
+            set(tr["requests_per_step"].values())) == 1:
+        n = next(iter(tr["requests_per_step"].values()))
+        assert f"seed {tr['seed']}, {n} requests per step" in out
+    if tr.get("hash"):
+        assert f"(hash {tr['hash'][:12]})" in out
+    assert "server_info=" not in out  # nested settings are flattened
+    for e in rep["endpoints"]:
+        for s in e.get("steps") or []:
+            if s.get("requests"):
+                assert f"{s['output_tokens_per_s']:,.0f}" in row_of(out, f"c={s['concurrency']}")
     rows = list(csv.DictReader(io.StringIO(to_csv_text(rep))))
-    assert len(rows) >= sum(len(e.get("steps") or []) for e in rep["endpoints"])
+    assert len(rows) == sum(max(1, len(e.get("steps") or [])) for e in rep["endpoints"])
     assert bakeoff_html(rep).count("<svg") == 3
-    runs, _names, _skipped = load_runs([str(CORE)])
-    assert len(runs) == sum(1 for e in rep["endpoints"]
-                            if any(s.get("requests") for s in e.get("steps") or []))
+    _runs, got, _skipped = load_runs([str(path)])
+    assert got == [n for n, e in zip(names, rep["endpoints"], strict=True)
+                   if any(s.get("requests") for s in e.get("steps") or [])]
+
+
+def test_marks_at_the_same_place_share_one_label():
+    page = bakeoff_html(synthetic(3))  # e3-engine is a copy of fast-engine
+    shared = page.count(">fast-engine, e3-engine: knee c=8<")
+    assert shared >= 3  # drawn in each of the three charts
+    # alone, each name is only its legend entry: never two labels on top of each other
+    assert page.count(">fast-engine: knee c=8<") == page.count(">e3-engine: knee c=8<") == 3
+    assert page.count(">slow-engine: knee = SLA boundary c=4<") == shared + 3  # + legend
+    two = synthetic(2)
+    two["endpoints"][1] = copy.deepcopy(two["endpoints"][0]) | {"name": "twin"}
+    assert bakeoff_html(two).count(">both: SLA boundary c=16<") == shared
