@@ -163,6 +163,17 @@ def test_pipe_never_cuts_at_80_columns():
     assert "…" not in out
 
 
+def test_a_long_engine_name_is_never_cut_on_a_pipe_and_rows_stay_aligned():
+    rep = synthetic()
+    long = "vllm-0.11-llama-3.1-8b-instruct-fp8-tp1-max-num-seqs-256"
+    rep["endpoints"][1]["name"] = long
+    lines = plain(rep).splitlines()
+    assert any(long in ln for ln in lines)
+    head = next(i for i, ln in enumerate(lines) if long in ln)
+    assert lines[head + 2].split()[0] == "load"  # one title line, then the two header lines
+    assert row_of("\n".join(lines), "c=16").split()[:2] == ["c=16", "800*"]
+
+
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_80_column_terminal_stays_within_80_and_keeps_every_engine(monkeypatch, n):
     rep = synthetic(n)
