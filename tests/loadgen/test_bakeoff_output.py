@@ -331,6 +331,9 @@ def test_output_of_the_bakeoff_commands_own_report(path):
             set(tr["requests_per_step"].values())) == 1:
         n = next(iter(tr["requests_per_step"].values()))
         assert f"seed {tr['seed']}, {n} requests per step" in out
+    elif isinstance(tr.get("requests_per_step"), dict):  # c=1: 16, c=4: 16, c=16: 64
+        assert "requests per step " + ", ".join(
+            f"c={k}: {v}" for k, v in tr["requests_per_step"].items()) in out
     if tr.get("hash"):
         assert f"(hash {tr['hash'][:12]})" in out
     assert "server_info=" not in out  # nested settings are flattened
