@@ -277,9 +277,12 @@ def test_load_runs_expands_a_bakeoff_report(tmp_path):
 
 def test_cli_compare_on_a_bakeoff_report(tmp_path, capsys):
     out_json = tmp_path / "cmp.json"
-    assert compare_main([str(REAL), "--json", str(out_json)]) == 0
+    out_html = tmp_path / "cmp.html"
+    assert compare_main([str(REAL), "--json", str(out_json), "--html", str(out_html)]) == 0
     text = capsys.readouterr().out
     assert "A = demo-vllm (baseline), B = demo-triton" in text
+    page = out_html.read_text()
+    assert page.count("<svg") == 3 and "demo-triton: output tok/s" in page
     res = json.loads(out_json.read_text())
     assert res["names"] == ["demo-vllm", "demo-triton"]
     rep = real()
