@@ -98,7 +98,7 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
             what = ("down" if e.down else "in trouble" if e.trouble
                     else "DCGM exporter" if e.job == "dcgm" else (e.scenario or ""))
             print(f"  {e.job:<7} {e.instance:<16} {e.model or '-':<34} {what}", file=sys.stderr)
-        from llmtop.cli.main import build_parser as llmtop_parser
+        from llmtop.cli.monitor import build_parser as llmtop_parser
 
         has_view = (importlib.util.find_spec("llmtop.fleet") is not None
                     and "--prometheus" in llmtop_parser()._option_string_actions)
@@ -111,12 +111,12 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
             print(f"llmtop demo fleet: {args.backend} exited: {running.server.log_tail()}",
                   file=sys.stderr)
             return 1
-        from llmtop.cli.main import main as llmtop_main
+        from llmtop.cli.monitor import run as run_monitor
 
         # The demo's VictoriaMetrics hides only the last 1 s (-search.latencyOffset=1s); say so
         # per query, or fleet mode assumes VictoriaMetrics's default 30 s and looks back that far.
         vm = ["--prometheus-param", "latency_offset=1s"] if args.backend != "prometheus" else []
-        return llmtop_main(["--prometheus", running.url, *vm, *rest])
+        return run_monitor(["--prometheus", running.url, *vm, *rest])
     except KeyboardInterrupt:
         return 0
     finally:
