@@ -43,7 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from llmtop.children import install_exit_handlers
 
     install_exit_handlers()  # SIGHUP / SIGTERM end every child process and temp folder
-    argv = _subcommand_first(list(sys.argv[1:] if argv is None else argv))
+    from llmtop.cli.argv import glue_dash_values
+
+    argv = glue_dash_values(_subcommand_first(list(sys.argv[1:] if argv is None else argv)))
     try:
         if argv and argv[0] in SUBCOMMANDS:
             cmd, rest = argv[0], argv[1:]
@@ -64,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # a file that cannot be read or written: say which, no traceback
+        if os.environ.get("LLMTOP_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"llmtop: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # never show a traceback unless asked
         if os.environ.get("LLMTOP_DEBUG"):
             raise

@@ -200,4 +200,6 @@ def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -
 
 def run(argv: Sequence[str]) -> int:
     """Parse ``argv`` (options anywhere) and run the monitor."""
-    return run_monitor(build_parser().parse_intermixed_args(list(argv)))
+    from llmtop.cli.argv import glue_dash_values
+
+    return run_monitor(build_parser().parse_intermixed_args(glue_dash_values(list(argv))))
