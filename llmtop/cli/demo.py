@@ -82,6 +82,8 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
     from llmtop.children import install_exit_handlers
 
     install_exit_handlers()  # SIGHUP / SIGTERM: stop the server and engines, then exit
+    print(f"llmtop demo fleet: starting {max(1, args.engines)} demo engines and {args.backend} "
+          "on 127.0.0.1, then waiting for its first scrapes…", file=sys.stderr, flush=True)
     try:
         running = start_demo_fleet(max(1, args.engines), backend=args.backend,
                                    scrape_interval_s=args.scrape_interval,
