@@ -86,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--target-rate", type=float, default=None, metavar="R",
       help="req/s to plan for: the summary says how many such replicas R needs")
     a("--html", default=None, metavar="FILE",
-      help="write a self-contained HTML report with charts (needs llmtop-tui[charts])")
+      help="write a self-contained HTML report with charts")
     a("--svg", default=None, metavar="PREFIX",
-      help="write the charts alone as PREFIX-<chart>.svg (needs llmtop-tui[charts])")
+      help="write the charts alone as PREFIX-<chart>.svg")
     a("--yes", action="store_true", help="do not ask before loading a non-loopback host")
     a("--insecure", action="store_true", help="do not verify TLS certificates")
     return p
