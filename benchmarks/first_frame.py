@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import PY, ROOT, start_demo  # noqa: E402
+from peers import PY, ROOT, start_demo
 
 SOCKET = f"llmtop-first-{os.getpid()}"
 PEERS_VENV = Path.home() / ".cache" / "llmtop" / "peers-venv"

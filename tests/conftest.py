@@ -21,3 +21,28 @@ def fixture_text(name: str) -> str:
 def fixture_loader():
     """The ``fixture_text`` function, as a fixture."""
     return fixture_text
+
+
+XDIST_GROUPS = {
+    # fixture (used directly or by another fixture) -> xdist group. Every test using one of
+    # these runs on the same worker (``--dist loadgroup``), so the server behind it starts once
+    # per run, not once per worker. The first match wins. docs/development.md says when to
+    # add a line here.
+    "demo_fleet": "fleet-servers",  # real Prometheus + VictoriaMetrics over a demo fleet
+    "linked_fleet": "fleet-gpulink",  # tests/fleet/test_gpulink.py's own Prometheus
+    "traps_prom": "fleet-traps",  # tests/fleet/test_traps.py's own Prometheus
+    "bare_fleet": "fleet-trtllm-bare",  # tests/fleet/test_trtllm_bare.py's servers
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put each test that uses a shared server fixture (``XDIST_GROUPS``) in its group."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, group in XDIST_GROUPS.items():
+            if fixture in names:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
