@@ -9,14 +9,18 @@ target order. Then ``store.commit`` and the 10 s snapshot. An exception anywhere
 event-log line and the loop carries on. No UI, no printing.
 
 Identity never delays the first data: the monitor's ``Scraper`` asks for it beside the first
-scrape and attaches it to the next one (``Scraper(defer_identity=True)``).
+scrape and attaches it to the next one (``Scraper(defer_identity=True)``). Nor does start-up:
+``prefetch`` starts the first tick's scrapes and GPU sample in a thread while the caller
+imports the UI; the first tick takes what they found.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import inspect
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +66,9 @@ class Monitor:
         self._gpu_task: asyncio.Future[GpuSample] | None = None
         self.ticks = 0
         self._lock = asyncio.Lock()
+        self._first: concurrent.futures.Future[tuple[dict[str, RawScrape], Any]] | None = None
+        """``prefetch``'s results, taken by the first tick."""
+        self._first_running: concurrent.futures.Future[Any] | None = None
 
     @classmethod
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
@@ -87,6 +94,42 @@ class Monitor:
         """Replace the target list (e.g. after rediscovery); in-flight scrapes finish."""
         self.targets = list(targets)
 
+    # ------------------------------------------------------------------ start-up
+    def prefetch(self) -> None:
+        """Start the first tick's scrapes (and a blocking GPU sampler's first sample, NVML's
+        start-up included) now, in a thread with its own event loop and its own ``Scraper``:
+        they wait on the network and the driver while the caller imports and lays out the
+        UI. The first ``tick`` takes what they found (a target not answered by then is
+        scraped as usual). Identity comes with a later scrape, as it would anyway."""
+        if self._first is not None or self.ticks or not self.targets:
+            return
+        fut: concurrent.futures.Future[tuple[dict[str, RawScrape], Any]] = (
+            concurrent.futures.Future())
+        targets, gpu = list(self.targets), self._gpu
+
+        def run() -> None:
+            try:
+                fut.set_result(asyncio.run(_first_fetch(self.config, targets, gpu,
+                                                        self.tick_timeout_s)))
+            except BaseException as exc:  # the first tick scrapes as usual
+                fut.set_exception(exc)
+
+        threading.Thread(target=run, name="llmtop-first-scrape", daemon=True).start()
+        self._first = fut
+
+    async def _take_first(self, limit: float) -> tuple[dict[str, RawScrape], Any]:
+        fut, self._first = self._first, None
+        if fut is None:
+            return {}, None
+        self._first_running = fut  # its GPU sample may still run: no second one beside it
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), limit)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._error(None, "first scrape", exc)
+            return {}, None
+
     # ------------------------------------------------------------------ one tick
 
     async def tick(self, *, timeout_s: float | None = None) -> Snapshot:
@@ -98,11 +141,24 @@ class Monitor:
 
     async def _tick(self, timeout_s: float | None) -> Snapshot:
         self.ticks += 1
+        limit = self.tick_timeout_s if timeout_s is None else timeout_s
+        gpu_now: GpuSample | None = None
+        if self._first is not None:  # prefetch's answers stand for this tick's own
+            raws, gpu_now = await self._take_first(limit)
+            loop = asyncio.get_running_loop()
+            for t in self.targets:
+                raw = raws.get(t.name)
+                if raw is not None and t.name not in self._pending:
+                    done: asyncio.Future[RawScrape] = loop.create_future()
+                    done.set_result(raw)
+                    self._pending[t.name] = done  # type: ignore[assignment]
         for t in self.targets:
             if t.name not in self._pending:
                 self._pending[t.name] = asyncio.ensure_future(self._scrape_one(t))
-        gpu_now: GpuSample | None = None
-        if self._gpu is not None and self._gpu_task is None:
+        if self._first_running is not None and self._first_running.done():
+            self._first_running = None
+        if (gpu_now is None and self._gpu is not None and self._gpu_task is None
+                and self._first_running is None):
             held = getattr(self._gpu, "held_sample", None)
             try:
                 gpu_now = held() if held is not None else None  # no GPU to ask: no task
@@ -115,7 +171,6 @@ class Monitor:
         waiting: list[asyncio.Future[Any]] = list(self._pending.values())
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
-        limit = self.tick_timeout_s if timeout_s is None else timeout_s
         if waiting:
             await asyncio.wait(waiting, timeout=limit)
         t_mono, t_wall = None, None
@@ -230,6 +285,35 @@ class Monitor:
                     self._gpu.close()
             except Exception as exc:
                 self._error(None, "closing the GPU sampler", exc)
+
+
+async def _first_fetch(config: Config, targets: list[Target], gpu: Any, limit: float
+                       ) -> tuple[dict[str, RawScrape], Any]:
+    """``Monitor.prefetch``'s thread: one scrape of each target (at most ``limit`` seconds)
+    and, for a sampler that blocks (NVML), its first sample beside them."""
+    from llmtop.sources.scrape import Scraper
+
+    scraper = Scraper(config, defer_identity=True)
+    gpu_task = None
+    if gpu is not None and getattr(gpu, "sample_async", None) is None:
+        held = getattr(gpu, "held_sample", None)
+        if held is None or held() is None:
+            gpu_task = asyncio.ensure_future(asyncio.to_thread(gpu.sample))
+    tasks = {t.name: asyncio.ensure_future(scraper.scrape(t)) for t in targets}
+    try:
+        waiting = [*tasks.values(), *([gpu_task] if gpu_task is not None else [])]
+        await asyncio.wait(waiting, timeout=limit)
+        raws = {n: t.result() for n, t in tasks.items()
+                if t.done() and not t.cancelled() and t.exception() is None}
+        sample = None
+        if gpu_task is not None and gpu_task.done() and not gpu_task.cancelled():
+            sample = gpu_task.result() if gpu_task.exception() is None else None
+        return raws, sample
+    finally:
+        for t in tasks.values():
+            t.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        await scraper.aclose()
 
 
 def _later(t_mono: float | None, t_wall: float | None, m: float, w: float

@@ -171,9 +171,16 @@ def run_monitor(args: argparse.Namespace) -> int:
             window = args.window if args.window is not None else 1.0
             return run_once(config, window_s=window, as_json=args.json, demo=demo,
                             monitor=monitor)
+        # the first scrapes start here and run while Textual is imported (ui.live is free
+        # of it): the first frame can show data
+        from llmtop.ui.live import make_source
+
+        prepared = make_source(config, demo=demo, record_path=args.record, args=args,
+                               prefetch=True)
         from llmtop.ui.app import run_tui
 
-        return run_tui(config, demo=demo, record_path=args.record, args=args)
+        return run_tui(config, demo=demo, record_path=args.record, args=args,
+                       prepared=prepared)
     finally:
         if demo is not None:
             demo.stop()

@@ -376,11 +376,14 @@ def freeze_startup_objects() -> None:
 
 
 def run_tui(config: Config, *, demo: Any = None, record_path: str | None = None,
-            args: Any = None) -> int:
-    """Run the TUI on a live Monitor (or the demo); returns the exit status."""
+            args: Any = None, prepared: tuple[Any, list[str]] | None = None) -> int:
+    """Run the TUI on a live Monitor (or the demo); returns the exit status. ``prepared``:
+    ``ui.live.make_source``'s answer, made (and its first scrapes started) before this
+    module was imported."""
     from llmtop.ui.live import make_source
 
-    source, problems = make_source(config, demo=demo, record_path=record_path, args=args)
+    source, problems = prepared or make_source(config, demo=demo, record_path=record_path,
+                                               args=args)
     for line in problems:
         source.event("error", None, line)
     return _run(LlmtopApp(source, config, theme=getattr(args, "theme", None)))

@@ -68,8 +68,9 @@ def _record_bounds(args: Any) -> dict[str, Any]:
 
 
 def make_source(config: Config, *, demo: Any = None, record_path: str | None = None,
-                args: Any = None) -> tuple[Any, list[str]]:
-    """The source to poll, and error lines to show in the event log."""
+                args: Any = None, prefetch: bool = False) -> tuple[Any, list[str]]:
+    """The source to poll, and error lines to show in the event log. ``prefetch``: start the
+    first scrapes now (``Monitor.prefetch``), before the caller imports Textual."""
     host = socket.gethostname()
     problems: list[str] = []
     try:
@@ -79,6 +80,8 @@ def make_source(config: Config, *, demo: Any = None, record_path: str | None = N
         src.event("error", None, f"monitor unavailable: {exc}")
         return src, problems
     monitor = Monitor.from_config(config, demo=demo)
+    if prefetch:
+        monitor.prefetch()
     if record_path:
         try:
             from llmtop.record.live import attach
