@@ -122,9 +122,10 @@ BARS_MIN_WIDTH = 60
 
 def _load_cell(s: dict) -> str:
     conc, rate = _get(s, "concurrency"), _get(s, "rate")
+    mark = "*" if _get(s, "partial") else ""
     if conc:
-        return f"c={conc}"
-    return f"{rate:g} req/s" if rate else fmt.DASH
+        return f"c={conc}{mark}"
+    return f"{rate:g} req/s{mark}" if rate else fmt.DASH
 
 
 def step_chart(steps: list[dict], width: int) -> Table:
@@ -134,9 +135,11 @@ def step_chart(steps: list[dict], width: int) -> Table:
     client-bound step. Bars are drawn only where the width leaves room for them.
     """
     bars = width >= BARS_MIN_WIDTH
+    notes = ["! = client-bound"] if steps else []
+    if any(_get(s, "partial") for s in steps):
+        notes.append("* = partial (cut short)")
     t = Table(box=None, padding=(0, 1), header_style="bold", title="Client side (per step)",
-              title_justify="left", caption="! = client-bound" if steps else None,
-              caption_justify="left")
+              title_justify="left", caption=", ".join(notes) or None, caption_justify="left")
     cols = ["load", "actual", "tok/s", *([""] if bars else []), "TTFT95",
             *([""] if bars else []), "err"]
     for c in cols:
@@ -400,7 +403,7 @@ class ProbeScreen(Screen):
         self.handle = None
         how = "stopped" if self.stopping else "finished"
         extra = ""
-        if report and report.get("steps"):
+        if report:
             from llmtop.loadgen.report import capacity
 
             extra = f": {capacity(report)['sentence']}"
