@@ -16,10 +16,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Checkbox, Footer, Input, Label, Select, Static
+from textual.widgets import Checkbox, Input, Label, Select, Static
 
 from llmtop.ui import fmt
 from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.footer import FitFooter
 
 __all__ = ["POLL_S", "ProbeScreen", "StateCheckbox", "bounds_text", "build_options",
            "ladder_text", "step_chart"]
@@ -267,7 +268,7 @@ class ProbeScreen(Screen):
                     yield chart
                 yield Static(id="probe-steps")
             yield Static(id="probe-server")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.query_one("#pf-concurrency", Input).focus()
