@@ -297,6 +297,7 @@ class ProbeScreen(shape.ShapeForm, Screen):
     def on_mount(self) -> None:
         self.query_one("#pf-concurrency", Input).focus()
         self.query_one("#pf-dataset-row").display = False
+        self.query_one("#probe-shape").display = False
         self._show_bounds()
         self.refresh_data()
 

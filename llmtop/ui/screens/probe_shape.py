@@ -186,7 +186,9 @@ class ShapeForm:
         self._show_shape(Text(text, style=fmt.S("gauge-crit")))
 
     def _show_shape(self, text: Text) -> None:
-        self.query_one("#probe-shape", Static).update(text)
+        box = self.query_one("#probe-shape", Static)
+        box.update(text)
+        box.display = bool(text.plain)  # synthetic: no empty line under the form
 
     def shape_not_ready(self) -> str | None:
         """Why the chosen load cannot start (still reading, or unusable), else None."""
