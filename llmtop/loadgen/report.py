@@ -124,7 +124,9 @@ def _cut_text(report: dict[str, Any], step: dict[str, Any], *, capital: bool = F
     elif reason == "stopped":
         text = f"stopped {into}"
     else:
-        text = f"cut short {into} ({reason or 'the run ended'})"
+        why = {"duration": "the time budget ran out",
+               "max_requests": "the request bound was reached"}.get(reason or "", reason)
+        text = f"cut short {into} ({why or 'the run ended'})"
     return text[0].upper() + text[1:] if capital else text
 
 

@@ -63,3 +63,8 @@ def test_console_and_markdown_summaries_do_not_contradict_their_table():
     md = rep.to_markdown(r)
     assert "No step finished" not in md and "first step (c=4)" in md
     assert "| 0 (partial) |" in md
+
+
+def test_a_step_cut_by_the_time_budget_says_so():
+    s = rep.capacity(_stopped(_partial(0, 8, 5.0), reason="duration"))["sentence"]
+    assert s.startswith("Cut short 5.0 s into the first step (c=8) (the time budget ran out)")

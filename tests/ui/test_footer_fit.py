@@ -120,3 +120,20 @@ def test_every_shown_binding_has_a_footer_rank(section):
             missing = [b.key for b in bindings if isinstance(b, Binding) and b.show
                        and RANK.get(b.id or "", DEFAULT_RANK) == DEFAULT_RANK]
             assert not missing, f"{section}: no footer rank for {missing}"
+
+
+async def test_the_footer_refits_when_the_terminal_shrinks():
+    app = make_app(source=FakeSource.demo(replay=FakeReplay()))
+    async with app.run_test(size=(200, 30)) as pilot:
+        await first_paint(app, pilot)
+        assert "S Order" in _segments(screen_lines(app)[-1])
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        segs = _segments(screen_lines(app)[-1])
+        assert not [s for s in segs if s not in _labels(app)], segs
+        assert "S Order" not in segs and "x Speed" in segs and "q Quit" in segs
+        await pilot.resize_terminal(200, 30)
+        await pilot.pause()
+        await pilot.pause()
+        assert "S Order" in _segments(screen_lines(app)[-1])
