@@ -212,7 +212,8 @@ class FirstStepStopHandle(FakeHandle):
         if self.stopped:
             return [{"type": "step_done", "step": self.cut()},
                     {"type": "finished", "report": self.result()}]
-        return [{"type": "prepared", "model": "m", "endpoint": "completions"}] \
+        return [{"type": "prepared", "model": "m", "endpoint": "completions"},
+                {"type": "progress", "step": 0, "phase": "measure", "concurrency": 4}] \
             if self.polls == 1 else []
 
     @staticmethod
@@ -239,6 +240,7 @@ async def test_a_probe_stopped_in_its_first_step_says_what_happened():
         await pilot.pause()
         await pilot.press("ctrl+r")
         screen.poll_probe()
+        assert "step 1 measure" in screen._status_text().plain  # counted from 1, as said after
         await pilot.press("escape")
         screen.poll_probe()
         await pilot.pause()

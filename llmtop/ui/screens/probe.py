@@ -150,7 +150,7 @@ def step_chart(steps: list[dict], width: int) -> Table:
     bars = width >= BARS_MIN_WIDTH
     notes = ["! = client-bound"] if steps else []
     if any(_get(s, "partial") for s in steps):
-        notes.append("* = partial (cut short)")
+        notes.append("* = partial")
     t = Table(box=None, padding=(0, 1), header_style="bold", title="Client side (per step)",
               title_justify="left", caption=", ".join(notes) or None, caption_justify="left")
     cols = ["load", "actual", "tok/s", *([""] if bars else []), "TTFT95",
@@ -507,7 +507,8 @@ class ProbeScreen(shape.ShapeForm, Screen):
         t = Text(self.status)
         p = self.progress
         if p is not None and self.handle is not None:
-            t.append(f"\nstep {_get(p, 'step', '?')} {_get(p, 'phase', '')}  conc "
+            n = _get(p, "step")
+            t.append(f"\nstep {n + 1 if isinstance(n, int) else '?'} {_get(p, 'phase', '')}  conc "
                      f"{fmt.fmt_num(_get(p, 'achieved_concurrency'), 1)}/"
                      f"{fmt.fmt_num(_get(p, 'concurrency'))}  done "
                      f"{_get(p, 'requests_total', 0)}  "
