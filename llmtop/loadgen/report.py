@@ -264,7 +264,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         load = load_text(s)
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(s.get("errors", {}).items())) or "0"
         lines.append(
-            f"| {s['index']}{' (partial)' if s.get('partial') else ''} | {load} "
+            f"| {s['index'] + 1}{' (partial)' if s.get('partial') else ''} | {load} "
             f"| {_f(s.get('achieved_concurrency'))} | {_f(s.get('requests_per_s'), 1, 2)} "
             f"| {_f(s.get('output_tokens_per_s'), 1, 0)} | {_f(s.get('goodput_per_s'), 1, 2)} "
             f"| {_f(s['ttft_s']['p50'], 1000)} | {_f(s['ttft_s']['p95'], 1000)} "

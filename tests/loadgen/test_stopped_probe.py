@@ -60,9 +60,10 @@ def test_console_and_markdown_summaries_do_not_contradict_their_table():
     print_summary(r, console=Console(file=out, width=80))
     text = out.getvalue()
     assert "No step finished" not in text and "first step (c=4)" in text
+    assert " 1* " in text, text  # the table counts from 1, as the sentence does
     md = rep.to_markdown(r)
     assert "No step finished" not in md and "first step (c=4)" in md
-    assert "| 0 (partial) |" in md
+    assert "| 1 (partial) |" in md  # steps counted from 1 for people
 
 
 def test_a_step_cut_by_the_time_budget_says_so():
