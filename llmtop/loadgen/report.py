@@ -138,7 +138,7 @@ def _no_whole_step(report: dict[str, Any], cut: dict[str, Any] | None) -> str:
     dur = report.get("duration_s")
     if report.get("stop_reason") == "stopped" and dur is not None:
         return (f"Stopped after {dur:.1f} s, before the first step's measurement began "
-                "(still warming up): nothing measured, no capacity figure.")
+                "(setup or warm-up): nothing measured, no capacity figure.")
     return "No step was measured: no capacity figure."
 
 
