@@ -96,6 +96,8 @@ def test_kv_pressure_pages_and_resolves(tmp_path, exporter_factory):
                 t_resolved = now
                 break
             time.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - now)))
+        print(f"finding in --once at {t_once} s, alert firing at {t_alert} s, resolved at "
+              f"{t_resolved} s (anomaly {BASELINE_S:g}-{BASELINE_S + ANOMALY_S:g} s)")
         assert healthy_alerts == [], f"alert during the healthy phase: {healthy_alerts}"
         assert t_once is not None and t_once >= BASELINE_S - 1, t_once
         assert t_alert is not None and fired is not None, "the alert never fired"
