@@ -23,11 +23,21 @@ __all__ = ["add_listen_options", "build_parser", "main", "start_server"]
 
 log = logging.getLogger("llmtop.export")
 
-_SHARED = {"targets", "interval", "timeout", "window", "config", "api_key", "insecure",
+_SHARED = {"targets", "interval", "timeout", "config", "api_key", "insecure",
            "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo"}
 _FLEET = {"prometheus", "match", "group_by", "prometheus_token_file", "prometheus_user",
           "prometheus_password_file", "prometheus_header", "prometheus_param",
           "prometheus_ca_file"}
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
+    return v
 
 
 def add_listen_options(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -43,15 +53,13 @@ def add_listen_options(p: argparse.ArgumentParser, *, required: bool) -> None:
                    help="serve a non-loopback address without a token")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``llmtop export`` parser: llmtop's target, demo and fleet options, plus listen."""
-    from llmtop.cli.main import build_parser as main_parser
-
+def build_parser(main: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``llmtop export`` parser: the target, demo and fleet options of ``main`` (the
+    ``llmtop`` parser, passed in by ``cli.main``), plus listen."""
     p = argparse.ArgumentParser(
         prog="llmtop export",
         description="Serve the engines' normalized numbers, GPUs and findings on /metrics "
         "for Prometheus (docs/exporter.md). Loopback unless told otherwise.")
-    main = main_parser()
     fleet = p.add_argument_group("fleet mode (read a Prometheus-compatible server)")
     for act in main._actions:
         if act.dest in _SHARED:
@@ -59,7 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
         elif act.dest in _FLEET:
             fleet._add_action(act)
     add_listen_options(p, required=True)
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--window", type=_positive, default=None, metavar="S",
+                   help="the window rates and quantiles are taken over (default 10, the "
+                   "TUI's); with --prometheus: the rate window (default max(4 x scrape "
+                   "interval, 60))")
+    p.add_argument("--duration", type=_positive, default=None, metavar="S",
                    help="stop after S seconds (default: run until stopped)")
     return p
 
@@ -82,11 +94,11 @@ def _logging() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def main(argv: Sequence[str]) -> int:
-    """Entry point of ``llmtop export``."""
+def main(argv: Sequence[str], parser: argparse.ArgumentParser) -> int:
+    """Entry point of ``llmtop export`` (``parser``: ``build_parser(llmtop's parser)``)."""
     from llmtop.settings import build_config
 
-    args = build_parser().parse_intermixed_args(list(argv))
+    args = parser.parse_intermixed_args(list(argv))
     _logging()
     config = build_config(args)
     if config.prometheus is not None:

@@ -213,7 +213,8 @@ def _subcommand_first(argv: list[str]) -> list[str]:
     demo_sub = next(a for a in demo_parser._actions
                     if isinstance(a, argparse._SubParsersAction))
     parsers = [build_parser(), probe.build_parser(), record._record_parser(),
-               record._replay_parser(), export.build_parser(), *demo_sub.choices.values()]
+               record._replay_parser(), export.build_parser(build_parser()),
+               *demo_sub.choices.values()]
     return subcommand_first(argv, SUBCOMMANDS, value_options(parsers))
 
 
@@ -232,9 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 return probe_main(rest)
             if cmd == "export":
+                from llmtop.cli.export import build_parser as export_parser
                 from llmtop.cli.export import main as export_main
 
-                return export_main(rest)
+                return export_main(rest, export_parser(build_parser()))
             from llmtop.cli.record import record_main, replay_main
 
             return record_main(rest) if cmd == "record" else replay_main(rest)

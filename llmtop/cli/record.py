@@ -70,8 +70,9 @@ def record_main(argv: Sequence[str]) -> int:
 
             demo = start_demo(scenario=args.demo_scenario, config=config)
             config = demo.apply(config)
+        listen = {"listen": args} if args.listen else {}  # --listen: also serve /metrics
         return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
-                                   demo, args if args.listen else None))
+                                   demo, **listen))
     finally:
         if demo is not None:
             demo.stop()
