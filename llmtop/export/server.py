@@ -8,6 +8,7 @@ The token is compared in constant time and never printed, logged or served.
 
 from __future__ import annotations
 
+import gzip
 import hmac
 import ipaddress
 import os
@@ -103,7 +104,11 @@ def _handler(render: Callable[[], bytes], token: TokenFile | None) -> type:
                     self._send(500, f"render failed: {type(exc).__name__}\n".encode(),
                                "text/plain; charset=utf-8")
                     return
-                self._send(200, body, CONTENT_TYPE_LATEST)
+                if "gzip" in (self.headers.get("Accept-Encoding") or ""):
+                    self._send(200, gzip.compress(body, 6), CONTENT_TYPE_LATEST,
+                               {"Content-Encoding": "gzip"})
+                else:
+                    self._send(200, body, CONTENT_TYPE_LATEST)
             elif path == "/":
                 self._send(200, b"llmtop exporter: see /metrics\n", "text/plain; charset=utf-8")
             else:

@@ -53,6 +53,7 @@ def test_token_required_and_never_served(tmp_path):
         assert r.status_code == 200 and "text/plain" in r.headers["content-type"]
         assert 'llmtop_engine_running{engine="vllm",model="m",target="t"} 3.0' in r.text
         assert secret not in r.text and "process_cpu_seconds_total" in r.text
+        assert r.headers.get("content-encoding") == "gzip"  # httpx asks for it, Prometheus too
         tok.write_text("rotated-token\n")  # re-read when the file changes
         import os
 
