@@ -62,6 +62,36 @@ def _labels(row: dict, **more: str) -> frozenset:
     return frozenset((k, v) for k, v in d.items() if v)
 
 
+def rows_equal(engines: list[dict], got: dict) -> tuple[int, int]:
+    """Every engine value of ``--once --json`` rows is the exporter's sample, and every null
+    an absent series; returns (values compared, nulls checked absent)."""
+    compared = absent = 0
+    for row in engines:
+        good = row["state"] in ("ok", "restarted")
+        for r in [row, *row["ranks"]]:
+            for name, field, _ in ENGINE_VALUES:
+                key = (name, _labels(r))
+                if r[field] is None or not good:
+                    assert key not in got, key
+                    absent += 1
+                else:
+                    assert got[key] == r[field], (key, r[field])
+                    compared += 1
+            for name, field, _ in QUANTILE_VALUES:
+                for q, f in QUANTILES:
+                    key = (name, _labels(r, quantile=q))
+                    v = (r[field] or {}).get(f)
+                    if v is None or not good:
+                        assert key not in got, key
+                    else:
+                        assert got[key] == v, (key, v)
+                        compared += 1
+        up = got[("llmtop_engine_up", _labels(row))]
+        assert up == (1.0 if good else 0.0), (row["target"], row["state"], up)
+        assert got[("llmtop_engine_state", _labels(row, state=row["state"]))] == 1.0
+    return compared, absent
+
+
 def test_series_equal_once_json():
     config, bodies = _bodies()
     out = io.StringIO()
@@ -83,29 +113,9 @@ def test_series_equal_once_json():
     got = samples(asyncio.run(export()).decode())
     assert got[("llmtop_window_seconds", frozenset())] == WINDOW_S
     assert {r["engine"] for r in doc["engines"]} == {"vllm", "sglang", "triton"}
-    compared = absent = 0
-    for row in doc["engines"]:
-        for r in [row, *row["ranks"]]:
-            for name, field, _ in ENGINE_VALUES:
-                key = (name, _labels(r))
-                if r[field] is None:
-                    assert key not in got, key
-                    absent += 1
-                else:
-                    assert got[key] == r[field], (key, r[field])
-                    compared += 1
-            for name, field, _ in QUANTILE_VALUES:
-                for q, f in QUANTILES:
-                    key = (name, _labels(r, quantile=q))
-                    v = (r[field] or {}).get(f)
-                    if v is None:
-                        assert key not in got, key
-                    else:
-                        assert got[key] == v, (key, v)
-                        compared += 1
-        assert got[("llmtop_engine_up", _labels(row))] == 1.0
-        assert got[("llmtop_engine_state", _labels(row, state="ok"))] == 1.0
+    compared, absent = rows_equal(doc["engines"], got)
     assert compared >= 60 and absent >= 1  # each engine's numbers; and what one lacks
+    assert doc["gpus"], "Triton's nv_gpu_* give GPUs to compare"
     for g in doc["gpus"]:
         gl = {"host": g["host"], "gpu": str(g["index"]), "uuid": g["uuid"], "name": g["name"]}
         lab = frozenset((k, v) for k, v in gl.items() if v)
