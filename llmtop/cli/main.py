@@ -1,5 +1,5 @@
 """Command line: ``llmtop [TARGET ...]`` (TUI), ``--once``, ``--demo`` and the subcommands
-``demo serve``, ``probe``, ``record`` and ``replay``.
+``demo serve``, ``probe``, ``record``, ``replay`` and ``export``.
 
 This module imports neither textual nor rich at import time; each mode imports its own
 layer lazily, so ``llmtop --once --json`` stays light.
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = ("demo", "probe", "record", "replay")
+SUBCOMMANDS = ("demo", "probe", "record", "replay", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="llmtop",
         description="htop for LLM inference servers. Subcommands: demo serve, probe, record, "
-        "replay (see 'llmtop SUBCOMMAND --help').",
+        "replay, export (see 'llmtop SUBCOMMAND --help').",
     )
     p.add_argument(
         "targets",
@@ -206,14 +206,15 @@ def _subcommand_first(argv: list[str]) -> list[str]:
     """``llmtop --api-key K record F`` -> ``llmtop record --api-key K F``."""
     if not argv or not argv[0].startswith("-") or not any(a in SUBCOMMANDS for a in argv):
         return argv
-    from llmtop.cli import demo, probe, record
+    from llmtop.cli import demo, export, probe, record
     from llmtop.cli.argv import subcommand_first, value_options
 
     demo_parser = demo.build_parser()
     demo_sub = next(a for a in demo_parser._actions
                     if isinstance(a, argparse._SubParsersAction))
     parsers = [build_parser(), probe.build_parser(), record._record_parser(),
-               record._replay_parser(), *demo_sub.choices.values()]
+               record._replay_parser(), export.build_parser(build_parser()),
+               *demo_sub.choices.values()]
     return subcommand_first(argv, SUBCOMMANDS, value_options(parsers))
 
 
@@ -231,6 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from llmtop.cli.probe import main as probe_main
 
                 return probe_main(rest)
+            if cmd == "export":
+                from llmtop.cli.export import build_parser as export_parser
+                from llmtop.cli.export import main as export_main
+
+                return export_main(rest, export_parser(build_parser()))
             from llmtop.cli.record import record_main, replay_main
 
             return record_main(rest) if cmd == "record" else replay_main(rest)

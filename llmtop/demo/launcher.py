@@ -77,11 +77,14 @@ class DemoHandle:
 def start_demo(*, scenario: str | None = None, config: Config | None = None,
                engines: list[str] | tuple[str, ...] | None = None,
                extra_args: list[str] | None = None,
-               baseline_s: float | None = None) -> DemoHandle:
+               baseline_s: float | None = None,
+               anomaly_s: float | None = None) -> DemoHandle:
     """Start the demo engines in a child process; return once they answer.
 
     ``baseline_s``: seconds of healthy traffic before a diagnosis scenario's anomaly (default:
-    ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s).
+    ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s); ``anomaly_s``: how long the
+    anomaly lasts before the baseline returns (default ``$LLMTOP_DEMO_ANOMALY_S``, else until
+    the demo stops).
     """
     fd, ready = tempfile.mkstemp(prefix="llmtop-demo-", suffix=".json")
     os.close(fd)
@@ -99,6 +102,8 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if baseline_s is not None:
         env[BASELINE_ENV] = repr(float(baseline_s))
+    if anomaly_s is not None:
+        env["LLMTOP_DEMO_ANOMALY_S"] = repr(float(anomaly_s))
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=log, env=env, start_new_session=True)
     deadline = time.monotonic() + _START_TIMEOUT_S
