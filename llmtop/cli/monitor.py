@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="llmtop",
         description="htop for LLM inference servers. Subcommands: demo serve, demo fleet, "
-        "probe, probe compare, record, replay (see 'llmtop SUBCOMMAND --help'). "
+        "probe, probe compare, record, replay, export (see 'llmtop SUBCOMMAND --help'). "
         "New here? Try: llmtop --demo",
     )
     p.add_argument(
