@@ -68,3 +68,12 @@ def test_demo_fleet_says_what_it_is_waiting_for(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("llmtop demo fleet: starting 3 demo engines and prometheus on "
                           "127.0.0.1")
+
+
+@pytest.mark.parametrize("args", [["record", "{d}/x.llrec", "127.0.0.1:1", "--duration", "-5"],
+                                  ["replay", "{d}/x.llrec", "--once", "--window", "-3"],
+                                  ["replay", "{d}/x.llrec", "--speed", "nan"]])
+def test_record_and_replay_refuse_a_number_out_of_range(tmp_path, args):
+    r = _llmtop(*[a.format(d=tmp_path) for a in args])
+    assert r.returncode == 2 and "must be a finite number > 0" in r.stderr, r.stderr
+    assert not (tmp_path / "x.llrec").exists()

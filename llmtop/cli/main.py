@@ -1,5 +1,5 @@
 """Command line: ``llmtop [TARGET ...]`` (TUI), ``--once``, ``--demo`` and the subcommands
-``demo serve``, ``demo fleet``, ``probe``, ``record`` and ``replay``.
+``demo serve``, ``demo fleet``, ``probe``, ``record``, ``replay`` and ``export``.
 
 The entry point only dispatches: the monitor's options live in ``cli/monitor.py``, each
 subcommand in its own module; every one of them looks down, none back here. No textual or
@@ -20,21 +20,22 @@ from llmtop.errors import LlmtopError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = ("demo", "probe", "record", "replay")
+SUBCOMMANDS = ("demo", "probe", "record", "replay", "export")
 
 
 def _subcommand_first(argv: list[str]) -> list[str]:
     """``llmtop --api-key K record F`` -> ``llmtop record --api-key K F``."""
     if not argv or not argv[0].startswith("-") or not any(a in SUBCOMMANDS for a in argv):
         return argv
-    from llmtop.cli import demo, probe, record
+    from llmtop.cli import demo, export, probe, record
     from llmtop.cli.argv import subcommand_first, value_options
 
     demo_parser = demo.build_parser()
     demo_sub = next(a for a in demo_parser._actions
                     if isinstance(a, argparse._SubParsersAction))
     parsers = [build_parser(), probe.build_parser(), record._record_parser(),
-               record._replay_parser(), *demo_sub.choices.values()]
+               record._replay_parser(), export.build_parser(build_parser()),
+               *demo_sub.choices.values()]
     return subcommand_first(argv, SUBCOMMANDS, value_options(parsers))
 
 
@@ -57,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from llmtop.cli.probe import main as probe_main
 
                 return probe_main(rest)
+            if cmd == "export":
+                from llmtop.cli.export import build_parser as export_parser
+                from llmtop.cli.export import main as export_main
+
+                return export_main(rest, export_parser(build_parser()))
             from llmtop.cli.record import record_main, replay_main
 
             return record_main(rest) if cmd == "record" else replay_main(rest)

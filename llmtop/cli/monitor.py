@@ -51,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The main (monitor) argument parser."""
     p = _Parser(
         prog="llmtop",
-        description="htop for LLM inference servers. Subcommands: demo serve, probe, record, "
-        "replay (see 'llmtop SUBCOMMAND --help').",
+        description="htop for LLM inference servers. Subcommands: demo serve, demo fleet, "
+        "probe, probe compare, record, replay, export (see 'llmtop SUBCOMMAND --help'). "
+        "New here? Try: llmtop --demo",
     )
     p.add_argument(
         "targets",

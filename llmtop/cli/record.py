@@ -20,6 +20,17 @@ __all__ = ["record_main", "replay_main"]
 log = logging.getLogger("llmtop.record")
 
 
+def _positive(text: str) -> float:
+    """An argparse type: a finite number > 0 (a speed, a duration, a window)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
+    return v
+
+
 def _record_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmtop record",
@@ -34,7 +45,7 @@ def _record_parser() -> argparse.ArgumentParser:
                    help="drop data older than this (whole 5-minute segments)")
     p.add_argument("--max-size", default=None, metavar="SIZE",
                    help="cap the file size, e.g. 200M; the oldest data is dropped first")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--duration", type=_positive, default=None, metavar="S",
                    help="stop after S seconds (default: run until stopped)")
     p.add_argument("--config", default=None, metavar="FILE")
     p.add_argument("--api-key", default=None, metavar="KEY")
@@ -42,6 +53,9 @@ def _record_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-discover", action="store_true")
     p.add_argument("--demo", action="store_true", help="record the built-in demo engines")
     p.add_argument("--demo-scenario", default=None, metavar="NAME")
+    from llmtop.cli.export import add_listen_options
+
+    add_listen_options(p, required=False)  # --listen: also serve /metrics (docs/exporter.md)
     return p
 
 
@@ -67,15 +81,16 @@ def record_main(argv: Sequence[str]) -> int:
 
             demo = start_demo(scenario=args.demo_scenario, config=config)
             config = demo.apply(config)
+        listen = {"listen": args} if args.listen else {}  # --listen: also serve /metrics
         return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
-                                   demo))
+                                   demo, **listen))
     finally:
         if demo is not None:
             demo.stop()
 
 
 async def _record(config: Any, path: str, retention_s: float | None, max_bytes: int | None,
-                  duration: float | None, demo: Any) -> int:
+                  duration: float | None, demo: Any, listen: Any = None) -> int:
     from llmtop.monitor import Monitor
     from llmtop.record.live import RecordingMonitor
     from llmtop.record.recorder import Recorder
@@ -88,7 +103,11 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
         log.error("no inference engines found on localhost; give a TARGET")
         return 1
     recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes)
-    monitor = RecordingMonitor(Monitor.from_config(config, demo), recorder)
+    exporter = _Exporter(config, listen) if listen is not None else None
+    monitor = RecordingMonitor(Monitor.from_config(
+        config, demo, store=exporter.store if exporter else None), recorder)
+    if exporter is not None:  # the scrapes go to the recording and to the exporter's counts
+        monitor.monitor.sink = exporter.sink(recorder)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -105,7 +124,9 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
     try:
         while not stop.is_set():
             t0 = time.monotonic()
-            await monitor.tick()
+            snap = await monitor.tick()
+            if exporter is not None:
+                exporter.publish(monitor, snap, t0)
             events = list(monitor.store.events)
             for ev in events[seen_events:]:
                 log.info("%s%s", f"{ev.target}: " if ev.target else "", ev.text)
@@ -124,20 +145,42 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
                 pass
     finally:
         await monitor.aclose()
+        if exporter is not None:
+            exporter.close()
     log.info("stopped after %.0fs; %.2f MB written to %s", time.monotonic() - started,
              recorder.bytes_written / 1e6, path)
     return 0
 
 
-def _speed(text: str) -> float:
-    """An argparse type: a finite playback speed > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
-    return v
+class _Exporter:
+    """``record --listen``: the recorder's refreshes also served on /metrics."""
+
+    def __init__(self, config: Any, args: Any) -> None:
+        from llmtop.cli.export import start_server
+        from llmtop.diagnose.thresholds import DIAG_WINDOW_S
+        from llmtop.export.run import direct_store
+        from llmtop.export.state import ExportState
+
+        self.state = ExportState("record", diag_window_s=DIAG_WINDOW_S)
+        self.store = direct_store(config)
+        self.server = start_server(self.state, args)
+
+    def sink(self, recorder: Any) -> Any:
+        from llmtop.export.run import tee
+
+        return tee(recorder, self.state.observe)
+
+    def publish(self, monitor: Any, snap: Any, t0: float) -> None:
+        from llmtop.export.run import publish_direct
+
+        try:
+            publish_direct(self.state, monitor, snap, snap.window_s, t0)
+        except Exception as exc:  # the recording goes on whatever the exporter does
+            self.state.health.refresh_errors += 1
+            log.warning("export failed: %s: %s", type(exc).__name__, exc)
+
+    def close(self) -> None:
+        self.server.close()
 
 
 def _replay_parser() -> argparse.ArgumentParser:
@@ -152,9 +195,9 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true",
                    help="print the snapshot --once would have printed at --at, and exit")
     p.add_argument("--json", action="store_true", help="with --once: one JSON object")
-    p.add_argument("--window", type=float, default=1.0, metavar="S",
+    p.add_argument("--window", type=_positive, default=1.0, metavar="S",
                    help="with --once: the window --once used (default 1)")
-    p.add_argument("--speed", type=_speed, default=1.0, metavar="X",
+    p.add_argument("--speed", type=_positive, default=1.0, metavar="X",
                    help="playback speed, any positive number (default 1; the x key cycles "
                    "1, 10, 60)")
     p.add_argument("--theme", default=None)

@@ -60,7 +60,7 @@ def summary_table(report: dict[str, Any], title: str | None = None) -> Table:
         t.add_column(col, justify="right", no_wrap=True)
     for s in report.get("steps", []):
         t.add_row(
-            f"{s['index']}{'*' if s.get('partial') else ''}", _load(s),
+            f"{s['index'] + 1}{'*' if s.get('partial') else ''}", _load(s),
             _num(s.get("achieved_concurrency")), _num(s.get("requests_per_s"), 2),
             _num(s.get("output_tokens_per_s"), 0), _num(s.get("goodput_per_s"), 2),
             _ms(s["ttft_s"]["p50"]), _ms(s["ttft_s"]["p95"]), _ms(s["itl_s"]["p50"]),
@@ -92,9 +92,10 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
                         "limit there.", style="red"))
     for s in report.get("steps", []):
         if s.get("errors"):
-            out.append(Text(f"step {s['index']} errors: {_errors(s['errors'])}", style="yellow"))
+            out.append(Text(f"step {s['index'] + 1} errors: {_errors(s['errors'])}",
+                            style="yellow"))
         if s.get("client_bound_reasons"):
-            out.append(Text(f"step {s['index']} client-bound: "
+            out.append(Text(f"step {s['index'] + 1} client-bound: "
                             + "; ".join(s["client_bound_reasons"]), style="red"))
     out.append(Text(f"stop reason: {report.get('stop_reason')}", style="dim"))
     return out

@@ -65,11 +65,14 @@ class DemoHandle:
 def start_demo(*, scenario: str | None = None, config: Config | None = None,
                engines: list[str] | tuple[str, ...] | None = None,
                extra_args: list[str] | None = None,
-               baseline_s: float | None = None) -> DemoHandle:
+               baseline_s: float | None = None,
+               anomaly_s: float | None = None) -> DemoHandle:
     """Start the demo engines in a child process; return once they answer.
 
     ``baseline_s``: seconds of healthy traffic before a diagnosis scenario's anomaly (default:
-    ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s).
+    ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s); ``anomaly_s``: how long the
+    anomaly lasts before the baseline returns (default ``$LLMTOP_DEMO_ANOMALY_S``, else until
+    the demo stops).
     """
     workdir = children.temp_dir(prefix="llmtop-demo-")
     ready = os.path.join(workdir, "ready.json")
@@ -85,6 +88,8 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if baseline_s is not None:
         env[BASELINE_ENV] = repr(float(baseline_s))
+    if anomaly_s is not None:
+        env["LLMTOP_DEMO_ANOMALY_S"] = repr(float(anomaly_s))
     try:
         child = children.spawn(cmd, env=env, log_path=os.path.join(workdir, "demo.log"))
     except BaseException:

@@ -16,7 +16,8 @@ on some engines (``effect_engines``) that :class:`~llmtop.demo.server.DemoServer
 
 ================  ============================================================================
 kv-pressure       small KV pools + long prompts/outputs: vLLM preempts, SGLang retracts,
-                  Triton queues and rejects (503)
+                  Triton queues and rejects (503); from the start, or after a light-load
+                  baseline when ``LLMTOP_DEMO_BASELINE_S`` is set
 queue-spike       every 40 s (first after 5 s) 8 s of 160 extra concurrent requests per engine
 prefix-thrash     400 distinct 512-word prefixes on a small KV pool: LRU evictions, low hit rate
 restart           the first engine restarts (counters reset, new start time, streams cut)
@@ -59,6 +60,7 @@ from typing import Any
 from llmtop.demo.sim import Engine, Rejected
 
 __all__ = [
+    "ANOMALY_ENV",
     "BASELINE_ENV",
     "DIAGNOSIS",
     "FAULTS",
@@ -66,6 +68,7 @@ __all__ = [
     "VOCAB",
     "BackgroundTraffic",
     "Scenario",
+    "anomaly_seconds",
     "baseline_seconds",
     "get_scenario",
 ]
@@ -85,6 +88,9 @@ VOCAB = (
 FAULTS = ("restart", "down", "garbage", "slow")
 BASELINE_ENV = "LLMTOP_DEMO_BASELINE_S"
 """Environment variable: seconds of healthy baseline before a scenario's anomaly."""
+ANOMALY_ENV = "LLMTOP_DEMO_ANOMALY_S"
+"""Environment variable: seconds the anomaly lasts before the baseline's traffic (and no
+effect) returns; unset: it lasts until the demo stops."""
 
 @dataclass(frozen=True)
 class Scenario:
@@ -155,12 +161,17 @@ _CALM: dict[str, Any] = {
     "per_engine": {"triton": {"base": 20.0, "wave": 3.0, "burst": 0.0}},
 }
 _LONG = {"prompt_range": (300, 1200), "prefix_len": 1024}
+_KV_HOT: dict[str, Any] = {"base": 22.0, "wave": 4.0, "burst": 6.0, "first_burst_s": 8.0,
+                           "prompt_range": (500, 1100), "output_range": (300, 700),
+                           "ignore_eos": True}
 
 SCENARIOS: dict[str, Scenario] = {
     "default": Scenario("default", **_DEFAULT),
-    "kv-pressure": Scenario("kv-pressure", base=22.0, wave=4.0, burst=6.0, first_burst_s=8.0,
-                            prompt_range=(500, 1100), output_range=(300, 700), ignore_eos=True,
+    # the pressure from the start, unless a baseline is asked for ($LLMTOP_DEMO_BASELINE_S):
+    # then a light load on the same small pools first (KV a third full, no queue)
+    "kv-pressure": Scenario("kv-pressure", base=6.0, wave=2.0, burst=0.0,
                             kv_blocks={"vllm": 640, "sglang": 640, "triton": 200},
+                            anomaly={k: _KV_HOT for k in ("vllm", "sglang", "triton")},
                             rule="kv_pressure"),
     "queue-spike": Scenario("queue-spike", burst=160.0, burst_every_s=40.0, burst_len_s=8.0,
                             first_burst_s=5.0),  # bursts: the verdict's queue_growth
@@ -220,6 +231,18 @@ def baseline_seconds(scenario: Scenario, override: float | None = None) -> float
         except ValueError:
             pass
     return scenario.baseline_s
+
+
+def anomaly_seconds(override: float | None = None) -> float | None:
+    """How long the anomaly lasts: ``override``, else ``$LLMTOP_DEMO_ANOMALY_S``, else None
+    (until the demo stops)."""
+    if override is not None:
+        return max(0.0, float(override))
+    env = os.environ.get(ANOMALY_ENV, "").strip()
+    try:
+        return max(0.0, float(env)) if env else None
+    except ValueError:
+        return None
 
 
 class BackgroundTraffic:

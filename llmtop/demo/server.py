@@ -22,7 +22,12 @@ from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
 from llmtop.demo.gpu import SimGpu
 from llmtop.demo.httpd import HttpServer, Request, Response, Router, json_response
 from llmtop.demo.profiles import DEFAULT_PROFILE, PROFILES, engine_settings
-from llmtop.demo.scenarios import BackgroundTraffic, baseline_seconds, get_scenario
+from llmtop.demo.scenarios import (
+    BackgroundTraffic,
+    anomaly_seconds,
+    baseline_seconds,
+    get_scenario,
+)
 from llmtop.demo.sim import Engine
 
 __all__ = ["ENGINE_KINDS", "DemoServer"]
@@ -90,7 +95,7 @@ class DemoServer:
                  *, scenario: str | None = None, seed: int = 0, background: bool = True,
                  profile: str | None = None, fault_after: float = 10.0,
                  fault_every: float = 30.0, gpu_port: int = 0,
-                 baseline_s: float | None = None):
+                 baseline_s: float | None = None, anomaly_s: float | None = None):
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
@@ -107,6 +112,10 @@ class DemoServer:
         """Seconds of healthy traffic before the scenario's anomaly (0: none)."""
         self.anomaly_started: float | None = None
         """Unix time the anomaly began (None: not yet, or the scenario has none)."""
+        self.anomaly_s = anomaly_seconds(anomaly_s)
+        """Seconds the anomaly lasts (None: until the demo stops)."""
+        self.anomaly_ended: float | None = None
+        """Unix time the anomaly ended (None: not yet, or never)."""
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -180,6 +189,7 @@ class DemoServer:
             "scenario": self.scenario.name,
             "rule": self.scenario.rule,
             "baseline_s": self.baseline_s,
+            "anomaly_s": self.anomaly_s,
             "gpu_url": self.gpu_url,
             "engines": [{
                 "engine": s.kind,
@@ -204,6 +214,26 @@ class DemoServer:
     async def _anomaly_after(self, delay: float) -> None:
         await asyncio.sleep(delay)
         self.start_anomaly()
+        if self.anomaly_s is not None:
+            await asyncio.sleep(self.anomaly_s)
+            self.end_anomaly()
+
+    def end_anomaly(self) -> None:
+        """Back to the baseline: its traffic, no effect (idempotent; only after a start)."""
+        if self.anomaly_started is None or self.anomaly_ended is not None:
+            return
+        self.anomaly_ended = time.time()
+        if self.traffic is not None:
+            self.traffic.anomaly = False
+        for s in self.sites:
+            if s.kind not in self.scenario.effect_engines:
+                continue
+            s.engine.decode_factor = 1.0
+            s.engine.error_share = 0.0
+            if self.scenario.effect == "spec-decode-drop":
+                s.engine.spec_accept = _SPEC_ACCEPT[0]
+            if s.gpu is not None:
+                s.gpu.overheat(False)
 
     def start_anomaly(self) -> None:
         """End the baseline: switch the traffic and apply the scenario's effect (idempotent)."""

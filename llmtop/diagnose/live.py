@@ -67,11 +67,12 @@ def event_line(tr: Transition) -> tuple[str, str, str]:
     return level, f.target, text
 
 
-def attach(store: Store) -> LiveDiagnosis:
-    """Run the diagnosis at each commit of ``store`` (once; returns the attached one)."""
+def attach(store: Store, diagnoser: Diagnoser | None = None) -> LiveDiagnosis:
+    """Run the diagnosis at each commit of ``store`` (once; returns the attached one).
+    ``diagnoser``: one of the caller's (the exporter judges every refresh)."""
     if isinstance(store.diagnoser, LiveDiagnosis):
         return store.diagnoser
-    live = LiveDiagnosis(store)
+    live = LiveDiagnosis(store, diagnoser)
     store.diagnoser = live
     store.commit_hooks.append(live.on_commit)
     return live

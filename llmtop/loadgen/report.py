@@ -108,6 +108,40 @@ def _n(v: float, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _cut_text(report: dict[str, Any], step: dict[str, Any], *, capital: bool = False) -> str:
+    """How a step was cut short: ``stopped 3.2 s into the first step (c=4)``."""
+    which = ("the first step (" + load_text(step) + ")" if step.get("index") == 0
+             else f"the {load_text(step)} step")
+    dur = step.get("duration_s")
+    into = f"{dur:.1f} s into {which}" if dur is not None else f"during {which}"
+    reason = report.get("stop_reason")
+    if reason == "error_rate":
+        rate = step.get("error_rate")
+        limit = (report.get("options") or {}).get("max_error_rate")
+        why = "over the limit" if rate is None or limit is None else \
+            f"{rate:.0%} over the {limit:.0%} limit"
+        text = f"stopped {into} by its error rate ({why})"
+    elif reason == "stopped":
+        text = f"stopped {into}"
+    else:
+        why = {"duration": "the time budget ran out",
+               "max_requests": "the request bound was reached"}.get(reason or "", reason)
+        text = f"cut short {into} ({why or 'the run ended'})"
+    return text[0].upper() + text[1:] if capital else text
+
+
+def _no_whole_step(report: dict[str, Any], cut: dict[str, Any] | None) -> str:
+    """Why there is no capacity figure when no step ran its whole measurement."""
+    if cut is not None:
+        return (f"{_cut_text(report, cut, capital=True)}: its numbers are partial, and no "
+                "capacity figure follows (that needs at least one whole step).")
+    dur = report.get("duration_s")
+    if report.get("stop_reason") == "stopped" and dur is not None:
+        return (f"Stopped after {dur:.1f} s, before the first step's measurement began "
+                "(setup or warm-up): nothing measured, no capacity figure.")
+    return "No step was measured: no capacity figure."
+
+
 def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[str, Any]:
     """The capacity answer: ``sentence`` (one line people read first), ``holds_rps`` (req/s
     within the SLO, or the peak without one; None when not determined) and, with a
@@ -119,8 +153,9 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
     target_rate = target_rate if target_rate is not None else opts.get("target_rate")
     out: dict[str, Any] = {"holds_rps": None, "holds_tokens_per_s": None, "replicas": None,
                            "target_rate": target_rate}
+    cut = next((s for s in reversed(report.get("steps", [])) if s.get("partial")), None)
     if not steps:
-        out["sentence"] = "No step finished: no capacity figure."
+        out["sentence"] = _no_whole_step(report, cut)
         return out
     sweep = bool(opts.get("sweep", len(steps) > 1))
     base = None
@@ -152,6 +187,8 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
         out["holds_rps"] = base["requests_per_s"]
         out["holds_tokens_per_s"] = base["output_tokens_per_s"]
     sentence = head + "."
+    if cut is not None:
+        sentence += f" {_cut_text(report, cut, capital=True)}: its partial numbers are not counted."
     if target_rate:
         if out["holds_rps"]:
             n = math.ceil(target_rate / out["holds_rps"] - 1e-9)
@@ -227,7 +264,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         load = load_text(s)
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(s.get("errors", {}).items())) or "0"
         lines.append(
-            f"| {s['index']}{' (partial)' if s.get('partial') else ''} | {load} "
+            f"| {s['index'] + 1}{' (partial)' if s.get('partial') else ''} | {load} "
             f"| {_f(s.get('achieved_concurrency'))} | {_f(s.get('requests_per_s'), 1, 2)} "
             f"| {_f(s.get('output_tokens_per_s'), 1, 0)} | {_f(s.get('goodput_per_s'), 1, 2)} "
             f"| {_f(s['ttft_s']['p50'], 1000)} | {_f(s['ttft_s']['p95'], 1000)} "

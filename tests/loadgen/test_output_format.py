@@ -103,4 +103,4 @@ def test_cli_summary_on_a_pipe_is_whole(fast_mock, tmp_path):
     assert "goodput" in r.stdout and "TTFT" in r.stdout and "c=2" in r.stdout
     assert r.stdout.endswith("\n\n") and "wrote" in r.stderr
     md = (tmp_path / "r.md").read_text()
-    assert "| 0 | c=2 |" in md
+    assert "| 1 | c=2 |" in md  # steps counted from 1, as the live view does

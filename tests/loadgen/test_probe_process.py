@@ -138,7 +138,7 @@ def test_report_shapes():
     assert len(rows) == 1 and rows[0]["ttft_s_p95"] == "0.3"
     assert rows[0]["errors"] == "http_503=1" and rows[0]["concurrency"] == "4"
     md = rep.to_markdown(r)
-    assert "| 0 | c=4 |" in md and "http_503: 1" in md
+    assert "| 1 | c=4 |" in md and "http_503: 1" in md
 
 
 def test_console_summary_renders():

@@ -74,7 +74,7 @@ async def test_cli_success_writes_all_reports(fast_mock, tmp_path):
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["steps"][0]["requests"] == 8 and data["stop_reason"] == "max_requests"
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 2
-    assert "| 0 | c=2 |" in (tmp_path / "r.md").read_text()
+    assert "| 1 | c=2 |" in (tmp_path / "r.md").read_text()
     assert b"c=2" in out
 
 

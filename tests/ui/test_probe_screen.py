@@ -202,3 +202,50 @@ def test_bounds_text_warns_about_a_short_sweep():
     assert fixed.startswith("fixed: 8 in flight until 100 requests")  # no time bound
     both = bounds_text({"concurrency": 8, "max_requests": 100, "duration": 30.0})
     assert both.startswith("fixed: 8 in flight for 30 s or 100 requests")
+
+
+class FirstStepStopHandle(FakeHandle):
+    """Stopped during its first step: the partial report holds that step, cut short."""
+
+    def poll(self):
+        self.polls += 1
+        if self.stopped:
+            return [{"type": "step_done", "step": self.cut()},
+                    {"type": "finished", "report": self.result()}]
+        return [{"type": "prepared", "model": "m", "endpoint": "completions"},
+                {"type": "progress", "step": 0, "phase": "measure", "concurrency": 4}] \
+            if self.polls == 1 else []
+
+    @staticmethod
+    def cut():
+        return {**_step(4, 321.0, 0.2), "index": 0, "partial": True, "duration_s": 3.2}
+
+    def result(self):
+        return {"target": self.options.target, "steps": [self.cut()], "saturation": None,
+                "sla_boundary": None, "max_throughput": None, "stop_reason": "stopped",
+                "options": {"sweep": False}, "duration_s": 3.2}
+
+
+async def test_a_probe_stopped_in_its_first_step_says_what_happened():
+    """Issue 27: not "No step finished: no capacity figure" above that step's numbers."""
+    from llmtop.ui.textshot import screen_lines
+
+    cfg = Config(targets=(Target("vllm@127.0.0.1:8000", "http://127.0.0.1:8000"),))
+    app = make_app(config=cfg)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        screen = ProbeScreen("vllm@127.0.0.1:8000", starter=FirstStepStopHandle,
+                             options_cls=Options)
+        app.push_screen(screen)
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        screen.poll_probe()
+        assert "step 1 measure" in screen._status_text().plain  # counted from 1, as said after
+        await pilot.press("escape")
+        screen.poll_probe()
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+        assert "No step finished" not in text
+        assert "first step (c=4)" in screen.status and "3.2 s" in screen.status
+        assert "partial" in screen.status and "no capacity figure" in screen.status
+        assert "c=4*" in text and "partial" in text.split("Client side")[1], text

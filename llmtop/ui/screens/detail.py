@@ -11,12 +11,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from llmtop.model import LATENCY_KINDS, EngineRow, Quantiles
 from llmtop.ui import fmt
 from llmtop.ui.screens.raw import RawMetricsScreen
 from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.footer import FitFooter
 
 __all__ = ["WINDOWS", "EngineDetailScreen"]
 
@@ -207,7 +208,7 @@ class EngineDetailScreen(Screen):
         yield Static(f"Engine detail: {self.key.replace('|', '  ')}", classes="title")
         with VerticalScroll(classes="detail-body"):
             yield Static(id="detail-body")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         # a fleet source fetches this row at the other windows while the screen is open

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from llmtop.config import Thresholds
 from llmtop.gpu.reasons import unavailable_line
@@ -26,6 +26,7 @@ from llmtop.ui.fmt import DASH, S
 from llmtop.ui.screens.overview import SPARK_MIN_S, spark_clock
 from llmtop.ui.source import gpu_key
 from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.footer import FitFooter
 from llmtop.ui.widgets.panels import LOCAL_HOSTS, SparkClock, short_gpu_name
 from llmtop.verdict import short_target
 
@@ -293,7 +294,7 @@ class GpuScreen(Screen):
         yield DataTable(id="gpu-procs", cursor_type="none", cell_padding=0)
         yield Static("History", id="gpu-history-title", classes="section")
         yield Static(id="gpu-history")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.query_one("#gpu-procs", DataTable).can_focus = False

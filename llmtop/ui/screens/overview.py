@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from llmtop.once import NO_TARGETS_HINTS
 from llmtop.ui import fmt
@@ -25,6 +25,7 @@ from llmtop.ui.compositor import use_crop_compositor
 from llmtop.ui.source import SPARK_FIELDS, Source
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.engines import COLUMNS, GROUP_PREFIX, WIDE_MIN_WIDTH, EnginesTable
+from llmtop.ui.widgets.footer import FitFooter
 from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, SparkPanel
 
 __all__ = [
@@ -160,7 +161,7 @@ class OverviewScreen(Screen):
             yield EventLog(id="events")
         yield Static(id="too-small")
         yield Input(placeholder="filter: target, engine, model or state", id="filter")
-        yield Footer()
+        yield FitFooter()
 
     _sparks_at = 0.0
     _spark_form: str | None = None

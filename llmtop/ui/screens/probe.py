@@ -16,10 +16,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Checkbox, Footer, Input, Label, Select, Static
+from textual.widgets import Checkbox, Input, Label, Select, Static
 
 from llmtop.ui import fmt
+from llmtop.ui.screens import probe_shape as shape
 from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.footer import FitFooter
 
 __all__ = ["POLL_S", "ProbeScreen", "StateCheckbox", "bounds_text", "build_options",
            "ladder_text", "step_chart"]
@@ -60,13 +62,24 @@ def ladder_text(top: int) -> tuple[str, int]:
     return ",".join(str(x) for x in shown), len(steps)
 
 
+def _tokens_text(values: dict[str, Any]) -> str:
+    """The lengths the load will have, in a few words."""
+    load = values.get("load", "synthetic")
+    if load == "dataset":
+        return "prompts from the dataset file, as written"
+    lengths, prefix = shape.ENGINE_MODES.get(load, (False, False))
+    out = ("lengths like the engine" if lengths else
+           f"prompt {values.get('prompt_tokens', '?')} / output "
+           f"{values.get('output_tokens', '?')} tok")
+    return out + ("; prefix hit like the engine" if prefix else "")
+
+
 def bounds_text(values: dict[str, Any]) -> str:
     """What the probe will do with these form values, in one or two lines."""
     sweep = bool(values.get("sweep"))
     dur = values.get("duration")
     maxreq = values.get("max_requests")
-    tokens = (f"prompt {values.get('prompt_tokens', '?')} / output "
-              f"{values.get('output_tokens', '?')} tok")
+    tokens = _tokens_text(values)
     if sweep:
         top = int(values.get("max_concurrency") or values.get("concurrency") or 1)
         lad, n = ladder_text(max(1, top))
@@ -122,9 +135,10 @@ BARS_MIN_WIDTH = 60
 
 def _load_cell(s: dict) -> str:
     conc, rate = _get(s, "concurrency"), _get(s, "rate")
+    mark = "*" if _get(s, "partial") else ""
     if conc:
-        return f"c={conc}"
-    return f"{rate:g} req/s" if rate else fmt.DASH
+        return f"c={conc}{mark}"
+    return f"{rate:g} req/s{mark}" if rate else fmt.DASH
 
 
 def step_chart(steps: list[dict], width: int) -> Table:
@@ -134,9 +148,11 @@ def step_chart(steps: list[dict], width: int) -> Table:
     client-bound step. Bars are drawn only where the width leaves room for them.
     """
     bars = width >= BARS_MIN_WIDTH
+    notes = ["! = client-bound"] if steps else []
+    if any(_get(s, "partial") for s in steps):
+        notes.append("* = partial")
     t = Table(box=None, padding=(0, 1), header_style="bold", title="Client side (per step)",
-              title_justify="left", caption="! = client-bound" if steps else None,
-              caption_justify="left")
+              title_justify="left", caption=", ".join(notes) or None, caption_justify="left")
     cols = ["load", "actual", "tok/s", *([""] if bars else []), "TTFT95",
             *([""] if bars else []), "err"]
     for c in cols:
@@ -203,7 +219,7 @@ def live_marks(steps: list[dict], slo_s: float | None) -> tuple[float | None, fl
     return k, b
 
 
-class ProbeScreen(Screen):
+class ProbeScreen(shape.ShapeForm, Screen):
     """Form -> run -> curves. Esc stops a running probe (results stay), else goes back."""
 
     DEFAULT_CSS = """
@@ -233,6 +249,12 @@ class ProbeScreen(Screen):
         self.stopping = False
         self._confirm_url: str | None = None
         self._timer: Timer | None = None
+        self.traffic: dict[str, Any] | None = None
+        """The engine's shape read for the chosen load (``ProbeOptions.traffic``)."""
+        self.shape_error: str | None = None
+        """Why the chosen load cannot be used (engine unreadable, bad dataset), else None."""
+        self.shape_pending = False
+        """The engine is being read or the dataset checked."""
 
     @property
     def view(self) -> LiveView:
@@ -255,6 +277,12 @@ class ProbeScreen(Screen):
                 yield StateCheckbox("sweep 1,2,4,8\u2026", value=False, id="pf-sweep")
                 yield Select([("completions", "completions"), ("chat", "chat")],
                              value="completions", allow_blank=False, id="pf-endpoint")
+                yield Select(shape.LOAD_MODES, value="synthetic", allow_blank=False,
+                             id="pf-load")
+            with Horizontal(id="pf-dataset-row"):
+                yield Label("dataset file")
+                yield Input("", id="pf-dataset", placeholder="prompts.jsonl or ShareGPT .json")
+            yield Static(id="probe-shape")
             yield Static(id="probe-bounds")
         yield Static(id="probe-status")
         with Horizontal(id="probe-results"):
@@ -264,10 +292,12 @@ class ProbeScreen(Screen):
                     yield chart
                 yield Static(id="probe-steps")
             yield Static(id="probe-server")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.query_one("#pf-concurrency", Input).focus()
+        self.query_one("#pf-dataset-row").display = False
+        self.query_one("#probe-shape").display = False
         self._show_bounds()
         self.refresh_data()
 
@@ -283,6 +313,8 @@ class ProbeScreen(Screen):
         self._show_bounds()
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "pf-dataset":
+            self.check_shape()
         if (event.input.id or "").startswith("pf-"):
             self._show_bounds()
 
@@ -308,6 +340,11 @@ class ProbeScreen(Screen):
         if vals["sweep"] and "concurrency" in vals:  # the ladder's top: 1, 2, 4, ... N
             vals["max_concurrency"] = vals.pop("concurrency")
         vals["endpoint"] = self.query_one("#pf-endpoint", Select).value
+        vals["load"] = self.load_mode()
+        if vals["load"] == "dataset":
+            vals["dataset"] = shape.dataset_path(self.query_one("#pf-dataset", Input).value)
+        elif self.traffic is not None and vals["load"] in shape.ENGINE_MODES:
+            vals["traffic"] = self.traffic
         if not with_target:
             return vals
         vals["url"] = self._url()
@@ -331,6 +368,9 @@ class ProbeScreen(Screen):
             return
         if self.target is None:
             self._set_status("select a target on the overview first", error=True)
+            return
+        if (why := self.shape_not_ready()) is not None:
+            self._set_status(why, error=True)
             return
         try:
             values = self.form_values()
@@ -400,7 +440,7 @@ class ProbeScreen(Screen):
         self.handle = None
         how = "stopped" if self.stopping else "finished"
         extra = ""
-        if report and report.get("steps"):
+        if report:
             from llmtop.loadgen.report import capacity
 
             extra = f": {capacity(report)['sentence']}"
@@ -467,7 +507,8 @@ class ProbeScreen(Screen):
         t = Text(self.status)
         p = self.progress
         if p is not None and self.handle is not None:
-            t.append(f"\nstep {_get(p, 'step', '?')} {_get(p, 'phase', '')}  conc "
+            n = _get(p, "step")
+            t.append(f"\nstep {n + 1 if isinstance(n, int) else '?'} {_get(p, 'phase', '')}  conc "
                      f"{fmt.fmt_num(_get(p, 'achieved_concurrency'), 1)}/"
                      f"{fmt.fmt_num(_get(p, 'concurrency'))}  done "
                      f"{_get(p, 'requests_total', 0)}  "

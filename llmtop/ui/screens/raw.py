@@ -18,10 +18,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from llmtop.ui import fmt
 from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.footer import FitFooter
 
 __all__ = ["RawLayout", "RawMetricsScreen", "RawSample", "family_rows", "fit_columns",
            "fit_name", "fmt_value", "shared_labels"]
@@ -188,7 +189,7 @@ class RawMetricsScreen(Screen):
         yield Input(placeholder="/ filter: metric name or label (substring)", id="raw-filter")
         yield DataTable(id="raw-table", cursor_type="row", cell_padding=0)
         yield Static(id="raw-selected")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.refresh_data()

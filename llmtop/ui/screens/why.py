@@ -16,10 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
+from llmtop.ui.widgets.footer import FitFooter
 from llmtop.verdict import short_target
 
 __all__ = ["SEVERITY_STYLE", "WhyScreen", "diagnosis_window_s", "fmt_evidence", "why_renderable"]
@@ -123,7 +124,7 @@ class WhyScreen(Screen):
         yield Static("Why: findings, evidence and actions", classes="title")
         with VerticalScroll(classes="detail-body"):
             yield Static(id="why-body")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.refresh_data(force=True)

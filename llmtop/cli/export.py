@@ -1,0 +1,193 @@
+"""``llmtop export [TARGET ...] --listen ADDR:PORT``: serve rows, GPUs and findings to
+Prometheus (``docs/exporter.md``), and the ``--listen`` options ``llmtop record`` shares.
+
+Targets, discovery, the config file, ``--demo`` and fleet mode (``--prometheus URL``) are as
+for ``llmtop``. Runs until SIGTERM/Ctrl-C (or ``--duration``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from llmtop.export.server import DEFAULT_LISTEN
+
+__all__ = ["add_listen_options", "build_parser", "main", "start_server"]
+
+log = logging.getLogger("llmtop.export")
+
+_SHARED = {"targets", "interval", "timeout", "config", "api_key", "insecure",
+           "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo"}
+_FLEET = {"prometheus", "match", "group_by", "prometheus_token_file", "prometheus_user",
+          "prometheus_password_file", "prometheus_header", "prometheus_param",
+          "prometheus_ca_file"}
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
+    return v
+
+
+def add_listen_options(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--listen``, ``--listen-token-file``, ``--listen-no-auth`` (export and record)."""
+    p.add_argument("--listen", default=DEFAULT_LISTEN if required else None,
+                   metavar="ADDR:PORT",
+                   help="serve /metrics here (default 127.0.0.1:9464 for export); a "
+                   "non-loopback address needs --listen-token-file or --listen-no-auth")
+    p.add_argument("--listen-token-file", default=None, metavar="FILE",
+                   help="require 'Authorization: Bearer <token>' with the token in FILE "
+                   "(re-read when it changes)")
+    p.add_argument("--listen-no-auth", action="store_true",
+                   help="serve a non-loopback address without a token")
+
+
+def build_parser(main: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``llmtop export`` parser: the target, demo and fleet options of ``main`` (the
+    ``llmtop`` parser, passed in by ``cli.main``), plus listen."""
+    p = argparse.ArgumentParser(
+        prog="llmtop export",
+        description="Serve the engines' normalized numbers, GPUs and findings on /metrics "
+        "for Prometheus (docs/exporter.md). Loopback unless told otherwise.")
+    fleet = p.add_argument_group("fleet mode (read a Prometheus-compatible server)")
+    for act in main._actions:
+        if act.dest in _SHARED:
+            p._add_action(act)
+        elif act.dest in _FLEET:
+            fleet._add_action(act)
+    add_listen_options(p, required=True)
+    p.add_argument("--window", type=_positive, default=None, metavar="S",
+                   help="the window rates and quantiles are taken over (default 10, the "
+                   "TUI's); with --prometheus: the rate window (default max(4 x scrape "
+                   "interval, 60))")
+    p.add_argument("--duration", type=_positive, default=None, metavar="S",
+                   help="stop after S seconds (default: run until stopped)")
+    return p
+
+
+def start_server(state: Any, args: argparse.Namespace) -> Any:
+    """The ``MetricsServer`` of ``--listen`` (raises ``ConfigError`` on a bad address)."""
+    from llmtop.export.server import MetricsServer
+
+    server = MetricsServer(state.render, args.listen, token_file=args.listen_token_file,
+                           no_auth=args.listen_no_auth)
+    auth = " (bearer token required)" if server.authenticated else ""
+    log.info("serving %s%s", server.url, auth)
+    return server
+
+
+def _logging() -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s llmtop-export: %(message)s")
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str], parser: argparse.ArgumentParser) -> int:
+    """Entry point of ``llmtop export`` (``parser``: ``build_parser(llmtop's parser)``)."""
+    from llmtop.settings import build_config
+
+    args = parser.parse_intermixed_args(list(argv))
+    _logging()
+    config = build_config(args)
+    if config.prometheus is not None:
+        if args.targets or args.demo:
+            from llmtop.errors import ConfigError
+
+            raise ConfigError(f"{'TARGET' if args.targets else '--demo'} cannot be used with "
+                              "--prometheus (fleet mode reads the server)")
+        return asyncio.run(_fleet(config, args))
+    demo = None
+    try:
+        if args.demo:
+            from llmtop.demo.launcher import start_demo
+
+            demo = start_demo(scenario=args.demo_scenario, config=config)
+            config = demo.apply(config)
+        return asyncio.run(_direct(config, args, demo))
+    finally:
+        if demo is not None:
+            demo.stop()
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    return stop
+
+
+async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
+    from llmtop.diagnose.thresholds import DIAG_WINDOW_S
+    from llmtop.export.run import direct_store, publish_direct, run
+    from llmtop.export.state import ExportState
+    from llmtop.history.store import SERIES_WINDOW_S
+    from llmtop.monitor import Monitor
+
+    if not config.targets and config.discover:
+        from llmtop.discover import discover
+
+        config = dataclasses.replace(config, targets=tuple(await discover(config)))
+    if not config.targets:
+        log.error("no inference engines found on localhost; give a TARGET")
+        return 1
+    window = args.window if args.window is not None else SERIES_WINDOW_S
+    state = ExportState("direct", diag_window_s=DIAG_WINDOW_S)
+    server = start_server(state, args)
+    monitor = Monitor.from_config(config, demo, store=direct_store(config))
+    monitor.sink = state.observe
+    log.info("exporting %d target(s) every %gs, window %gs: %s", len(config.targets),
+             config.interval_s, window, ", ".join(t.name for t in config.targets))
+
+    async def refresh() -> None:
+        t0 = time.monotonic()
+        snap = await monitor.tick()
+        publish_direct(state, monitor, snap, window, t0)
+
+    try:
+        await run(refresh, config.interval_s, _stop_event(), duration_s=args.duration,
+                  state=state)
+    finally:
+        await monitor.aclose()
+        server.close()
+    return 0
+
+
+async def _fleet(config: Any, args: argparse.Namespace) -> int:
+    from llmtop.diagnose.thresholds import DIAG_WINDOW_S
+    from llmtop.export.run import publish_fleet, run
+    from llmtop.export.state import ExportState
+    from llmtop.fleet.monitor import FleetMonitor
+
+    state = ExportState("fleet", diag_window_s=DIAG_WINDOW_S)
+    server = start_server(state, args)
+    mon = FleetMonitor(config)
+    log.info("exporting the fleet of %s", mon.display_url)
+
+    async def refresh() -> None:
+        t0 = time.monotonic()
+        snap = await mon.tick()
+        publish_fleet(state, mon, snap, t0)
+
+    try:  # the monitor refreshes no faster than the server scrapes
+        await run(refresh, max(config.interval_s, 1.0), _stop_event(),
+                  duration_s=args.duration, state=state)
+    finally:
+        await mon.aclose()
+        server.close()
+    return 0

@@ -1,0 +1,1 @@
+"""The exporter: rows, GPUs and findings served as Prometheus series (``docs/exporter.md``)."""

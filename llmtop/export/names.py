@@ -1,0 +1,136 @@
+"""Every series the exporter serves, listed once: name, type, labels and help.
+
+``docs/exporter.md`` lists the same names and labels (``tests/export/test_names.py`` keeps
+them equal). Engine series have the same name whatever the engine; what an engine does not
+report is absent, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ENGINE_LABELS", "ENGINE_VALUES", "FINDING_LABELS", "GPU_LABELS", "QUANTILES",
+           "QUANTILE_VALUES", "SERIES", "Series", "series"]
+
+ENGINE_LABELS = ("target", "engine", "model", "rank")
+"""``rank`` is set on per-rank rows only (data-parallel engines); the model's own row, ranks
+folded in, has none (an empty label is no label in Prometheus)."""
+FINDING_LABELS = ("target", "engine", "model", "rule", "severity")
+GPU_LABELS = ("host", "gpu", "uuid", "name")
+
+QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.95", "p95"), ("0.99", "p99"))
+"""(``quantile`` label, ``Quantiles`` field)."""
+
+ENGINE_VALUES = (
+    # (series name, EngineRow field, help)
+    ("llmtop_engine_running", "running", "Requests in the running batch."),
+    ("llmtop_engine_waiting", "waiting", "Requests waiting in the queue."),
+    ("llmtop_engine_max_running", "max_running",
+     "Most requests the engine runs at once (max_num_seqs and kin)."),
+    ("llmtop_engine_kv_usage_ratio", "kv_cache_usage", "KV cache in use, 0..1."),
+    ("llmtop_engine_kv_capacity_tokens", "kv_capacity_tokens", "KV cache capacity in tokens."),
+    ("llmtop_engine_prefix_hit_ratio", "prefix_hit_rate",
+     "Prefix cache hits / queried tokens over the window, 0..1."),
+    ("llmtop_engine_prompt_tokens_per_second", "prompt_tokens_per_s",
+     "Prompt (prefill) tokens per second over the window."),
+    ("llmtop_engine_generation_tokens_per_second", "generation_tokens_per_s",
+     "Generated tokens per second over the window."),
+    ("llmtop_engine_requests_per_second", "requests_per_s",
+     "Finished requests per second over the window."),
+    ("llmtop_engine_preemptions_per_second", "preemptions_per_s",
+     "Preemptions (vLLM) or retractions (SGLang) per second over the window."),
+    ("llmtop_engine_errors_per_second", "errors_per_s",
+     "Failed requests per second over the window."),
+)
+
+QUANTILE_VALUES = (
+    ("llmtop_engine_ttft_seconds", "ttft_s", "Time to first token over the window."),
+    ("llmtop_engine_itl_seconds", "itl_s", "Inter-token latency over the window."),
+    ("llmtop_engine_e2e_seconds", "e2e_s", "End-to-end request latency over the window."),
+    ("llmtop_engine_queue_seconds", "queue_s", "Time spent queued over the window."),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One metric name exactly as served (counters with their ``_total``)."""
+
+    name: str
+    kind: str
+    """``gauge`` | ``counter``."""
+    labels: tuple[str, ...]
+    help: str
+
+
+def _engine() -> list[Series]:
+    out = [
+        Series("llmtop_engine_up", "gauge", ENGINE_LABELS[:3],
+               "1 when the target's last scrape was good (state ok or restarted), else 0."),
+        Series("llmtop_engine_state", "gauge", (*ENGINE_LABELS[:3], "state"),
+               "1 for the target's state (ok, down, http_error, unauthorized, bad_payload, "
+               "stale, restarted), 0 for the others."),
+        Series("llmtop_engine_info", "gauge", (*ENGINE_LABELS[:3], "version"),
+               "The engine and its version, as detected."),
+        Series("llmtop_engine_last_ok_age_seconds", "gauge", ENGINE_LABELS[:3],
+               "Seconds since the target's last good scrape."),
+    ]
+    out += [Series(n, "gauge", ENGINE_LABELS, h) for n, _, h in ENGINE_VALUES]
+    out += [Series(n, "gauge", (*ENGINE_LABELS, "quantile"), h) for n, _, h in QUANTILE_VALUES]
+    return out
+
+
+SERIES: tuple[Series, ...] = (
+    Series("llmtop_exporter_info", "gauge", ("version", "mode"),
+           "The llmtop exporter: its version and mode (direct, fleet, record)."),
+    Series("llmtop_window_seconds", "gauge", (),
+           "The window the engine rates and quantiles are taken over."),
+    Series("llmtop_refresh_timestamp_seconds", "gauge", (),
+           "Unix time of the snapshot served (the end of the window)."),
+    Series("llmtop_refresh_duration_seconds", "gauge", (),
+           "Seconds the last refresh took (scrapes or queries, rows, diagnosis)."),
+    Series("llmtop_refreshes_total", "counter", (), "Refreshes done."),
+    Series("llmtop_refresh_errors_total", "counter", (),
+           "Refreshes that failed (fleet mode: the server could not be read)."),
+    Series("llmtop_scrape_duration_seconds", "gauge", ("target",),
+           "Seconds the last scrape of the target took (direct mode)."),
+    Series("llmtop_scrapes_total", "counter", ("target",), "Scrapes of the target (direct mode)."),
+    Series("llmtop_scrape_errors_total", "counter", ("target", "state"),
+           "Failed scrapes of the target by state: down, http_error, unauthorized, "
+           "bad_payload (direct mode)."),
+    *_engine(),
+    Series("llmtop_finding", "gauge", (*FINDING_LABELS, "summary"),
+           "1 per active finding; summary is its sentence as it reached this severity."),
+    Series("llmtop_finding_value", "gauge", (*FINDING_LABELS[:4], "signal"),
+           "A finding's evidence: the signal's value over the diagnosis window."),
+    Series("llmtop_finding_threshold", "gauge", (*FINDING_LABELS[:4], "signal"),
+           "A finding's evidence: the threshold the signal was compared with."),
+    Series("llmtop_finding_baseline", "gauge", (*FINDING_LABELS[:4], "signal"),
+           "A finding's evidence: the engine's usual value (median of its recent past)."),
+    Series("llmtop_diagnosis_window_seconds", "gauge", (),
+           "The window the diagnosis rules judge."),
+    Series("llmtop_gpu_readable", "gauge", (),
+           "1 when the GPUs could be read (NVML, DCGM, Triton or the demo), else 0."),
+    Series("llmtop_gpu_up", "gauge", GPU_LABELS, "1 when this GPU could be read, else 0."),
+    Series("llmtop_gpu_utilization_ratio", "gauge", GPU_LABELS, "GPU (SM) utilization, 0..1."),
+    Series("llmtop_gpu_memory_used_bytes", "gauge", GPU_LABELS, "GPU memory in use."),
+    Series("llmtop_gpu_memory_total_bytes", "gauge", GPU_LABELS, "GPU memory in all."),
+    Series("llmtop_gpu_power_watts", "gauge", GPU_LABELS, "Power draw."),
+    Series("llmtop_gpu_power_limit_watts", "gauge", GPU_LABELS, "Power limit."),
+    Series("llmtop_gpu_temperature_celsius", "gauge", GPU_LABELS, "GPU temperature."),
+    Series("llmtop_gpu_sm_clock_hertz", "gauge", GPU_LABELS, "SM clock."),
+    Series("llmtop_gpu_sm_clock_max_hertz", "gauge", GPU_LABELS, "Highest SM clock."),
+    Series("llmtop_gpu_throttled", "gauge", GPU_LABELS,
+           "1 when a clock-event (throttle) reason is active, else 0."),
+    Series("llmtop_gpu_throttle_reason", "gauge", (*GPU_LABELS, "reason"),
+           "1 per active clock-event reason (power cap, thermal slowdown...)."),
+    Series("llmtop_gpu_process_memory_bytes", "gauge", ("host", "gpu", "pid", "target"),
+           "GPU memory held by a process; target is the engine it belongs to, when known."),
+)
+
+
+def series(name: str) -> Series:
+    """The ``Series`` called ``name``."""
+    for s in SERIES:
+        if s.name == name:
+            return s
+    raise KeyError(name)
