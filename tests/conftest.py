@@ -35,14 +35,28 @@ XDIST_GROUPS = {
 }
 
 
+def _xdist_group(item: pytest.Item) -> str | None:
+    """``XDIST_GROUPS``' group of the first shared fixture ``item`` uses; else, for a test
+    using a module-scoped fixture of this project (a server or a run made once per module),
+    its module: the fixture then runs once, not once in every worker."""
+    names = set(getattr(item, "fixturenames", ()))
+    for fixture, group in XDIST_GROUPS.items():
+        if fixture in names:
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        d = defs[-1]
+        if d.scope == "module" and str(d.baseid).startswith("tests"):
+            return item.nodeid.split("::")[0]
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put each test that uses a shared server fixture (``XDIST_GROUPS``) in its group."""
+    """Put each test that shares a server or a module-wide run in its xdist group."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
-        names = set(getattr(item, "fixturenames", ()))
-        for fixture, group in XDIST_GROUPS.items():
-            if fixture in names:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
