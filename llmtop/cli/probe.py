@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmtop.errors import ConfigError
-from llmtop.loadgen.options import ProbeOptions, is_loopback_host, parse_shared_prefix, split_url
+from llmtop.loadgen.options import (
+    ProbeOptions,
+    is_loopback_host,
+    parse_levels,
+    parse_shared_prefix,
+    split_url,
+)
 
 __all__ = ["build_compare_parser", "build_parser", "compare_main", "confirm_target", "main",
            "options_from_args", "read_traffic", "resolve_api_key"]
@@ -32,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         "TPOT, throughput and where the server saturates (see docs/probe.md).",
         epilog="Compare runs: llmtop probe compare BEFORE.json AFTER.json [--html FILE].")
     a = p.add_argument
-    a("url", metavar="URL", help="server URL, e.g. http://127.0.0.1:8000 (or .../v1/completions)")
+    a("url", metavar="URL", nargs="*",
+      help="server URL, e.g. http://127.0.0.1:8000 (or .../v1/completions); several URLs: "
+      "a bake-off (the same requests to each, one after the other)")
     a("--concurrency", type=int, default=None, metavar="N",
       help="requests in flight (closed loop); with --rate: a cap on requests in flight")
     a("--rate", type=float, default=None, metavar="R", help="requests per second (open loop)")
@@ -89,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
       help="write a self-contained HTML report with charts (needs llmtop-tui[charts])")
     a("--svg", default=None, metavar="PREFIX",
       help="write the charts alone as PREFIX-<chart>.svg (needs llmtop-tui[charts])")
+    a("--plan", default=None, metavar="FILE",
+      help="a bake-off plan (TOML): engines to start, run and stop one at a time "
+      "(see docs/probe.md)")
+    a("--gpu-hour-price", type=float, default=None, metavar="USD",
+      help="bake-off: price of one GPU-hour, for $ per 1M output tokens")
+    a("--levels", default=None, metavar="C1,C2,...",
+      help="sweep these concurrencies (e.g. 1,10,50,100) instead of 1,2,4,...")
+    a("--requests-per-step", type=int, default=None, metavar="N",
+      help="bake-off: measured requests per level, at least 4x its concurrency (default 32)")
     a("--yes", action="store_true", help="do not ask before loading a non-loopback host")
     a("--insecure", action="store_true", help="do not verify TLS certificates")
     return p
@@ -133,8 +150,9 @@ def confirm_target(host: str, *, yes: bool, interactive: bool,
 
 def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptions:
     """Parsed flags -> validated ``ProbeOptions``."""
+    url = ns.url[0] if isinstance(ns.url, list) else ns.url
     return ProbeOptions(
-        url=ns.url, concurrency=ns.concurrency, rate=ns.rate, poisson=ns.poisson,
+        url=url, concurrency=ns.concurrency, rate=ns.rate, poisson=ns.poisson,
         sweep=ns.sweep, max_concurrency=ns.max_concurrency, duration=ns.duration,
         max_requests=ns.max_requests, prompt_tokens=ns.prompt_tokens,
         output_tokens=ns.output_tokens, length_dist=ns.length_dist,
@@ -143,31 +161,16 @@ def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptio
         itl_slo=ns.itl_slo, tpot_slo=ns.tpot_slo, max_error_rate=ns.max_error_rate,
         warmup=ns.warmup, step_duration=ns.step_duration, insecure=ns.insecure, seed=ns.seed,
         dataset=ns.dataset, context=ns.context, target_rate=ns.target_rate,
+        levels=parse_levels(ns.levels) if getattr(ns, "levels", None) else None,
+        requests_per_step=getattr(ns, "requests_per_step", None),
     ).validate()
-
-
-def partial_report(options: ProbeOptions, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """A report built in this process from the steps seen, when the worker gave none."""
-    from llmtop.loadgen import knee
-    from llmtop.loadgen.options import redact_url
-    from llmtop.loadgen.report import capacity
-
-    slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
-    rep = {"target": redact_url(options.url), "model": options.model, "started": None,
-           "options": options.to_json(), "steps": steps,
-           "saturation": knee.saturation(steps) if options.sweep else None,
-           "max_throughput": knee.max_throughput(steps),
-           "sla_boundary": knee.sla_boundary(steps, slo, options.max_error_rate),
-           "stop_reason": "stopped", "partial": True}
-    rep["capacity"] = capacity(rep)
-    return rep
 
 
 def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
     """Run the probe with the live display; write the reports; return the exit code."""
     from llmtop.console.probe_view import ProbeLiveView, print_summary
     from llmtop.loadgen.api import start_probe
-    from llmtop.loadgen.report import write_reports
+    from llmtop.loadgen.report import partial_report, write_reports
 
     stops = [0]
 
@@ -286,7 +289,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "compare":
         return compare_main(args[1:])
-    ns = build_parser().parse_intermixed_args(args)
+    parser = build_parser()
+    ns = parser.parse_intermixed_args(args)
+    if ns.plan or len(ns.url) > 1:
+        from llmtop.cli.bakeoff import bakeoff_main
+
+        return bakeoff_main(ns, parser, args)
+    if not ns.url:
+        raise ConfigError("llmtop probe needs a URL (several URLs or --plan FILE: a bake-off)")
+    if ns.gpu_hour_price is not None or ns.requests_per_step is not None:
+        raise ConfigError("--gpu-hour-price and --requests-per-step are bake-off options: "
+                          "give several URLs or --plan FILE")
+    ns.url = ns.url[0]
     base, _host, _ep = split_url(ns.url)
     api_key = resolve_api_key(ns.api_key, base_url=base)
     options = options_from_args(ns, api_key)

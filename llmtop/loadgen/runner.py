@@ -28,7 +28,7 @@ from llmtop.loadgen.client import JSON_LIB, Result, StreamClient
 from llmtop.loadgen.dataset import load_dataset
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
-from llmtop.loadgen.prompts import PromptFactory
+from llmtop.loadgen.prompts import PromptFactory, new_digest
 from llmtop.loadgen.rawhttp import RawStreamClient
 from llmtop.loadgen.report import capacity
 from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
@@ -47,6 +47,8 @@ _perf = time.perf_counter
 
 def ladder(options: ProbeOptions) -> list[tuple[int | None, float | None]]:
     """The steps as ``(concurrency, rate)``."""
+    if options.levels:
+        return [(c, None) for c in options.levels]
     if not options.sweep:
         if options.rate is not None:
             return [(None, options.rate)]
@@ -86,11 +88,15 @@ class Runner:
             ignore_eos=prepared.ignore_eos, seed=options.seed, prompt_dist=p_dist,
             output_dist=o_dist, context=prepared.context,
             prefix_share=traffic.get("prefix_hit_rate"),
-            dataset=load_dataset(options.dataset) if options.dataset else None)
+            dataset=load_dataset(options.dataset) if options.dataset else None,
+            min_tokens=options.requests_per_step is not None)
+        if options.requests_per_step is not None:
+            self.factory.digest = new_digest()
         self._asked_prompt = array("d")
         self._asked_output = array("d")
         self._got_prompt = array("d")
         self._got_output = array("d")
+        self._short = 0
         self.slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
         self.steps: list[dict[str, Any]] = []
         self.stop_reason: str | None = None
@@ -177,6 +183,7 @@ class Runner:
             if asked[0] is not None:
                 self._asked_prompt.append(asked[0])
             self._asked_output.append(asked[1])
+            self._short += res.tokens < asked[1]
             if res.prompt_tokens is not None:
                 self._got_prompt.append(res.prompt_tokens)
             self._got_output.append(res.tokens)
@@ -267,6 +274,7 @@ class Runner:
             errs = sum(self._w_errors.values())
             n = len(self._window) if self._window is not None else 0
             if (errs >= MIN_ERRORS_FOR_STOP and self._window is not None
+                    and self.o.requests_per_step is None
                     and error_rate(n - errs, errs) > self.o.max_error_rate):
                 self.stop("error_rate")
 
@@ -366,6 +374,74 @@ class Runner:
             self._cap = asyncio.Semaphore(cap) if cap else None
             self._workers.append(loop.create_task(self._dispatcher()))
 
+    # ----- bake-off steps: a fixed list of requests per level ------------------------------
+    def step_size(self, conc: int) -> int:
+        """Measured requests of a fixed step: never fewer than 4 x its concurrency."""
+        return max(self.o.requests_per_step or 0, 4 * conc)
+
+    async def _batch(self, conc: int, n: int) -> None:
+        """Send the next ``n`` requests of the list with ``conc`` in flight; returns when all
+        ended, on stop or at the time bound (requests still in flight are then cancelled)."""
+        left = [n]
+        loop = asyncio.get_running_loop()
+        spread = RAMP_S / conc if conc > 1 else 0.0
+
+        async def worker(k: int) -> None:
+            if k:
+                await asyncio.sleep(spread * k)
+            while left[0] > 0 and self.stop_reason is None and _perf() < self._deadline:
+                if await self._pause_if_asked():
+                    continue
+                left[0] -= 1
+                res = await self._send()
+                if res.error in ("connect", "timeout", "client_error"):
+                    await asyncio.sleep(ERROR_BACKOFF_S)
+
+        self._target_conc = conc
+        tasks = [loop.create_task(worker(k)) for k in range(conc)]
+        self._workers.extend(tasks)
+        try:
+            while self.stop_reason is None:
+                rem = self._deadline - _perf()
+                if rem <= 0:
+                    self.stop_reason = "duration"
+                    break
+                _done, pending = await asyncio.wait(tasks, timeout=min(rem, 0.5))
+                if not pending:
+                    break
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._workers = [t for t in self._workers if t not in tasks]
+
+    async def _fixed_step(self, conc: int) -> None:
+        """Warm-up (one request per slot, excluded) then the measured list; every level runs
+        whatever the SLOs say, so overload shows as errors or as queueing."""
+        if self.o.warmup != 0:
+            self._phase = "warmup"
+            await self._batch(conc, conc)
+        if self.stop_reason is not None:
+            return
+        self._phase = "measure"
+        self._open_window()
+        await self._batch(conc, self.step_size(conc))
+        step = self._close_window(conc, None, None)
+        step["requests_planned"] = self.step_size(conc)
+        if step["requests"] + step["errors_total"] < step["requests_planned"]:
+            step["partial"] = True
+        self.steps.append(step)
+        self.emit({"type": "step_done", "t": time.time(), "step": step})
+        if self.stop_reason is None and self._engine_gone(step):
+            self.stop_reason = "engine_down"
+
+    @staticmethod
+    def _engine_gone(step: dict[str, Any]) -> bool:
+        """Every request of the step failed to connect: the engine is gone, stop."""
+        errs = step.get("errors") or {}
+        n = step.get("requests", 0) + sum(errs.values())
+        return n > 0 and errs.get("connect", 0) == n
+
     def _sweep_stop(self) -> str | None:
         last = self.steps[-1]
         if last["error_rate"] > self.o.max_error_rate:
@@ -397,6 +473,9 @@ class Runner:
                 self.emit({"type": "step_started", "t": time.time(), "step": idx,
                            "concurrency": conc, "rate": rate, "warmup_s": warm,
                            "duration_s": planned, "steps_planned": len(plan)})
+                if self.o.requests_per_step is not None:
+                    await self._fixed_step(conc or 1)
+                    continue
                 self._set_load(conc, rate)
                 if warm > 0:
                     self._phase = "warmup"
@@ -467,7 +546,18 @@ class Runner:
                 "actual": {"prompt": _q(self._got_prompt), "output": _q(self._got_output)},
             },
             "context": self.p.context,
+            **self._list_json(),
         }
+
+    def _list_json(self) -> dict[str, Any]:
+        """Bake-off steps: the size of each step's list and the hash of every request sent."""
+        if self.o.requests_per_step is None:
+            return {}
+        d = self.factory.digest
+        return {"short_outputs": {"requests": len(self._got_output), "short": self._short},
+                "requests_per_step": {str(c): self.step_size(c or 1) for c, _ in ladder(self.o)},
+                "request_list_sha256": d.hexdigest() if d is not None else None,
+                "warmup_requests_per_step": "concurrency" if self.o.warmup != 0 else 0}
 
     def _traffic_json(self) -> dict[str, Any]:
         """What the load was shaped by: synthetic lengths, a dataset or an engine's own."""
