@@ -137,6 +137,7 @@ class _Run:
         proc = EngineProcess.start(spec.start or "", env=spec.env, log_path=log,
                                    gpus=spec.cuda_visible_devices)
         e["log"] = log
+        e["pid"] = proc.child.pid
         self.say(f"  started: pid {proc.child.pid}, log {log}")
         try:
             wait_ready(spec.url, timeout_s=spec.ready_timeout_s, api_key=self.o.api_key,

@@ -172,6 +172,7 @@ async def serve(a: argparse.Namespace) -> None:
     fake = Fake(a)
     server = await asyncio.start_server(lambda r, w: _handle(r, w, fake), "127.0.0.1", a.port)
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    print(f"LISTENING {time.monotonic()!r}", flush=True)  # CLOCK_MONOTONIC: system-wide
     async with server:
         await server.serve_forever()
 
