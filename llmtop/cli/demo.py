@@ -79,7 +79,9 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
     from llmtop.errors import LlmtopError
 
     args, rest = parser.parse_known_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from llmtop.children import install_exit_handlers
+
+    install_exit_handlers()  # SIGHUP / SIGTERM: stop the server and engines, then exit
     try:
         running = start_demo_fleet(max(1, args.engines), backend=args.backend,
                                    scrape_interval_s=args.scrape_interval,

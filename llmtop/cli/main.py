@@ -219,6 +219,9 @@ def _subcommand_first(argv: list[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``llmtop`` command."""
+    from llmtop.children import install_exit_handlers
+
+    install_exit_handlers()  # SIGHUP / SIGTERM end every child process and temp folder
     argv = _subcommand_first(list(sys.argv[1:] if argv is None else argv))
     try:
         if argv and argv[0] in SUBCOMMANDS:

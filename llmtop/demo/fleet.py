@@ -14,8 +14,8 @@ would. ``down=K`` adds K targets on ports where nothing listens (``up == 0``); `
 ``.cache/fleet-bin/``) on 127.0.0.1 with a temporary data folder; ``wait_scraped`` returns once
 every target has a few ``up`` samples; ``start_demo_fleet`` does all of it for ``llmtop demo
 fleet``. Also used by ``tests/fleet`` and ``benchmarks/fleet.py``. No textual, no rich.
-The servers are children in their own session, stopped by ``stop()``: a SIGKILLed parent
-leaves them running (the demo engines exit on their own when their parent goes).
+Every server and demo process is started with :func:`llmtop.children.spawn` and every folder
+made with :func:`llmtop.children.temp_dir`: all of them end when llmtop ends, SIGKILL included.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from llmtop import children
 from llmtop.demo.fleet_exporters import TextTarget, dcgm_text, frozen_text
 from llmtop.demo.launcher import DemoHandle, start_demo
 from llmtop.demo.profiles import DEFAULT_PROFILE
@@ -223,55 +222,48 @@ def _dcgm_render(gpu_url: str, hostname: str) -> Callable[[], str]:
 class ServerProcess:
     """A Prometheus or VictoriaMetrics child process on 127.0.0.1."""
 
-    def __init__(self, kind: str, proc: subprocess.Popen[bytes], url: str, workdir: str,
+    def __init__(self, kind: str, child: children.Child, url: str, workdir: str,
                  log_path: str):
         self.kind = kind
-        self.proc = proc
+        self.child = child
+        self.proc = child.proc
         self.url = url
         self.workdir = workdir
         self.log_path = log_path
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive()
 
     def log_tail(self, lines: int = 5) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return " | ".join(f.read().strip().splitlines()[-lines:])
-        except OSError:
-            return ""
+        return " | ".join(self.child.tail(lines).splitlines())
 
     def stop(self) -> None:
         """Terminate the server (idempotent)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        self.child.stop(timeout_s=10.0)
 
 
 def _launch(kind: str, argv: list[str], url: str, health: str, workdir: str,
             timeout_s: float) -> ServerProcess:
     log_path = os.path.join(workdir, f"{kind}.log")
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                cwd=workdir, start_new_session=True)
-    srv = ServerProcess(kind, proc, url, workdir, log_path)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if not srv.alive():
-            raise LlmtopError(f"{kind} exited at start: {srv.log_tail()}")
-        try:
-            if httpx.get(url + health, timeout=1.0).status_code == 200:
-                return srv
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            srv.stop()
-            raise LlmtopError(f"{kind} did not answer within {timeout_s:.0f} s: {srv.log_tail()}")
-        time.sleep(0.1)
+    srv = ServerProcess(kind, children.spawn(argv, cwd=workdir, log_path=log_path), url,
+                        workdir, log_path)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not srv.alive():
+                raise LlmtopError(f"{kind} exited at start: {srv.log_tail()}")
+            try:
+                if httpx.get(url + health, timeout=1.0).status_code == 200:
+                    return srv
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise LlmtopError(f"{kind} did not answer within {timeout_s:.0f} s: "
+                                  f"{srv.log_tail()}")
+            time.sleep(0.1)
+    except BaseException:
+        srv.stop()
+        raise
 
 
 def _config_file(config: dict[str, Any] | str, workdir: str, name: str) -> str:
@@ -389,7 +381,7 @@ class RunningFleet:
     def stop(self) -> None:
         self.server.stop()
         self.fleet.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        children.remove_temp_dir(self.workdir)
 
 
 def start_demo_fleet(n: int = 8, *, backend: str = "prometheus", scrape_interval_s: float = 2.0,
@@ -403,7 +395,7 @@ def start_demo_fleet(n: int = 8, *, backend: str = "prometheus", scrape_interval
     if not binary:
         raise LlmtopError(f"no {name} binary found: {INSTALL_HINT}")
     fl = start_fleet(n, down=down, dcgm=True)
-    workdir = tempfile.mkdtemp(prefix="llmtop-demo-fleet-")
+    workdir = children.temp_dir(prefix="llmtop-demo-fleet-")
     try:
         cfg = fl.scrape_config(scrape_interval_s)
         if name == "prometheus":
@@ -418,6 +410,6 @@ def start_demo_fleet(n: int = 8, *, backend: str = "prometheus", scrape_interval
             raise
     except BaseException:
         fl.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        children.remove_temp_dir(workdir)
         raise
     return RunningFleet(fl, srv, workdir)

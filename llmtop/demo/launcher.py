@@ -2,22 +2,21 @@
 
 ``start_demo()`` runs ``python -m llmtop demo serve --ready-file F --parent-pid PID ...`` so
 llmtop never pays the simulation's CPU, waits for the ready file (all ports listening), and
-returns a :class:`DemoHandle`. The child exits on ``stop()``, at interpreter exit, or when
-its parent disappears.
+returns a :class:`DemoHandle`. The child is started with :func:`llmtop.children.spawn`: it
+exits on ``stop()``, at interpreter exit, on SIGHUP / SIGTERM, and when its parent disappears
+(it watches the parent's pid itself, and the children watchdog ends its process group).
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
+from llmtop import children
 from llmtop.config import Config, Target
 from llmtop.errors import LlmtopError
 
@@ -31,11 +30,13 @@ BASELINE_ENV = "LLMTOP_DEMO_BASELINE_S"
 class DemoHandle:
     """A running demo process: its targets, GPU URL and OpenAI base URLs."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], info: dict[str, Any],
-                 timeout_s: float = 2.0):
-        self.proc = proc
-        self.pid = proc.pid
+    def __init__(self, child: children.Child, info: dict[str, Any],
+                 timeout_s: float = 2.0, workdir: str | None = None):
+        self.child = child
+        self.proc = child.proc
+        self.pid = child.pid
         self.info = info
+        self.workdir = workdir
         self.scenario: str = info.get("scenario", "default")
         self.gpu_url: str = info["gpu_url"]
         self.targets: list[Target] = [
@@ -45,8 +46,6 @@ class DemoHandle:
             for e in info["engines"]
         ]
         self.api_urls: dict[str, str] = {e["target"]: e["base_url"] for e in info["engines"]}
-        self._stopped = False
-        atexit.register(self.stop)
 
     def apply(self, config: Config) -> Config:
         """``config`` with the demo targets added and autodiscovery off."""
@@ -54,24 +53,13 @@ class DemoHandle:
                                    discover=False)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive()
 
     def stop(self) -> None:
-        """Terminate the demo process (idempotent)."""
-        if self._stopped:
-            return
-        self._stopped = True
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=3.0)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=3.0)
-        try:
-            atexit.unregister(self.stop)
-        except Exception:  # pragma: no cover - interpreter shutting down
-            pass
+        """Terminate the demo process and remove its folder (idempotent)."""
+        self.child.stop(timeout_s=3.0)
+        if self.workdir:
+            children.remove_temp_dir(self.workdir)
 
 
 def start_demo(*, scenario: str | None = None, config: Config | None = None,
@@ -83,9 +71,8 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
     ``baseline_s``: seconds of healthy traffic before a diagnosis scenario's anomaly (default:
     ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s).
     """
-    fd, ready = tempfile.mkstemp(prefix="llmtop-demo-", suffix=".json")
-    os.close(fd)
-    os.unlink(ready)
+    workdir = children.temp_dir(prefix="llmtop-demo-")
+    ready = os.path.join(workdir, "ready.json")
     cmd = [sys.executable, "-m", "llmtop", "demo", "serve", "--quiet", "--ready-file", ready,
            "--parent-pid", str(os.getpid())]
     if engines:
@@ -93,14 +80,16 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
     if scenario:
         cmd += ["--scenario", scenario]
     cmd += extra_args or []
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, after the child starts
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if baseline_s is not None:
         env[BASELINE_ENV] = repr(float(baseline_s))
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=log, env=env, start_new_session=True)
+    try:
+        child = children.spawn(cmd, env=env, log_path=os.path.join(workdir, "demo.log"))
+    except BaseException:
+        children.remove_temp_dir(workdir)
+        raise
     deadline = time.monotonic() + _START_TIMEOUT_S
     try:
         while True:
@@ -108,17 +97,15 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
                 with open(ready, encoding="utf-8") as f:
                     info = json.load(f)
                 break
-            if proc.poll() is not None:
-                log.seek(0)
-                tail = log.read().decode(errors="replace").strip().splitlines()[-3:]
-                raise LlmtopError("demo engines failed to start: " + " | ".join(tail))
+            if not child.alive():
+                tail = child.tail(3).replace("\n", " | ")
+                raise LlmtopError("demo engines failed to start: " + tail)
             if time.monotonic() > deadline:
-                proc.kill()
-                raise LlmtopError("demo engines did not start within 15 s")
+                raise LlmtopError(f"demo engines did not start within {_START_TIMEOUT_S:.0f} s")
             time.sleep(0.02)
-    finally:
-        if os.path.exists(ready):
-            os.unlink(ready)
-        log.close()
+    except BaseException:
+        child.stop(timeout_s=3.0)
+        children.remove_temp_dir(workdir)
+        raise
     timeout = config.timeout_s if config is not None else 2.0
-    return DemoHandle(proc, info, timeout_s=timeout)
+    return DemoHandle(child, info, timeout_s=timeout, workdir=workdir)

@@ -18,6 +18,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from llmtop import children
 from llmtop.loadgen.options import ProbeOptions
 
 __all__ = ["ProbeEvent", "ProbeHandle", "ProbeOptions", "start_probe"]
@@ -28,8 +29,9 @@ ProbeEvent = dict[str, Any]
 class ProbeHandle:
     """A running (or finished) probe."""
 
-    def __init__(self, proc: Any, conn: Any) -> None:
-        self._proc = proc
+    def __init__(self, child: children.Child, conn: Any) -> None:
+        self._child = child
+        self._proc = child.proc
         self._conn = conn
         self._result: dict[str, Any] | None = None
         self._finished = False
@@ -78,6 +80,8 @@ class ProbeHandle:
             events.append({"type": "error", "t": time.time(), "message": msg})
             events.append({"type": "finished", "t": time.time(), "report": None})
         self._close_conn()
+        if self._proc.poll() is not None:
+            self._child.stop(timeout_s=1.0)  # the worker is gone: end its group, forget it
 
     def _close_conn(self) -> None:
         if self._conn is not None:
@@ -108,10 +112,11 @@ class ProbeHandle:
                 self._conn.poll(0.1 if end is None else max(0.0, min(0.1, end - time.monotonic())))
             events.extend(self.poll())
         if self._finished:
-            try:
+            try:  # the worker leaves on its own once the report is sent
                 self._proc.wait(5)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
+                pass
+            self._child.stop(timeout_s=5.0)
         return events
 
     def result(self) -> dict[str, Any] | None:
@@ -120,12 +125,7 @@ class ProbeHandle:
 
     def kill(self) -> None:
         """Last resort: terminate the process (no report)."""
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+        self._child.stop(timeout_s=5.0)
         self._close_conn()
         self._finished = True
 
@@ -133,8 +133,9 @@ class ProbeHandle:
 def start_probe(options: ProbeOptions) -> ProbeHandle:
     """Validate ``options`` and start the probe process.
 
-    The worker is a fresh interpreter (``python -m llmtop.loadgen.worker FD``) in its own
-    session, so the terminal's Ctrl-C reaches only the caller, which then calls ``stop()``.
+    The worker is a fresh interpreter (``python -m llmtop.loadgen.worker FD``) started with
+    :func:`llmtop.children.spawn`: in its own session, so the terminal's Ctrl-C reaches only
+    the caller, which then calls ``stop()``; and ended with llmtop however llmtop ends.
     The options (API key included) travel over the socket, never on the command line.
     """
     options.validate()
@@ -142,12 +143,13 @@ def start_probe(options: ProbeOptions) -> ProbeHandle:
     fd = child_sock.fileno()
     quiet = not os.environ.get("LLMTOP_DEBUG")
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llmtop.loadgen.worker", str(fd)], pass_fds=(fd,),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL if quiet else None,
-            stderr=subprocess.DEVNULL if quiet else None, start_new_session=True)
+        child = children.spawn([sys.executable, "-m", "llmtop.loadgen.worker", str(fd)],
+                               pass_fds=(fd,), inherit_output=not quiet)
+    except BaseException:
+        parent_sock.close()
+        raise
     finally:
         child_sock.close()
     conn = Connection(parent_sock.detach())
     conn.send(options.to_dict())
-    return ProbeHandle(proc, conn)
+    return ProbeHandle(child, conn)

@@ -1,0 +1,156 @@
+"""llmtop/children.py: process groups stop whole, and nothing outlives a killed llmtop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from llmtop import children
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _exists(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pids: list[int], within_s: float = 10.0) -> list[int]:
+    """The pids still alive after waiting up to ``within_s`` (bounded poll)."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        left = [p for p in pids if _exists(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if _exists(p)]
+
+
+def _read_pid(path: Path, within_s: float = 10.0) -> int:
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        text = path.read_text().strip() if path.exists() else ""
+        if text.endswith("\n") or text.isdigit():
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"no pid in {path}")
+
+
+def test_stop_ends_the_shell_and_its_grandchild(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    child = children.spawn(f"sleep 300 & echo $! > {pidfile}; wait", shell=True)
+    grandchild = _read_pid(pidfile)
+    assert child.alive() and _exists(grandchild)
+    assert os.getpgid(grandchild) == child.pgid == child.pid
+    status = child.stop(timeout_s=5)
+    assert status is not None and status != 0
+    assert not child.alive()
+    assert _wait_gone([child.pid, grandchild]) == []
+    assert child.stop() == status  # idempotent
+
+
+def test_stop_kills_a_child_that_ignores_sigterm(tmp_path):
+    ready = tmp_path / "ready"
+    child = children.spawn([sys.executable, "-c",
+                            "import signal, time, pathlib\n"
+                            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                            f"pathlib.Path({str(ready)!r}).write_text('1')\n"
+                            "time.sleep(300)"])
+    end = time.monotonic() + 10
+    while not ready.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert child.stop(timeout_s=0.3) == -signal.SIGKILL
+    assert not _exists(child.pid)
+
+
+def test_log_tail_and_missing_log(tmp_path):
+    log = tmp_path / "out.log"
+    child = children.spawn([sys.executable, "-c",
+                            "import sys\nfor i in range(30): print('line', i)\n"
+                            "print('oops', file=sys.stderr)"], log_path=str(log))
+    child.proc.wait(10)
+    assert child.tail(3).splitlines() == ["line 28", "line 29", "oops"]
+    assert child.tail(0) == ""
+    assert child.stop() == 0
+    quiet = children.spawn(["true"])
+    assert quiet.tail() == ""
+    quiet.stop()
+
+
+def test_a_program_that_does_not_exist_is_a_clear_error(tmp_path):
+    with pytest.raises(children.LlmtopError, match=r"cannot start .*no-such-program"):
+        children.spawn([str(tmp_path / "no-such-program")])
+
+
+def test_temp_dir_removed_by_stop_all():
+    path = children.temp_dir(prefix="llmtop-test-")
+    Path(path, "f").write_text("x")
+    child = children.spawn(["sleep", "300"])
+    children.stop_all(timeout_s=5)
+    assert not os.path.exists(path)
+    assert not child.alive()
+    kept = children.temp_dir()
+    children.remove_temp_dir(kept)
+    assert not os.path.exists(kept)
+
+
+_PARENT = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, {root!r})
+    from llmtop import children
+    children.install_exit_handlers()
+    d = children.temp_dir(prefix="llmtop-test-")
+    c = children.spawn("sleep 300 & echo $! > {pidfile}; wait", shell=True)
+    while not os.path.exists({pidfile!r}) or not open({pidfile!r}).read().endswith("\\n"):
+        time.sleep(0.02)
+    print(c.pid, d, flush=True)
+    time.sleep(300)
+""")
+
+
+def _parent(tmp_path: Path) -> tuple[subprocess.Popen[str], int, int, str]:
+    pidfile = tmp_path / "gc.pid"
+    code = _PARENT.format(root=str(ROOT), pidfile=str(pidfile))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    assert line, "the parent did not start its child"
+    return proc, int(line[0]), int(pidfile.read_text()), line[1]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP])
+def test_nothing_outlives_the_parent(tmp_path, sig):
+    proc, child_pid, grandchild, folder = _parent(tmp_path)
+    assert _exists(child_pid) and _exists(grandchild) and os.path.isdir(folder)
+    os.kill(proc.pid, sig)
+    rc = proc.wait(10)
+    assert rc == (-sig if sig == signal.SIGKILL else 128 + sig)
+    assert _wait_gone([child_pid, grandchild], within_s=10) == []
+    end = time.monotonic() + 10
+    while os.path.isdir(folder) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not os.path.isdir(folder)
+
+
+def test_exit_handlers_leave_nohup_alone():
+    code = ("import signal, sys\n"
+            f"sys.path.insert(0, {str(ROOT)!r})\n"
+            "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+            "from llmtop import children\n"
+            "children.install_exit_handlers(); children.install_exit_handlers()\n"
+            "print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN,"
+            " signal.getsignal(signal.SIGTERM) is children._on_signal)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.stdout.split() == ["True", "True"], out.stderr
