@@ -115,8 +115,12 @@ def _chart(kind: str, title: str, load_axis: str, xs: list[float],
 
 
 def render_charts(reports: Sequence[dict[str, Any]],
-                  names: Sequence[str] | None = None) -> dict[str, str]:
-    """``{chart name: SVG text}`` for one report, or several overlaid."""
+                  names: Sequence[str] | None = None, *,
+                  colour_per_report: bool = False) -> dict[str, str]:
+    """``{chart name: SVG text}`` for one report, or several overlaid.
+
+    ``colour_per_report`` (a bake-off): each report keeps one colour in every chart, the TTFT
+    chart draws p95 only, and each knee / SLA boundary label names its report."""
     multi = len(reports) > 1
     names = list(names or [r.get("target", f"report {i}") for i, r in enumerate(reports)])
     load_axis = _key(reports[0]) if reports else "concurrency"
@@ -124,7 +128,8 @@ def render_charts(reports: Sequence[dict[str, Any]],
     tps_all = [s["output_tokens_per_s"] for r in reports for s in _steps(r)]
     out = {}
     for kind in CHARTS:
-        chart = _chart(kind, TITLES[kind], load_axis, xs, tps_all)
+        title = "TTFT p95 vs load" if colour_per_report and kind == "ttft" else TITLES[kind]
+        chart = _chart(kind, title, load_axis, xs, tps_all)
         colours: list[str] = []
 
         def add(title: str, values: list[Any], colour: str, colours: list[str] = colours,
@@ -134,7 +139,7 @@ def render_charts(reports: Sequence[dict[str, Any]],
 
         slo = None
         curve = 0
-        for name, rep in zip(names, reports, strict=True):
+        for nth, (name, rep) in enumerate(zip(names, reports, strict=True)):
             tag = f"{name}: " if multi else ""
             steps = _steps(rep)
             key = _key(rep)
@@ -142,8 +147,10 @@ def render_charts(reports: Sequence[dict[str, Any]],
             def lx(s: dict[str, Any], key: str = key) -> float:
                 return math.log2(s[key])
 
-            def next_colour() -> str:
+            def next_colour(nth: int = nth) -> str:
                 nonlocal curve
+                if colour_per_report:
+                    return PALETTE[nth % len(PALETTE)]
                 curve += 1
                 return PALETTE[(curve - 1) % len(PALETTE)]
 
@@ -152,8 +159,9 @@ def render_charts(reports: Sequence[dict[str, Any]],
                     next_colour())
                 marks = [(lbl, (lx(s), s["output_tokens_per_s"])) for lbl, s in _marks(rep)]
             elif kind == "ttft":
-                add(f"{tag}TTFT p50", [(lx(s), _ms(s["ttft_s"]["p50"])) for s in steps],
-                    next_colour())
+                if not colour_per_report:
+                    add(f"{tag}TTFT p50", [(lx(s), _ms(s["ttft_s"]["p50"])) for s in steps],
+                        next_colour())
                 add(f"{tag}TTFT p95", [(lx(s), _ms(s["ttft_s"]["p95"])) for s in steps],
                     next_colour())
                 marks = [(lbl, (lx(s), _ms(s["ttft_s"]["p95"]))) for lbl, s in _marks(rep)]
@@ -164,7 +172,8 @@ def render_charts(reports: Sequence[dict[str, Any]],
                          for lbl, s in _marks(rep)]
             for lbl, pt in marks:
                 knee = lbl.startswith("knee")
-                add(f"{tag}{lbl}", [{"value": pt, "label": lbl}],
+                shown = f"{tag}{lbl}" if colour_per_report else lbl
+                add(f"{tag}{lbl}", [{"value": pt, "label": shown}],
                     KNEE_COLOUR if knee else SLA_COLOUR, stroke=False,
                     dots_size=11 if knee else 7)
             sla = rep.get("sla_boundary") or {}

@@ -12,7 +12,7 @@ from typing import Any
 from llmtop.loadgen.report import capacity, knee_text, lengths_lines, load_text, slo_text
 from llmtop.report.charts import CHARTS, render_charts
 
-__all__ = ["html_report", "write_charts"]
+__all__ = ["html_report", "page", "steps_table", "write_charts"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222}
@@ -36,7 +36,8 @@ def _n(v: float | None, digits: int = 1, scale: float = 1.0) -> str:
     return "\u2013" if v is None else f"{v * scale:,.{digits}f}"
 
 
-def _steps_table(report: dict[str, Any]) -> str:
+def steps_table(report: dict[str, Any]) -> str:
+    """One probe report's steps as an HTML table (``*`` = partial step)."""
     rows = ["<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in _COLS) + "</tr>"]
     for s in report.get("steps", []):
         errs = sum((s.get("errors") or {}).values())
@@ -119,12 +120,17 @@ def html_report(reports: Sequence[dict[str, Any]], names: Sequence[str] | None =
         body.append(f"<p class='dim'>model {_e(rep.get('model'))} ({_e(rep.get('endpoint'))}),"
                     f" started {_e(rep.get('started'))}</p>")
         body.append("<ul>" + "".join(f"<li>{_e(v)}</li>" for v in _verdicts(rep)) + "</ul>")
-        body.append(_steps_table(rep))
+        body.append(steps_table(rep))
         lines = lengths_lines(rep)
         if lines:
             body.append("<ul>" + "".join(f"<li>{_e(v.strip())}</li>" for v in lines) + "</ul>")
+    return page(title, body)
+
+
+def page(title: str, body: Sequence[str], css: str = "") -> str:
+    """A whole offline page: ``body`` (HTML fragments) under the shared style (+ ``css``)."""
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
+            f"<title>{_e(title)}</title><style>{_CSS}{css}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 
