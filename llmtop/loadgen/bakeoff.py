@@ -196,10 +196,10 @@ def run_bakeoff(engines: tuple[EngineSpec, ...] | list[EngineSpec], options: Pro
                 stop: StopFlag | None = None, watch_interval_s: float = 1.0,
                 watch_gpus: bool = True) -> dict[str, Any]:
     """Run every engine in order; the bake-off report (partial after a stop)."""
-    if log_dir is None:
-        from llmtop.children import temp_dir
+    if log_dir is None:  # kept after the run: the logs are the evidence of a failed start
+        import tempfile
 
-        log_dir = temp_dir("llmtop-bakeoff-")
+        log_dir = tempfile.mkdtemp(prefix="llmtop-bakeoff-")
     run = _Run(options, gpu_hour_price=gpu_hour_price, log_dir=log_dir, say=say,
                drive=drive or _drive_plain, stop=stop or StopFlag(),
                watch_interval_s=watch_interval_s, watch_gpus=watch_gpus)

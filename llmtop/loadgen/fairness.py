@@ -92,10 +92,13 @@ def fairness_warnings(endpoints: list[dict[str, Any]]) -> list[str]:
         if len(vals) > 1:
             names = ", ".join(f"{e['name']}: {str(e.get(key))[:16]}" for e in ran)
             out.append(f"The engines ran different {what} ({names}).")
-    ctx = {e.get("context") for e in ran if e.get("context")}
-    if len(ctx) > 1:
+    def served_ctx(e: dict[str, Any]) -> Any:
+        return (e.get("settings") or {}).get("max_model_len")
+
+    if len({served_ctx(e) for e in ran if served_ctx(e)}) > 1:
         out.append("The engines were set up with different context lengths ("
-                   + ", ".join(f"{e['name']}: {e.get('context')}" for e in ran) + ").")
+                   + ", ".join(f"{e['name']}: {served_ctx(e) or '?'}" for e in ran)
+                   + "); every engine got the lengths fitted to the first one's context.")
     for e in endpoints:
         if e.get("error"):
             out.append(f"{e['name']}: {e['error']}")
