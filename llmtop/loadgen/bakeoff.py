@@ -114,7 +114,8 @@ class _Run:
         gpu_before = gpu_memory_used_mib() if spec.start else None
         try:
             if spec.start:
-                proc = self._start(spec, e)
+                proc = self._launch(spec, e)
+                self._cold_start(spec, e, proc)
             self._measure(spec, e, proc)
         except LaunchError as exc:
             e["error"] = str(exc)
@@ -131,7 +132,7 @@ class _Run:
                 self.say(f"  stopped {spec.name} (exit status {status}); {e['gpu_release']}")
         return e
 
-    def _start(self, spec: EngineSpec, e: dict[str, Any]) -> EngineProcess:
+    def _launch(self, spec: EngineSpec, e: dict[str, Any]) -> EngineProcess:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in spec.name)
         log = os.path.join(self.log_dir, f"{safe}.log")
         proc = EngineProcess.start(spec.start or "", env=spec.env, log_path=log,
@@ -139,6 +140,10 @@ class _Run:
         e["log"] = log
         e["pid"] = proc.child.pid
         self.say(f"  started: pid {proc.child.pid}, log {log}")
+        return proc
+
+    def _cold_start(self, spec: EngineSpec, e: dict[str, Any], proc: EngineProcess) -> None:
+        """Wait until ready, then time the first token."""
         try:
             wait_ready(spec.url, timeout_s=spec.ready_timeout_s, api_key=self.o.api_key,
                        proc=proc, insecure=self.o.insecure,
@@ -153,7 +158,6 @@ class _Run:
         e["cold_start_s"] = proc.cold_start_s
         cs = f"{proc.cold_start_s:.1f} s" if proc.cold_start_s is not None else "no token"
         self.say(f"  ready after {proc.ready_s:.1f} s; cold start (to the first token) {cs}")
-        return proc
 
     def _measure(self, spec: EngineSpec, e: dict[str, Any], proc: EngineProcess | None
                  ) -> None:
