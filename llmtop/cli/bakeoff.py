@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmtop.errors import ConfigError
-from llmtop.loadgen.options import split_url
 
-__all__ = ["apply_plan_options", "bakeoff_main", "given_on_command_line"]
+__all__ = ["apply_plan_options", "given_on_command_line", "load_plan", "run_plan"]
 
 _NOT_IN_PLAN = {"url", "plan", "yes", "api_key", "json", "csv", "html", "svg", "md"}
 
@@ -93,16 +92,21 @@ def _live_drive(spec: Any, options: Any, handle: Any, stop: Any) -> None:
                 view.update(ev)
 
 
+def _new_monitor(config: Any) -> Any:
+    """The monitor that reads an engine's own metrics (and the GPUs) during its run."""
+    from llmtop.monitor import Monitor
+
+    return Monitor.from_config(config)
+
+
 def _say(text: str) -> None:
     print(f"llmtop probe: {text}", file=sys.stderr, flush=True)
 
 
-def bakeoff_main(ns: argparse.Namespace, parser: argparse.ArgumentParser,
-                 argv: Sequence[str]) -> int:
-    """Run a bake-off from parsed flags; returns the exit status."""
-    from llmtop.children import install_exit_handlers
-    from llmtop.cli.probe import confirm_target, options_from_args, resolve_api_key
-    from llmtop.loadgen.bakeoff import StopFlag, run_bakeoff
+def load_plan(ns: argparse.Namespace, parser: argparse.ArgumentParser,
+              argv: Sequence[str]) -> Any:
+    """The engines (``--plan`` or the URLs), with ``[probe]`` applied to ``ns``; checks the
+    outputs and the bake-off's limits before anything is sent."""
     from llmtop.loadgen.plan import Plan, engines_from_urls, read_plan
 
     if ns.plan and ns.url:
@@ -110,30 +114,17 @@ def bakeoff_main(ns: argparse.Namespace, parser: argparse.ArgumentParser,
     plan = read_plan(ns.plan) if ns.plan else Plan(engines_from_urls(list(ns.url)))
     apply_plan_options(ns, parser, plan.probe, given_on_command_line(parser, argv))
     _check_writers(ns)
-    first = plan.engines[0].url
-    base, _h, _e = split_url(first)
-    api_key = resolve_api_key(ns.api_key, base_url=base)
-    ns.url = first
-    options = options_from_args(ns, api_key)
-    if options.rate is not None:
+    if ns.rate is not None:
         raise ConfigError("a bake-off runs closed-loop concurrency steps: use --levels, "
                           "--sweep or --concurrency, not --rate")
-    if options.traffic is None and (ns.lengths_from or ns.prefix_hit_from):
-        import dataclasses
+    return plan
 
-        from llmtop.cli.probe import read_traffic
 
-        traffic = read_traffic(ns, api_key)
-        if traffic is not None:
-            options = dataclasses.replace(options, traffic=traffic).validate()
-    if options.dataset:
-        from llmtop.loadgen.dataset import load_dataset
+def run_plan(plan: Any, options: Any, ns: argparse.Namespace) -> int:
+    """Run the bake-off (options already checked and confirmed); returns the exit status."""
+    from llmtop.children import install_exit_handlers
+    from llmtop.loadgen.bakeoff import StopFlag, run_bakeoff
 
-        load_dataset(options.dataset)
-    for host in dict.fromkeys(split_url(e.url)[1] for e in plan.engines):
-        ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
-        if not ok:
-            raise ConfigError(msg or "aborted")
     install_exit_handlers()
     stop = StopFlag()
 
@@ -144,7 +135,7 @@ def bakeoff_main(ns: argparse.Namespace, parser: argparse.ArgumentParser,
     try:
         report = run_bakeoff(plan.engines, options, gpu_hour_price=ns.gpu_hour_price,
                              say=_say, drive=_live_drive if sys.stderr.isatty() else None,
-                             stop=stop)
+                             stop=stop, new_monitor=_new_monitor)
     finally:
         signal.signal(signal.SIGINT, old)
     return _finish(report, ns, stop)

@@ -291,15 +291,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare_main(args[1:])
     parser = build_parser()
     ns = parser.parse_intermixed_args(args)
-    if ns.plan or len(ns.url) > 1:
-        from llmtop.cli.bakeoff import bakeoff_main
+    plan = None
+    if ns.plan or len(ns.url) > 1:  # a bake-off: the same preparation, then every engine
+        from llmtop.cli.bakeoff import load_plan
 
-        return bakeoff_main(ns, parser, args)
-    if not ns.url:
-        raise ConfigError("llmtop probe needs a URL (several URLs or --plan FILE: a bake-off)")
-    if ns.gpu_hour_price is not None or ns.requests_per_step is not None:
+        plan = load_plan(ns, parser, args)
+        ns.url = [plan.engines[0].url]
+    elif ns.gpu_hour_price is not None or ns.requests_per_step is not None:
         raise ConfigError("--gpu-hour-price and --requests-per-step are bake-off options: "
                           "give several URLs or --plan FILE")
+    if not ns.url:
+        raise ConfigError("llmtop probe needs a URL (several URLs or --plan FILE: a bake-off)")
     ns.url = ns.url[0]
     base, _host, _ep = split_url(ns.url)
     api_key = resolve_api_key(ns.api_key, base_url=base)
@@ -309,13 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from llmtop.loadgen.dataset import load_dataset
 
         load_dataset(options.dataset)  # a bad line stops here: nothing is sent
-    _base, host, _ep = split_url(options.url)
-    ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
-    if not ok:
-        raise ConfigError(msg or "aborted")
+    hosts = [split_url(e.url)[1] for e in plan.engines] if plan else [split_url(options.url)[1]]
+    for host in dict.fromkeys(hosts):
+        ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
+        if not ok:
+            raise ConfigError(msg or "aborted")
     traffic = read_traffic(ns, api_key)
     if traffic is not None:
         options = dataclasses.replace(options, traffic=traffic).validate()
+    if plan is not None:
+        from llmtop.cli.bakeoff import run_plan
+
+        return run_plan(plan, options, ns)
     return run(options, ns)
 
 

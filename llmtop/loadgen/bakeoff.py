@@ -5,9 +5,10 @@ process group, log file, cold start = start -> ready -> first token), read what 
 about itself (``fairness.engine_info``), watch its metrics (``server_side.ServerWatch``, the
 monitor's rows), run the ordinary probe (``api.start_probe``) in bake-off mode (every level,
 each a fixed list of max(N, 4 x concurrency) requests, exact lengths asked), stop it and
-wait for its GPU memory. The first engine that runs fixes the prompt calibration and the
-context cap, so every engine gets byte-identical prompts; the report carries the hash of the
-list each engine was sent. An engine that fails gets an error row; the others still run.
+wait for its GPU memory. (The monitor comes in as ``new_monitor``: loadgen never imports
+it.) The first engine that runs fixes the prompt calibration and the context cap, so every
+engine gets byte-identical prompts; the report carries the hash of the list each engine was
+sent. An engine that fails gets an error row; the others still run.
 ``stop.requested`` (Ctrl-C) stops the engine in progress and keeps the partial report.
 
 Report: ``{"kind": "bakeoff", "endpoints": [...], "traffic": {...}, "warnings": [...]}``;
@@ -92,7 +93,7 @@ def _entry(spec: EngineSpec) -> dict[str, Any]:
 class _Run:
     def __init__(self, options: ProbeOptions, *, gpu_hour_price: float | None,
                  log_dir: str, say: Say, drive: Drive, stop: StopFlag,
-                 watch_interval_s: float, watch_gpus: bool) -> None:
+                 watch_interval_s: float, new_monitor: Callable[[Any], Any] | None) -> None:
         self.o = bakeoff_options(options)
         self.price = gpu_hour_price
         self.log_dir = log_dir
@@ -100,7 +101,7 @@ class _Run:
         self.drive = drive
         self.stop = stop
         self.watch_interval_s = watch_interval_s
-        self.watch_gpus = watch_gpus
+        self.new_monitor = new_monitor
         self.fixed: dict[str, Any] = {}
         """calibration and context, from the first engine that ran."""
 
@@ -164,15 +165,18 @@ class _Run:
         info = engine_info(spec.url, api_key=self.o.api_key, insecure=self.o.insecure)
         e["settings"] = info
         opts = dataclasses.replace(self.o, url=spec.url, **self.fixed).validate()
-        watch = ServerWatch(spec.url, api_key=self.o.api_key, insecure=self.o.insecure,
-                            interval_s=self.watch_interval_s, gpus=self.watch_gpus).start()
+        watch = None
+        if self.new_monitor is not None:
+            watch = ServerWatch(spec.url, self.new_monitor, api_key=self.o.api_key,
+                                insecure=self.o.insecure,
+                                interval_s=self.watch_interval_s).start()
         handle = start_probe(opts)
         try:
             self.drive(spec, opts, handle, self.stop)
         finally:
             if not handle.finished:
                 handle.kill()
-            server = watch.stop()
+            server = watch.stop() if watch is not None else empty_server("not watched")
         report = handle.result()
         if report is None and handle.steps:
             from llmtop.loadgen.report import partial_report
@@ -198,15 +202,18 @@ def run_bakeoff(engines: tuple[EngineSpec, ...] | list[EngineSpec], options: Pro
                 gpu_hour_price: float | None = None, log_dir: str | None = None,
                 say: Say = lambda _s: None, drive: Drive | None = None,
                 stop: StopFlag | None = None, watch_interval_s: float = 1.0,
-                watch_gpus: bool = True) -> dict[str, Any]:
-    """Run every engine in order; the bake-off report (partial after a stop)."""
+                new_monitor: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """Run every engine in order; the bake-off report (partial after a stop).
+
+    ``new_monitor(config)`` makes the monitor that reads each engine's metrics during its run
+    (``llmtop.monitor.Monitor.from_config``); None: no server-side numbers."""
     if log_dir is None:  # kept after the run: the logs are the evidence of a failed start
         import tempfile
 
         log_dir = tempfile.mkdtemp(prefix="llmtop-bakeoff-")
     run = _Run(options, gpu_hour_price=gpu_hour_price, log_dir=log_dir, say=say,
                drive=drive or _drive_plain, stop=stop or StopFlag(),
-               watch_interval_s=watch_interval_s, watch_gpus=watch_gpus)
+               watch_interval_s=watch_interval_s, new_monitor=new_monitor)
     started = time.time()
     endpoints = [run.engine(i, len(engines), spec) for i, spec in enumerate(engines)]
     for e in endpoints:

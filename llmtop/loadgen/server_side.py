@@ -1,23 +1,25 @@
 """The engine's own side of a bake-off run: peaks from the rows ``llmtop.monitor`` makes.
 
-``ServerWatch(url)`` runs a ``Monitor`` on the engine's metrics endpoint (engine and metrics
-path autodetected, as for ``llmtop URL``) in a thread with its own event loop, one tick every
-``interval_s``, and folds each tick's rows for that target into peaks: running, waiting, KV
-use, the KV capacity and batch limit the engine exports, preemptions and generated tokens
-over the run (lifetime counter deltas: a restart or reset gives ``None``, never a negative),
-and GPU memory / utilization where NVML or a DCGM target answers. Missing stays ``None``.
+``ServerWatch(url, new_monitor)`` runs a monitor (``new_monitor(config)``: the caller passes
+``llmtop.monitor.Monitor``'s constructor, since loadgen never imports the monitor) on the
+engine's metrics endpoint (engine and metrics path autodetected, as for ``llmtop URL``) in a
+thread with its own event loop, one tick every ``interval_s``, and folds each tick's rows
+for that target into peaks: running, waiting, KV use, the KV capacity and batch limit the
+engine exports, preemptions and generated tokens over the run (lifetime counter deltas: a
+restart or reset gives ``None``, never a negative), and GPU memory / utilization where NVML
+or a DCGM target answers. Missing stays ``None``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from llmtop.config import Config
 from llmtop.loadgen.options import split_url
-from llmtop.monitor import Monitor
 from llmtop.targets import make_target
 
 __all__ = ["ServerWatch", "empty_server"]
@@ -40,8 +42,9 @@ def _max(a: float | None, b: float | None) -> float | None:
 class ServerWatch:
     """Watch one engine's metrics while its load runs; ``stop()`` returns the peaks."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, insecure: bool = False,
-                 interval_s: float = 1.0, gpus: bool = True) -> None:
+    def __init__(self, url: str, new_monitor: Callable[[Config], Any], *,
+                 api_key: str | None = None, insecure: bool = False,
+                 interval_s: float = 1.0) -> None:
         base, host, _ep = split_url(url)
         parts = urlsplit(base)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -50,7 +53,7 @@ class ServerWatch:
         self.config = Config(targets=(self.target,), interval_s=interval_s, discover=False,
                              verify_tls=not insecure)
         self.interval_s = interval_s
-        self.gpus = gpus
+        self.new_monitor = new_monitor
         self.server = empty_server()
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
@@ -85,12 +88,7 @@ class ServerWatch:
             self.error = f"metrics watch failed: {type(exc).__name__}: {exc}"
 
     async def _loop(self) -> None:
-        if self.gpus:
-            monitor = Monitor.from_config(self.config)
-        else:
-            from llmtop.gpu import NullSampler
-
-            monitor = Monitor(self.config, gpu_sampler=NullSampler())
+        monitor = self.new_monitor(self.config)
         loop = asyncio.get_running_loop()
         try:
             while True:

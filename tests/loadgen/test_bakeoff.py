@@ -15,10 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from llmtop.gpu import NullSampler
 from llmtop.loadgen.bakeoff import run_bakeoff
 from llmtop.loadgen.cost import cost_per_mtok, usd_per_mtok
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.plan import engines_from_urls
+from llmtop.monitor import Monitor
+
+
+def no_gpu_monitor(config):
+    """The monitor the CLI uses, without GPU sampling (tests run on any box)."""
+    return Monitor(config, gpu_sampler=NullSampler())
+
 
 FAKE = str(Path(__file__).with_name("bakeoff_fake.py"))
 OUT = 16
@@ -61,7 +69,7 @@ def bakeoff(tmp_path_factory):
                             output_tokens=OUT, prompt_tokens=32, ttft_slo=0.05, seed=7)
         lines: list[str] = []
         report = run_bakeoff(engines, opts, gpu_hour_price=2.0, say=lines.append,
-                             watch_interval_s=0.2, watch_gpus=False,
+                             watch_interval_s=0.2, new_monitor=no_gpu_monitor,
                              log_dir=str(tmp))
         counted = [stats(u) for _p, u, _l in fakes]
         hashes = [log.read_text().split() for _p, _u, log in fakes]

@@ -18,9 +18,17 @@ from pathlib import Path
 import pytest
 
 from llmtop.errors import ConfigError
+from llmtop.gpu import NullSampler
 from llmtop.loadgen.bakeoff import StopFlag, run_bakeoff
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.plan import EngineSpec, parse_plan
+from llmtop.monitor import Monitor
+
+
+def no_gpu_monitor(config):
+    """The monitor the CLI uses, without GPU sampling (tests run on any box)."""
+    return Monitor(config, gpu_sampler=NullSampler())
+
 
 FAKE = str(Path(__file__).with_name("bakeoff_fake.py"))
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +90,7 @@ def test_cold_start_failed_start_and_every_process_stopped(tmp_path):
     ]
     t0 = time.monotonic()
     rep = run_bakeoff(engines, small_options(engines[0].url), log_dir=str(tmp_path),
-                      watch_interval_s=0.2, watch_gpus=False)
+                      watch_interval_s=0.2, new_monitor=no_gpu_monitor)
     first, fails, never, fine = rep["endpoints"]
     # cold start: start -> ready -> first token, against the fake's own clock
     assert first["error"] is None
@@ -108,7 +116,7 @@ def test_ctrl_c_while_an_engine_starts_stops_it(tmp_path):
     threading.Timer(1.0, lambda: setattr(stop, "count", 1)).start()
     t = time.monotonic()
     rep = run_bakeoff(engines, small_options(engines[0].url), log_dir=str(tmp_path),
-                      stop=stop, watch_gpus=False)
+                      stop=stop, new_monitor=no_gpu_monitor)
     assert time.monotonic() - t < 30  # a bound, not a timing: sleep 60 never finished
     a, b = rep["endpoints"]
     assert "Ctrl-C" in a["error"] and gone(a["pid"])
