@@ -59,13 +59,17 @@ class ServerWatch:
         self._last: dict[str, float] = {}
         self._reset = False
         self._stop = threading.Event()
+        self._ticked = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: str | None = None
 
-    def start(self) -> ServerWatch:
+    def start(self, first_tick_s: float = 5.0) -> ServerWatch:
+        """Start watching; returns after the first tick (so counters are read before the
+        load) or ``first_tick_s``."""
         self._thread = threading.Thread(target=self._run, name="llmtop-bakeoff-watch",
                                         daemon=True)
         self._thread.start()
+        self._ticked.wait(first_tick_s)
         return self
 
     def stop(self, timeout_s: float = 10.0) -> dict[str, Any]:
@@ -86,6 +90,8 @@ class ServerWatch:
             asyncio.run(self._loop())
         except Exception as exc:  # a watch failure never takes the bake-off down
             self.error = f"metrics watch failed: {type(exc).__name__}: {exc}"
+        finally:
+            self._ticked.set()
 
     async def _loop(self) -> None:
         monitor = self.new_monitor(self.config)
@@ -95,6 +101,7 @@ class ServerWatch:
                 t0 = loop.time()
                 snap = await monitor.tick()
                 self._fold(snap)
+                self._ticked.set()
                 if self._stop.is_set():
                     break
                 wait = self.interval_s - (loop.time() - t0)

@@ -1,0 +1,98 @@
+"""A bake-off of two REAL vLLM settings, each started and stopped by llmtop (scripts/real_vllm).
+
+``--max-num-seqs 2`` against ``--max-num-seqs 8`` under the same requests, through the real
+command (``llmtop probe --plan``). The report must rank them as the engines' own counters
+say: the 2-seq engine never ran more than 2 at once and queued the rest (waiting > 0), so at
+c=8 its TTFT p95 is worse and its output tok/s no better than the 8-seq engine's; every
+request was generated in full (the engine's generation counter agrees with the client's
+count); both engines' processes are gone afterwards.
+
+Skipped unless LLMTOP_REAL_VLLM_BAKEOFF=1 (``.ci/run`` sets it after the real-vLLM checks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.real_engine,
+    pytest.mark.skipif(os.environ.get("LLMTOP_REAL_VLLM_BAKEOFF") != "1",
+                       reason="set LLMTOP_REAL_VLLM_BAKEOFF=1 (needs scripts/real_vllm/setup.sh)"),
+]
+LEVELS = (1, 8)
+PER_STEP = 32
+OUT = 16
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(f[2]) == pgid and f[0] != "Z":
+                return False
+    return True
+
+
+def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
+    serve = ROOT / "scripts" / "real_vllm" / "serve_fg.sh"
+    p2, p8 = free_port(), free_port()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f"[probe]\nlevels = {list(LEVELS)}\nrequests_per_step = {PER_STEP}\n"
+        f"output_tokens = {OUT}\nprompt_tokens = 64\nttft_slo = 5.0\ngpu_hour_price = 1.0\n\n"
+        f'[[engine]]\nname = "seqs-2"\nurl = "http://127.0.0.1:{p2}"\n'
+        f'start = "bash {serve} {p2} --max-num-seqs 2"\nready_timeout_s = 300\n\n'
+        f'[[engine]]\nname = "seqs-8"\nurl = "http://127.0.0.1:{p8}"\n'
+        f'start = "bash {serve} {p8} --max-num-seqs 8"\nready_timeout_s = 300\n')
+    out = tmp_path / "bakeoff.json"
+    run = subprocess.run([sys.executable, "-m", "llmtop", "probe", "--plan", str(plan),
+                          "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    two, eight = rep["endpoints"]
+    for e in (two, eight):
+        assert e["error"] is None, e.get("log_tail")
+        assert e["engine"] == "vllm" and e["engine_version"]
+        assert e["cold_start_s"] is not None and e["cold_start_s"] > 0
+        assert [s["concurrency"] for s in e["steps"]] == list(LEVELS)
+        assert all(s["errors"] == {} for s in e["steps"])
+        assert e["short_outputs"] == 0.0 and e["comparable"]
+        # the engine's own generation counter over the run = what llmtop counted
+        # (setup probes + one warm-up per slot + the measured lists)
+        counted = sum(s["output_tokens"] for s in e["steps"])
+        warm = sum(LEVELS) * OUT
+        assert e["server"]["generation_tokens"] == counted + warm + e["setup"]["output_tokens"]
+        assert group_gone(e["pid"])
+    assert rep["traffic"]["identical"] is True
+    # what the counters say: 2 at most in the batch and a queue, against up to 8 and none
+    assert two["server"]["running_peak"] <= 2 and two["server"]["waiting_peak"] >= 1
+    assert eight["server"]["running_peak"] > 2
+    # and the report ranks them so: at c=8 the queued engine has the worse TTFT p95 and no
+    # better throughput
+    s2, s8 = two["steps"][-1], eight["steps"][-1]
+    assert s2["ttft_s"]["p95"] > s8["ttft_s"]["p95"]
+    assert s8["output_tokens_per_s"] >= s2["output_tokens_per_s"]
+    assert eight["max_throughput"]["output_tokens_per_s"] >= \
+        two["max_throughput"]["output_tokens_per_s"]
