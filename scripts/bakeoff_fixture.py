@@ -116,8 +116,10 @@ def wrap(name: str, engine: str, base: str, rep: dict[str, Any], server: dict[st
     short = None
     ln = (rep.get("lengths") or {})
     asked, got = (ln.get("asked") or {}).get("output"), (ln.get("actual") or {}).get("output")
-    if asked and got:  # fixed lengths: every request asked the same; p50 below it = short
-        short = 0.0 if got.get("p50", 0) >= asked.get("p50", 0) else None
+    if asked and got and asked.get("mean") is not None and got.get("mean") is not None:
+        # no request generates more than it asked for, so equal means: none ended early;
+        # otherwise the share is not known from quantiles alone (left None)
+        short = 0.0 if got["mean"] >= asked["mean"] else None
     steps = {s["index"]: s for s in rep["steps"]}
     return {**rep, "name": name, "url": base, "engine": engine, "engine_version": version,
             "error": None, "cold_start_s": None, "server": server,

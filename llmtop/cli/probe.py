@@ -345,14 +345,17 @@ def compare_main(argv: Sequence[str]) -> int:
     import json
 
     from llmtop.console.probe_view import print_comparison
-    from llmtop.loadgen.compare import compare, load_report
+    from llmtop.loadgen.compare import compare, load_runs
 
     ns = build_compare_parser().parse_intermixed_args(list(argv))
-    if len(ns.reports) < 2:
-        raise ConfigError("compare needs at least two reports")
     _check_charts(ns)
-    reports = [load_report(p) for p in ns.reports]
-    result = compare(reports, names=ns.reports)
+    reports, names, skipped = load_runs(ns.reports)
+    for why in skipped:
+        print(f"llmtop probe compare: skipped {why}", file=sys.stderr)
+    if len(reports) < 2:
+        raise ConfigError("compare needs at least two runs: two probe reports, or a bake-off "
+                          "report with two engines that finished a step")
+    result = compare(reports, names=names)
     print_comparison(result)
     written = []
     if ns.json:
@@ -364,7 +367,7 @@ def compare_main(argv: Sequence[str]) -> int:
         from llmtop.report import write_charts
 
         written += write_charts(reports, html_path=ns.html, svg_prefix=ns.svg,
-                                names=ns.reports, comparison=result)
+                                names=names, comparison=result)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0

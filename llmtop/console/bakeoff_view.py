@@ -120,6 +120,9 @@ def print_bakeoff(report: dict[str, Any], file: IO[str] | None = None) -> None:
     for i, e in enumerate(eps):
         console.print(_engine_head(e, i))
         for label, text in engine_lines(e):
+            if label == "log tail":
+                console.print(Text(f"    | {text}", style="dim"))
+                continue
             bad = label == "error"
             console.print(Text.assemble((f"  {label}: ", "bold red" if bad else "dim"),
                                         (text, "red" if bad else "")))

@@ -25,6 +25,8 @@ METRICS = (
     ("errors", "errors", None, "{:,d}"),
 )
 """The columns per engine; latencies in ms."""
+LOG_LINES = 8
+"""Lines of a failed engine's log shown under its error."""
 
 
 def is_bakeoff(data: Any) -> bool:
@@ -85,9 +87,10 @@ def _values(s: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _best(cells: list[dict[str, Any]], key: str, lower: bool) -> set[int]:
-    """Engines holding the row's best value (ties all marked); none when fewer than two
-    engines have one. A throughput that is not comparable never wins."""
-    vals = [(i, c["values"][key]) for i, c in enumerate(cells)
+    """Engines holding the row's best value as shown (equal shown values are all marked);
+    none when fewer than two engines have one. A throughput that is not comparable never
+    wins."""
+    vals = [(i, float(c["text"][key].replace(",", ""))) for i, c in enumerate(cells)
             if c["values"][key] is not None and not (key == "tps" and c["not_comparable"])]
     if len(vals) < 2:
         return set()
@@ -131,11 +134,36 @@ def _peaks(srv: dict[str, Any] | None) -> str:
     kv = pct(srv.get("kv_peak"))
     if srv.get("kv_capacity_tokens") is not None:
         kv += f" of {srv['kv_capacity_tokens']:,.0f} tokens"
-    mem = srv.get("gpu_mem_peak_bytes")
-    return (f"running {n(srv.get('running_peak'))}, waiting {n(srv.get('waiting_peak'))}, "
+    mem = srv.get("gpu_mem_peak_bytes", srv.get("gpu_memory_peak_bytes"))
+    running = n(srv.get("running_peak"))
+    if srv.get("max_running") is not None:
+        running += f" (max {srv['max_running']:,.0f})"
+    text = (f"running {running}, waiting {n(srv.get('waiting_peak'))}, "
             f"KV {kv}, preemptions {n(srv.get('preemptions'))}, GPU memory "
             f"{DASH if mem is None else f'{mem / 2**30:,.1f} GiB'}, GPU util "
             f"{pct(srv.get('gpu_util_peak'))}")
+    return text + (f" ({srv['note']})" if srv.get("note") else "")
+
+
+def _settings(settings: dict[str, Any]) -> str:
+    """``k=v, ...``; a nested dict (SGLang's ``server_info``) is flattened, None left out."""
+    top = {k: v for k, v in settings.items() if not isinstance(v, dict) and v is not None}
+    parts = [f"{k}={v}" for k, v in top.items()]
+    for v in settings.values():
+        if isinstance(v, dict):  # what the top level already says is left out
+            parts += [f"{kk}={vv}" for kk, vv in v.items() if vv is not None and kk not in top
+                      and not (isinstance(vv, str) and vv in top.values())
+                      and not (kk == "context_length" and vv == top.get("max_model_len"))]
+    return ", ".join(parts) or DASH
+
+
+def _cold(e: dict[str, Any]) -> str:
+    cs, ready = e.get("cold_start_s"), e.get("ready_s")
+    if cs is not None:
+        return f"{cs:,.1f} s" + (f" (ready after {ready:,.1f} s)" if ready is not None else "")
+    if e.get("started_by_llmtop"):
+        return f"{DASH} (started by llmtop; no first token)"
+    return f"{DASH} (not started by llmtop)"
 
 
 def _usd(v: float | None) -> str:
@@ -148,12 +176,16 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if e.get("error"):
         out.append(("error", str(e["error"])))
-    cs = e.get("cold_start_s")
-    cold = f"{DASH} (not started by llmtop)" if cs is None else f"{cs:,.1f} s"
+    if e.get("log"):
+        out.append(("log", str(e["log"])))
+    if e.get("error") and e.get("log_tail"):
+        tail = [ln for ln in str(e["log_tail"]).splitlines() if ln.strip()][-LOG_LINES:]
+        out += [("log tail", ln) for ln in tail]
+    cold = _cold(e)
     if not any(s.get("requests") for s in e.get("steps") or []):
         if not e.get("error"):
             out.append(("error", "no step finished"))
-        if cs is not None:
+        if e.get("cold_start_s") is not None:
             out.append(("cold start", cold))
         return out
     out.append(("capacity", capacity(e)["sentence"]))
@@ -181,15 +213,36 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
     if short is not None:
         out.append(("short outputs", f"{short:.0%} of requests ended before their max tokens"
                     + ("; throughput not comparable" if e.get("comparable") is False else "")))
-    if e.get("settings"):
-        out.append(("settings", ", ".join(f"{k}={v}" for k, v in e["settings"].items())))
+    if isinstance(e.get("settings"), dict):
+        out.append(("settings", _settings(e["settings"])))
     return out
+
+
+def _per_step(rps: Any) -> str:
+    if isinstance(rps, dict):  # {level: requests}
+        counts = set(rps.values())
+        if len(counts) == 1:
+            return f"{counts.pop()} requests per step"
+        return "requests per step " + ", ".join(f"{k}: {v}" for k, v in rps.items())
+    return f"{DASH if rps is None else rps} requests per step"
 
 
 def traffic_text(report: dict[str, Any]) -> str:
     """One line: what traffic every engine received."""
     tr = report.get("traffic") or {}
-    rps, h, seed = tr.get("requests_per_step"), tr.get("hash"), tr.get("seed")
-    text = (f"Traffic: {tr.get('kind') or DASH}, seed {DASH if seed is None else seed}, "
-            f"{DASH if rps is None else rps} requests per step")
-    return text + (f"; the same request list for every engine (hash {h})" if h else "")
+    h, seed = tr.get("hash"), tr.get("seed")
+    parts = [f"Traffic: {tr.get('kind') or DASH}"]
+    if tr.get("prompt_tokens") is not None and tr.get("kind") == "synthetic":
+        parts.append(f"prompt {tr['prompt_tokens']} / output {tr.get('output_tokens')} tokens"
+                     + (f" ({tr['length_dist']})" if tr.get("length_dist") else ""))
+    if tr.get("exact_lengths"):
+        parts.append(f"exact lengths ({tr['exact_lengths']})")
+    parts += [f"seed {DASH if seed is None else seed}", _per_step(tr.get("requests_per_step"))]
+    if tr.get("warmup"):
+        parts.append(f"warm-up: {tr['warmup']}")
+    text = ", ".join(parts)
+    if h:
+        text += f"; the same request list for every engine (hash {str(h)[:12]})"
+    elif tr.get("identical") is False:
+        text += "; the engines did NOT receive identical request lists"
+    return text + ("; stopped early (partial report)" if report.get("partial") else "")

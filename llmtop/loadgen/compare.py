@@ -20,20 +20,51 @@ from typing import Any
 from llmtop.errors import ConfigError
 from llmtop.loadgen.report import capacity, load_text
 
-__all__ = ["compare", "load_report"]
+__all__ = ["compare", "load_report", "load_runs"]
 
 
-def load_report(path: str) -> dict[str, Any]:
-    """A probe JSON report; ``ConfigError`` when it is not one."""
+def _read(path: str) -> Any:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: not a JSON probe report ({exc})") from None
+
+
+def load_report(path: str) -> dict[str, Any]:
+    """A probe JSON report; ``ConfigError`` when it is not one."""
+    data = _read(path)
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise ConfigError(f"{path}: not a probe report (no 'steps'); write one with --json")
     return data
+
+
+def load_runs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Probe reports and bake-off reports -> (runs, names, skipped). A bake-off report gives
+    one run per endpoint (named by the endpoint, ``FILE:name`` when several files are
+    given); an endpoint with no finished step is skipped, with why, in ``skipped``."""
+    from llmtop.loadgen.bakeoff_summary import engine_name, is_bakeoff
+
+    runs: list[dict[str, Any]] = []
+    names: list[str] = []
+    skipped: list[str] = []
+    for path in paths:
+        data = _read(path)
+        if not is_bakeoff(data):
+            runs.append(load_report(path))
+            names.append(path)
+            continue
+        for i, e in enumerate(data["endpoints"]):
+            name = engine_name(e, i) if len(paths) == 1 else f"{path}:{engine_name(e, i)}"
+            if not isinstance(e, dict) or not any(
+                    isinstance(s, dict) and s.get("requests") for s in e.get("steps") or []):
+                why = (e.get("error") if isinstance(e, dict) else None) or "no step finished"
+                skipped.append(f"{name}: {why}")
+                continue
+            runs.append(e)
+            names.append(name)
+    return runs, names, skipped
 
 
 def _key(report: dict[str, Any]) -> str:
@@ -47,7 +78,7 @@ def _points(report: dict[str, Any], key: str) -> list[tuple[float, float | None,
     for s in report.get("steps", []):
         if s.get("partial") or not s.get("requests") or not s.get(key):
             continue
-        pts.append((float(s[key]), s.get("output_tokens_per_s"),
+        pts.append((s[key], s.get("output_tokens_per_s"),
                     (s.get("ttft_s") or {}).get("p95")))
     return sorted(pts)
 

@@ -39,6 +39,7 @@ table.bakeoff th.eng{text-align:center;border-left:2px solid #bbb}
 table.bakeoff td.first,table.bakeoff th.first{border-left:2px solid #bbb}
 dl.eng{display:grid;grid-template-columns:max-content auto;gap:.2em 1em;margin:.5em 0}
 dl.eng dt{color:#666}dl.eng dd{margin:0}
+pre.log{background:#f6f6f6;padding:.5em;font-size:.85em;overflow-x:auto}
 """
 
 
@@ -112,7 +113,10 @@ def _engine_section(e: dict[str, Any], i: int) -> str:
             parts.append(f"<p class='err'>error: {_e(text)}</p>")
         elif label == "capacity":
             parts.append(f"<p class='answer'>{_e(text)}</p>")
-    rest = [(k, v) for k, v in lines if k not in ("error", "capacity")]
+    tail = [v for k, v in lines if k == "log tail"]
+    if tail:
+        parts.append(f"<pre class='log'>{_e(chr(10).join(tail))}</pre>")
+    rest = [(k, v) for k, v in lines if k not in ("error", "capacity", "log tail")]
     if rest:
         parts.append("<dl class='eng'>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
                                                   for k, v in rest) + "</dl>")

@@ -88,7 +88,7 @@ def _style(colours: list[str]) -> Any:
 
 
 def _chart(kind: str, title: str, load_axis: str, xs: list[float],
-           tps: list[float]) -> Any:
+           tps: list[float], room: tuple[float, float] = (0.9, 1.18)) -> Any:
     import pygal
 
     cfg: dict[str, Any] = {
@@ -101,17 +101,40 @@ def _chart(kind: str, title: str, load_axis: str, xs: list[float],
     if kind == "latency_throughput":
         cfg.update(x_title="output tok/s", y_title="TTFT p95 (ms)")
         if tps:  # room on the right for a mark's label
-            cfg["xrange"] = (0, max(tps) * 1.18)
+            cfg["xrange"] = (0, max(tps) * room[1])
     else:
         cfg.update(x_title=f"load ({load_axis}, log scale)",
                    y_title="output tok/s" if kind == "throughput" else "TTFT (ms)")
         if xs:
             cfg["x_labels"] = sorted(set(xs))
-            cfg["xrange"] = (min(xs), max(xs) + 0.9)
+            cfg["xrange"] = (min(xs), max(xs) + room[0])
             prefix = "c=" if load_axis == "concurrency" else ""
             suffix = " req/s" if load_axis != "concurrency" else ""
             cfg["x_value_formatter"] = lambda x: f"{prefix}{2 ** x:.3g}{suffix}"
     return pygal.XY(**cfg)
+
+
+def _span(vals: list[float | None]) -> float:
+    known = [v for v in vals if v is not None]
+    return (max(known) - min(known)) if len(known) > 1 and max(known) > min(known) else 1.0
+
+
+def _shared_labels(marks: list[tuple[str, str, tuple[float, Any]]], xspan: float,
+                   yspan: float) -> dict[int, list[str]]:
+    """Marks of several reports that say the same at (nearly) the same place share one label:
+    ``{id(point) of the labelled one: [report names]}``; the others are drawn unlabelled."""
+    out: dict[int, list[str]] = {}
+    heads: list[tuple[str, tuple[float, Any]]] = []
+    for name, lbl, pt in marks:
+        for hl, hp in heads:
+            if hl == lbl and pt[1] is not None and hp[1] is not None and \
+                    abs(pt[0] - hp[0]) <= 0.04 * xspan and abs(pt[1] - hp[1]) <= 0.05 * yspan:
+                out[id(hp)].append(name)
+                break
+        else:
+            heads.append((lbl, pt))
+            out[id(pt)] = [name]
+    return out
 
 
 def render_charts(reports: Sequence[dict[str, Any]],
@@ -122,6 +145,7 @@ def render_charts(reports: Sequence[dict[str, Any]],
     ``colour_per_report`` (a bake-off): each report keeps one colour in every chart, the TTFT
     chart draws p95 only, and each knee / SLA boundary label names its report."""
     multi = len(reports) > 1
+    room = (1.6, 1.4) if colour_per_report and multi else (0.9, 1.18)  # the longer labels
     names = list(names or [r.get("target", f"report {i}") for i, r in enumerate(reports)])
     load_axis = _key(reports[0]) if reports else "concurrency"
     xs = [math.log2(s[_key(r)]) for r in reports for s in _steps(r)]
@@ -129,16 +153,21 @@ def render_charts(reports: Sequence[dict[str, Any]],
     out = {}
     for kind in CHARTS:
         title = "TTFT p95 vs load" if colour_per_report and kind == "ttft" else TITLES[kind]
-        chart = _chart(kind, title, load_axis, xs, tps_all)
+        chart = _chart(kind, title, load_axis, xs, tps_all, room)
         colours: list[str] = []
 
+        plotted: list[tuple[str, list[Any]]] = []
+
         def add(title: str, values: list[Any], colour: str, colours: list[str] = colours,
-                chart: Any = chart, **kw: Any) -> None:
+                chart: Any = chart, plotted: list[Any] = plotted, **kw: Any) -> None:
             chart.add(title, values, **kw)
             colours.append(colour)
+            plotted.append((title, [v for v in values if isinstance(v, tuple)]))
 
         slo = None
         curve = 0
+        pending: list[tuple[str, str, tuple[float, Any]]] = []
+        names_of: dict[int, list[str]] = {}
         for nth, (name, rep) in enumerate(zip(names, reports, strict=True)):
             tag = f"{name}: " if multi else ""
             steps = _steps(rep)
@@ -170,21 +199,29 @@ def render_charts(reports: Sequence[dict[str, Any]],
                                        for s in steps], next_colour())
                 marks = [(lbl, (s["output_tokens_per_s"], _ms(s["ttft_s"]["p95"])))
                          for lbl, s in _marks(rep)]
-            for lbl, pt in marks:
-                knee = lbl.startswith("knee")
-                shown = f"{tag}{lbl}" if colour_per_report else lbl
-                add(f"{tag}{lbl}", [{"value": pt, "label": shown}],
-                    KNEE_COLOUR if knee else SLA_COLOUR, stroke=False,
-                    dots_size=11 if knee else 7)
+            pending += [(name, lbl, pt) for lbl, pt in marks]
             sla = rep.get("sla_boundary") or {}
             slo = slo or (sla.get("slo") or {}).get("ttft") or \
                 (rep.get("options") or {}).get("ttft_slo")
             slo_label = slo_text(sla.get("slo") or {"ttft": slo})
+        if colour_per_report and multi:
+            ys = [pt[1] for _c, pts in plotted for pt in pts]
+            ys += [slo * 1000] if slo and kind != "throughput" else []  # the axis reaches it
+            xs_here = [pt[0] for _c, pts in plotted for pt in pts]
+            names_of = _shared_labels(pending, _span(xs_here), _span(ys))
+        for name, lbl, pt in pending:
+            knee = lbl.startswith("knee")
+            shared = names_of.get(id(pt), [])
+            who = ("both" if len(names) == 2 else "all") if len(shared) == len(names) > 1 \
+                else ", ".join(shared)
+            shown = f"{who}: {lbl}" if shared else ("" if multi and colour_per_report else lbl)
+            add(f"{name}: {lbl}" if multi else lbl, [{"value": pt, "label": shown}],
+                KNEE_COLOUR if knee else SLA_COLOUR, stroke=False, dots_size=11 if knee else 7)
         if slo and kind != "throughput":
             if kind == "ttft":
-                span = [min(xs, default=0.0), max(xs, default=1.0) + 0.9]
+                span = [min(xs, default=0.0), max(xs, default=1.0) + room[0]]
             else:
-                span = [0.0, max(tps_all, default=1.0) * 1.18]
+                span = [0.0, max(tps_all, default=1.0) * room[1]]
             add(f"SLO: {slo_label}", [(span[0], slo * 1000), (span[1], slo * 1000)],
                 SLO_COLOUR, show_dots=False, stroke_style={"width": 3, "dasharray": "10, 5"})
         chart.style = _style(colours)
