@@ -153,7 +153,8 @@ def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptio
     url = ns.url[0] if isinstance(ns.url, list) else ns.url
     return ProbeOptions(
         url=url, concurrency=ns.concurrency, rate=ns.rate, poisson=ns.poisson,
-        sweep=ns.sweep, max_concurrency=ns.max_concurrency, duration=ns.duration,
+        sweep=ns.sweep or bool(getattr(ns, "levels", None)),
+        max_concurrency=ns.max_concurrency, duration=ns.duration,
         max_requests=ns.max_requests, prompt_tokens=ns.prompt_tokens,
         output_tokens=ns.output_tokens, length_dist=ns.length_dist,
         shared_prefix=parse_shared_prefix(ns.shared_prefix) if ns.shared_prefix else None,

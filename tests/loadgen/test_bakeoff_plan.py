@@ -207,3 +207,20 @@ def test_cli_ctrl_c_keeps_the_partial_report_and_stops_the_engine(tmp_path):
     peers = {line.strip() for line in log.read_text().splitlines()}
     assert peers and all(p.startswith("('127.0.0.1',") or not p.startswith("(")
                          for p in peers), peers
+
+
+def test_the_command_line_wins_over_the_plan():
+    from llmtop.cli.bakeoff import apply_plan_options, given_on_command_line
+    from llmtop.cli.probe import build_parser
+
+    parser = build_parser()
+    argv = ["--plan", "p.toml", "--output-tokens=64", "--seed", "3"]
+    ns = parser.parse_intermixed_args(argv)
+    apply_plan_options(ns, parser, {"output_tokens": 16, "seed": 9, "levels": [1, 10],
+                                    "ttft_slo": 0.5, "gpu_hour_price": 2},
+                       given_on_command_line(parser, argv))
+    assert (ns.output_tokens, ns.seed) == (64, 3)  # given on the command line
+    assert (ns.levels, ns.ttft_slo, ns.gpu_hour_price) == ("1,10", 0.5, 2.0)
+    for bad in ({"api_key": "x"}, {"output_tokenz": 1}, {"seed": "many"}, {"sweep": "yes"}):
+        with pytest.raises(ConfigError):
+            apply_plan_options(parser.parse_intermixed_args([]), parser, bad, set())
