@@ -125,6 +125,9 @@ class _Run:
             if exc.log_tail:
                 self.say("  last lines of its log:\n    "
                          + exc.log_tail.replace("\n", "\n    "))
+        except Exception as exc:  # one engine's failure never ends the bake-off
+            e["error"] = f"{type(exc).__name__}: {exc}"
+            self.say(f"  {spec.name}: {e['error']}")
         finally:
             if proc is not None:
                 status = proc.stop(spec.stop_timeout_s)
@@ -153,7 +156,7 @@ class _Run:
             e["log_tail"] = proc.child.tail()
             raise
         t = first_token(spec.url, self.o.model, api_key=self.o.api_key,
-                        endpoint=self.o.endpoint or "completions", insecure=self.o.insecure)
+                        endpoint=self.o.endpoint, insecure=self.o.insecure)
         proc.t_first_token = t
         e["ready_s"] = proc.ready_s
         e["cold_start_s"] = proc.cold_start_s

@@ -127,32 +127,33 @@ def wait_ready(url: str, *, timeout_s: float, api_key: str | None = None,
 
 
 def first_token(url: str, model: str | None, *, api_key: str | None = None,
-                endpoint: str = "completions", insecure: bool = False,
+                endpoint: str | None = None, insecure: bool = False,
                 timeout_s: float = 300.0) -> float | None:
-    """Stream one 1-token request; the monotonic time of its first content byte, or None."""
+    """Stream one 1-token request (completions, else chat, unless the URL or ``endpoint``
+    says which); the monotonic time of its first content event, or None."""
     base, _host, ep = split_url(url)
-    endpoint = ep or endpoint
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    body: dict[str, Any] = {"max_tokens": 1, "stream": True}
-    if model:
-        body["model"] = model
-    if endpoint == "chat":
-        path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "Hi"}]
-    else:
-        path, body["prompt"] = "/v1/completions", "Hi"
-    try:
-        with httpx.Client(timeout=timeout_s, verify=not insecure, trust_env=False) as c, \
-                c.stream("POST", base + path, json=body, headers=headers) as r:
-            if r.status_code != 200:
-                return None
-            for line in r.iter_lines():
-                if line.startswith("data:") and "[DONE]" not in line and (
-                        '"text"' in line or '"content"' in line):
-                    return time.monotonic()
-    except httpx.HTTPError:
-        return None
+    for kind in [ep or endpoint] if (ep or endpoint) else ["completions", "chat"]:
+        body: dict[str, Any] = {"max_tokens": 1, "stream": True}
+        if model:
+            body["model"] = model
+        if kind == "chat":
+            path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "Hi"}]
+        else:
+            path, body["prompt"] = "/v1/completions", "Hi"
+        try:
+            with httpx.Client(timeout=timeout_s, verify=not insecure, trust_env=False) as c, \
+                    c.stream("POST", base + path, json=body, headers=headers) as r:
+                if r.status_code != 200:
+                    continue
+                for line in r.iter_lines():
+                    if line.startswith("data:") and "[DONE]" not in line and (
+                            '"text"' in line or '"content"' in line):
+                        return time.monotonic()
+        except httpx.HTTPError:
+            return None
     return None
 
 

@@ -86,12 +86,13 @@ def test_cold_start_failed_start_and_every_process_stopped(tmp_path):
         EngineSpec("never-ready", f"http://127.0.0.1:{free_port()}",
                    start="echo still loading weights; sleep 60", ready_timeout_s=1.5,
                    stop_timeout_s=2),
+        EngineSpec("nobody-home", f"http://127.0.0.1:{free_port()}"),  # not started, down
         EngineSpec("fine", f"http://127.0.0.1:{p3}", start=fake_cmd(p3), ready_timeout_s=30),
     ]
     t0 = time.monotonic()
     rep = run_bakeoff(engines, small_options(engines[0].url), log_dir=str(tmp_path),
                       watch_interval_s=0.2, new_monitor=no_gpu_monitor)
-    first, fails, never, fine = rep["endpoints"]
+    first, fails, never, down, fine = rep["endpoints"]
     # cold start: start -> ready -> first token, against the fake's own clock
     assert first["error"] is None
     assert boot <= first["cold_start_s"] <= boot + 0.5 + (listened_at(first["log"]) - t0 - boot)
@@ -100,10 +101,11 @@ def test_cold_start_failed_start_and_every_process_stopped(tmp_path):
     assert "exited (status 3)" in fails["error"]
     assert "CUDA out of memory (simulated" in fails["log_tail"]
     assert "not ready after 1.5 s" in never["error"] and "still loading" in never["log_tail"]
+    assert "cannot reach" in down["error"] and down["cold_start_s"] is None
     assert fine["error"] is None and [s["concurrency"] for s in fine["steps"]] == [1, 2]
     assert fine["cold_start_s"] is not None
     assert any("fails:" in w for w in rep["warnings"])
-    for e in rep["endpoints"]:
+    for e in (first, fails, never, fine):
         assert e["started_by_llmtop"] and gone(e["pid"]), e["name"]
         assert Path(e["log"]).is_file()
 
@@ -224,3 +226,39 @@ def test_the_command_line_wins_over_the_plan():
     for bad in ({"api_key": "x"}, {"output_tokenz": 1}, {"seed": "many"}, {"sweep": "yes"}):
         with pytest.raises(ConfigError):
             apply_plan_options(parser.parse_intermixed_args([]), parser, bad, set())
+
+
+def test_engines_end_when_llmtop_is_killed(tmp_path):
+    """SIGKILL leaves llmtop no handler to run: the children watchdog ends the engine."""
+    port = free_port()
+    (tmp_path / "plan.toml").write_text(
+        "[probe]\nlevels = [1]\nrequests_per_step = 400\noutput_tokens = 32\n\n"
+        f'[[engine]]\nname = "one"\nurl = "http://127.0.0.1:{port}"\n'
+        f"start = '''{fake_cmd(port, '--itl', '0.01')}'''\n")
+    proc = subprocess.Popen([sys.executable, "-m", "llmtop", "probe", "--plan",
+                             str(tmp_path / "plan.toml")], cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        pid = None
+        for line in proc.stderr:  # "llmtop probe:   started: pid N, log PATH"
+            if "started: pid " in line:
+                pid = int(line.split("started: pid ")[1].split(",")[0])
+                break
+        assert pid is not None
+        for _ in range(300):
+            if served(port) > 5:
+                break
+            time.sleep(0.1)
+        assert served(port) > 5
+        proc.kill()
+        proc.wait(10)
+        for _ in range(100):  # the watchdog's grace period is a few seconds
+            if gone(pid):
+                break
+            time.sleep(0.1)
+        assert gone(pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
