@@ -68,7 +68,7 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
     out = tmp_path / "bakeoff.json"
     run = subprocess.run([sys.executable, "-m", "llmtop", "probe", "--plan", str(plan),
                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=1200)
+                         timeout=1200, env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert run.returncode == 0, run.stderr[-3000:]
     rep = json.loads(out.read_text())
     two, eight = rep["endpoints"]
