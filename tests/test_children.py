@@ -154,3 +154,17 @@ def test_exit_handlers_leave_nohup_alone():
             " signal.getsignal(signal.SIGTERM) is children._on_signal)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_no_second_mechanism():
+    """Processes and temp folders are started through llmtop/children.py only."""
+    banned = ("Popen(", "mkdtemp(", "TemporaryDirectory(", "mkstemp(", "os.fork(", "os.spawn",
+              "os.system(")
+    found = []
+    for path in sorted((ROOT / "llmtop").rglob("*.py")):
+        if path.name == "children.py" and path.parent.name == "llmtop":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if any(b in line for b in banned) and not line.lstrip().startswith("#"):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == [], "use llmtop.children.spawn / temp_dir instead:\n" + "\n".join(found)

@@ -10,7 +10,32 @@ from __future__ import annotations
 import argparse
 from collections.abc import Collection, Iterable
 
-__all__ = ["subcommand_first", "value_options"]
+__all__ = ["DASH_VALUE_OPTIONS", "glue_dash_values", "subcommand_first", "value_options"]
+
+DASH_VALUE_OPTIONS = ("--at",)
+"""Options whose value may start with a dash (``--at -2h``: two hours ago)."""
+
+
+def glue_dash_values(argv: list[str], options: Collection[str] = DASH_VALUE_OPTIONS) -> list[str]:
+    """``--at -2h`` -> ``--at=-2h``: argparse reads ``-2h`` as an option, not as a value.
+
+    Only a value that is a dash and a digit is glued (``-2h``, ``-90``, ``-5m``), so a
+    forgotten value (``--at --once``) is still reported as missing. ``--`` ends the search.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if tok in options and len(nxt) > 1 and nxt[0] == "-" and nxt[1].isdigit():
+            out.append(f"{tok}={nxt}")
+            i += 2
+            continue
+        out.append(tok)
+        i += 1
+    return out
 
 
 def value_options(parsers: Iterable[argparse.ArgumentParser]) -> set[str]:

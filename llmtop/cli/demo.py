@@ -82,6 +82,8 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
     from llmtop.children import install_exit_handlers
 
     install_exit_handlers()  # SIGHUP / SIGTERM: stop the server and engines, then exit
+    print(f"llmtop demo fleet: starting {max(1, args.engines)} demo engines and {args.backend} "
+          "on 127.0.0.1, then waiting for its first scrapes…", file=sys.stderr, flush=True)
     try:
         running = start_demo_fleet(max(1, args.engines), backend=args.backend,
                                    scrape_interval_s=args.scrape_interval,
@@ -98,7 +100,7 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
             what = ("down" if e.down else "in trouble" if e.trouble
                     else "DCGM exporter" if e.job == "dcgm" else (e.scenario or ""))
             print(f"  {e.job:<7} {e.instance:<16} {e.model or '-':<34} {what}", file=sys.stderr)
-        from llmtop.cli.main import build_parser as llmtop_parser
+        from llmtop.cli.monitor import build_parser as llmtop_parser
 
         has_view = (importlib.util.find_spec("llmtop.fleet") is not None
                     and "--prometheus" in llmtop_parser()._option_string_actions)
@@ -111,12 +113,12 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
             print(f"llmtop demo fleet: {args.backend} exited: {running.server.log_tail()}",
                   file=sys.stderr)
             return 1
-        from llmtop.cli.main import main as llmtop_main
+        from llmtop.cli.monitor import run as run_monitor
 
         # The demo's VictoriaMetrics hides only the last 1 s (-search.latencyOffset=1s); say so
         # per query, or fleet mode assumes VictoriaMetrics's default 30 s and looks back that far.
         vm = ["--prometheus-param", "latency_offset=1s"] if args.backend != "prometheus" else []
-        return llmtop_main(["--prometheus", running.url, *vm, *rest])
+        return run_monitor(["--prometheus", running.url, *vm, *rest])
     except KeyboardInterrupt:
         return 0
     finally:

@@ -94,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--target-rate", type=float, default=None, metavar="R",
       help="req/s to plan for: the summary says how many such replicas R needs")
     a("--html", default=None, metavar="FILE",
-      help="write a self-contained HTML report with charts (needs llmtop-tui[charts])")
+      help="write a self-contained HTML report with charts")
     a("--svg", default=None, metavar="PREFIX",
-      help="write the charts alone as PREFIX-<chart>.svg (needs llmtop-tui[charts])")
+      help="write the charts alone as PREFIX-<chart>.svg")
     a("--plan", default=None, metavar="FILE",
       help="a bake-off plan (TOML): engines to start, run and stop one at a time "
       "(see docs/probe.md)")

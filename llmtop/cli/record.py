@@ -20,6 +20,17 @@ __all__ = ["record_main", "replay_main"]
 log = logging.getLogger("llmtop.record")
 
 
+def _positive(text: str) -> float:
+    """An argparse type: a finite number > 0 (a speed, a duration, a window)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
+    return v
+
+
 def _record_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmtop record",
@@ -34,7 +45,7 @@ def _record_parser() -> argparse.ArgumentParser:
                    help="drop data older than this (whole 5-minute segments)")
     p.add_argument("--max-size", default=None, metavar="SIZE",
                    help="cap the file size, e.g. 200M; the oldest data is dropped first")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--duration", type=_positive, default=None, metavar="S",
                    help="stop after S seconds (default: run until stopped)")
     p.add_argument("--config", default=None, metavar="FILE")
     p.add_argument("--api-key", default=None, metavar="KEY")
@@ -129,17 +140,6 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
     return 0
 
 
-def _speed(text: str) -> float:
-    """An argparse type: a finite playback speed > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
-    return v
-
-
 def _replay_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmtop replay",
@@ -152,9 +152,9 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true",
                    help="print the snapshot --once would have printed at --at, and exit")
     p.add_argument("--json", action="store_true", help="with --once: one JSON object")
-    p.add_argument("--window", type=float, default=1.0, metavar="S",
+    p.add_argument("--window", type=_positive, default=1.0, metavar="S",
                    help="with --once: the window --once used (default 1)")
-    p.add_argument("--speed", type=_speed, default=1.0, metavar="X",
+    p.add_argument("--speed", type=_positive, default=1.0, metavar="X",
                    help="playback speed, any positive number (default 1; the x key cycles "
                    "1, 10, 60)")
     p.add_argument("--theme", default=None)

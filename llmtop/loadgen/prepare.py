@@ -60,6 +60,16 @@ def _headers(options: ProbeOptions) -> dict[str, str]:
 _HTTPX_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
 
 
+def _why(exc: Exception) -> str:
+    """``[Errno 111] Connection refused`` -> ``connection refused`` (a timeout: ``timed out``)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    text = str(exc).strip()
+    if text.startswith("[Errno") and "]" in text:
+        text = text.split("]", 1)[1].strip()
+    return (text[:1].lower() + text[1:]) if text else type(exc).__name__
+
+
 async def _get_model(session: httpx.AsyncClient, base: str,
                      options: ProbeOptions) -> tuple[str, int | None]:
     try:
@@ -68,7 +78,7 @@ async def _get_model(session: httpx.AsyncClient, base: str,
             raise ProbeSetupError(f"GET /v1/models answered HTTP {r.status_code}; pass --model")
         data = _loads(r.content)
     except _HTTPX_ERRORS as exc:
-        raise ProbeSetupError(f"cannot reach {base}: {type(exc).__name__}") from None
+        raise ProbeSetupError(f"cannot reach {base}: {_why(exc)}") from None
     except ValueError:
         raise ProbeSetupError("GET /v1/models did not return JSON; pass --model") from None
     models = [m for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]

@@ -12,6 +12,7 @@ credentials, and engine; request headers and API keys never reach this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -253,13 +254,18 @@ class Recorder:
         keep_from = self._segments[drop].offset
         tmp = self.path + ".tmp"
         header = encode_frame([{**self._header, "compacted": self._clock()}])
-        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
-            dst.write(MAGIC)
-            dst.write(header)
-            src.seek(keep_from)
-            shutil.copyfileobj(src, dst)
-            dst.flush()
-            os.fsync(dst.fileno())
+        try:  # a stop mid-copy (SIGTERM, SIGHUP, Ctrl-C) leaves no half copy beside the file
+            with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+                dst.write(MAGIC)
+                dst.write(header)
+                src.seek(keep_from)
+                shutil.copyfileobj(src, dst)
+                dst.flush()
+                os.fsync(dst.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         os.close(self._fd)
         os.replace(tmp, self.path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)

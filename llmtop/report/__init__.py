@@ -1,7 +1,7 @@
 """Probe reports with charts: ``--html`` (one self-contained page) and ``--svg`` (charts alone).
 
-Charts are drawn by pygal, the optional ``llmtop-tui[charts]`` extra; ``charts_available()``
-says what to install when it is missing. ``llmtop.loadgen`` never imports this package.
+Charts are drawn by pygal (a dependency of llmtop-tui); ``charts_available()`` says what to
+install should it be missing. ``llmtop.loadgen`` never imports this package.
 """
 
 from __future__ import annotations

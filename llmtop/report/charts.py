@@ -1,4 +1,4 @@
-"""Probe charts as SVG, drawn by pygal (the optional ``llmtop-tui[charts]`` extra).
+"""Probe charts as SVG, drawn by pygal (a dependency of llmtop-tui).
 
 Three charts per report (several reports are overlaid, one colour each):
 
@@ -33,8 +33,8 @@ def charts_available() -> str | None:
     try:
         import pygal  # noqa: F401
     except ImportError:
-        return ("charts need pygal: pip install 'llmtop-tui[charts]' (or pip install pygal); "
-                "the JSON/CSV/Markdown reports need nothing extra")
+        return ("charts need pygal, a dependency of llmtop-tui missing from this Python: "
+                "pip install pygal (the JSON/CSV/Markdown reports need nothing extra)")
     return None
 
 

@@ -172,3 +172,21 @@ def test_parse_size():
     assert parse_size(None) is None
     with pytest.raises(RecordingError):
         parse_size("lots")
+
+
+def test_a_stop_during_compaction_leaves_no_half_copy(tmp_path, monkeypatch):
+    import shutil
+
+    path = tmp_path / "r.llrec"
+    _record(path, _items(12), segment_s=5.0)
+    before = Recording.open(path).end
+
+    def interrupted(src, dst):
+        dst.write(src.read(100))
+        raise KeyboardInterrupt  # Ctrl-C, or SIGTERM/SIGHUP's SystemExit, mid-copy
+
+    monkeypatch.setattr(shutil, "copyfileobj", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _record(path, _items(30)[36:], segment_s=5.0, max_bytes=1)
+    assert sorted(os.listdir(tmp_path)) == ["r.llrec"]
+    assert Recording.open(path).end >= before

@@ -1,0 +1,257 @@
+"""Every ``llmtop ...`` command shown in README.md and docs/*.md works as shown.
+
+The commands are read from the documents' code blocks (a synopsis's ``[optional]`` parts
+dropped), the example addresses replaced by the demo engines' (and a demo fleet's
+Prometheus), and run from one working folder in the documents' order (the files a probe or
+a recording writes are what ``probe compare`` and ``replay`` read). A command that prints
+and exits must exit 0 (1 for autodiscovery on a machine with no engine, with that said);
+a TUI or a server must come up in a real terminal (tmux, 80x24) and stay up until told to
+stop. A probe is bounded to a few seconds (``--duration``). Only the commands in ``REMOTE``
+are not run: they need hosts this machine does not have.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from llmtop.demo.fleet import RunningFleet, find_binary, free_port, start_demo_fleet
+from llmtop.demo.launcher import DemoHandle, start_demo
+from tests.e2e.terminal import REPO, Term, needs_tmux
+
+pytestmark = needs_tmux
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+REMOTE = {
+    "llmtop vllm@10.0.0.5:8000 https://gpu2:8002/metrics dcgm@gpu2:9400":
+        "engines and a DCGM exporter on other hosts, over TLS",
+}
+"""Commands not run, and why (keep this short: everything else runs here)."""
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    """One command as a document shows it."""
+
+    doc: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.doc}:{self.line}: {self.text}"
+
+
+def _strip_synopsis(text: str) -> str:
+    """``llmtop record F [TARGET ...] [--interval S]`` -> ``llmtop record F``."""
+    prev = None
+    while prev != text:
+        prev, text = text, re.sub(r"\s*\[[^\[\]]*\]", "", text)
+    return text
+
+
+def doc_commands() -> list[DocCommand]:
+    """The ``llmtop`` commands of every code block, in document order."""
+    out: list[DocCommand] = []
+    for path in DOCS:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        in_block, block_has_prompt, i = False, False, 0
+        while i < len(lines):
+            line, start = lines[i], i + 1
+            i += 1
+            if line.lstrip().startswith("```"):
+                in_block = not in_block
+                if in_block:  # a block with "$ " prompts: its other lines are output
+                    end = next((j for j in range(i, len(lines))
+                                if lines[j].lstrip().startswith("```")), len(lines))
+                    block_has_prompt = any(x.startswith("$ ") for x in lines[i:end])
+                continue
+            if not in_block:
+                continue
+            while line.endswith("\\") and i < len(lines):
+                line = line[:-1] + " " + lines[i].strip()
+                i += 1
+            if block_has_prompt:
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            cmd = _strip_synopsis(line.split("&&")[-1].strip())
+            try:
+                words = shlex.split(cmd, comments=True)
+            except ValueError:
+                continue
+            if not words or not (words[0] == "llmtop" or words[0].endswith("/bin/llmtop")):
+                continue
+            text = shlex.join(["llmtop", *words[1:]])
+            out.append(DocCommand(path.relative_to(REPO).as_posix(), start, text))
+    return out
+
+
+def test_the_documents_show_commands():
+    cmds = [c.text for c in doc_commands()]
+    assert "llmtop --demo" in cmds  # the README's first command
+    assert any(c.startswith("llmtop probe ") and "--html" in c for c in cmds)
+    assert any(c.startswith("llmtop replay ") for c in cmds)
+    assert set(REMOTE) <= set(cmds), "a skipped command is no longer in the documents"
+
+
+def test_help_of_every_command():
+    subs = {" ".join(w for w in shlex.split(c.text)[1:3] if not w.startswith("-")
+                     and w in ("demo", "serve", "fleet", "probe", "compare", "record", "replay"))
+            for c in doc_commands()}
+    for sub in sorted(subs | {"", "demo serve", "demo fleet", "probe", "record", "replay"}):
+        argv = [sys.executable, "-m", "llmtop", *sub.split(), "--help"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0 and "usage:" in r.stdout, (sub, r.stdout, r.stderr)
+
+
+# -- running them --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[DemoHandle]:
+    handle = start_demo(engines=["vllm", "sglang", "triton"])
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[RunningFleet | None]:
+    if find_binary("prometheus") is None:
+        yield None
+        return
+    running = start_demo_fleet(2, scrape_interval_s=1.0, down=0)
+    yield running
+    running.stop()
+
+
+def _substitute(text: str, demo: DemoHandle, fleet: RunningFleet | None,
+                work: Path) -> str | None:
+    """The command with the demo's addresses for the examples' (None: cannot run here)."""
+    vllm, sglang = demo.targets[0], demo.targets[1]
+    if "prometheus:9090" in text or "vm:8428" in text:
+        if fleet is None:
+            return None
+        text = re.sub(r"http://(prometheus:9090|vm:8428)", fleet.url, text)
+    text = re.sub(r"http://(127\.0\.0\.1|10\.0\.0\.5):8000", vllm.base_url, text)
+    text = text.replace("127.0.0.1:8000", f"127.0.0.1:{vllm.port}")
+    text = re.sub(r"(?<=\s):30000\b", f":{sglang.port}", text)
+    text = text.replace("/var/lib/llmtop/", "").replace("%H", "host")  # systemd's %H: host
+    # the demo fleet has no namespaces: select its engines by job instead
+    text = text.replace("""'namespace=~"prod-.*"'""", """'job=~"vllm|sglang"'""")
+    # the engines' default ports may be taken on a shared machine: free ones, same shape
+    text = text.replace("--ports 8000,30000,8002",
+                        "--ports " + ",".join(str(free_port()) for _ in range(3)))
+    words = shlex.split(text)
+    if "--at" in words and words[:2] == ["llmtop", "replay"]:  # a time inside the recording
+        words[words.index("--at") + 1] = _recorded_time(work / words[2])
+    elif "--at" in words:  # the demo fleet's Prometheus has the last minute only
+        words[words.index("--at") + 1] = "-5s"
+    if words[1:2] == ["probe"] and words[2:3] != ["compare"]:
+        words += ["--duration", "3", "--max-concurrency", "4"]
+    return shlex.join(words)
+
+
+def _recorded_time(path: Path) -> str:
+    """HH:MM:SS of the last second of a recording (from ``replay --once``'s complaint)."""
+    r = subprocess.run([sys.executable, "-m", "llmtop", "replay", str(path), "--at", "00:00:00",
+                        "--once"], capture_output=True, text=True, timeout=60, cwd=path.parent)
+    m = re.search(r"\((\d\d:\d\d:\d\d)[–-](\d\d:\d\d:\d\d)\)", r.stderr)
+    assert m, f"no time range in: {r.stderr}"
+    return m.group(2)
+
+
+def _is_tui(words: list[str]) -> bool:
+    if words[1:2] == ["probe"]:
+        return False
+    if words[1:2] == ["record"] or words[1:3] in (["demo", "serve"], ["demo", "fleet"]):
+        return True
+    return "--once" not in words
+
+
+def _ready(words: list[str], screen: str) -> bool:
+    if words[1:2] == ["record"]:
+        return "first seen" in screen or "recording" in screen
+    if words[1:3] == ["demo", "serve"]:
+        return "Ctrl-C to stop" in screen
+    return "llmtop" in screen and ("REPLAY" in screen or "ENGINE" in screen
+                                   or "No engines" in screen or "no engine" in screen.lower())
+
+
+def _run_in_terminal(tmp_path: Path, work: Path, words: list[str]) -> str | None:
+    """Start a TUI / server in tmux at 80x24; None when it came up and stopped cleanly."""
+    t = Term(tmp_path, words[1:], width=80, height=24, cwd=work)
+    try:
+        try:
+            t.wait_for(lambda s: _ready(words, s), within_s=90)
+        except AssertionError as exc:
+            return str(exc)
+        time.sleep(1.0)
+        screen = t.screen()
+        if "Traceback" in screen or not t.alive():
+            return f"not running a second later:\n{screen}"
+        t.keys("C-c")
+        end = time.monotonic() + 20
+        while t.alive() and time.monotonic() < end:
+            time.sleep(0.1)
+        if t.alive():
+            return f"still running 20 s after Ctrl-C:\n{t.screen()}"
+        return None
+    finally:
+        t.close()
+
+
+def _run(work: Path, words: list[str]) -> str | None:
+    r = subprocess.run([sys.executable, "-m", "llmtop", *words[1:]], capture_output=True,
+                       text=True, timeout=180, cwd=work, stdin=subprocess.DEVNULL)
+    out = r.stdout[-1500:] + r.stderr[-1500:]
+    if "Traceback" in out:
+        return f"traceback:\n{out}"
+    discovering = not any(not w.startswith("-") for w in words[1:])
+    if r.returncode == 0 or (discovering and r.returncode == 1 and "found" in r.stderr):
+        return None
+    return f"exit {r.returncode}:\n{out}"
+
+
+def _order(cmds: list[DocCommand]) -> list[DocCommand]:
+    """Producers first: replay after the recordings, probe compare after the probes."""
+    def rank(c: DocCommand) -> int:
+        return 2 if " compare " in c.text else 1 if c.text.startswith("llmtop replay") else 0
+    return sorted(cmds, key=rank)
+
+
+def test_every_documented_command_runs(demo, fleet, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "prompts.jsonl").write_text(  # the --dataset example's file, as docs/probe.md shows
+        '{"prompt": "Say hello in five words."}\n'
+        '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16}\n')
+    failures, skipped, seen = [], [], set()
+    for cmd in _order(doc_commands()):
+        if cmd.text in REMOTE:
+            skipped.append(f"{cmd}: {REMOTE[cmd.text]}")
+            continue
+        text = _substitute(cmd.text, demo, fleet, work)
+        if text is None:
+            skipped.append(f"{cmd}: no prometheus binary (bash scripts/fleet_servers.sh)")
+            continue
+        if text in seen:
+            continue
+        seen.add(text)
+        words = shlex.split(text)
+        why = (_run_in_terminal(tmp_path, work, words) if _is_tui(words)
+               else _run(work, words))
+        if why:
+            failures.append(f"{cmd}\n  ran: {text}\n  {why}")
+    print("\n".join(["not run:", *skipped]))
+    assert not failures, "\n\n".join(failures)
+    if fleet is None:
+        pytest.skip("ran all but the fleet examples: " + "; ".join(skipped))
