@@ -2,8 +2,9 @@
 
     .venv/bin/python scripts/bakeoff_screenshot.py [REPORT.json] [--out PNG] [--height PX]
 
-REPORT.json defaults to ``tests/fixtures/bakeoff/demo-two-engines.json`` when it exists (the
-bake-off command's own output), else ``tests/fixtures/bakeoff/from-two-probes.json``. The
+REPORT.json defaults to ``tests/fixtures/bakeoff/from-two-probes.json`` (real runs against the
+demo vLLM and Triton engines, which differ; the bake-off command's own fixtures compare two
+engines of the same speed, a flatter picture). The
 page is written to a temporary file and opened as ``file://`` (no network); Chromium
 (Debian ``chromium``) runs headless with a throwaway profile and is gone when this returns.
 """
@@ -24,11 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "bakeoff"
 
 
-def default_report() -> Path:
-    real = FIXTURES / "demo-two-engines.json"
-    return real if real.exists() else FIXTURES / "from-two-probes.json"
-
-
 def chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if path := shutil.which(name):
@@ -47,7 +43,7 @@ def main() -> int:
     if exe is None:
         print("no chromium on PATH (apt-get install chromium)", file=sys.stderr)
         return 2
-    src = Path(a.report) if a.report else default_report()
+    src = Path(a.report) if a.report else FIXTURES / "from-two-probes.json"
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "bakeoff.html"
         write_html(json.loads(src.read_text(encoding="utf-8")), str(page))

@@ -15,6 +15,7 @@ import io
 from typing import IO, Any
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -57,22 +58,36 @@ def _cell(cell: dict[str, Any], key: str) -> Text:
     return t
 
 
+def _part(title: Text | str, style: str) -> Table:
+    """One engine's columns (or the load column) as a table under its own title line: the
+    title spans exactly its columns (the table is at least as wide as it), and every part has
+    the same rows, so they line up."""
+    return Table(header_style=style, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                 collapse_padding=True, title=title, title_justify="center",
+                 title_style=style, show_edge=False, min_width=cell_len(str(title)))
+
+
 def _table(report: dict[str, Any], idx: list[int], rows: list[dict[str, Any]]) -> Table:
     eps = report.get("endpoints") or []
-    t = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-              collapse_padding=True, caption=CAPTION, caption_justify="left")
-    t.add_column("\n\nload", justify="right", no_wrap=True)
-    for j, i in enumerate(idx):
-        for m, (key, *_rest) in enumerate(METRICS):
-            top = engine_name(eps[i], i) if m == 0 else ""
-            t.add_column(f"{top}\n{HEADERS[key]}", justify="right", no_wrap=True,
-                         header_style="bold cyan" if j % 2 else "bold")
+    grid = Table.grid(padding=(0, 2))
+    load = _part(" ", "bold")
+    load.add_column("\nload", justify="right", no_wrap=True)
     for r in rows:
-        cells: list[Text | str] = [r["load"]]
-        for i in idx:
-            cells.extend(_cell(r["engines"][i], key) for key, *_rest in METRICS)
-        t.add_row(*cells)
-    return t
+        load.add_row(r["load"])
+    parts = [load]
+    for j, i in enumerate(idx):
+        style = "bold cyan" if j % 2 else "bold"
+        # the name stays on one line (a cut name on a narrow terminal, never on a pipe)
+        part = _part(Text(engine_name(eps[i], i), no_wrap=True, overflow="ellipsis"), style)
+        for key, *_rest in METRICS:
+            part.add_column(HEADERS[key], justify="right", no_wrap=True)
+        for r in rows:
+            part.add_row(*(_cell(r["engines"][i], key) for key, *_rest in METRICS))
+        parts.append(part)
+    for _ in parts:
+        grid.add_column(no_wrap=True)
+    grid.add_row(*parts)
+    return grid
 
 
 def bakeoff_tables(report: dict[str, Any], width: int | None = None) -> list[Table]:
@@ -115,9 +130,15 @@ def print_bakeoff(report: dict[str, Any], file: IO[str] | None = None) -> None:
     console.print(Text(traffic_text(report), style="dim"))
     if not levels(report):
         console.print(Text("No engine finished a step: no table.", style="yellow"))
-    for t in bakeoff_tables(report, width):
+    tables = bakeoff_tables(report, width)
+    for n, t in enumerate(tables):
+        if n:
+            console.print()
         console.print(t)
+    if tables:
+        console.print(Text(CAPTION, style="dim italic"))
     for i, e in enumerate(eps):
+        console.print()
         console.print(_engine_head(e, i))
         for label, text in engine_lines(e):
             if label == "log tail":

@@ -218,12 +218,21 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _per_step(rps: Any) -> str:
+def _level(k: Any, key: str) -> str:
+    try:
+        v = float(k)
+    except (TypeError, ValueError):
+        return str(k)
+    return load_text({key: int(v) if v.is_integer() else v})
+
+
+def _per_step(rps: Any, key: str) -> str:
     if isinstance(rps, dict):  # {level: requests}
         counts = set(rps.values())
         if len(counts) == 1:
             return f"{counts.pop()} requests per step"
-        return "requests per step " + ", ".join(f"{k}: {v}" for k, v in rps.items())
+        return "requests per step " + ", ".join(f"{_level(k, key)}: {v}"
+                                                for k, v in rps.items())
     return f"{DASH if rps is None else rps} requests per step"
 
 
@@ -237,7 +246,8 @@ def traffic_text(report: dict[str, Any]) -> str:
                      + (f" ({tr['length_dist']})" if tr.get("length_dist") else ""))
     if tr.get("exact_lengths"):
         parts.append(f"exact lengths ({tr['exact_lengths']})")
-    parts += [f"seed {DASH if seed is None else seed}", _per_step(tr.get("requests_per_step"))]
+    parts += [f"seed {DASH if seed is None else seed}",
+              _per_step(tr.get("requests_per_step"), level_key(report))]
     if tr.get("warmup"):
         parts.append(f"warm-up: {tr['warmup']}")
     text = ", ".join(parts)

@@ -39,6 +39,7 @@ table.bakeoff th.eng{text-align:center;border-left:2px solid #bbb}
 table.bakeoff td.first,table.bakeoff th.first{border-left:2px solid #bbb}
 dl.eng{display:grid;grid-template-columns:max-content auto;gap:.2em 1em;margin:.5em 0}
 dl.eng dt{color:#666}dl.eng dd{margin:0}
+div.wide{overflow-x:auto}
 pre.log{background:#f6f6f6;padding:.5em;font-size:.85em;overflow-x:auto}
 """
 
@@ -78,7 +79,7 @@ def _table(report: dict[str, Any]) -> str:
     rows = table_rows(report)
     if not rows:
         return "<p class='warn'>No engine finished a step: no table.</p>"
-    out = ["<table class='bakeoff'><tr><th></th>"
+    out = ["<div class='wide'><table class='bakeoff'><tr><th></th>"
            + "".join(f"<th class='eng' colspan='{len(METRICS)}'>{_e(engine_name(e, i))}</th>"
                      for i, e in enumerate(eps)) + "</tr>",
            "<tr><th class='l'>load</th>"
@@ -97,7 +98,7 @@ def _table(report: dict[str, Any]) -> str:
                 attr = f" class='{' '.join(cls)}'" if cls else ""
                 cells.append(f"<td{attr}>{_e(text)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table><p class='dim'>latencies in ms; * = best in the row; ! = not "
+    out.append("</table></div><p class='dim'>latencies in ms; * = best in the row; ! = not "
                "comparable (outputs ended early); ~ = partial step; \u2013 = not measured</p>")
     return "\n".join(out)
 

@@ -213,7 +213,7 @@ def render_charts(reports: Sequence[dict[str, Any]],
             knee = lbl.startswith("knee")
             shared = names_of.get(id(pt), [])
             who = ("both" if len(names) == 2 else "all") if len(shared) == len(names) > 1 \
-                else ", ".join(shared)
+                else ", ".join(shared) if len(shared) <= 2 else f"{len(shared)} engines"
             shown = f"{who}: {lbl}" if shared else ("" if multi and colour_per_report else lbl)
             add(f"{name}: {lbl}" if multi else lbl, [{"value": pt, "label": shown}],
                 KNEE_COLOUR if knee else SLA_COLOUR, stroke=False, dots_size=11 if knee else 7)

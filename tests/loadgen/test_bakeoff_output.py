@@ -163,6 +163,17 @@ def test_pipe_never_cuts_at_80_columns():
     assert "…" not in out
 
 
+def test_a_long_engine_name_is_never_cut_on_a_pipe_and_rows_stay_aligned():
+    rep = synthetic()
+    long = "vllm-0.11-llama-3.1-8b-instruct-fp8-tp1-max-num-seqs-256"
+    rep["endpoints"][1]["name"] = long
+    lines = plain(rep).splitlines()
+    assert any(long in ln for ln in lines)
+    head = next(i for i, ln in enumerate(lines) if long in ln)
+    assert lines[head + 2].split()[0] == "load"  # one title line, then the two header lines
+    assert row_of("\n".join(lines), "c=16").split()[:2] == ["c=16", "800*"]
+
+
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_80_column_terminal_stays_within_80_and_keeps_every_engine(monkeypatch, n):
     rep = synthetic(n)
@@ -266,9 +277,12 @@ def test_load_runs_expands_a_bakeoff_report(tmp_path):
 
 def test_cli_compare_on_a_bakeoff_report(tmp_path, capsys):
     out_json = tmp_path / "cmp.json"
-    assert compare_main([str(REAL), "--json", str(out_json)]) == 0
+    out_html = tmp_path / "cmp.html"
+    assert compare_main([str(REAL), "--json", str(out_json), "--html", str(out_html)]) == 0
     text = capsys.readouterr().out
     assert "A = demo-vllm (baseline), B = demo-triton" in text
+    page = out_html.read_text()
+    assert page.count("<svg") == 3 and "demo-triton: output tok/s" in page
     res = json.loads(out_json.read_text())
     assert res["names"] == ["demo-vllm", "demo-triton"]
     rep = real()
@@ -320,6 +334,9 @@ def test_output_of_the_bakeoff_commands_own_report(path):
             set(tr["requests_per_step"].values())) == 1:
         n = next(iter(tr["requests_per_step"].values()))
         assert f"seed {tr['seed']}, {n} requests per step" in out
+    elif isinstance(tr.get("requests_per_step"), dict):  # c=1: 16, c=4: 16, c=16: 64
+        assert "requests per step " + ", ".join(
+            f"c={k}: {v}" for k, v in tr["requests_per_step"].items()) in out
     if tr.get("hash"):
         assert f"(hash {tr['hash'][:12]})" in out
     assert "server_info=" not in out  # nested settings are flattened
