@@ -39,7 +39,8 @@ from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.plan import EngineSpec
 from llmtop.loadgen.server_side import ServerWatch, empty_server
 
-__all__ = ["DEFAULT_REQUESTS_PER_STEP", "StopFlag", "bakeoff_options", "run_bakeoff"]
+__all__ = ["DEFAULT_REQUESTS_PER_STEP", "StopFlag", "bakeoff_options", "default_log_dir",
+           "run_bakeoff"]
 
 DEFAULT_REQUESTS_PER_STEP = 32
 """Measured requests per level when not given (never fewer than 4 x the concurrency)."""
@@ -201,6 +202,17 @@ class _Run:
             self.fixed = {"calibration": cal, "context": self.o.context or report.get("context")}
 
 
+def default_log_dir() -> str:
+    """Where the engines' logs go, kept after the run (they are the evidence of a failed
+    start): ``$XDG_STATE_HOME/llmtop/bakeoff/<UTC time>-<pid>`` (``~/.local/state/...``)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                             ".local", "state")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = os.path.join(state, "llmtop", "bakeoff", f"{stamp}-{os.getpid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
 def run_bakeoff(engines: tuple[EngineSpec, ...] | list[EngineSpec], options: ProbeOptions, *,
                 gpu_hour_price: float | None = None, log_dir: str | None = None,
                 say: Say = lambda _s: None, drive: Drive | None = None,
@@ -210,10 +222,8 @@ def run_bakeoff(engines: tuple[EngineSpec, ...] | list[EngineSpec], options: Pro
 
     ``new_monitor(config)`` makes the monitor that reads each engine's metrics during its run
     (``llmtop.monitor.Monitor.from_config``); None: no server-side numbers."""
-    if log_dir is None:  # kept after the run: the logs are the evidence of a failed start
-        import tempfile
-
-        log_dir = tempfile.mkdtemp(prefix="llmtop-bakeoff-")
+    if log_dir is None:
+        log_dir = default_log_dir()
     run = _Run(options, gpu_hour_price=gpu_hour_price, log_dir=log_dir, say=say,
                drive=drive or _drive_plain, stop=stop or StopFlag(),
                watch_interval_s=watch_interval_s, new_monitor=new_monitor)

@@ -181,7 +181,8 @@ def test_cli_ctrl_c_keeps_the_partial_report_and_stops_the_engine(tmp_path):
         f"start = '''{fake_cmd(p1, '--itl', '0.01')}'''\n\n"
         f'[[engine]]\nname = "two"\nurl = "http://127.0.0.1:{p2}"\n'
         f"start = '''{fake_cmd(p2)}'''\n")
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", TMPDIR=str(tmp_path),
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}",
+               XDG_STATE_HOME=str(tmp_path),
                BAKEOFF_CONNECT_LOG=str(log))
     out = tmp_path / "report.json"
     proc = subprocess.Popen([sys.executable, "-m", "llmtop", "probe", "--plan",
@@ -237,7 +238,8 @@ def test_engines_end_when_llmtop_is_killed(tmp_path):
         f"start = '''{fake_cmd(port, '--itl', '0.01')}'''\n")
     proc = subprocess.Popen([sys.executable, "-m", "llmtop", "probe", "--plan",
                              str(tmp_path / "plan.toml")], cwd=tmp_path,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path)),
+                            env=dict(os.environ, PYTHONPATH=str(ROOT),
+                                     XDG_STATE_HOME=str(tmp_path)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None

@@ -3,9 +3,10 @@
 ``--max-num-seqs 2`` against ``--max-num-seqs 8`` under the same requests, through the real
 command (``llmtop probe --plan``). The report must rank them as the engines' own counters
 say: the 2-seq engine never ran more than 2 at once and queued the rest (waiting > 0), so at
-c=8 its TTFT p95 is worse and its output tok/s no better than the 8-seq engine's; every
-request was generated in full (the engine's generation counter agrees with the client's
-count); both engines' processes are gone afterwards.
+c=8 its TTFT p95 is the worse one; every request was generated in full (each engine's own
+generation counter agrees with the client's count to the token); both engines' processes
+are gone afterwards. Throughput is not ranked: on a CPU box a bigger batch need not decode
+faster (a run on a busy 2-core box measured 629 tok/s with 2 seqs, 495 with 8).
 
 Skipped unless LLMTOP_REAL_VLLM_BAKEOFF=1 (``.ci/run`` sets it after the real-vLLM checks).
 """
@@ -68,7 +69,7 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
     out = tmp_path / "bakeoff.json"
     run = subprocess.run([sys.executable, "-m", "llmtop", "probe", "--plan", str(plan),
                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=1200, env=dict(os.environ, TMPDIR=str(tmp_path)))
+                         timeout=1200, env=dict(os.environ, XDG_STATE_HOME=str(tmp_path)))
     assert run.returncode == 0, run.stderr[-3000:]
     rep = json.loads(out.read_text())
     two, eight = rep["endpoints"]
@@ -89,10 +90,10 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
     # what the counters say: 2 at most in the batch and a queue, against up to 8 and none
     assert two["server"]["running_peak"] <= 2 and two["server"]["waiting_peak"] >= 1
     assert eight["server"]["running_peak"] > 2
-    # and the report ranks them so: at c=8 the queued engine has the worse TTFT p95 and no
-    # better throughput
+    # and the report ranks them so: at c=8 the queued engine has the worse TTFT p95
     s2, s8 = two["steps"][-1], eight["steps"][-1]
     assert s2["ttft_s"]["p95"] > s8["ttft_s"]["p95"]
-    assert s8["output_tokens_per_s"] >= s2["output_tokens_per_s"]
-    assert eight["max_throughput"]["output_tokens_per_s"] >= \
-        two["max_throughput"]["output_tokens_per_s"]
+    for e in (two, eight):
+        print(e["name"], f"cold start {e['cold_start_s']:.1f} s", e["server"],
+              [(s["concurrency"], round(s["output_tokens_per_s"]), round(s["ttft_s"]["p95"], 3))
+               for s in e["steps"]])
