@@ -3,7 +3,7 @@
 ``--max-num-seqs 2`` against ``--max-num-seqs 8`` under the same requests, through the real
 command (``llmtop probe --plan``). The report must rank them as the engines' own counters
 say: the 2-seq engine never ran more than 2 at once and queued the rest (waiting > 0), so at
-c=8 its TTFT p95 is the worse one; every request was generated in full (each engine's own
+c=32 its TTFT p95 is the worse one; every request was generated in full (each engine's own
 generation counter agrees with the client's count to the token); both engines' processes
 are gone afterwards. Throughput is not ranked: on a CPU box a bigger batch need not decode
 faster (a run on a busy 2-core box measured 629 tok/s with 2 seqs, 495 with 8).
@@ -28,9 +28,10 @@ pytestmark = [
     pytest.mark.skipif(os.environ.get("LLMTOP_REAL_VLLM_BAKEOFF") != "1",
                        reason="set LLMTOP_REAL_VLLM_BAKEOFF=1 (needs scripts/real_vllm/setup.sh)"),
 ]
-LEVELS = (1, 8)
+LEVELS = (1, 32)
 PER_STEP = 32
-OUT = 16
+OUT = 32
+"""c=32 is 128 requests: long enough (seconds) for the monitor's 1 s ticks to see the queue."""
 
 
 def free_port() -> int:
@@ -74,6 +75,10 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
     rep = json.loads(out.read_text())
     two, eight = rep["endpoints"]
     for e in (two, eight):
+        print(e["name"], f"cold start {e['cold_start_s']} s", e["server"],
+              [(s["concurrency"], round(s["output_tokens_per_s"]), round(s["ttft_s"]["p95"], 3))
+               for s in e["steps"]])
+    for e in (two, eight):
         assert e["error"] is None, e.get("log_tail")
         assert e["engine"] == "vllm" and e["engine_version"]
         assert e["cold_start_s"] is not None and e["cold_start_s"] > 0
@@ -87,13 +92,10 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
         assert e["server"]["generation_tokens"] == counted + warm + e["setup"]["output_tokens"]
         assert group_gone(e["pid"])
     assert rep["traffic"]["identical"] is True
-    # what the counters say: 2 at most in the batch and a queue, against up to 8 and none
+    # what the counters say: 2 at most in the batch and a queue, against up to 8
     assert two["server"]["running_peak"] <= 2 and two["server"]["waiting_peak"] >= 1
-    assert eight["server"]["running_peak"] > 2
-    # and the report ranks them so: at c=8 the queued engine has the worse TTFT p95
+    assert 2 < eight["server"]["running_peak"] <= 8
+    # and the report ranks them so: at c=32 the engine with the longer queue has the worse
+    # TTFT p95
     s2, s8 = two["steps"][-1], eight["steps"][-1]
     assert s2["ttft_s"]["p95"] > s8["ttft_s"]["p95"]
-    for e in (two, eight):
-        print(e["name"], f"cold start {e['cold_start_s']:.1f} s", e["server"],
-              [(s["concurrency"], round(s["output_tokens_per_s"]), round(s["ttft_s"]["p95"], 3))
-               for s in e["steps"]])
