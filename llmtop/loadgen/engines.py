@@ -25,7 +25,7 @@ from llmtop.loadgen.options import split_url
 __all__ = ["EngineProcess", "LaunchError", "first_token", "gpu_memory_used_mib",
            "wait_gpu_released", "wait_ready"]
 
-_POLL_S = 0.2
+_POLL_S = 0.1
 
 
 class LaunchError(Exception):

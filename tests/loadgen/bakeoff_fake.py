@@ -112,6 +112,8 @@ async def _stream(w: asyncio.StreamWriter, fake: Fake, req: dict, chat: bool) ->
                 ch.update({"delta": {"content": f" t{i}"}} if chat else {"text": f" t{i}"})
                 ev = {"id": "x", "object": obj, "model": MODEL, "choices": [ch]}
                 w.write(_chunk(b"data: " + json.dumps(ev).encode() + b"\n\n"))
+                if fake.tokens == 0:  # the engine's own clock for the cold start's end
+                    print(f"FIRST_TOKEN {time.monotonic()!r}", flush=True)
                 fake.tokens += 1
             usage = {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}
             tail = {"id": "x", "object": obj, "model": MODEL, "choices": [], "usage": usage}
