@@ -69,6 +69,11 @@ def doc_commands() -> list[DocCommand]:
             i += 1
             if line.lstrip().startswith("```"):
                 in_block = not in_block
+                if in_block and line.strip() == "```text":  # printed output, no commands
+                    i = next((j + 1 for j in range(i, len(lines))
+                              if lines[j].lstrip().startswith("```")), len(lines))
+                    in_block = False
+                    continue
                 if in_block:  # a block with "$ " prompts: its other lines are output
                     end = next((j for j in range(i, len(lines))
                                 if lines[j].lstrip().startswith("```")), len(lines))
