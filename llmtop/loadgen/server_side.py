@@ -30,7 +30,8 @@ def empty_server(note: str | None = None) -> dict[str, Any]:
     return {"running_peak": None, "waiting_peak": None, "kv_peak": None,
             "kv_capacity_tokens": None, "max_running": None, "preemptions": None,
             "generation_tokens": None, "gpu_memory_peak_bytes": None, "gpu_util_peak": None,
-            "engine": None, "engine_version": None, "scrapes": 0, "note": note}
+            "gpu_memory_of": None, "engine": None, "engine_version": None, "scrapes": 0,
+            "note": note}
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -130,6 +131,25 @@ class ServerWatch:
                     self._reset = True  # the engine restarted: no delta over the run
                 self._first.setdefault(key, v)
                 self._last[key] = v
-        for g in snap.gpus:
+        self._fold_gpus(snap.gpus)
+
+    def _fold_gpus(self, gpus: Any) -> None:
+        """GPU peaks: the memory of this engine's own processes where NVML attributes them
+        (``gpu_memory_of`` = "engine"), else the whole GPUs' used memory ("gpu")."""
+        s = self.server
+        mine = [(g, sum(p.used_bytes or 0 for p in g.processes
+                        if p.engine_target == self.target.name))
+                for g in gpus if any(p.engine_target == self.target.name for p in g.processes)]
+        if mine:
+            s["gpu_memory_of"] = "engine"
+            s["gpu_memory_peak_bytes"] = _max(s["gpu_memory_peak_bytes"],
+                                              sum(b for _, b in mine))
+            for g, _ in mine:
+                s["gpu_util_peak"] = _max(s["gpu_util_peak"], g.util)
+            return
+        if s.get("gpu_memory_of") == "engine":
+            return  # attributed before: a sample without its processes adds nothing
+        for g in gpus:
+            s["gpu_memory_of"] = "gpu"
             s["gpu_memory_peak_bytes"] = _max(s["gpu_memory_peak_bytes"], g.mem_used_bytes)
             s["gpu_util_peak"] = _max(s["gpu_util_peak"], g.util)
