@@ -5,13 +5,14 @@ window left out (``llmtop.fleet.diagnosis``). Built from refreshes alone it need
 start and 15 min to fill, and never starts at a fixed ``--at`` time. The Prometheus already
 holds that history: ``fetch`` asks it with ONE range query per role of the refresh (gauges,
 counters, buckets: ``Plan.queries()``, the lean plan: no detail-only histograms; and the
-DCGM ``gpus`` role, so a GPU's usual SM clock is known at start; not ``state``, the rules'
-context stays live-only) over the baseline span before ``t``, every ``WARM_STEP_S``,
-aligned to that step so caching frontends can reuse the answer, and rebuilds the rows and
-GPUs at each timestamp with the instant builders (``pinned.rows_at_times``, the plan's bucket
-layouts): the same numbers an instant refresh at those times gives. ``WARM_STEP_S`` (180 s)
-gives 4 or 5 points older than the window: the median needs 3, and at 500 instances each
-point costs about as much as a refresh (see ``docs/fleet.md``, Cost).
+DCGM ``gpus`` role, on the fields the GPU baseline reads, so a GPU's usual SM clock is known
+at start; not ``state``, the rules' context stays live-only) over the baseline span before
+``t``, every ``WARM_STEP_S``, aligned to that step so caching frontends can reuse the
+answer, and rebuilds the rows and GPUs at each timestamp with the instant builders
+(``pinned.rows_at_times``, the plan's bucket layouts): the same numbers an instant refresh
+at those times gives. ``WARM_STEP_S`` (180 s) gives 4 or 5 points older than the window:
+the median needs 3, and at 500 instances each point costs about as much as a refresh (see
+``docs/fleet.md``, Cost).
 
 ``warm`` feeds them to a ``FleetDiagnosis`` (``warm``: baseline points only, then the
 refreshes judged meanwhile judged again). A failed or empty warm-up is not fatal: the
@@ -35,14 +36,18 @@ from llmtop.fleet.queries import Layouts, Plan, detail_only_names
 from llmtop.model import EngineRow, GpuRecord
 from llmtop.sources.prometheus import PromClient, PromError
 
-__all__ = ["WARM_ROLES", "WARM_STEP_S", "Warmup", "fetch", "from_answers", "pick_step", "span",
-           "warm", "warm_plan", "warm_queries"]
+__all__ = ["WARM_GPU_FIELDS", "WARM_ROLES", "WARM_STEP_S", "Warmup", "fetch", "from_answers",
+           "pick_step", "span", "warm", "warm_plan", "warm_queries"]
 
 WARM_STEP_S = 180.0
 """Seconds between the warm-up's points (4 or 5 over the 15-minute baseline span)."""
 WARM_ROLES = ("gauges", "counters", "buckets", "gpus")
 """The refresh's query roles the warm-up asks over the span: the rows' and the DCGM GPUs'
 (a GPU's usual SM clock and utilisation are baseline signals too)."""
+WARM_GPU_FIELDS = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_UTIL")
+"""The DCGM fields of the refresh's ``gpus`` query the warm-up asks: the ones the GPU
+baseline reads (``diagnose.baseline.GPU_SIGNALS``: SM clock, utilisation). The other ~9 of
+dcgm-exporter's defaults would cost 5x more to read at every point and add nothing."""
 
 
 @dataclass(slots=True)
@@ -101,11 +106,13 @@ def pick_step(window_s: float, keep_s: float = BASELINE_KEEP_S) -> float:
 
 def warm_plan(plan: Plan) -> Plan:
     """``plan`` without the histograms only the detail screen shows (as the TUI's lean
-    plan): the baseline's signals come from the others."""
-    if plan.detail_only:
+    plan) and with only the DCGM fields the GPU baseline reads (``WARM_GPU_FIELDS``): the
+    baseline's signals come from the others."""
+    lean = plan.detail_only or detail_only_names(plan.names)
+    names = {n: k for n, k in plan.names.items() if k != "dcgm" or n in WARM_GPU_FIELDS}
+    if lean == plan.detail_only and len(names) == len(plan.names):
         return plan
-    lean = detail_only_names(plan.names)
-    return dataclasses.replace(plan, detail_only=lean) if lean else plan
+    return dataclasses.replace(plan, detail_only=lean, names=names)
 
 
 def warm_queries(plan: Plan) -> dict[str, str]:

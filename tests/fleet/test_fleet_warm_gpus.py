@@ -11,6 +11,7 @@ README's capture writes it (``dcgm-exporter-readme.txt``). Served by a fake Prom
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,10 @@ import pytest
 
 import llmtop.fleet.warm as warm_mod
 from llmtop.config import Config, PrometheusConfig
+from llmtop.diagnose.baseline import GPU_SIGNALS
 from llmtop.fleet.monitor import FleetMonitor
+from llmtop.fleet.warm import WARM_GPU_FIELDS
+from llmtop.parse.dcgm import _FIELDS as _DCGM_FIELDS
 
 from .conftest import query_role
 from .test_fleet_warm import DISCOVERY, SLOW, T0, Fake, _monitor
@@ -104,6 +108,11 @@ def test_the_warm_up_gives_a_gpu_its_usual_clock_at_the_first_refresh():
     assert g0.throttle == ["power cap"] and g0.sm_clock_mhz == CAPPED
     assert sorted(query_role(r["query"]) for r in fake.ranges) == [
         "buckets", "counters", "gauges", "gpus"]
+    (asked,) = [r["query"] for r in fake.ranges if query_role(r["query"]) == "gpus"]
+    # only the fields the GPU baseline reads (SM clock, utilisation), not all eleven
+    assert set(re.findall(r"DCGM_FI_\w+", asked)) == set(WARM_GPU_FIELDS)
+    assert {_DCGM_FIELDS[f][0] for f in WARM_GPU_FIELDS} == {"sm_clock_mhz", "util"}
+    assert GPU_SIGNALS == ("sm_clock", "util")
     assert mon.warmup.gpus and len(mon.warmup.gpus) >= 3
     assert _throttle(mon) == [(SLOW, f"the GPU under this engine is throttled: GPU0 on "
                                      f"engine-2.invalid power cap: SM clock {CAPPED:.0f} MHz "
