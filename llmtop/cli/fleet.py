@@ -103,7 +103,7 @@ def replay_fleet_once(rec: Any, at: float, *, as_json: bool = False,
     if mon.error is None:  # judged on the baseline the live run had (its recorded warm-up)
         times = refresh_times(rec)
         i = bisect.bisect_left(times, snap.time - 1e-6)
-        _, baseline = load_baseline(mon.diagnoser, rec, times, i)
+        _, baseline = load_baseline(mon.diagnoser, rec, times, i, snap)
     return _print(mon, snap, as_json, out or sys.stdout, err or sys.stderr,
                   list(mon.diagnoser.findings) if mon.error is None else [],
                   baseline=baseline)

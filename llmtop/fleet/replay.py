@@ -64,12 +64,13 @@ def recorded_warmup(rec: Recording, at: float, exact: bool = False) -> Warmup | 
                         warnings=list(fw.get("warn") or []), error=fw.get("werr"))
 
 
-def load_baseline(diag: FleetDiagnosis, rec: Recording, times: list[float], i: int
-                  ) -> tuple[Warmup | None, dict[str, object]]:
+def load_baseline(diag: FleetDiagnosis, rec: Recording, times: list[float], i: int,
+                  shown: Snapshot | None = None) -> tuple[Warmup | None, dict[str, object]]:
     """Start ``diag`` over at refresh ``i`` of ``times`` with the baseline the live run had
     there (see the module doc) and judge refresh ``i``. Returns the recorded warm-up used
     (None: none) and the ``baseline`` object of ``--once --json`` (the live one when ``i``
-    is the refresh the warm-up was asked for)."""
+    is the refresh the warm-up was asked for). ``shown``: refresh ``i``'s snapshot, when
+    already rebuilt (a failed refresh: None, and it is not judged)."""
     diag.reset()
     t = times[i]
     got = recorded_warmup(rec, t)
@@ -90,10 +91,15 @@ def load_baseline(diag: FleetDiagnosis, rec: Recording, times: list[float], i: i
             points.append((snap.time, snap.engines))
             gpus[snap.time] = snap.gpus
     diag.begin_warm()
-    for j in [*judged, i]:
+    for j in judged:
         mon, snap = fleet_snapshot_at(rec, times[j])
         if mon.error is None:
             diag.on_refresh(snap)
+    if shown is None:
+        mon, snap = fleet_snapshot_at(rec, t)
+        shown = snap if mon.error is None else None
+    if shown is not None:
+        diag.on_refresh(shown)
     if got is not None and not points and not judged and abs(got.t - t) < 1e-6:
         warm(diag, got)  # the refresh the warm-up was asked for: exactly the live sequence
         doc = got.to_json(diag.warm_points if got.error is None and got.points else 0)
@@ -249,7 +255,8 @@ class FleetReplay:
         """Feed refresh ``i`` to the diagnosis (after a seek or a step back: a fresh one,
         warmed with the recorded refreshes before ``i``)."""
         if self._judged is None or i < self._judged:
-            load_baseline(self.diagnoser, self.rec, self.times, i)  # judges i too
+            load_baseline(self.diagnoser, self.rec, self.times, i,  # judges i too
+                          self._snap if self._mon.error is None else None)
             self._judged = i
             return
         self._judged = i
