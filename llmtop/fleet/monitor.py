@@ -51,6 +51,7 @@ from llmtop.fleet.record import (
 )
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.states import StateInfo, apply_states, read_state
+from llmtop.fleet.warm import Warmup, fetch, warm
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
 from llmtop.sources.prometheus import (
@@ -150,7 +151,7 @@ class FleetMonitor:
         """Given each refresh's raw answers as a recording record (``--record``)."""
         self.warm_baseline = True
         """Warm the diagnosis' baseline from the server's history (``llmtop.fleet.warm``)."""
-        self.warmup: Any = None
+        self.warmup: Warmup | None = None
         """The last warm-up's ``Warmup`` (None: none landed yet)."""
         self._warm_due = True
         self._warm_task: asyncio.Task[None] | None = None
@@ -554,8 +555,6 @@ class FleetMonitor:
     async def _warm(self, t: float) -> None:
         """The warm-up (``llmtop.fleet.warm``) on a client of its own: the refresh's
         request count and concurrency cap stay the refresh's. Never raises."""
-        from llmtop.fleet.warm import fetch, warm
-
         client = PromClient(self.cfg, transport=self._transport)
         try:
             got = await fetch(client, self.plan, t, self.window_s,
@@ -575,7 +574,7 @@ class FleetMonitor:
             if self._transport is None:  # a transport given is shared: the monitor's to close
                 await client.aclose()
 
-    async def warmed(self) -> Any:
+    async def warmed(self) -> Warmup | None:
         """Wait for the warm-up in flight, if any (``--once``); the last ``Warmup``."""
         task = self._warm_task
         if task is not None and not task.done():
