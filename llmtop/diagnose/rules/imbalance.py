@@ -110,7 +110,7 @@ def overloaded(r: EngineRow, sibs: Sequence[EngineRow], waiting: float | None,
         med = _median(ir)
         itl = _itl_p95(r)
         sib_itl = [v for v in (_itl_p95(s) for s in idle) if v is not None]
-        slow = (itl is not None and sib_itl and itl >= IMB_ITL_X * _median(sib_itl)
+        slow = bool(itl is not None and sib_itl and itl >= IMB_ITL_X * _median(sib_itl)
                 and itl - _median(sib_itl) >= IMB_ITL_ABS_S)
         busier = kv is None or not idle_kv or kv > max(idle_kv)
         if (r.running >= IMB_RUNNING_X * med and r.running - med >= IMB_RUNNING_ABS and busier
@@ -123,10 +123,10 @@ def overloaded(r: EngineRow, sibs: Sequence[EngineRow], waiting: float | None,
                 ev += [Evidence("itl_p95", itl, window, None, max(IMB_ITL_X * m,
                                                                   m + IMB_ITL_ABS_S)),
                        Evidence("idle_siblings_median.itl_p95", m, window)]
-            return (f"{r.running:.0f} running ({', '.join(costs)}) "
+            return (f"{r.running:.0f} running ({', '.join(costs)}), "
                     f"{_idle_words(r, sibs, idle)}", [*ev, *ev_room])
     if kv is not None and idle_kv and kv - max(idle_kv) >= IMB_KV_GAP and costs:
-        return (f"KV {fmt_pct(kv)} ({', '.join(costs)}) {_idle_words(r, sibs, idle)}",
+        return (f"KV {fmt_pct(kv)} ({', '.join(costs)}), {_idle_words(r, sibs, idle)}",
                 [Evidence("kv", kv, "now", None, max(idle_kv) + IMB_KV_GAP), *ev_cost,
                  *ev_room])
     return None
