@@ -32,7 +32,7 @@ def test_an_overwhelming_queue_is_named_from_eight_requests():
     f = diagnose([queued_few()], window_s=5.0, waiting_min={KEY: 10.0})
     assert [x.rule for x in f] == ["queueing"]
     s = f[0].summary
-    assert "10 requests wait" in s and "only 8 finished in 5s" in s
+    assert "10 requests wait" in s and "only 8 finished in 5 s" in s
     assert "\u00d73.9 as long as they ran" in s and "at least 10 waiting all window" in s
     ev = {e.signal: e.value for e in f[0].evidence}
     assert ev["requests"] == 8 and ev["inference_mean"] == 1.6

@@ -105,7 +105,7 @@ def queueing(c: RowCtx) -> list[Finding]:
         if ratio is not None:
             seen = (f"at least {c.waiting_min:.0f} waiting all window"
                     if c.waiting_min is not None else f"{w:.0f} waiting now")
-            summary += (f"; only {n:.0f} finished in {c.window}, but they waited "
+            summary += (f"; only {n:.0f} finished in {c.window_s:.3g} s, but they waited "
                         f"\u00d7{ratio:.1f} as long as they ran, {seen}")
         if usual is not None and hi < 2 * usual:
             summary += f"; as usual for this engine ({fmt_s(usual)})"
