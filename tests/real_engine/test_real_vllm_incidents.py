@@ -94,7 +94,8 @@ def test_queueing_is_named(tmp_path):
     ev = _evidence(once)
     (row,) = res.once["engines"]
     assert row["running"] == 2 and row["waiting"] >= 5
-    assert ev["queue_mean"] == pytest.approx(res.server["queue_mean_s"], rel=0.25)
+    # the server's pair of scrapes brackets llmtop's window (~1 s wider): close, not equal
+    assert ev["queue_mean"] == pytest.approx(res.server["queue_mean_s"], rel=0.5)
     assert ev["queue_share_of_ttft"] >= 0.8
     assert "wait" in once["summary"] and "--max-num-seqs" in once["action"]
 
