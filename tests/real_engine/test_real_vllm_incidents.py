@@ -87,6 +87,7 @@ def test_queueing_is_named(tmp_path):
         healthy=["--concurrency", "1", "--output-tokens", "200", "--prompt-tokens", "32"],
         incident=["--concurrency", "12", "--output-tokens", "200", "--prompt-tokens", "32"],
         ready=lambda v: v.get("waiting", 0) >= 8,
+        holds=lambda v: v.get("waiting", 0) >= 5,
     )
     with serve(tmp_path / "vllm", "--max-num-seqs", "2") as url:
         res = asyncio.run(run_incident(url, inc, tmp_path))
@@ -108,6 +109,7 @@ def test_kv_pressure_with_preemptions_is_named(tmp_path):
         healthy=["--concurrency", "1", "--output-tokens", "400", "--prompt-tokens", "80"],
         incident=["--concurrency", "14", "--output-tokens", "400", "--prompt-tokens", "80"],
         ready=lambda v: v.get("preemptions", 0) >= 5 and v.get("waiting", 0) >= 3,
+        holds=lambda v: v.get("waiting", 0) >= 1,
     )
     with serve(tmp_path / "vllm", "--num-gpu-blocks-override", "12") as url:
         res = asyncio.run(run_incident(url, inc, tmp_path))
