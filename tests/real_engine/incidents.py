@@ -252,8 +252,10 @@ async def run_incident(url: str, inc: Incident, tmp: Path) -> Result:
                 res.notes.append(f"--once #{attempt + 1}: the incident lapsed in its window "
                                  f"(server waiting {[v.get('waiting') for v in seen]})")
 
-            def named() -> bool:
-                return bool(app.diagnosis) and app.diagnosis[0].rule == inc.cause
+            def named() -> bool:  # first, and warn/critical (a 30 s window that still
+                # holds the healthy phase can name it as info first)
+                d = app.diagnosis
+                return bool(d) and d[0].rule == inc.cause and d[0].severity != "info"
 
             await _wait_until(named, 45, pilot, 1.0)
             t_incident = time.time()
