@@ -46,8 +46,11 @@ __all__ = [
     "PROMPT_X",
     "QUEUE_CRIT_S",
     "QUEUE_CRIT_SHARE",
+    "QUEUE_FEW_MIN",
     "QUEUE_P95_MIN_S",
+    "QUEUE_SERVICE_X",
     "QUEUE_SHARE",
+    "QUEUE_WAITING_MIN",
     "RUNNING_AT_LIMIT",
     "SLOWER_X",
     "SPEC_ABS_DROP",
@@ -99,6 +102,16 @@ QUEUE_P95_MIN_S = 0.5
 """Queue p95 below this is not worth a warning (vLLM's lowest queue bucket is 0.3 s)."""
 QUEUE_CRIT_S = 2.0
 QUEUE_CRIT_SHARE = 0.8
+QUEUE_FEW_MIN = 3
+"""With fewer than MIN_REQUESTS finished in the window (a small model on a CPU finishes ~10
+in 5 s), queueing is still named when the evidence is overwhelming: at least this many
+finished requests, a queue of QUEUE_WAITING_MIN all window long, and their mean queue time
+QUEUE_SERVICE_X times their mean service (running) time."""
+QUEUE_WAITING_MIN = 5.0
+"""A queue this long all window long (vLLM Doctor's *Queue Pressure* uses 5)."""
+QUEUE_SERVICE_X = 2.0
+"""Mean queue time at least this x the mean time the same requests ran (vLLM
+``request_inference_time_seconds``): they waited longer than they were served, twice over."""
 RUNNING_AT_LIMIT = 0.95
 """running >= this x max_running: the running limit is what admits requests."""
 
