@@ -166,7 +166,8 @@ def test_edge_failures_versions_nan_kv_from_used_max():
     assert m.counters["error:OTHER"] == 0.0
     assert m.counters["rejected"] == 3.0
     assert m.counters["aborted"] == 2.0
-    assert m.hists["e2e"] == Hist((), (), pytest.approx(2.12), 106.0)
+    # the duration counters count successes only (real 2.51 server): the mean is over 100
+    assert m.hists["e2e"] == Hist((), (), pytest.approx(2.12), 100.0)
     assert "queue" not in m.hists
     assert m.gauges["waiting"] == 4.0  # the NaN series is skipped, not counted as 0
     assert m.gauges["kv_usage"] == 0.25  # used/max without a "fraction" series
