@@ -63,8 +63,8 @@ if [ ! -f "$gguf" ]; then
     exit 1
   fi
   echo "converting $hfmodel to $gguf" >&2
-  PYTHONPATH="$src/gguf-py:$src" NO_LOCAL_GGUF= \
-    "$pyvenv/bin/python" "$here/convert.py" "$src" "$hfmodel" "$gguf.tmp"
+  "$pyvenv/bin/python" "$here/convert.py" "$src" "$hfmodel" "$gguf.tmp" >"$dir/convert.log" 2>&1 \
+    || { tail -20 "$dir/convert.log" >&2; exit 1; }
   mv "$gguf.tmp" "$gguf"
 fi
 echo "bin=$bin"
