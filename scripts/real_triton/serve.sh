@@ -41,7 +41,7 @@ http_port="${ports[0]}"; metrics_port="${ports[1]}"
 export LD_LIBRARY_PATH="$libdir:$site/nvidia_pytriton.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$venv/bin:$PATH"
 "$tree/bin/tritonserver" --model-repository "$state/models" --backend-directory "$state/backends" \
-  --http-address 127.0.0.1 --http-port "$http_port" --allow-grpc false \
+  --http-address 127.0.0.1 --http-port "$http_port" --http-thread-count 32 --allow-grpc false \
   --allow-metrics true --metrics-address 127.0.0.1 --metrics-port "$metrics_port" \
   --allow-gpu-metrics false --log-verbose 0 "$@" >"$state/server.log" 2>&1 &
 pid=$!
