@@ -37,12 +37,17 @@ def metrics(url: str) -> dict[str, float]:
 
 
 def _wait_idle(url: str) -> dict[str, float]:
-    last = metrics(url)
-    for _ in range(60):
+    """The server's values once nothing runs or waits and no token came for 1 s (requests a
+    previous test cancelled are still being dropped for a moment)."""
+    last, calm = metrics(url), 0
+    for _ in range(120):
         time.sleep(0.5)
         cur = metrics(url)
-        if (cur["llamacpp:tokens_predicted_total"] == last["llamacpp:tokens_predicted_total"]
-                and cur["llamacpp:requests_processing"] == 0):
+        idle = (cur["llamacpp:tokens_predicted_total"] == last["llamacpp:tokens_predicted_total"]
+                and cur["llamacpp:requests_processing"] == 0
+                and cur["llamacpp:requests_deferred"] == 0)
+        calm = calm + 1 if idle else 0
+        if calm >= 2:
             return cur
         last = cur
     raise AssertionError("server never went idle")
@@ -72,13 +77,13 @@ def _row(snap: dict) -> dict:
 def test_once_token_rates_match_counter_deltas(url):
     c0 = _wait_idle(url)
     usages: list[dict] = []
-    window = 20.0
+    window = 30.0
     proc = subprocess.Popen(
         [sys.executable, "-m", "llmtop", "--once", "--json", "--window", str(window), url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        time.sleep(4)  # llmtop has made its first scrape
+        time.sleep(8)  # llmtop has made its first scrape (it asks /props beside it; busy box)
         # the same long prompt twice: the second one reuses the first one's cached tokens
         shared = "def parse(text):\n    " + "return text.split(',') + " * 12
         usages += asyncio.run(_load(url, [shared, "import os\nimport sys\n"], 24))

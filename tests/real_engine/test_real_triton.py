@@ -81,7 +81,7 @@ async def _load(url: str, n: int, concurrency: int, fail_every: int = 0) -> tupl
     return ok, failed
 
 
-def _once_around_load(metrics_url: str, load, window: float = 12.0) -> dict:
+def _once_around_load(metrics_url: str, load, window: float = 16.0) -> dict:
     """``llmtop --once --json --window`` with ``load()`` run inside its window."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "llmtop", "--once", "--json", "--window", str(window),
@@ -89,7 +89,7 @@ def _once_around_load(metrics_url: str, load, window: float = 12.0) -> dict:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        time.sleep(4)  # llmtop has made its first scrape (Python start-up on a busy box)
+        time.sleep(6)  # llmtop has made its first scrape (Python start-up on a busy box)
         load()
         out, err = proc.communicate(timeout=120)
     finally:
