@@ -167,7 +167,9 @@ def test_once_processing_and_deferred_match_server(url):
     seen, snap = asyncio.run(scenario())
     row = _row(snap)
     assert (row["running"], row["waiting"]) in seen, (row["running"], row["waiting"], seen)
-    assert row["running"] == SLOTS and row["waiting"] > 0
+    # requests of one length finish together, so for a moment both slots can be free (0
+    # processing) while the deferred ones are handed out: llmtop's pair need not be (2, 6)
+    assert (SLOTS, 8 - SLOTS) in seen and row["running"] + row["waiting"] > 0
     assert row["kv_cache_usage"] is None  # not exported by this build: "–", not 0
 
 
