@@ -43,7 +43,7 @@ export PATH="$venv/bin:$PATH"
 "$tree/bin/tritonserver" --model-repository "$state/models" --backend-directory "$state/backends" \
   --http-address 127.0.0.1 --http-port "$http_port" --http-thread-count 32 --allow-grpc false \
   --allow-metrics true --metrics-address 127.0.0.1 --metrics-port "$metrics_port" \
-  --allow-gpu-metrics false --log-verbose 0 "$@" >"$state/server.log" 2>&1 &
+  --allow-gpu-metrics false --exit-timeout-secs 5 --log-verbose 0 "$@" >"$state/server.log" 2>&1 &
 pid=$!
 echo "$pid" >"$state/pid"
 url="http://127.0.0.1:$http_port"
