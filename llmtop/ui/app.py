@@ -225,7 +225,7 @@ class LlmtopApp(ReplayActions, App):
     def paint(self) -> None:
         self._paint_pending = False
         self._last_paint = time.monotonic()
-        for screen in self.screen_stack:
+        for screen in self._mounted_screens():
             fn = getattr(screen, "refresh_data", None)
             if fn is not None and (screen is self.screen or isinstance(screen, OverviewScreen)):
                 try:
@@ -234,6 +234,12 @@ class LlmtopApp(ReplayActions, App):
                     self.source.event("error", None, f"paint: {type(exc).__name__}: {exc}")
         if self.first_data_at is None and self.snapshot is not None:
             self.first_data_at = time.monotonic()
+
+    def _mounted_screens(self) -> list[Any]:
+        """The stacked screens that can be painted: a screen pushed but not yet mounted
+        has not composed its widgets (a replay's first tick comes before that) and paints
+        itself from ``on_mount``."""
+        return [s for s in self.screen_stack if s.is_mounted]
 
     def _update_verdict(self) -> None:
         snap = self.snapshot
@@ -276,7 +282,7 @@ class LlmtopApp(ReplayActions, App):
         th = self.current_theme
         fmt.set_palette({**GAUGE_DEFAULTS, **th.variables, "accent": th.accent or th.primary})
         if self.snapshot is not None:
-            for screen in self.screen_stack:
+            for screen in self._mounted_screens():
                 fn = getattr(screen, "refresh_data", None)
                 if fn is not None:
                     fn(force=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from llmtop.history.series import tail
-from llmtop.model import Event, GpuRecord, Snapshot
+from llmtop.model import EngineRow, Event, GpuRecord, Snapshot
 
 __all__ = [
     "SPARK_FIELDS",
@@ -22,6 +23,7 @@ __all__ = [
     "Source",
     "gpu_key",
     "replay_control",
+    "row_value",
 ]
 
 SPARK_FIELDS = (
@@ -101,6 +103,14 @@ _ROW_FIELD = {
 }
 
 
+def row_value(row: Any, field: str) -> float | None:
+    """A row's current value of sparkline ``field`` (``SPARK_FIELDS``); None when the row
+    does not report it."""
+    attr, q = _ROW_FIELD[field]
+    v = getattr(row, attr, None)
+    return getattr(v, q, None) if q is not None and v is not None else v
+
+
 class MonitorSource:
     """Adapts ``llmtop.monitor.Monitor`` (or a replay source) to ``Source``.
 
@@ -129,11 +139,13 @@ class MonitorSource:
             self._remember(snap)
         return snap
 
-    def _remember(self, snap: Snapshot) -> None:
+    def _remember(self, snap: Snapshot, extra: Sequence[EngineRow] = ()) -> None:
+        """One point per row (``extra``: rows outside ``snap.engines``, fleet mode's totals)
+        and field; a row gone from this tick gets a gap."""
         self._count += 1
         self._times.append(snap.time)
         seen = set()
-        for row in snap.engines:
+        for row in (*snap.engines, *extra):
             for r in (row, *row.ranks):
                 for field, (attr, q) in _ROW_FIELD.items():
                     v = getattr(r, attr, None)
@@ -246,7 +258,8 @@ class FleetSource(MonitorSource):
             self._local_events.extend(take())
         if snap is not self._last_snap:  # the monitor answers a refresh asked too soon
             self._last_snap = snap         # with the same snapshot: one point, not two
-            self._remember(snap)
+            # the per-model total rows too: their sparklines and captions, like any row's
+            self._remember(snap, getattr(self.monitor, "totals", None) or ())
             if self._focus is not None:
                 await self._fetch_windows(snap)
         return snap

@@ -22,7 +22,7 @@ from textual.widgets import Input, Static
 from llmtop.once import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
-from llmtop.ui.source import SPARK_FIELDS, Source
+from llmtop.ui.source import SPARK_FIELDS, Source, row_value
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.engines import COLUMNS, GROUP_PREFIX, WIDE_MIN_WIDTH, EnginesTable
 from llmtop.ui.widgets.footer import FitFooter
@@ -255,6 +255,8 @@ class OverviewScreen(Screen):
                 caption = fmt.quantile_text(getattr(row, q[0], None), q[1])
             else:
                 last = next((v for v in reversed(values) if v is not None), None)
+                if last is None:  # no history yet (a fleet total's first refresh): the row's
+                    last = row_value(row, field)
                 caption = _SPARK_FMT.get(field, fmt.fmt_num)(last)
             series.append((label, values, caption))
         name = fmt.row_name(row)
