@@ -53,6 +53,10 @@ counting frees; at 700 the collector ran 3 times a second and cost more CPU than
 engines table. Little of what we make is cyclic garbage, so collecting rarely keeps memory
 the same (``benchmarks/tui_cost.py`` RSS)."""
 
+_OPENS = {"probe": "ProbeScreen", "gpus": "GpuScreen"}
+"""Action -> the screen it opens (and that screen's footer does not offer it again)."""
+
+
 class Wake:
     """What the poller sleeps on between ticks: ``set()`` ends the sleep at once. One timer
     and one future: ``asyncio.wait_for(event.wait(), t)`` made a task, a timer and three
@@ -289,12 +293,24 @@ class LlmtopApp(ReplayActions, App):
 
     # -- actions ------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in REPLAY_ACTIONS and self.replay is None:
+        if not self.mode_allows(action):
             return False
-        if action == "fleet_travel":
-            return hasattr(self.source, "travel")
-        if action == "probe" and self.replay is not None:
-            return None
+        # the key that opened this screen does nothing on it: not offered there
+        return type(self.screen).__name__ != _OPENS.get(action)
+
+    def mode_allows(self, action: str) -> bool:
+        """Whether ``action`` does something in this mode (live, replay, fleet). One that
+        does not is refused, left out of the footer and out of help (``?``): replay keys
+        need a replay; time travel and folding a model need fleet mode; the load probe needs
+        a live engine's API URL, which neither a replay nor Prometheus gives."""
+        name = action.split("(")[0]
+        fleet = hasattr(self.source, "travel")
+        if name in REPLAY_ACTIONS:
+            return self.replay is not None
+        if name in ("fleet_travel", "collapse"):
+            return fleet
+        if name == "probe":
+            return self.replay is None and not fleet
         return True
 
     def action_fleet_travel(self) -> None:

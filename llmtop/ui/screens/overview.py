@@ -163,6 +163,11 @@ class OverviewScreen(Screen):
         yield Input(placeholder="filter: target, engine, model or state", id="filter")
         yield FitFooter()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key the mode makes inert (``c``: fleet mode only) is neither shown nor run."""
+        allows = getattr(self.app, "mode_allows", None)
+        return allows(action) if allows is not None else True
+
     _sparks_at = 0.0
     _spark_form: str | None = None
 
