@@ -302,7 +302,8 @@ class LlmtopApp(ReplayActions, App):
         """Whether ``action`` does something in this mode (live, replay, fleet). One that
         does not is refused, left out of the footer and out of help (``?``): replay keys
         need a replay; time travel and folding a model need fleet mode; the load probe needs
-        a live engine's API URL, which neither a replay nor Prometheus gives."""
+        a live engine's API URL, which neither a replay nor Prometheus gives; the raw
+        metrics browser needs kept scrapes, which fleet mode has not."""
         name = action.split("(")[0]
         fleet = hasattr(self.source, "travel")
         if name in REPLAY_ACTIONS:
@@ -311,6 +312,8 @@ class LlmtopApp(ReplayActions, App):
             return fleet
         if name == "probe":
             return self.replay is None and not fleet
+        if name == "raw":  # fleet mode reads series from Prometheus: no raw scrape kept
+            return not fleet
         return True
 
     def action_fleet_travel(self) -> None:

@@ -1,6 +1,7 @@
 """A key that does nothing in a mode is not offered there: neither the footer nor help (``?``)
 lists it, and pressing it does nothing. Replay turns the probe off (``l Probe`` was offered);
-fleet mode has no API URL to probe (``l`` said ``could not start: TypeError``); ``c``
+fleet mode has no API URL to probe (``l`` said ``could not start: TypeError``) and keeps
+no raw scrape (``m`` said ``no raw families kept for this target``); ``c``
 (fold a model) and ``T`` (time travel) are fleet mode's; the replay keys replay's; and the
 key that opened a screen is not offered again on it (``l Probe`` on the probe screen)."""
 
@@ -44,9 +45,11 @@ async def _footer_and_help(mode: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize(("mode", "offered", "not_offered"), [
-    ("live", ["l Probe"], ["x Speed", ": Seek", "Time travel", "Collapse", "Step back"]),
+    ("live", ["l Probe", "Raw metrics"],
+     ["x Speed", ": Seek", "Time travel", "Collapse", "Step back"]),
     ("replay", ["x Speed", ": Seek"], ["l Probe", "Load probe", "Time travel", "Collapse"]),
-    ("fleet", ["Time travel", "Collapse"], ["l Probe", "Load probe", "x Speed", "Step back"]),
+    ("fleet", ["Time travel", "Collapse"], ["l Probe", "Load probe", "x Speed", "Step back",
+                                            "Raw metrics"]),
 ])
 async def test_each_mode_offers_only_the_keys_that_work(mode, offered, not_offered):
     footer, help_text = await _footer_and_help(mode)
@@ -83,3 +86,18 @@ async def test_a_screen_does_not_offer_the_key_that_opened_it(key, label):
         app.screen.set_focus(None)  # the probe form's Input would hide letter keys
         await pilot.pause()
         assert label not in screen_lines(app)[-1]
+
+
+async def test_fleet_detail_offers_no_raw_metrics():
+    app = make_app(source=_source("fleet"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert type(detail).__name__ == "EngineDetailScreen"
+        text = "\n".join(screen_lines(app))
+        assert "Raw metrics" not in screen_lines(app)[-1] and "m: raw" not in text
+        await pilot.press("m")
+        await pilot.pause()
+        assert app.screen is detail

@@ -49,7 +49,7 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
     ]
 
 
-SECTION_OPENERS = {"Load probe": "probe"}
+SECTION_OPENERS = {"Load probe": "probe", "Raw metrics": "raw"}
 """Help section -> the action that opens its screen (left out where the mode refuses it)."""
 
 
