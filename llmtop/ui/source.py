@@ -123,6 +123,7 @@ class MonitorSource:
         self.host = host
         self.replay = replay_control(monitor)
         self._rings: dict[tuple[str, str], deque[float | None]] = {}
+        self._gpu_rings: dict[tuple[str, str], deque[float | None]] = {}
         self._history = history
         self._local_events: deque[Event] = deque(maxlen=500)
         self._own_series = getattr(self.store, "series", None) is None
@@ -159,6 +160,20 @@ class MonitorSource:
         for k, ring in self._rings.items():
             if k not in seen:
                 ring.append(None)
+        gseen = set()
+        for g in snap.gpus:  # the GPU screen's history, as the store keeps it
+            vals = {"util": g.util, "mem_used": g.mem_used_bytes, "power": g.power_w,
+                    "temp": g.temp_c}
+            for field, v in vals.items():
+                key = (gpu_key(g), field)
+                ring = self._gpu_rings.get(key)
+                if ring is None:
+                    ring = self._gpu_rings[key] = deque(maxlen=self._history)
+                ring.append(None if v is None else float(v))
+                gseen.add(key)
+        for k, ring in self._gpu_rings.items():
+            if k not in gseen:
+                ring.append(None)
 
     def snapshot(self, window_s: float) -> Snapshot | None:
         store = self.store
@@ -177,6 +192,9 @@ class MonitorSource:
 
     def gpu_series(self, key: str, field: str, last: int | None = None
                    ) -> list[float | None]:
+        if self._own_series:  # no store (fleet mode): the rings filled each tick
+            ring = self._gpu_rings.get((key, field))
+            return tail(ring, last) if ring is not None else []
         fn = getattr(self.store, "gpu_series", None)
         try:
             return list(fn(key, field, last)) if fn is not None else []
@@ -356,9 +374,10 @@ class FleetSource(MonitorSource):
         older = older[-room:] if room > 0 else []
         if older:
             n = len(self._times)
-            for k, ring in self._rings.items():
-                pad = len(older) + n - len(ring)
-                self._rings[k] = deque([None] * pad + list(ring), maxlen=self._history)
+            for rings in (self._rings, self._gpu_rings):  # aligned with the older times
+                for k, ring in rings.items():
+                    pad = len(older) + n - len(ring)
+                    rings[k] = deque([None] * pad + list(ring), maxlen=self._history)
             self._times = deque([*older, *self._times], maxlen=self._history)
             self._count += len(older)
         step = max(1.0, float(getattr(self.monitor, "refresh_s", 1.0)))
@@ -404,6 +423,7 @@ class FleetSource(MonitorSource):
             return str(exc).replace("--at: ", "")
         self.monitor.travel(at)
         self._rings.clear()
+        self._gpu_rings.clear()
         self._times.clear()
         self._backfilled.clear()  # each row's history is fetched again, around the new time
         self._epoch += 1

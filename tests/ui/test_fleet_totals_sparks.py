@@ -60,3 +60,17 @@ async def test_the_pane_shows_the_rows_value_when_there_is_no_history():
     assert row.running is not None and row.generation_tokens_per_s is not None
     assert captions["running"] == f"{row.running:g}"
     assert captions["gen tok/s"] != "\u2013" and captions["KV"] != "\u2013"
+
+
+async def test_fleet_source_keeps_gpu_history_without_a_store():
+    """Fleet mode's GPU screen showed ``–`` history beside a GPU table with values."""
+    from llmtop.ui.source import gpu_key
+
+    src = FleetSource(_FleetMonitor())
+    for _ in range(3):
+        await src.tick()
+    g = src.monitor.snap.gpus[0]
+    assert g.util is not None and g.temp_c is not None
+    assert src.gpu_series(gpu_key(g), "util") == [g.util] * 3
+    assert src.gpu_series(gpu_key(g), "temp", 1) == [float(g.temp_c)]
+    assert len(src.series_times()) == 3
