@@ -74,3 +74,22 @@ async def test_fleet_source_keeps_gpu_history_without_a_store():
     assert src.gpu_series(gpu_key(g), "util") == [g.util] * 3
     assert src.gpu_series(gpu_key(g), "temp", 1) == [float(g.temp_c)]
     assert len(src.series_times()) == 3
+
+
+async def test_no_total_row_without_its_models_rows():
+    """Time travel to before the data: the refresh failed (EMPTY) and the table kept the
+    old per-model total rows, with numbers, over no instance row."""
+    from llmtop.model import Snapshot
+
+    mon = _FleetMonitor()
+    mon.totals = [replace(TOTAL, model=mon.snap.engines[0].model)]
+    src = FleetSource(mon)
+    app = make_app(source=src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await first_paint(app, pilot)
+        keys = app.screen.query_one("#engines").row_keys
+        assert keys[0].startswith("total|")
+        mon.snap = Snapshot(time=mon.snap.time + 10, window_s=60.0)  # the failed refresh
+        await first_paint(app, pilot)
+        assert not [k for k in app.screen.query_one("#engines").row_keys
+                    if k.startswith("total|")]

@@ -310,8 +310,15 @@ class OverviewScreen(Screen):
         self._reorder()
 
     def _groups(self) -> list | None:
-        """Fleet mode's per-model total rows (the monitor's ``totals``), else None."""
-        return getattr(getattr(self.view.source, "monitor", None), "totals", None) or None
+        """Fleet mode's per-model total rows (the monitor's ``totals``), else None; only
+        those of a model with rows in the snapshot (a refresh that failed after a good one
+        kept its totals: they showed numbers over no row at all)."""
+        totals = getattr(getattr(self.view.source, "monitor", None), "totals", None)
+        snap = self.view.snapshot
+        if not totals or snap is None:
+            return None
+        models = {r.model for r in snap.engines}
+        return [t for t in totals if t.model in models] or None
 
     def action_collapse(self) -> None:
         """Fold (or unfold) the selected row's model under its total row (fleet mode)."""
