@@ -319,7 +319,7 @@ class LlmtopApp(ReplayActions, App):
     def action_fleet_travel(self) -> None:
         from llmtop.ui.screens.help import SeekScreen
 
-        self.push_screen(SeekScreen(), self._travel)
+        self.push_screen(SeekScreen(SeekScreen.TRAVEL_PROMPT), self._travel)
 
     def _travel(self, text: str | None) -> None:
         if text:

@@ -101,3 +101,21 @@ async def test_fleet_detail_offers_no_raw_metrics():
         await pilot.press("m")
         await pilot.pause()
         assert app.screen is detail
+
+
+@pytest.mark.parametrize(("mode", "key", "want"), [
+    ("replay", "colon", "Enter to go"),
+    ("fleet", "T", "or now; Enter to go"),
+])
+async def test_the_seek_box_prompt_is_whole_at_80_columns(mode, key, want):
+    """The box cut its prompt to ``... (+5m, -90s); E``; fleet mode's time travel said Seek."""
+    app = make_app(source=_source(mode))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press(key)
+        await pilot.pause()
+        text = " ".join("".join(ch for ch in line if ch not in "│╭╮╰╯─").strip()
+                        for line in screen_lines(app))
+        text = " ".join(text.split())
+    assert want in text, text
+    assert ("Time travel" in text) == (mode == "fleet")

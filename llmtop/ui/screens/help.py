@@ -118,9 +118,17 @@ class SeekScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="seek_cancel")]
 
+    SEEK_PROMPT = "Seek to HH:MM[:SS] or an offset (+5m, -90s); Enter to go"
+    TRAVEL_PROMPT = ("Time travel to HH:MM[:SS], an offset (-2h), a date (RFC 3339) or now; "
+                     "Enter to go")
+
+    def __init__(self, prompt: str | None = None) -> None:
+        super().__init__()
+        self.prompt = prompt or self.SEEK_PROMPT
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="seek-box"):
-            yield Label("Seek to HH:MM[:SS] or an offset (+5m, -90s); Enter to go")
+            yield Label(self.prompt, id="seek-prompt")  # wraps (tcss): never cut
             yield Input(placeholder="03:12 or -10m", id="seek-input")
 
     def on_mount(self) -> None:
