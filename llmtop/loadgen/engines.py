@@ -12,6 +12,7 @@ present; without NVML nothing is checked and the report says so).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,9 +65,16 @@ class EngineProcess:
     @classmethod
     def start(cls, command: str, *, env: Mapping[str, str] | None, log_path: str,
               gpus: str | None = None) -> EngineProcess:
-        """Run ``command`` with ``sh -c`` in its own group (``gpus``: CUDA_VISIBLE_DEVICES)."""
+        """Run ``command`` with ``sh -c`` in its own group (``gpus``: CUDA_VISIBLE_DEVICES).
+
+        The folder of this Python comes first on ``PATH``, so ``llmtop …`` in a plan means this
+        llmtop (and its venv's tools) even when the venv is not activated."""
         full = dict(os.environ)
         full.update(env or {})
+        here = os.path.dirname(sys.executable)
+        path = full.get("PATH", "")
+        if here and path.split(os.pathsep)[0] != here:
+            full["PATH"] = here + (os.pathsep + path if path else "")
         if gpus is not None:
             full["CUDA_VISIBLE_DEVICES"] = gpus
         t0 = time.monotonic()

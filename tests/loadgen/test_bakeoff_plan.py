@@ -267,3 +267,20 @@ def test_engines_end_when_llmtop_is_killed(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_start_command_finds_this_llmtop_without_an_activated_venv(tmp_path):
+    """`llmtop demo serve` in a plan must mean this llmtop even when only `.venv/bin/llmtop`
+    was typed (the venv's bin folder is not on PATH): a new user's first plan failed so."""
+    import sys
+
+    from llmtop.loadgen.engines import EngineProcess
+
+    out = tmp_path / "path.txt"
+    bare = {"PATH": "/usr/bin:/bin"}  # no venv on it, as in a shell that never activated one
+    proc = EngineProcess.start(f'echo "$PATH" > {out}', env=bare, log_path=str(tmp_path / "l"))
+    proc.child.proc.wait(10)
+    proc.stop(timeout_s=2)
+    first = out.read_text().strip().split(os.pathsep)[0]
+    assert first == os.path.dirname(sys.executable)
+    assert out.read_text().strip().endswith("/usr/bin:/bin")
