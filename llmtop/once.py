@@ -100,11 +100,7 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         await monitor.aclose()
     if config.gpu_required and snap.gpu_error:
         raise GpuRequiredError(f"cannot read the GPUs: {snap.gpu_error}")
-    from llmtop.diagnose import diagnose
-
-    # no baseline in one --once: only the rules with absolute limits can fire, and only with
-    # enough events in the window (``--window 30`` gives them some)
-    findings = diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s or window_s)
+    findings = _diagnose(first, snap, window_s)
     if as_json:
         print(snapshot_json(snap, findings), file=out)
     else:
@@ -117,6 +113,23 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
             print(f"llmtop: no target could be read ({reasons or 'no targets'})", file=err)
         return 1
     return 0
+
+
+def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
+    """The findings of one ``--once``. No history of its own: the baseline is each engine's
+    lifetime before the window (its first scrape: hit rate and mean prefill only,
+    ``diagnose.lifetime``), and "all window long" is the smaller ``waiting`` of the two
+    scrapes. The rules with absolute limits need enough events in the window."""
+    from llmtop.diagnose import diagnose
+    from llmtop.diagnose.lifetime import lifetime_baseline
+
+    before = {r.key: r for r in first.engines if r.state in ("ok", "restarted")}
+    baselines = {k: b for k, r in before.items() if (b := lifetime_baseline(r)) is not None}
+    waiting_min = {r.key: min(r.waiting, before[r.key].waiting) for r in snap.engines
+                   if r.key in before and r.waiting is not None
+                   and before[r.key].waiting is not None}
+    return diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s or window_s,
+                    baselines=baselines, waiting_min=waiting_min)
 
 
 def empty_json(message: str) -> str:

@@ -11,6 +11,7 @@ the server could not be read or held no engine series.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import json
 import sys
@@ -94,15 +95,18 @@ def replay_fleet_once(rec: Any, at: float, *, as_json: bool = False,
                       out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``llmtop replay F --at T --once [--json]`` of a fleet recording: the refresh recorded
     at or before T, rebuilt by the live row builder and printed as live ``--once`` did."""
-    from llmtop.fleet.replay import fleet_snapshot_at
+    from llmtop.fleet.record import refresh_times
+    from llmtop.fleet.replay import fleet_snapshot_at, load_baseline
 
     mon, snap = fleet_snapshot_at(rec, at)
-    # judged as the live --once judges its refresh, without the server's history (a
-    # recording does not hold it): only the rules that need no baseline can fire
-    if mon.error is None:
-        mon.diagnoser.on_refresh(snap)
+    baseline = None
+    if mon.error is None:  # judged on the baseline the live run had (its recorded warm-up)
+        times = refresh_times(rec)
+        i = bisect.bisect_left(times, snap.time - 1e-6)
+        _, baseline = load_baseline(mon.diagnoser, rec, times, i, snap)
     return _print(mon, snap, as_json, out or sys.stdout, err or sys.stderr,
-                  list(mon.diagnoser.findings))
+                  list(mon.diagnoser.findings) if mon.error is None else [],
+                  baseline=baseline)
 
 
 async def _once(config: Config, as_json: bool, out: TextIO, err: TextIO, transport: Any,

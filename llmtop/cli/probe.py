@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmtop.errors import ConfigError
-from llmtop.loadgen.options import ProbeOptions, is_loopback_host, parse_shared_prefix, split_url
+from llmtop.loadgen.options import (
+    ProbeOptions,
+    is_loopback_host,
+    parse_levels,
+    parse_shared_prefix,
+    split_url,
+)
 
 __all__ = ["build_compare_parser", "build_parser", "compare_main", "confirm_target", "main",
            "options_from_args", "read_traffic", "resolve_api_key"]
@@ -32,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         "TPOT, throughput and where the server saturates (see docs/probe.md).",
         epilog="Compare runs: llmtop probe compare BEFORE.json AFTER.json [--html FILE].")
     a = p.add_argument
-    a("url", metavar="URL", help="server URL, e.g. http://127.0.0.1:8000 (or .../v1/completions)")
+    a("url", metavar="URL", nargs="*",
+      help="server URL, e.g. http://127.0.0.1:8000 (or .../v1/completions); several URLs: "
+      "a bake-off (the same requests to each, one after the other)")
     a("--concurrency", type=int, default=None, metavar="N",
       help="requests in flight (closed loop); with --rate: a cap on requests in flight")
     a("--rate", type=float, default=None, metavar="R", help="requests per second (open loop)")
@@ -89,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
       help="write a self-contained HTML report with charts")
     a("--svg", default=None, metavar="PREFIX",
       help="write the charts alone as PREFIX-<chart>.svg")
+    a("--plan", default=None, metavar="FILE",
+      help="a bake-off plan (TOML): engines to start, run and stop one at a time "
+      "(see docs/probe.md)")
+    a("--gpu-hour-price", type=float, default=None, metavar="USD",
+      help="bake-off: price of one GPU-hour, for $ per 1M output tokens")
+    a("--levels", default=None, metavar="C1,C2,...",
+      help="sweep these concurrencies (e.g. 1,10,50,100) instead of 1,2,4,...")
+    a("--requests-per-step", type=int, default=None, metavar="N",
+      help="bake-off: measured requests per level, at least 4x its concurrency (default 32)")
     a("--yes", action="store_true", help="do not ask before loading a non-loopback host")
     a("--insecure", action="store_true", help="do not verify TLS certificates")
     return p
@@ -133,9 +150,11 @@ def confirm_target(host: str, *, yes: bool, interactive: bool,
 
 def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptions:
     """Parsed flags -> validated ``ProbeOptions``."""
+    url = ns.url[0] if isinstance(ns.url, list) else ns.url
     return ProbeOptions(
-        url=ns.url, concurrency=ns.concurrency, rate=ns.rate, poisson=ns.poisson,
-        sweep=ns.sweep, max_concurrency=ns.max_concurrency, duration=ns.duration,
+        url=url, concurrency=ns.concurrency, rate=ns.rate, poisson=ns.poisson,
+        sweep=ns.sweep or bool(getattr(ns, "levels", None)),
+        max_concurrency=ns.max_concurrency, duration=ns.duration,
         max_requests=ns.max_requests, prompt_tokens=ns.prompt_tokens,
         output_tokens=ns.output_tokens, length_dist=ns.length_dist,
         shared_prefix=parse_shared_prefix(ns.shared_prefix) if ns.shared_prefix else None,
@@ -143,31 +162,16 @@ def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptio
         itl_slo=ns.itl_slo, tpot_slo=ns.tpot_slo, max_error_rate=ns.max_error_rate,
         warmup=ns.warmup, step_duration=ns.step_duration, insecure=ns.insecure, seed=ns.seed,
         dataset=ns.dataset, context=ns.context, target_rate=ns.target_rate,
+        levels=parse_levels(ns.levels) if getattr(ns, "levels", None) else None,
+        requests_per_step=getattr(ns, "requests_per_step", None),
     ).validate()
-
-
-def partial_report(options: ProbeOptions, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """A report built in this process from the steps seen, when the worker gave none."""
-    from llmtop.loadgen import knee
-    from llmtop.loadgen.options import redact_url
-    from llmtop.loadgen.report import capacity
-
-    slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
-    rep = {"target": redact_url(options.url), "model": options.model, "started": None,
-           "options": options.to_json(), "steps": steps,
-           "saturation": knee.saturation(steps) if options.sweep else None,
-           "max_throughput": knee.max_throughput(steps),
-           "sla_boundary": knee.sla_boundary(steps, slo, options.max_error_rate),
-           "stop_reason": "stopped", "partial": True}
-    rep["capacity"] = capacity(rep)
-    return rep
 
 
 def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
     """Run the probe with the live display; write the reports; return the exit code."""
     from llmtop.console.probe_view import ProbeLiveView, print_summary
     from llmtop.loadgen.api import start_probe
-    from llmtop.loadgen.report import write_reports
+    from llmtop.loadgen.report import partial_report, write_reports
 
     stops = [0]
 
@@ -286,7 +290,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "compare":
         return compare_main(args[1:])
-    ns = build_parser().parse_intermixed_args(args)
+    parser = build_parser()
+    ns = parser.parse_intermixed_args(args)
+    plan = None
+    if ns.plan or len(ns.url) > 1:  # a bake-off: the same preparation, then every engine
+        from llmtop.cli.bakeoff import load_plan
+
+        plan = load_plan(ns, parser, args)
+        ns.url = [plan.engines[0].url]
+    elif ns.gpu_hour_price is not None or ns.requests_per_step is not None:
+        raise ConfigError("--gpu-hour-price and --requests-per-step are bake-off options: "
+                          "give several URLs or --plan FILE")
+    if not ns.url:
+        raise ConfigError("llmtop probe needs a URL (several URLs or --plan FILE: a bake-off)")
+    ns.url = ns.url[0]
     base, _host, _ep = split_url(ns.url)
     api_key = resolve_api_key(ns.api_key, base_url=base)
     options = options_from_args(ns, api_key)
@@ -295,13 +312,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from llmtop.loadgen.dataset import load_dataset
 
         load_dataset(options.dataset)  # a bad line stops here: nothing is sent
-    _base, host, _ep = split_url(options.url)
-    ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
-    if not ok:
-        raise ConfigError(msg or "aborted")
+    hosts = [split_url(e.url)[1] for e in plan.engines] if plan else [split_url(options.url)[1]]
+    for host in dict.fromkeys(hosts):
+        ok, msg = confirm_target(host, yes=ns.yes, interactive=sys.stdin.isatty())
+        if not ok:
+            raise ConfigError(msg or "aborted")
     traffic = read_traffic(ns, api_key)
     if traffic is not None:
         options = dataclasses.replace(options, traffic=traffic).validate()
+    if plan is not None:
+        from llmtop.cli.bakeoff import run_plan
+
+        return run_plan(plan, options, ns)
     return run(options, ns)
 
 

@@ -478,21 +478,26 @@ class Engine:
             st.inc("errors")
         e2e = now - r.arrival
         st.obs("e2e", e2e, streaming=r.stream)
-        st.inc("e2e_us", e2e * 1e6)
+        # Triton's cumulative *_duration_us counters: successful requests only (real 2.51)
+        ok = reason not in ("abort", "error")
+        if ok:
+            st.inc("e2e_us", e2e * 1e6)
         if r.admitted_t is not None:
-            st.inc("queue_us", (r.admitted_t - r.arrival) * 1e6)
+            if ok:
+                st.inc("queue_us", (r.admitted_t - r.arrival) * 1e6)
             st.obs("inference", now - r.admitted_t)
             if r.first_token_t is not None:
                 st.obs("prefill", r.first_token_t - r.admitted_t)
                 st.obs("decode", now - r.first_token_t)
-                st.inc("compute_us", (now - r.admitted_t) * 1e6)
-        else:
+                if ok:
+                    st.inc("compute_us", (now - r.admitted_t) * 1e6)
+        elif ok:
             st.inc("queue_us", e2e * 1e6)
         if r.first_token_t is not None and r.output > 1:
             st.obs("tpot", (now - r.first_token_t) / (r.output - 1), streaming=r.stream)
         st.obs("gen_len", r.output)
         st.obs("max_gen_len", r.max_tokens)
         st.obs("num_preemptions", r.n_preempt)
-        if reason not in ("abort", "error"):
+        if ok:
             st.inc("success")
         r._wake()

@@ -36,6 +36,9 @@ class Baseline:
     values: Mapping[str, float]
     points: int
     span_s: float
+    lifetime: bool = False
+    """True for ``--once``'s baseline: the engine's lifetime before the window
+    (``diagnose.lifetime``), not a median of recent points."""
 
     def get(self, name: str) -> float | None:
         return self.values.get(name)

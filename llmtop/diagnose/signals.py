@@ -45,6 +45,7 @@ _QUANTILE_SIGNALS: dict[str, tuple[str, str]] = {
     "prompt_p50": ("prompt_len", "p50"),
     "prompt_p90": ("prompt_len", "p90"),
     "iter_p50": ("iteration_tokens", "p50"),
+    "inference_mean": ("inference_s", "mean"),
 }
 _ROW_SIGNALS: dict[str, str] = {
     "hit_rate": "prefix_hit_rate",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmtop.diagnose.baseline import Baseline, BaselineTracker
-from llmtop.diagnose.engine import diagnose
+from llmtop.diagnose.engine import SUPPRESSED_BY, diagnose
 from llmtop.diagnose.findings import Finding, order_findings, severity_rank
 from llmtop.diagnose.signals import BASELINE_SIGNALS
 from llmtop.diagnose.thresholds import (
@@ -151,8 +151,18 @@ class Diagnoser:
                 a.worst = severity_rank(f.severity)
                 out.append(Transition("worse", f, t - a.since))
             a.finding, a.last_fired = f, t
+        fired: dict[tuple[str, str | None], set[str]] = {}
+        for f in now:
+            fired.setdefault((f.target, f.model), set()).add(f.rule)
         for k, a in list(self._active.items()):
-            if k not in seen and (t - a.last_fired >= self.hold_s or t < a.last_fired):
+            if k in seen:
+                continue
+            # a symptom held by hysteresis ends at once when a cause that explains it fires
+            # (a TTFT rise seen before the queue had lasted a whole window is the queue)
+            f0 = a.finding
+            explained = SUPPRESSED_BY.get(f0.rule, frozenset()) & fired.get(
+                (f0.target, f0.model), set())
+            if explained or t - a.last_fired >= self.hold_s or t < a.last_fired:
                 del self._active[k]
                 out.append(Transition("end", a.finding, t - a.since))
         targets = list(dict.fromkeys(r.target for r in rows))

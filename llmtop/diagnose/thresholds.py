@@ -29,7 +29,10 @@ __all__ = [
     "HIT_ABS_DROP",
     "HIT_BASE_MIN",
     "HIT_REL",
+    "IMB_ITL_ABS_S",
+    "IMB_ITL_X",
     "IMB_KV_GAP",
+    "IMB_KV_ROOM",
     "IMB_RUNNING_ABS",
     "IMB_RUNNING_X",
     "IMB_WAITING_MIN",
@@ -43,8 +46,11 @@ __all__ = [
     "PROMPT_X",
     "QUEUE_CRIT_S",
     "QUEUE_CRIT_SHARE",
+    "QUEUE_FEW_MIN",
     "QUEUE_P95_MIN_S",
+    "QUEUE_SERVICE_X",
     "QUEUE_SHARE",
+    "QUEUE_WAITING_MIN",
     "RUNNING_AT_LIMIT",
     "SLOWER_X",
     "SPEC_ABS_DROP",
@@ -96,6 +102,16 @@ QUEUE_P95_MIN_S = 0.5
 """Queue p95 below this is not worth a warning (vLLM's lowest queue bucket is 0.3 s)."""
 QUEUE_CRIT_S = 2.0
 QUEUE_CRIT_SHARE = 0.8
+QUEUE_FEW_MIN = 3
+"""With fewer than MIN_REQUESTS finished in the window (a small model on a CPU finishes ~10
+in 5 s), queueing is still named when the evidence is overwhelming: at least this many
+finished requests, a queue of QUEUE_WAITING_MIN all window long, and their mean queue time
+QUEUE_SERVICE_X times their mean service (running) time."""
+QUEUE_WAITING_MIN = 5.0
+"""A queue this long all window long (vLLM Doctor's *Queue Pressure* uses 5)."""
+QUEUE_SERVICE_X = 2.0
+"""Mean queue time at least this x the mean time the same requests ran (vLLM
+``request_inference_time_seconds``): they waited longer than they were served, twice over."""
 RUNNING_AT_LIMIT = 0.95
 """running >= this x max_running: the running limit is what admits requests."""
 
@@ -145,8 +161,21 @@ IMB_WAITING_MIN = 8.0
 have none: a queue of a few on one of two replicas is ordinary noise (seen in the demo
 baseline: 3 waiting on one, 0 on the other, no cause to act on)."""
 IMB_RUNNING_X = 2.0
+"""Running at least this x the median of its idle siblings (and ``IMB_RUNNING_ABS`` above it)
+is a spread; it is a finding only with its cost: a queue, preemption or ``IMB_ITL_X``."""
 IMB_RUNNING_ABS = 8.0
 IMB_KV_GAP = 0.4
+"""KV this far above every idle sibling is a spread; a finding only with a queue or
+preemption (a full cache that costs nothing is healthy)."""
+IMB_KV_ROOM = 0.8
+"""A sibling is idle (has room for the load) with nothing waiting and KV below this (the
+Gateway API Inference Extension's routing headroom). A replica beside siblings that queue or
+are full is never called overloaded: the pool is short of capacity, not badly routed."""
+IMB_ITL_X = 1.5
+IMB_ITL_ABS_S = 0.01
+"""The busy replica's ITL p95 at least this x its idle siblings' (and 10 ms above): the
+spread costs latency (the demo's ``imbalance``: ~42 ms vs ~15 ms; two healthy replicas of
+different engines differ by ~1.4x, 25 ms vs 18 ms)."""
 
 # ---------------------------------------------------------------- warming up
 WARMUP_S = 120.0

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from llmtop.diagnose.baseline import BaselineTracker
 from llmtop.diagnose.findings import Finding, severity_rank
 from llmtop.diagnose.live import event_line
 from llmtop.diagnose.state import Diagnoser, Transition
 from llmtop.diagnose.thresholds import BASELINE_STEP_S, WARMUP_S
-from llmtop.model import EngineRow, Event, Snapshot
+from llmtop.model import EngineRow, Event, GpuRecord, Snapshot
 
 __all__ = ["BASELINE_REUSE_S", "REPLAY_WARM_MAX", "REPLAY_WARM_S", "WAITING_MIN_POINTS",
            "WARM_PENDING_MAX", "FleetDiagnosis", "warm_times"]
@@ -122,9 +122,11 @@ class FleetDiagnosis:
         self._pending = []
 
     def warm(self, points: Sequence[tuple[float, Sequence[EngineRow]]],
-             t: float | None = None) -> int | None:
+             t: float | None = None,
+             gpus: Mapping[float, Sequence[GpuRecord]] | None = None) -> int | None:
         """Seed the baseline with ``points`` ((time, rows) of the server's history, no
-        states needed) and judge the refreshes kept since ``begin_warm`` again on it (see the
+        states needed; ``gpus``: the DCGM GPUs at those times, by time) and judge the
+        refreshes kept since ``begin_warm`` again on it (see the
         module doc). ``t``: the refresh the warm-up was asked for (another first refresh
         kept: a warm-up of another time, ignored). Returns the points taken; None when no
         such warm-up is awaited (a ``reset`` since, or too late): nothing changes then."""
@@ -139,8 +141,12 @@ class FleetDiagnosis:
         first = pending[0].time if pending else float("inf")
         tracker = self.diagnoser.tracker
         taken = 0
-        for t, rows in sorted(points, key=lambda p: p[0]):
-            if rows and t <= first - tracker.step_s + 1e-6 and tracker.observe(t, rows):
+        at = dict(points)
+        gpus = gpus or {}
+        for t in sorted(at.keys() | gpus.keys()):
+            rows, gs = at.get(t) or (), gpus.get(t) or ()
+            if (rows or gs) and t <= first - tracker.step_s + 1e-6 and \
+                    tracker.observe(t, rows, gs) and rows:
                 taken += 1
         self.warm_points = taken
         for snap in pending:
@@ -190,6 +196,10 @@ class FleetDiagnosis:
             level, target, text = event_line(tr)
             self._events.append(Event(t, level, target, text))
         return out
+
+    def last_note(self) -> str | None:
+        """The text of the latest queued line of the diagnosis' own (``note``), if any."""
+        return next((e.text for e in reversed(self._events) if e.target is None), None)
 
     def take_events(self) -> list[Event]:
         """The event-log lines queued since the last call (each given once)."""

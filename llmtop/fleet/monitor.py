@@ -42,9 +42,16 @@ from llmtop.fleet.queries import (
     read_layouts,
     rule_names,
 )
-from llmtop.fleet.record import fleet_error_record, fleet_record, role_of
+from llmtop.fleet.record import (
+    fleet_error_record,
+    fleet_record,
+    refresh_base,
+    role_of,
+    warm_record,
+)
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.states import StateInfo, apply_states, read_state
+from llmtop.fleet.warm import Warmup, fetch, warm
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
 from llmtop.sources.prometheus import (
@@ -144,7 +151,7 @@ class FleetMonitor:
         """Given each refresh's raw answers as a recording record (``--record``)."""
         self.warm_baseline = True
         """Warm the diagnosis' baseline from the server's history (``llmtop.fleet.warm``)."""
-        self.warmup: Any = None
+        self.warmup: Warmup | None = None
         """The last warm-up's ``Warmup`` (None: none landed yet)."""
         self._warm_due = True
         self._warm_task: asyncio.Task[None] | None = None
@@ -395,8 +402,8 @@ class FleetMonitor:
         except PromError as exc:
             self.error = exc
             if self.sink is not None:  # a recording shows the outage as it was seen
-                self.sink(fleet_error_record(self, self.eval_time_now() if self.backend
-                                             else self.clock()))
+                self.sink(fleet_error_record(self._record_base(
+                    self.eval_time_now() if self.backend else self.clock()), exc))
             keep = self._last_good is not None and self.live and exc.kind in (
                 "unreachable", "too_big", "http_error", "bad_payload")
             # a passing outage keeps the last good rows on screen (the header names the
@@ -418,6 +425,12 @@ class FleetMonitor:
         self._last = snap
         self._refreshed_at = started
         return snap
+
+    def _record_base(self, t: float) -> dict[str, Any]:
+        """The fields of a recording's record at ``t`` (``record.refresh_base``)."""
+        return refresh_base(t, window_s=self.window_s, scrape_interval_s=self.scrape_interval_s,
+                            plan=self.plan, source=self.source_json(), warnings=self.warnings,
+                            partial=self.partial)
 
     async def _run(self, queries: dict[str, str], t: float) -> dict[str, PromResult]:
         keys = list(queries)
@@ -446,7 +459,8 @@ class FleetMonitor:
             ans = await self._run(plan.queries(), t)
             results = {k: r.result for k, r in ans.items()}
             del ans
-            record = fleet_record(self, results, t) if self.sink is not None else None
+            record = fleet_record(self._record_base(t), results) \
+                if self.sink is not None else None
             info = read_state(role_of(results, "state"), plan.group)
             errors = await self._scrape_errors(info.down_labels) if info.down_labels else {}
             if record is not None and self.sink is not None:
@@ -512,12 +526,22 @@ class FleetMonitor:
 
     async def history(self, key: str, points: int = 90) -> list[tuple[float, EngineRow | None]]:
         """``pinned.history``: row ``key`` at past refresh times (sparklines)."""
-        return await pinned.history(self, key, points)
+        return await pinned.history(self.client, self._last, self.plan, key, self.refresh_s,
+                                    points)
 
     async def row_windows(self, key: str, windows: Iterable[float]
                           ) -> dict[float, EngineRow | None]:
         """``pinned.row_windows``: row ``key`` at other rate windows (detail screen)."""
-        return await pinned.row_windows(self, key, windows)
+        return await pinned.row_windows(
+            self.client, self._last, self.plan, key, windows, window_s=self.window_s,
+            window_note=self.window_note,
+            partial=self._refresh_warnings() if self.partial else None)
+
+    def _refresh_warnings(self) -> list[str]:
+        """The latest refresh's own query warnings: not the connect notes, not the header's
+        ``PARTIAL`` line."""
+        skip = set(self._connect_warnings)
+        return [w for w in self.warnings if w not in skip and not w.startswith("PARTIAL:")]
 
     # ------------------------------------------------------------------ Monitor shape
 
@@ -531,11 +555,17 @@ class FleetMonitor:
     async def _warm(self, t: float) -> None:
         """The warm-up (``llmtop.fleet.warm``) on a client of its own: the refresh's
         request count and concurrency cap stay the refresh's. Never raises."""
-        from llmtop.fleet.warm import warm
-
         client = PromClient(self.cfg, transport=self._transport)
         try:
-            self.warmup = await warm(self, t, client=client)
+            got = await fetch(client, self.plan, t, self.window_s,
+                              keep_answers=self.sink is not None)
+            if self.sink is not None:  # a replay rebuilds this baseline from the answers
+                self.sink(warm_record(
+                    self._record_base(t), start=got.start, end=got.end, step_s=got.step_s,
+                    queries=got.queries, answers=got.answers, warnings=got.warnings,
+                    error=got.error))
+                got.answers = {}
+            self.warmup = warm(self.diagnoser, got)
         except Exception as exc:  # a bug in the warm-up must not stop the monitor
             if self.diagnoser.warm_failed(t):
                 self.diagnoser.note(t, "warn", f"diagnosis: no baseline from the server's "
@@ -544,7 +574,7 @@ class FleetMonitor:
             if self._transport is None:  # a transport given is shared: the monitor's to close
                 await client.aclose()
 
-    async def warmed(self) -> Any:
+    async def warmed(self) -> Warmup | None:
         """Wait for the warm-up in flight, if any (``--once``); the last ``Warmup``."""
         task = self._warm_task
         if task is not None and not task.done():

@@ -11,6 +11,18 @@ are filled back from (``lay``, ``Plan.layouts``) and the down targets' scrape er
 a record runs the same code as the live refresh after its HTTP answers, so ``llmtop replay F
 --at T --once --json`` prints the rows a live ``--once`` printed at T. Credentials never
 reach a record (the URL is the monitor's ``display_url``; headers are not recorded).
+
+The diagnosis' warm-up (``llmtop.fleet.warm``) is recorded too, as one ``fw`` record per
+warm-up: the same fields, ``w`` the evaluation time of the refresh it warms, its range
+(``start``, ``end``, ``step``), the number of queries sent (``q``), and the answers of its
+range queries (``ans``: role -> the API's ``result`` list, with ``values``) or its failure
+(``werr``, in words). Replay rebuilds the baseline from them with the live code
+(``warm.from_answers``). A header with ``warmup: true`` says the recording keeps them;
+recordings made before (no such field) still replay, with a cold baseline, said in words.
+The header's ``schema`` stays 2: an ``fw`` record is one more kind, which earlier readers
+skip (they read ``fq`` records only).
+
+Nothing here knows the monitor: it passes the values a record holds (``refresh_base``).
 """
 
 from __future__ import annotations
@@ -21,14 +33,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from llmtop.config import Config
-from llmtop.fleet.queries import Layouts
+from llmtop.fleet.queries import Layouts, Plan
 
 if TYPE_CHECKING:
-    from llmtop.fleet.monitor import FleetMonitor
     from llmtop.record.reader import Recording
+    from llmtop.sources.prometheus import PromError
 
 __all__ = ["FLEET_SCHEMA", "fleet_error_record", "fleet_header", "fleet_record", "is_fleet",
-           "layouts_of", "refresh_times", "role_of"]
+           "keeps_warmups", "layouts_of", "refresh_base", "refresh_times", "role_of",
+           "warm_record"]
 
 FLEET_SCHEMA = 2
 """Recording schema of fleet mode (direct-mode recordings stay schema 1)."""
@@ -45,17 +58,26 @@ def fleet_header(config: Config) -> dict[str, Any]:
 
     p = config.prometheus
     assert p is not None
-    return {"schema": FLEET_SCHEMA, "mode": "fleet",
+    return {"schema": FLEET_SCHEMA, "mode": "fleet", "warmup": True,
             "prometheus": {"url": display_url(p.url), "match": p.match,
                            "group_by": list(p.group_by) if p.group_by else None}}
 
 
-def _base(mon: FleetMonitor, t: float) -> dict[str, Any]:
-    plan = mon.plan
-    return {"k": "fq", "w": t, "m": time.monotonic(), "win": mon.window_s,
-            "si": mon.scrape_interval_s, "grp": list(plan.group) if plan else None,
-            "look": plan.lookback_s if plan else None, "src": mon.source_json(),
-            "warn": list(mon.warnings), "part": mon.partial,
+def keeps_warmups(rec: Recording) -> bool:
+    """Whether the recording was made by an llmtop that records the warm-up (``fw``)."""
+    return bool(rec.header.get("warmup"))
+
+
+def refresh_base(t: float, *, window_s: float, scrape_interval_s: float, plan: Plan | None,
+                 source: dict[str, Any], warnings: list[str], partial: bool
+                 ) -> dict[str, Any]:
+    """The fields every ``fq``/``fw`` record holds: the evaluation time ``t``, the window
+    and scrape interval, the row group, the source (no credentials), warnings, PARTIAL and
+    the bucket layouts."""
+    return {"k": "fq", "w": t, "m": time.monotonic(), "win": window_s,
+            "si": scrape_interval_s, "grp": list(plan.group) if plan else None,
+            "look": plan.lookback_s if plan else None, "src": dict(source),
+            "warn": list(warnings), "part": partial,
             "lay": {n: [repr(b) for b in bounds] for n, bounds in plan.layouts.items()}
             if plan else {}}
 
@@ -72,20 +94,32 @@ def layouts_of(r: dict[str, Any]) -> Layouts:
     return out
 
 
-def fleet_record(mon: FleetMonitor, results: dict[str, list[dict[str, Any]]], t: float
+def fleet_record(base: dict[str, Any], results: dict[str, list[dict[str, Any]]]
                  ) -> dict[str, Any]:
-    """One refresh's record; the answers are copied (the row builder consumes its input)."""
-    rec = _base(mon, t)
+    """One refresh's record (``base``: ``refresh_base``); the answers are copied (the row
+    builder consumes its input)."""
+    rec = dict(base)
     rec["ans"] = orjson.loads(orjson.dumps(results))
     return rec
 
 
-def fleet_error_record(mon: FleetMonitor, t: float) -> dict[str, Any]:
+def fleet_error_record(base: dict[str, Any], err: PromError | None) -> dict[str, Any]:
     """A refresh that failed: its error state (no answers)."""
-    rec = _base(mon, t)
-    err = mon.error
+    rec = dict(base)
     rec["err"] = {"kind": err.kind, "message": err.message,
                   "http_status": err.http_status} if err else None
+    return rec
+
+
+def warm_record(base: dict[str, Any], *, start: float | None, end: float | None,
+                step_s: float, queries: int, answers: dict[str, list[dict[str, Any]]],
+                warnings: list[str], error: str | None) -> dict[str, Any]:
+    """One warm-up's record (``base``: ``refresh_base`` at the refresh it warms): its range
+    and the raw answers of its range queries (kept as received), or its error in words."""
+    rec = dict(base)
+    rec.update({"k": "fw", "start": start, "end": end, "step": step_s, "q": queries,
+                "ans": answers, "warn": list(warnings), "part": bool(warnings),
+                "werr": error})
     return rec
 
 

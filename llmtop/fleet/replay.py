@@ -1,5 +1,15 @@
 """Fleet recordings played back: a refresh rebuilt from its recorded answers by the live
-code (``fleet_snapshot_at``) and ``FleetReplay``, a recording played in the fleet TUI."""
+code (``fleet_snapshot_at``) and ``FleetReplay``, a recording played in the fleet TUI.
+
+The diagnosis' baseline at a recorded refresh (``load_baseline``: a replay's start, each
+seek, ``replay --once``) is what the live run had, from the recording alone: the recorded
+warm-up's answers (``fw`` records, rebuilt by ``warm.from_answers``) for the 15 minutes
+before the run's first refresh (or travel), the recorded refreshes from it on (not those
+before it: the live run started afresh there). The refreshes of the last
+``REPLAY_WARM_S`` are judged again (hysteresis, ``waiting_min``); the older ones in the
+15-minute span are baseline points only, one per ``REPLAY_BASE_STEP_S``. At the refresh a
+warm-up was asked for (a recorded ``--once``) the baseline is exactly the live one.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +20,126 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from llmtop.config import Config, PrometheusConfig
+from llmtop.diagnose.thresholds import BASELINE_KEEP_S
 from llmtop.errors import RecordingError
 from llmtop.fleet.diagnosis import REPLAY_WARM_S, FleetDiagnosis, warm_times
-from llmtop.fleet.record import layouts_of, refresh_times, role_of
+from llmtop.fleet.record import keeps_warmups, layouts_of, refresh_times, role_of
+from llmtop.fleet.warm import Warmup, from_answers, warm
 
 if TYPE_CHECKING:
     from llmtop.fleet.monitor import FleetMonitor
-    from llmtop.model import EngineRow, Snapshot
+    from llmtop.model import EngineRow, GpuRecord, Snapshot
     from llmtop.record.reader import Recording
 
-__all__ = ["FleetReplay", "fleet_snapshot_at"]
+__all__ = ["REPLAY_BASE_STEP_S", "FleetReplay", "fleet_snapshot_at", "load_baseline",
+           "recorded_warmup"]
+
+REPLAY_BASE_STEP_S = 60.0
+"""Recorded refreshes older than ``REPLAY_WARM_S`` in the 15-minute baseline span are fed
+one per this many seconds (baseline points only): each is rebuilt from its answers."""
+
+
+def _warm_record(rec: Recording, at: float) -> dict[str, Any] | None:
+    """The ``fw`` record of the last refresh at or before ``at`` that was warmed, when its
+    points can reach ``at``'s baseline span."""
+    fw = None
+    for r in rec.records:
+        if r.get("k") == "fw" and at - BASELINE_KEEP_S < r["w"] <= at + 1e-6 and (
+                fw is None or r["w"] >= fw["w"]):
+            fw = r
+    return fw
+
+
+def recorded_warmup(rec: Recording, at: float, exact: bool = False) -> Warmup | None:
+    """The warm-up recorded for the last refresh at or before ``at`` that had one and whose
+    points can reach ``at``'s baseline span (``exact``: for the refresh at ``at`` only),
+    rebuilt from its answers by the live code; None when none was recorded."""
+    fw = _warm_record(rec, at)
+    if fw is None or (exact and abs(fw["w"] - at) > 1e-6):
+        return None
+    group = tuple(fw.get("grp") or ("instance",))
+    return from_answers(fw["w"], fw.get("ans") or {}, group, fw["win"], layouts_of(fw),
+                        start=fw.get("start"), end=fw.get("end"),
+                        step_s=float(fw.get("step") or 0.0), queries=int(fw.get("q") or 0),
+                        warnings=list(fw.get("warn") or []), error=fw.get("werr"))
+
+
+def load_baseline(diag: FleetDiagnosis, rec: Recording, times: list[float], i: int,
+                  shown: Snapshot | None = None) -> tuple[Warmup | None, dict[str, object]]:
+    """Start ``diag`` over at refresh ``i`` of ``times`` with the baseline the live run had
+    there (see the module doc) and judge refresh ``i``. Returns the recorded warm-up used
+    (None: none) and the ``baseline`` object of ``--once --json`` (the live one when ``i``
+    is the refresh the warm-up was asked for). ``shown``: refresh ``i``'s snapshot, when
+    already rebuilt (a failed refresh: None, and it is not judged)."""
+    diag.reset()
+    t = times[i]
+    got = recorded_warmup(rec, t)
+    # the live run's baseline held nothing before its warm-up's refresh (a start or a
+    # travel began it afresh): the recorded refreshes before that are another run's
+    lo = max(t - BASELINE_KEEP_S, got.t - 1e-6 if got is not None else float("-inf"))
+    judged = [j for j in warm_times(times, i, REPLAY_WARM_S) if times[j] >= lo]
+    first = judged[0] if judged else i
+    older: list[int] = []
+    for j in range(bisect.bisect_left(times, lo), first):
+        if not older or times[j] - times[older[-1]] >= REPLAY_BASE_STEP_S - 1e-6:
+            older.append(j)
+    points: list[tuple[float, list[EngineRow]]] = []
+    gpus: dict[float, list[GpuRecord]] = {}
+    for j in older:
+        mon, snap = fleet_snapshot_at(rec, times[j])
+        if mon.error is None:
+            points.append((snap.time, snap.engines))
+            gpus[snap.time] = snap.gpus
+    diag.begin_warm()
+    for j in judged:
+        mon, snap = fleet_snapshot_at(rec, times[j])
+        if mon.error is None:
+            diag.on_refresh(snap)
+    if shown is None:
+        mon, snap = fleet_snapshot_at(rec, t)
+        shown = snap if mon.error is None else None
+    if shown is not None:
+        diag.on_refresh(shown)
+    if got is not None and not points and not judged and abs(got.t - t) < 1e-6:
+        warm(diag, got)  # the refresh the warm-up was asked for: exactly the live sequence
+        doc = got.to_json(diag.warm_points if got.error is None and got.points else 0)
+        doc["note"] = diag.last_note()
+        return got, doc
+    if got is not None and got.error is None:
+        points = [*got.points, *points]
+        gpus = {**got.gpus, **gpus}
+    taken = diag.warm(points, None, gpus) if points or gpus else None
+    if taken is None:
+        diag.warm_failed(None)
+    why = None
+    if got is None:
+        why = ("this recording holds no warm-up answers (made by an llmtop that did not "
+               "record them)" if not keeps_warmups(rec)
+               else "no warm-up was recorded in the 15 minutes before this refresh")
+    elif got.error is not None:
+        why = f"the recorded warm-up failed ({got.error})"
+    n = taken or 0
+    span = [p[0] for p in points]
+    if n == 0:
+        then = (f"the baseline holds only the {len(judged)} recorded refreshes before this "
+                "one" if judged else "the baseline starts cold") + \
+            "; relative rules apply once the refreshes have built one"
+        note = f"diagnosis: no baseline from the recording ({why or 'no points'}): {then}"
+        diag.note(t, "warn", note)
+    else:
+        what = f"{len(got.points)} of the recorded warm-up, " if got is not None and \
+            got.error is None and got.points else ""
+        note = (f"diagnosis: baseline from the recording: {n} points ({what}"
+                f"{len(older)} recorded refreshes, {t - min(span):.0f} s to "
+                f"{t - max(span):.0f} s before), then {len(judged)} refreshes judged again"
+                + (f"; {why}" if why else ""))
+        diag.note(t, "info", note)
+    warns = list(got.warnings) if got is not None else []
+    return got, {
+        "source": "recording", "start": min(span) if span else None,
+        "end": max(span) if span else None, "step_s": None, "points": n, "queries": 0,
+        "partial": bool(warns), "warnings": warns, "error": why if n == 0 else None,
+        "note": note}
 
 
 def fleet_snapshot_at(rec: Recording, at: float, config: Config | None = None
@@ -113,8 +233,8 @@ class FleetReplay:
         self._mon, self._snap = fleet_snapshot_at(rec, self._from)
         self.config = self._mon.config
         self.diagnoser = FleetDiagnosis()
-        """Fed with each refresh shown; after a seek, first with the recorded refreshes of
-        the ``REPLAY_WARM_S`` before it (one per baseline step) as its baseline."""
+        """Fed with each refresh shown; at the start and after a seek, first with the
+        baseline the live run had there (``load_baseline``)."""
         self._judged: int | None = None
 
     def _index(self) -> int:
@@ -135,14 +255,18 @@ class FleetReplay:
         """Feed refresh ``i`` to the diagnosis (after a seek or a step back: a fresh one,
         warmed with the recorded refreshes before ``i``)."""
         if self._judged is None or i < self._judged:
-            self.diagnoser.reset()
-            for j in warm_times(self.times, i, REPLAY_WARM_S):
-                mon, snap = fleet_snapshot_at(self.rec, self.times[j])
-                if mon.error is None:
-                    self.diagnoser.on_refresh(snap)
+            load_baseline(self.diagnoser, self.rec, self.times, i,  # judges i too
+                          self._snap if self._mon.error is None else None)
+            self._judged = i
+            return
         self._judged = i
         if self._mon.error is None:
+            got = recorded_warmup(self.rec, self.times[i], exact=True)
+            if got is not None:  # the recorded run warmed here (a restart of llmtop)
+                self.diagnoser.begin_warm()
             self.diagnoser.on_refresh(self._snap)
+            if got is not None:
+                warm(self.diagnoser, got)
 
     def header_text(self) -> str:
         end = " · END" if self._shown == len(self.times) - 1 else ""

@@ -288,13 +288,18 @@ def lifetime_quantiles(h: Hist) -> Quantiles:
 def restart_reason(prev: EngineSample, cur: EngineSample) -> str | None:
     """Why ``cur`` comes from a restarted process compared with ``prev``, or None.
 
-    A changed start time, or any counter / histogram count of a model going down.
+    A changed start time, a changed process start mark (``extra["process_start_mark"]``:
+    llama.cpp's start on the host's monotonic clock), or any counter / histogram count of a
+    model going down.
     """
     if (
         prev.start_time is not None
         and cur.start_time is not None
         and abs(cur.start_time - prev.start_time) > START_TIME_TOLERANCE_S
     ):
+        return "process start time changed"
+    mark0, mark1 = prev.extra.get("process_start_mark"), cur.extra.get("process_start_mark")
+    if mark0 is not None and mark1 is not None and mark0 != mark1:
         return "process start time changed"
     before = {m.model: m for m in prev.models}
     for m in cur.models:

@@ -140,7 +140,9 @@ def _peaks(srv: dict[str, Any] | None) -> str:
         running += f" (max {srv['max_running']:,.0f})"
     text = (f"running {running}, waiting {n(srv.get('waiting_peak'))}, "
             f"KV {kv}, preemptions {n(srv.get('preemptions'))}, GPU memory "
-            f"{DASH if mem is None else f'{mem / 2**30:,.1f} GiB'}, GPU util "
+            f"{DASH if mem is None else f'{mem / 2**30:,.1f} GiB'}"
+            f"{' (whole GPU)' if mem is not None and srv.get('gpu_memory_of') == 'gpu' else ''}"
+            ", GPU util "
             f"{pct(srv.get('gpu_util_peak'))}")
     return text + (f" ({srv['note']})" if srv.get("note") else "")
 

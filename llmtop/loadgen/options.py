@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_SWEEP_DURATION_S",
     "ProbeOptions",
     "is_loopback_host",
+    "parse_levels",
     "parse_shared_prefix",
     "split_url",
 ]
@@ -83,6 +84,15 @@ class ProbeOptions:
     """The model's context in tokens (caps drawn lengths); None: from /v1/models."""
     target_rate: float | None = None
     """Requests per second to plan replicas for (the capacity sentence)."""
+    levels: tuple[int, ...] | None = None
+    """Sweep concurrency levels as given (e.g. ``(1, 10, 50, 100)``) instead of 1, 2, 4, ..."""
+    requests_per_step: int | None = None
+    """Bake-off steps: each level is a fixed list of max(this, 4 x concurrency) requests
+    (after a warm-up of one request per slot unless ``warmup == 0``), every level runs
+    (no early stop on SLO, plateau or errors) and the request list is hashed."""
+    calibration: dict[str, Any] | None = None
+    """A fixed prompt calibration (``Calibration.to_json()``) instead of measuring one, so
+    several engines get byte-identical prompts."""
 
     # ----- derived -------------------------------------------------------------------------
     @property
@@ -142,6 +152,14 @@ class ProbeOptions:
             raise ConfigError("--context must be >= 2")
         if self.target_rate is not None and self.target_rate <= 0:
             raise ConfigError("--target-rate must be > 0")
+        if self.levels is not None and (not self.levels or min(self.levels) < 1):
+            raise ConfigError("--levels wants concurrencies >= 1, e.g. 1,10,50,100")
+        if self.requests_per_step is not None:
+            if self.requests_per_step < 1:
+                raise ConfigError("--requests-per-step must be >= 1")
+            if self.rate is not None:
+                raise ConfigError("a bake-off runs closed-loop concurrency steps: "
+                                  "use --concurrency, --sweep or --levels, not --rate")
         return self
 
     def to_json(self) -> dict[str, Any]:
@@ -168,8 +186,9 @@ class ProbeOptions:
     def from_dict(cls, d: dict[str, Any]) -> ProbeOptions:
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        if kw.get("shared_prefix") is not None:
-            kw["shared_prefix"] = tuple(kw["shared_prefix"])
+        for name in ("shared_prefix", "levels"):
+            if kw.get(name) is not None:
+                kw[name] = tuple(kw[name])
         return cls(**kw)
 
 
@@ -182,6 +201,18 @@ def parse_shared_prefix(text: str) -> tuple[int, int]:
     if n < 1 or p < 1:
         raise ConfigError("--shared-prefix N:P needs N >= 1 and P >= 1")
     return n, p
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """``"1,10,50"`` -> ``(1, 10, 50)`` (sorted, unique); raises ``ConfigError``."""
+    try:
+        levels = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise ConfigError(f"--levels wants concurrencies like 1,10,50,100, got {text!r}") \
+            from None
+    if not levels or levels[0] < 1:
+        raise ConfigError("--levels wants concurrencies >= 1, e.g. 1,10,50,100")
+    return tuple(levels)
 
 
 def redact_url(url: str) -> str:

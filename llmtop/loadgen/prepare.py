@@ -132,6 +132,19 @@ def _fit(n1: int, n2: int) -> Calibration | None:
     return Calibration(method="", ratio=ratio, overhead=max(0.0, n1 - ratio * _SMALL))
 
 
+async def _calibrate(session: httpx.AsyncClient, base: str, options: ProbeOptions, model: str,
+                     endpoint: str, texts: tuple[str, str],
+                     usage_counts: list[int | None]) -> Calibration:
+    """Tokens per word: ``/tokenize`` where it answers, else the probe requests' usage."""
+    n1 = await _tokenize(session, base, options, model, endpoint, texts[0])
+    n2 = await _tokenize(session, base, options, model, endpoint, texts[1]) if n1 else None
+    if n1 and n2 and (c := _fit(n1, n2)):
+        return Calibration("tokenize", c.ratio, c.overhead)
+    if usage_counts[0] and usage_counts[1] and (c := _fit(usage_counts[0], usage_counts[1])):
+        return Calibration("usage", c.ratio, c.overhead)
+    return Calibration("assumed")
+
+
 async def prepare(options: ProbeOptions) -> Prepared:
     """Resolve model, endpoint and calibration; raises ``ProbeSetupError``."""
     base, _host, ep_from_url = split_url(options.url)
@@ -197,16 +210,12 @@ async def prepare(options: ProbeOptions) -> Prepared:
         if chosen is None:
             raise ProbeSetupError(f"no streaming endpoint answered ({last_err}); "
                                   "check the URL, --endpoint and --model")
-        cal = None
-        n1 = await _tokenize(session, base, options, model, chosen, texts[0])
-        n2 = await _tokenize(session, base, options, model, chosen, texts[1]) if n1 else None
-        if n1 and n2 and (c := _fit(n1, n2)):
-            cal = Calibration("tokenize", c.ratio, c.overhead)
-        elif usage_counts[0] and usage_counts[1] and (c := _fit(usage_counts[0],
-                                                               usage_counts[1])):
-            cal = Calibration("usage", c.ratio, c.overhead)
+        if options.calibration:  # fixed by the caller (a bake-off: identical prompts)
+            c = options.calibration
+            cal = Calibration(str(c.get("method", "given")), float(c["tokens_per_word"]),
+                              float(c.get("overhead", 0.0)))
         else:
-            cal = Calibration("assumed")
+            cal = await _calibrate(session, base, options, model, chosen, texts, usage_counts)
     tokens = sum(r.tokens for r in sent if r.ok)
     return Prepared(base, chosen, base + ENDPOINT_PATHS[chosen], model, ignore_eos, cal,
                     setup_requests=len(sent), setup_output_tokens=tokens, context=context)

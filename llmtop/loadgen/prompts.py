@@ -20,6 +20,7 @@ sent as written. ``last_asked`` is the (prompt, output) length asked for by the 
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from llmtop.loadgen.client import dumps
 from llmtop.loadgen.dataset import Record
 from llmtop.loadgen.shape import LengthDist
 
-__all__ = ["Calibration", "PromptFactory", "sample_length", "sample_text"]
+__all__ = ["Calibration", "PromptFactory", "new_digest", "sample_length", "sample_text"]
 
 _WORDS = (
     "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at",
@@ -66,6 +67,12 @@ class Calibration:
         return {"method": self.method, "tokens_per_word": self.ratio, "overhead": self.overhead}
 
 
+def new_digest() -> Any:
+    """The hash of a request list: sha256 over ``[prompt or messages, max_tokens]`` per
+    request, in send order (model name and sampling flags left out)."""
+    return hashlib.sha256()
+
+
 def sample_text(n_words: int, seed: int = 0, offset: int = 0) -> str:
     """Deterministic text of ``n_words`` words (used for calibration)."""
     rng = random.Random(seed * 7919 + offset)
@@ -92,7 +99,7 @@ class PromptFactory:
                  seed: int = 0, prompt_dist: LengthDist | None = None,
                  output_dist: LengthDist | None = None, context: int | None = None,
                  prefix_share: float | None = None,
-                 dataset: list[Record] | None = None) -> None:
+                 dataset: list[Record] | None = None, min_tokens: bool = False) -> None:
         self.model = model
         self.chat = endpoint == "chat"
         self.cal = calibration
@@ -100,6 +107,10 @@ class PromptFactory:
         self.output_tokens = output_tokens
         self.dist = length_dist
         self.ignore_eos = ignore_eos
+        self.min_tokens = min_tokens
+        """Also ask ``min_tokens = max_tokens`` (with ``ignore_eos``): exact output lengths."""
+        self.digest: Any = None
+        """A ``hashlib.sha256()`` to feed (prompt, max_tokens) of every payload, in order."""
         self.rng = random.Random(seed)
         self._pool = [self.rng.choice(_WORDS) for _ in range(self.POOL_WORDS)]
         self._n = 0
@@ -169,6 +180,10 @@ class PromptFactory:
                                                                   for m in messages)
         if self.ignore_eos if ignore_eos is None else ignore_eos:
             body["ignore_eos"] = True
+            if self.min_tokens:
+                body["min_tokens"] = max_tokens
+        if self.digest is not None:
+            self.digest.update(dumps([body.get("messages") or body.get("prompt"), max_tokens]))
         return dumps(body)
 
     def _record_payload(self) -> bytes:

@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CSV_COLUMNS", "capacity", "knee_text", "lengths_lines", "load_text", "slo_text",
-           "to_csv", "to_json", "to_markdown", "write_reports"]
+__all__ = ["CSV_COLUMNS", "capacity", "knee_text", "lengths_lines", "load_text",
+           "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "write_reports"]
 
 _LAT = ("ttft_s", "itl_s", "itl_request_s", "tpot_s", "e2e_s")
 _Q = ("p50", "p90", "p95", "p99", "mean")
@@ -305,3 +305,20 @@ def write_reports(report: dict[str, Any], *, json_path: str | None = None,
             Path(path).write_text(fn(report), encoding="utf-8")
             out.append(path)
     return out
+
+
+def partial_report(options: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A report built from the steps seen, when the worker gave none (``options``: the
+    ``ProbeOptions`` of the run)."""
+    from llmtop.loadgen import knee
+    from llmtop.loadgen.options import redact_url
+
+    slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
+    rep = {"target": redact_url(options.url), "model": options.model, "started": None,
+           "options": options.to_json(), "steps": steps,
+           "saturation": knee.saturation(steps) if options.sweep else None,
+           "max_throughput": knee.max_throughput(steps),
+           "sla_boundary": knee.sla_boundary(steps, slo, options.max_error_rate),
+           "stop_reason": "stopped", "partial": True}
+    rep["capacity"] = capacity(rep)
+    return rep

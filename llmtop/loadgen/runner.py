@@ -26,9 +26,10 @@ from typing import Any
 from llmtop.loadgen import knee
 from llmtop.loadgen.client import JSON_LIB, Result, StreamClient
 from llmtop.loadgen.dataset import load_dataset
+from llmtop.loadgen.fixed_steps import FixedSteps
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
-from llmtop.loadgen.prompts import PromptFactory
+from llmtop.loadgen.prompts import PromptFactory, new_digest
 from llmtop.loadgen.rawhttp import RawStreamClient
 from llmtop.loadgen.report import capacity
 from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
@@ -47,6 +48,8 @@ _perf = time.perf_counter
 
 def ladder(options: ProbeOptions) -> list[tuple[int | None, float | None]]:
     """The steps as ``(concurrency, rate)``."""
+    if options.levels:
+        return [(c, None) for c in options.levels]
     if not options.sweep:
         if options.rate is not None:
             return [(None, options.rate)]
@@ -69,7 +72,7 @@ def plateau_reached(tputs: list[float], gain: float = PLATEAU_GAIN) -> bool:
     return best > 0 and all(t < (1 + gain) * best for t in tputs[-2:])
 
 
-class Runner:
+class Runner(FixedSteps):
     """Runs one probe; ``emit(event)`` gets every event (see docs/probe.md)."""
 
     def __init__(self, options: ProbeOptions, prepared: Prepared,
@@ -86,11 +89,15 @@ class Runner:
             ignore_eos=prepared.ignore_eos, seed=options.seed, prompt_dist=p_dist,
             output_dist=o_dist, context=prepared.context,
             prefix_share=traffic.get("prefix_hit_rate"),
-            dataset=load_dataset(options.dataset) if options.dataset else None)
+            dataset=load_dataset(options.dataset) if options.dataset else None,
+            min_tokens=options.requests_per_step is not None)
+        if options.requests_per_step is not None:
+            self.factory.digest = new_digest()
         self._asked_prompt = array("d")
         self._asked_output = array("d")
         self._got_prompt = array("d")
         self._got_output = array("d")
+        self._short = 0
         self.slo = {"ttft": options.ttft_slo, "itl": options.itl_slo, "tpot": options.tpot_slo}
         self.steps: list[dict[str, Any]] = []
         self.stop_reason: str | None = None
@@ -177,6 +184,7 @@ class Runner:
             if asked[0] is not None:
                 self._asked_prompt.append(asked[0])
             self._asked_output.append(asked[1])
+            self._short += res.tokens < asked[1]
             if res.prompt_tokens is not None:
                 self._got_prompt.append(res.prompt_tokens)
             self._got_output.append(res.tokens)
@@ -267,6 +275,7 @@ class Runner:
             errs = sum(self._w_errors.values())
             n = len(self._window) if self._window is not None else 0
             if (errs >= MIN_ERRORS_FOR_STOP and self._window is not None
+                    and self.o.requests_per_step is None
                     and error_rate(n - errs, errs) > self.o.max_error_rate):
                 self.stop("error_rate")
 
@@ -366,6 +375,9 @@ class Runner:
             self._cap = asyncio.Semaphore(cap) if cap else None
             self._workers.append(loop.create_task(self._dispatcher()))
 
+    def _ladder(self) -> list[tuple[int | None, float | None]]:
+        return ladder(self.o)
+
     def _sweep_stop(self) -> str | None:
         last = self.steps[-1]
         if last["error_rate"] > self.o.max_error_rate:
@@ -397,6 +409,9 @@ class Runner:
                 self.emit({"type": "step_started", "t": time.time(), "step": idx,
                            "concurrency": conc, "rate": rate, "warmup_s": warm,
                            "duration_s": planned, "steps_planned": len(plan)})
+                if self.o.requests_per_step is not None:
+                    await self._fixed_step(conc or 1)
+                    continue
                 self._set_load(conc, rate)
                 if warm > 0:
                     self._phase = "warmup"
@@ -467,22 +482,8 @@ class Runner:
                 "actual": {"prompt": _q(self._got_prompt), "output": _q(self._got_output)},
             },
             "context": self.p.context,
+            **self._list_json(),
         }
-
-    def _traffic_json(self) -> dict[str, Any]:
-        """What the load was shaped by: synthetic lengths, a dataset or an engine's own."""
-        o = self.o
-        if o.dataset:
-            return {"kind": "dataset", "dataset": o.dataset, "seed": o.seed}
-        out: dict[str, Any] = {"kind": "engine" if o.traffic else "synthetic", "seed": o.seed}
-        if o.traffic:
-            out.update(o.traffic)
-        if not (o.traffic or {}).get("prompt"):
-            out.update({"prompt_tokens": o.prompt_tokens, "output_tokens": o.output_tokens,
-                        "length_dist": o.length_dist})
-        if o.shared_prefix:
-            out["shared_prefix"] = list(o.shared_prefix)
-        return out
 
 
 def _q(values: array) -> dict[str, float | None] | None:

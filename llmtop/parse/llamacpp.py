@@ -4,8 +4,14 @@ No labels: one model per process, named from identity (``/props`` ``model_path``
 ``/v1/models``) or "default". ``requests_processing`` -> running, ``requests_deferred`` ->
 waiting, ``prompt_tokens_total``/``tokens_predicted_total`` -> token counters, old builds'
 ``kv_cache_usage_ratio`` -> kv_usage. The throughput gauges (reset by scrapes in some builds)
-and the other counters only go to ``extra``. ``Process-Start-Time-Unix`` header ->
-``start_time``; ``identity["total_slots"]`` (``/props``) -> max_running.
+and the other counters only go to ``extra``. ``identity["total_slots"]`` (``/props``) ->
+max_running.
+
+The ``Process-Start-Time-Unix`` header is not a unix time, whatever its name: llama-server
+sends ``ggml_time_us()`` at start, the host's monotonic clock in microseconds (a real build
+sent ``2981792143`` on a machine up 50 min). So ``start_time`` stays None (no uptime), and the
+value goes to ``extra["process_start_mark"]``: it changes only when the process restarts,
+which ``history.derive.restart_reason`` reads.
 
 Prefix cache (recent builds, ``server-task.cpp`` ``to_metrics``): ``prompt_tokens_cached_total``
 counts prompt tokens reused from the cache, and ``prompt_tokens_total`` then counts only the
@@ -61,7 +67,8 @@ def _value(idx: dict[str, list[Sample]], name: str) -> float | None:
 
 
 def start_time_from_headers(headers: dict[str, str] | None) -> float | None:
-    """``Process-Start-Time-Unix`` (any case) as a float, or None."""
+    """``Process-Start-Time-Unix`` (any case) as a float, or None: a process mark (monotonic
+    microseconds at start), not a unix time."""
     if not headers:
         return None
     for k, v in headers.items():
@@ -110,6 +117,9 @@ def normalize(
     if isinstance(slots, (int, float)) and not isinstance(slots, bool) and slots > 0:
         m.gauges["max_running"] = float(slots)
     extra: dict[str, Any] = {}
+    mark = start_time_from_headers(headers)
+    if mark is not None:
+        extra["process_start_mark"] = mark
     for name, key in _EXTRA.items():
         v = _value(idx, name)
         if v is not None:
@@ -117,7 +127,6 @@ def normalize(
     return EngineSample(
         engine="llamacpp",
         version=identity_version(identity) or _build_info(identity),
-        start_time=start_time_from_headers(headers),
         models=[m],
         extra=extra,
     )

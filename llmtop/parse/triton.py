@@ -5,7 +5,9 @@ One ``ModelSample`` per ``model`` label (versions summed; ``info["version"]`` li
 * Core ``nv_inference_*``: cumulative counters, latencies in cumulative **microseconds**.
   Mean-only latencies become ``Hist(bounds=(), cumulative=(), sum=seconds, count=requests)``:
   ``e2e`` from ``nv_inference_request_duration_us``, ``queue`` from
-  ``nv_inference_queue_duration_us``, both over success + failure. ``requests`` = success +
+  ``nv_inference_queue_duration_us``, ``inference`` from the sum of the three
+  ``nv_inference_compute_{input,infer,output}_duration_us``, all over ``success`` only: a real
+  2.51 server adds nothing to them for a failed request. ``requests`` = success +
   failure, split as ``finished:success``/``finished:error``; failures go to ``errors`` and
   ``error:<REASON>`` (``rejected`` = REJECTED, ``aborted`` = CANCELED). TTFT from the opt-in
   ``nv_inference_first_response_histogram_ms`` (ms -> s). Compute times, execution counts,
@@ -57,6 +59,12 @@ _EXTRA_COUNTERS = {
     "nv_cache_hit_duration_per_model": "cache_hit_s",
     "nv_cache_miss_duration_per_model": "cache_miss_s",
 }
+# Per-request compute time (input + infer + output): the ``inference`` phase, mean only.
+_COMPUTE = (
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+)
 _SUMMARIES = {
     "nv_inference_request_summary_us": "e2e",
     "nv_inference_queue_summary_us": "queue",
@@ -185,12 +193,17 @@ def _core(idx: dict[str, list[Sample]], ms: Any, extra_models: dict[str, dict[st
         sample = ms(m)
         outcome_counters(sample.counters, success.get(m), failure.get(m),
                          rejected="REJECTED", aborted="CANCELED")
-    for src, key in ((duration, "e2e"), (queue, "queue")):
+    compute: dict[str, float] = {}
+    for name in _COMPUTE:
+        for m, us in _by_model(idx, name).items():
+            compute[m] = compute.get(m, 0.0) + us
+    # The duration counters count successful requests only (a failed request adds nothing to
+    # them, seen on a real 2.51 server), so their mean is over ``success``, not all requests.
+    for src, key in ((duration, "e2e"), (queue, "queue"), (compute, "inference")):
         for m, us in src.items():
-            sample = ms(m)
-            n = sample.counters.get("requests")
+            n = success.get(m)
             if n is not None:
-                sample.hists[key] = Hist(bounds=(), cumulative=(), sum=us * _US, count=n)
+                ms(m).hists[key] = Hist(bounds=(), cumulative=(), sum=us * _US, count=n)
     for m, v in pending.items():
         ms(m).gauges["waiting"] = v
     ttft_fam = hist_family(idx, "nv_inference_first_response_histogram_ms")

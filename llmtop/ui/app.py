@@ -53,6 +53,10 @@ counting frees; at 700 the collector ran 3 times a second and cost more CPU than
 engines table. Little of what we make is cyclic garbage, so collecting rarely keeps memory
 the same (``benchmarks/tui_cost.py`` RSS)."""
 
+_OPENS = {"probe": "ProbeScreen", "gpus": "GpuScreen"}
+"""Action -> the screen it opens (and that screen's footer does not offer it again)."""
+
+
 class Wake:
     """What the poller sleeps on between ticks: ``set()`` ends the sleep at once. One timer
     and one future: ``asyncio.wait_for(event.wait(), t)`` made a task, a timer and three
@@ -225,7 +229,7 @@ class LlmtopApp(ReplayActions, App):
     def paint(self) -> None:
         self._paint_pending = False
         self._last_paint = time.monotonic()
-        for screen in self.screen_stack:
+        for screen in self._mounted_screens():
             fn = getattr(screen, "refresh_data", None)
             if fn is not None and (screen is self.screen or isinstance(screen, OverviewScreen)):
                 try:
@@ -234,6 +238,12 @@ class LlmtopApp(ReplayActions, App):
                     self.source.event("error", None, f"paint: {type(exc).__name__}: {exc}")
         if self.first_data_at is None and self.snapshot is not None:
             self.first_data_at = time.monotonic()
+
+    def _mounted_screens(self) -> list[Any]:
+        """The stacked screens that can be painted: a screen pushed but not yet mounted
+        has not composed its widgets (a replay's first tick comes before that) and paints
+        itself from ``on_mount``."""
+        return [s for s in self.screen_stack if s.is_mounted]
 
     def _update_verdict(self) -> None:
         snap = self.snapshot
@@ -276,25 +286,40 @@ class LlmtopApp(ReplayActions, App):
         th = self.current_theme
         fmt.set_palette({**GAUGE_DEFAULTS, **th.variables, "accent": th.accent or th.primary})
         if self.snapshot is not None:
-            for screen in self.screen_stack:
+            for screen in self._mounted_screens():
                 fn = getattr(screen, "refresh_data", None)
                 if fn is not None:
                     fn(force=True)
 
     # -- actions ------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in REPLAY_ACTIONS and self.replay is None:
+        if not self.mode_allows(action):
             return False
-        if action == "fleet_travel":
-            return hasattr(self.source, "travel")
-        if action == "probe" and self.replay is not None:
-            return None
+        # the key that opened this screen does nothing on it: not offered there
+        return type(self.screen).__name__ != _OPENS.get(action)
+
+    def mode_allows(self, action: str) -> bool:
+        """Whether ``action`` does something in this mode (live, replay, fleet). One that
+        does not is refused, left out of the footer and out of help (``?``): replay keys
+        need a replay; time travel and folding a model need fleet mode; the load probe needs
+        a live engine's API URL, which neither a replay nor Prometheus gives; the raw
+        metrics browser needs kept scrapes, which fleet mode has not."""
+        name = action.split("(")[0]
+        fleet = hasattr(self.source, "travel")
+        if name in REPLAY_ACTIONS:
+            return self.replay is not None
+        if name in ("fleet_travel", "collapse"):
+            return fleet
+        if name == "probe":
+            return self.replay is None and not fleet
+        if name == "raw":  # fleet mode reads series from Prometheus: no raw scrape kept
+            return not fleet
         return True
 
     def action_fleet_travel(self) -> None:
         from llmtop.ui.screens.help import SeekScreen
 
-        self.push_screen(SeekScreen(), self._travel)
+        self.push_screen(SeekScreen(SeekScreen.TRAVEL_PROMPT), self._travel)
 
     def _travel(self, text: str | None) -> None:
         if text:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from llmtop.history.series import tail
-from llmtop.model import Event, GpuRecord, Snapshot
+from llmtop.model import EngineRow, Event, GpuRecord, Snapshot
 
 __all__ = [
     "SPARK_FIELDS",
@@ -22,6 +23,7 @@ __all__ = [
     "Source",
     "gpu_key",
     "replay_control",
+    "row_value",
 ]
 
 SPARK_FIELDS = (
@@ -101,6 +103,14 @@ _ROW_FIELD = {
 }
 
 
+def row_value(row: Any, field: str) -> float | None:
+    """A row's current value of sparkline ``field`` (``SPARK_FIELDS``); None when the row
+    does not report it."""
+    attr, q = _ROW_FIELD[field]
+    v = getattr(row, attr, None)
+    return getattr(v, q, None) if q is not None and v is not None else v
+
+
 class MonitorSource:
     """Adapts ``llmtop.monitor.Monitor`` (or a replay source) to ``Source``.
 
@@ -113,6 +123,7 @@ class MonitorSource:
         self.host = host
         self.replay = replay_control(monitor)
         self._rings: dict[tuple[str, str], deque[float | None]] = {}
+        self._gpu_rings: dict[tuple[str, str], deque[float | None]] = {}
         self._history = history
         self._local_events: deque[Event] = deque(maxlen=500)
         self._own_series = getattr(self.store, "series", None) is None
@@ -129,11 +140,13 @@ class MonitorSource:
             self._remember(snap)
         return snap
 
-    def _remember(self, snap: Snapshot) -> None:
+    def _remember(self, snap: Snapshot, extra: Sequence[EngineRow] = ()) -> None:
+        """One point per row (``extra``: rows outside ``snap.engines``, fleet mode's totals)
+        and field; a row gone from this tick gets a gap."""
         self._count += 1
         self._times.append(snap.time)
         seen = set()
-        for row in snap.engines:
+        for row in (*snap.engines, *extra):
             for r in (row, *row.ranks):
                 for field, (attr, q) in _ROW_FIELD.items():
                     v = getattr(r, attr, None)
@@ -146,6 +159,20 @@ class MonitorSource:
                     seen.add((r.key, field))
         for k, ring in self._rings.items():
             if k not in seen:
+                ring.append(None)
+        gseen = set()
+        for g in snap.gpus:  # the GPU screen's history, as the store keeps it
+            vals = {"util": g.util, "mem_used": g.mem_used_bytes, "power": g.power_w,
+                    "temp": g.temp_c}
+            for field, v in vals.items():
+                key = (gpu_key(g), field)
+                ring = self._gpu_rings.get(key)
+                if ring is None:
+                    ring = self._gpu_rings[key] = deque(maxlen=self._history)
+                ring.append(None if v is None else float(v))
+                gseen.add(key)
+        for k, ring in self._gpu_rings.items():
+            if k not in gseen:
                 ring.append(None)
 
     def snapshot(self, window_s: float) -> Snapshot | None:
@@ -165,6 +192,9 @@ class MonitorSource:
 
     def gpu_series(self, key: str, field: str, last: int | None = None
                    ) -> list[float | None]:
+        if self._own_series:  # no store (fleet mode): the rings filled each tick
+            ring = self._gpu_rings.get((key, field))
+            return tail(ring, last) if ring is not None else []
         fn = getattr(self.store, "gpu_series", None)
         try:
             return list(fn(key, field, last)) if fn is not None else []
@@ -246,7 +276,8 @@ class FleetSource(MonitorSource):
             self._local_events.extend(take())
         if snap is not self._last_snap:  # the monitor answers a refresh asked too soon
             self._last_snap = snap         # with the same snapshot: one point, not two
-            self._remember(snap)
+            # the per-model total rows too: their sparklines and captions, like any row's
+            self._remember(snap, getattr(self.monitor, "totals", None) or ())
             if self._focus is not None:
                 await self._fetch_windows(snap)
         return snap
@@ -343,9 +374,10 @@ class FleetSource(MonitorSource):
         older = older[-room:] if room > 0 else []
         if older:
             n = len(self._times)
-            for k, ring in self._rings.items():
-                pad = len(older) + n - len(ring)
-                self._rings[k] = deque([None] * pad + list(ring), maxlen=self._history)
+            for rings in (self._rings, self._gpu_rings):  # aligned with the older times
+                for k, ring in rings.items():
+                    pad = len(older) + n - len(ring)
+                    rings[k] = deque([None] * pad + list(ring), maxlen=self._history)
             self._times = deque([*older, *self._times], maxlen=self._history)
             self._count += len(older)
         step = max(1.0, float(getattr(self.monitor, "refresh_s", 1.0)))
@@ -391,6 +423,7 @@ class FleetSource(MonitorSource):
             return str(exc).replace("--at: ", "")
         self.monitor.travel(at)
         self._rings.clear()
+        self._gpu_rings.clear()
         self._times.clear()
         self._backfilled.clear()  # each row's history is fetched again, around the new time
         self._epoch += 1

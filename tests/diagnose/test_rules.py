@@ -216,7 +216,8 @@ def test_imbalance_names_the_overloaded_replica():
     b = healthy("vllm@10.0.0.2:8000", waiting=0.0, running=2.0)
     f = diagnose([a, b])
     assert [(x.rule, x.target) for x in f] == [("imbalance", "vllm@10.0.0.1:8000")]
-    assert "12 waiting while its 1 sibling(s) have none" in f[0].summary
+    assert "overloaded: 12 waiting, KV 45 %, while its sibling vllm@10.0.0.2:8000 is idle" \
+        in f[0].summary
 
 
 def test_equal_replicas_and_other_models_are_not_imbalanced():

@@ -69,6 +69,11 @@ def doc_commands() -> list[DocCommand]:
             i += 1
             if line.lstrip().startswith("```"):
                 in_block = not in_block
+                if in_block and line.strip() == "```text":  # printed output, no commands
+                    i = next((j + 1 for j in range(i, len(lines))
+                              if lines[j].lstrip().startswith("```")), len(lines))
+                    in_block = False
+                    continue
                 if in_block:  # a block with "$ " prompts: its other lines are output
                     end = next((j for j in range(i, len(lines))
                                 if lines[j].lstrip().startswith("```")), len(lines))
@@ -155,6 +160,12 @@ def _substitute(text: str, demo: DemoHandle, fleet: RunningFleet | None,
         words[words.index("--at") + 1] = _recorded_time(work / words[2])
     elif "--at" in words:  # the demo fleet's Prometheus has the last minute only
         words[words.index("--at") + 1] = "-5s"
+    if "--listen" in words:  # the exporter's example port may be taken: a free one
+        i = words.index("--listen") + 1
+        words[i] = f"127.0.0.1:{free_port()}"
+        positional = [w for w in words[2 if words[1] == "export" else 3:] if not w.startswith("-")]
+        if positional == [words[i]] and "--demo" not in words and "--prometheus" not in words:
+            words.insert(i - 1, vllm.name)  # the synopsis' [TARGET ...]: the demo's engine
     if words[1:2] == ["probe"] and words[2:3] != ["compare"]:
         words += ["--duration", "3", "--max-concurrency", "4"]
     return shlex.join(words)
@@ -172,7 +183,8 @@ def _recorded_time(path: Path) -> str:
 def _is_tui(words: list[str]) -> bool:
     if words[1:2] == ["probe"]:
         return False
-    if words[1:2] == ["record"] or words[1:3] in (["demo", "serve"], ["demo", "fleet"]):
+    if words[1:2] in (["record"], ["export"]) or words[1:3] in (["demo", "serve"],
+                                                               ["demo", "fleet"]):
         return True
     return "--once" not in words
 
@@ -182,6 +194,8 @@ def _ready(words: list[str], screen: str) -> bool:
         return "first seen" in screen or "recording" in screen
     if words[1:3] == ["demo", "serve"]:
         return "Ctrl-C to stop" in screen
+    if words[1:2] == ["export"]:
+        return "serving http" in screen
     return "llmtop" in screen and ("REPLAY" in screen or "ENGINE" in screen
                                    or "No engines" in screen or "no engine" in screen.lower())
 

@@ -174,6 +174,8 @@ def query_role(q: str) -> str:
     """The refresh role of a fleet query's text, as a fake server answers it."""
     if "count by (__name__, job)" in q:
         return "discovery"
+    if "DCGM_FI_" in q:
+        return "gpus"
     if "last_over_time(" in q or "timestamp(" in q:
         return "state"
     if "_bucket{" in q:

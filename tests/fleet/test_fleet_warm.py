@@ -335,7 +335,7 @@ def test_warm_rows_are_the_instant_rows_at_the_same_times():
     async def go() -> tuple[Any, dict[float, Any]]:
         try:
             await mon.tick()
-            got = await fetch(mon, T0)
+            got = await fetch(mon.client, mon.plan, T0, mon.window_s)
             inst = {}
             for ts, _ in got.points:
                 mon.travel(ts)
@@ -384,7 +384,7 @@ def test_real_warm_points_equal_instant_refreshes(fleet_backend, demo_fleet):
                 mon._refreshed_at = None
                 snap = await mon.tick()
                 t = snap.time - 5
-                got = await fetch(mon, t, step_s=5.0)
+                got = await fetch(mon.client, mon.plan, t, mon.window_s, step_s=5.0)
                 ok = sum(r.state == "ok" for r in snap.engines)
                 full = [ts for ts, rows in got.points if len(rows) >= ok]
                 if (ok >= 3 and full and t - full[0] >= 45) or time.monotonic() > deadline:
@@ -479,7 +479,7 @@ def test_a_warm_up_for_another_refresh_changes_nothing():
     async def go() -> tuple[Snapshot, Any]:
         try:
             snap = await mon.tick()
-            return snap, await fetch(mon, snap.time)
+            return snap, await fetch(mon.client, mon.plan, snap.time, mon.window_s)
         finally:
             await mon.aclose()
 

@@ -19,7 +19,8 @@ def test_fixture_fields():
         identity={"model_path": "/models/qwen2.5-0.5b-q4_k_m.gguf", "total_slots": 4},
     )
     assert s.engine == "llamacpp"
-    assert s.start_time == 1763800000.0
+    # the header is llama-server's monotonic start mark, not a unix time: no start_time
+    assert s.start_time is None
     assert s.version is None
     (m,) = s.models
     assert m.model == "/models/qwen2.5-0.5b-q4_k_m.gguf"
@@ -37,6 +38,7 @@ def test_fixture_fields():
         "n_busy_slots_per_decode": 1.16798,
         "prompt_tokens_per_s": 1517.33,
         "predicted_tokens_per_s": 54.1129,
+        "process_start_mark": 1763800000.0,
     }
 
 
@@ -48,8 +50,24 @@ def test_defaults_without_identity_or_header():
 
 
 def test_header_case_and_bad_value():
-    assert llamacpp.normalize(TEXT, headers={"process-start-time-unix": "17.5"}).start_time == 17.5
-    assert llamacpp.normalize(TEXT, headers={"process-start-time-unix": "x"}).start_time is None
+    s = llamacpp.normalize(TEXT, headers={"process-start-time-unix": "17.5"})
+    assert s.extra["process_start_mark"] == 17.5 and s.start_time is None
+    s = llamacpp.normalize(TEXT, headers={"process-start-time-unix": "x"})
+    assert "process_start_mark" not in s.extra and s.start_time is None
+
+
+def test_start_mark_change_is_a_restart_and_no_uptime_is_made_up():
+    """A real build sent ``Process-Start-Time-Unix: 2981792143`` (monotonic µs, not unix s):
+    a changed mark is a restart, and no uptime is derived from it."""
+    from llmtop.history.derive import derive_lifetime, restart_reason
+
+    a = llamacpp.normalize(TEXT, headers={"Process-Start-Time-Unix": "2981792143"})
+    same = llamacpp.normalize(TEXT, headers={"Process-Start-Time-Unix": "2981792143"})
+    b = llamacpp.normalize(TEXT, headers={"Process-Start-Time-Unix": "3050000000"})
+    assert restart_reason(a, same) is None
+    assert restart_reason(a, b) == "process start time changed"
+    life = derive_lifetime(a.models[0], start_time=a.start_time, t_wall=1795796676.0)
+    assert life["uptime_s"] is None
 
 
 OLD = """# HAND-MADE edge case: 2024-era gauges (examples/server/server.cpp) plus a NaN
@@ -113,3 +131,22 @@ def test_garbage_raises(body):
     with pytest.raises(ParseError):
         llamacpp.normalize(body)
 
+
+
+def test_real_build_under_load():
+    """A real llama-server (sdist 11434.0.0) under load: 2 slots busy, 4 deferred, cached
+    prompt tokens counted apart; no KV gauge in this build."""
+    s = llamacpp.normalize(
+        fixture_text("llamacpp-real-b0-sdist-11434.0.0-under-load.txt"),
+        headers={"Process-Start-Time-Unix": "2981792143"},
+        identity={"model_path": "/cache/tiny-llama.gguf", "total_slots": 2},
+    )
+    (m,) = s.models
+    assert m.gauges == {"running": 2.0, "waiting": 4.0, "max_running": 2.0}
+    assert m.counters["generation_tokens"] == 3433.0
+    assert m.counters["prompt_tokens"] == 524.0 + 325.0  # computed + cached
+    assert m.counters["prefix_hits"] == 325.0
+    assert m.counters["prefix_queries"] == 849.0
+    assert m.counters["spec_draft_tokens"] == 0.0
+    assert s.start_time is None and s.extra["process_start_mark"] == 2981792143.0
+    assert s.extra["n_tokens_max"] == 403.0

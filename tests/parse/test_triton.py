@@ -166,7 +166,8 @@ def test_edge_failures_versions_nan_kv_from_used_max():
     assert m.counters["error:OTHER"] == 0.0
     assert m.counters["rejected"] == 3.0
     assert m.counters["aborted"] == 2.0
-    assert m.hists["e2e"] == Hist((), (), pytest.approx(2.12), 106.0)
+    # the duration counters count successes only (real 2.51 server): the mean is over 100
+    assert m.hists["e2e"] == Hist((), (), pytest.approx(2.12), 100.0)
     assert "queue" not in m.hists
     assert m.gauges["waiting"] == 4.0  # the NaN series is skipped, not counted as 0
     assert m.gauges["kv_usage"] == 0.25  # used/max without a "fraction" series
@@ -287,3 +288,49 @@ def test_cpu_and_pinned_memory_go_to_extra():
         "mem_total_bytes": 6.7e10,
         "pinned_total_bytes": 268435456.0,
     }
+
+
+def _nv(text: str, name: str) -> float:
+    """The value of the one sample line starting with ``name{`` (or ``name`` if it has one)."""
+    head = name if "{" in name else name + "{"
+    (line,) = [ln for ln in text.splitlines() if ln.startswith(head)]
+    return float(line.rsplit(" ", 1)[1])
+
+
+@pytest.mark.parametrize("name", ["triton-real-2.51.0-under-load.txt",
+                                  "triton-real-2.51.0-summaries-under-load.txt"])
+def test_real_2_51_under_load(name):
+    """A real 2.51 server: the duration counters count successes only, so means are over them."""
+    text = fixture_text(name)
+    s = _one(name)
+    (m,) = s.models
+    ok = _nv(text, "nv_inference_request_success")
+    failed = _nv(text, 'nv_inference_request_failure{model="sleepy",reason="BACKEND"')
+    assert failed == 4.0 and ok >= 100
+    assert m.counters["requests"] == ok + failed
+    assert m.counters["error:BACKEND"] == failed == m.counters["errors"]
+    assert m.gauges == {"waiting": 12.0}  # pending; no running gauge, no KV
+    e2e_us = _nv(text, "nv_inference_request_duration_us")
+    assert m.hists["e2e"] == Hist((), (), pytest.approx(e2e_us * 1e-6), ok)
+    compute_us = sum(_nv(text, f"nv_inference_compute_{p}_duration_us")
+                     for p in ("input", "infer", "output"))
+    assert m.hists["inference"] == Hist((), (), pytest.approx(compute_us * 1e-6), ok)
+    # 50 ms per batch: the mean compute time per request is at least the sleep
+    assert m.hists["inference"].sum / ok >= 0.05
+    assert s.gpus == []  # no nv_gpu_* without a GPU
+    assert set(s.extra["cpu"]) >= {"util", "mem_total_bytes", "mem_used_bytes"}
+
+
+def test_real_2_51_summaries_in_seconds_and_nan_at_idle():
+    loaded = _one("triton-real-2.51.0-summaries-under-load.txt")
+    q = loaded.extra["triton_models"]["sleepy"]["quantiles_s"]
+    assert set(q) == {"e2e", "queue", "compute_input", "compute_infer", "compute_output"}
+    assert q["e2e"]["0.5"] == pytest.approx(0.20245)
+    assert set(q["e2e"]) == {"0.5", "0.9", "0.95", "0.99", "0.999"}
+    idle = _one("triton-real-2.51.0-summaries-idle.txt")
+    (m,) = idle.models
+    # every quantile prints "Nan" at idle: none is read (never 0), the counters are 0
+    assert "quantiles_s" not in idle.extra["triton_models"]["sleepy"]
+    assert m.counters["requests"] == 0.0
+    assert m.hists["e2e"] == Hist((), (), 0.0, 0.0)
+    assert m.gauges == {"waiting": 0.0}

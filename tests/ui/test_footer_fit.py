@@ -68,9 +68,11 @@ async def test_live_screens_at_80_columns_show_whole_keys():
     app = make_app("ok")
     async with app.run_test(size=(80, 24)) as pilot:
         seen = await _walk(app, pilot, "live")
-    # the old cut: "… l Prob" on the probe screen; now whole, Chart dropped before Start
-    assert "l Probe" in seen["probe, form hidden"] and "^r Start" in seen["probe, form hidden"]
-    assert "v Chart" not in seen["probe, form hidden"]
+    # the old cut: "… l Prob" on the probe screen; now whole, Chart dropped before Start;
+    # l (it opened this screen) is not offered again on it
+    assert "l Probe" not in seen["probe, form hidden"]
+    assert "^r Start" in seen["probe, form hidden"] and "f Form" in seen["probe, form hidden"]
+    assert "v Chart" in seen["probe, form hidden"]  # room left by l
 
 
 async def test_replay_screens_at_80_columns_keep_the_replay_keys():

@@ -141,3 +141,18 @@ def test_a_lost_gpu_says_why_in_its_row():
     c = cells(lost, 80)
     assert c["gpu"] == "2 H100" and c["throttle"] == "error: GPU is lost"
     assert c["util"] == c["mem"] == c["power"] == ""
+
+
+@pytest.mark.parametrize("width", [80, 120, 160])
+def test_a_fleet_gpu_name_is_never_cut(width):
+    """Fleet mode's ``host:index`` (``demo-node-0:0``) showed as ``demo-no`` at 80 columns."""
+    from dataclasses import replace
+
+    g = replace(H100, host="demo-node-0")
+    cols = gpu_layout(width, len("demo-node-0:0 H100"))
+    assert sum(c.width for c in cols) <= width
+    name = next(t.plain for c, t in zip(cols, gpu_cells(g, cols, Thresholds()), strict=True)
+                if c.key == "gpu").strip()
+    assert name.startswith("demo-node-0:0 H100") and "\u2026" not in name, name
+    throttle = next(c for c in cols if c.key == "throttle")
+    assert throttle.width >= 8

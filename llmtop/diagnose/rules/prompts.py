@@ -71,7 +71,9 @@ def prefix_cache_miss(c: RowCtx) -> list[Finding]:
     if n < MIN_REQUESTS:
         return []
     up, ev, words = slower(c)
-    summary = f"prefix-cache hit rate {fmt_pct(hr)}, usually {fmt_pct(hb)}"
+    usually = ("over its lifetime before this window" if c.base is not None and c.base.lifetime
+               else "usually")
+    summary = f"prefix-cache hit rate {fmt_pct(hr)}, {usually} {fmt_pct(hb)}"
     pv, pb = c.sig("prompt_p50"), c.usual("prompt_p50")
     if pv is not None and pb is not None:
         summary += f"; prompts unchanged (median {fmt_tok(pv)})" if pv < PROMPT_X * pb else ""

@@ -10,15 +10,31 @@ from llmtop.diagnose.thresholds import (
     MIN_REQUESTS,
     QUEUE_CRIT_S,
     QUEUE_CRIT_SHARE,
+    QUEUE_FEW_MIN,
     QUEUE_P95_MIN_S,
+    QUEUE_SERVICE_X,
     QUEUE_SHARE,
+    QUEUE_WAITING_MIN,
     RUNNING_AT_LIMIT,
 )
 
 __all__ = ["queueing"]
 
-WAITING_ONLY_MIN = 5.0
+WAITING_ONLY_MIN = QUEUE_WAITING_MIN
 """Without queue-time histograms, a queue this long all window long (vLLM Doctor's 5)."""
+
+
+def _overwhelming(c: RowCtx, n: float, qm: float | None) -> float | None:
+    """Fewer than MIN_REQUESTS finished: the queue/service ratio when the evidence is
+    overwhelming all the same (see ``QUEUE_FEW_MIN``), else None."""
+    w, wmin, svc = c.row.waiting, c.waiting_min, c.sig("inference_mean")
+    if n < QUEUE_FEW_MIN or w is None or w < QUEUE_WAITING_MIN:
+        return None
+    if wmin is not None and wmin < QUEUE_WAITING_MIN:
+        return None
+    if qm is None or qm < QUEUE_P95_MIN_S or svc is None or svc <= 0:
+        return None
+    return qm / svc if qm >= QUEUE_SERVICE_X * svc else None
 
 
 def _action(c: RowCtx, at_limit: bool) -> str:
@@ -27,9 +43,13 @@ def _action(c: RowCtx, at_limit: bool) -> str:
     if row.engine == "sglang" and kv is not None and kv < 0.9:
         return ("lower --schedule-conservativeness (e.g. 0.3): token usage below 0.9 with a "
                 "queue means the scheduler admits too few, or add a replica")
+    flag = "--max-num-seqs" if row.engine == "vllm" else "the running limit"
     if at_limit and kv is not None and kv < KV_FULL:
-        flag = "--max-num-seqs" if row.engine == "vllm" else "the running limit"
         return f"raise {flag} (KV has room at {fmt_pct(kv)}) or add a replica"
+    if row.max_running is None and kv is not None and kv < KV_FULL and row.running:
+        # vLLM does not export --max-num-seqs: running flat with KV room is the likely limit
+        return (f"KV has room at {fmt_pct(kv)}: if {row.running:.0f} running is the engine's "
+                f"limit (not exported), raise {flag}; otherwise add a replica")
     return "add a replica: the load exceeds this engine's capacity (llmtop probe finds how much)"
 
 
@@ -49,7 +69,11 @@ def queueing(c: RowCtx) -> list[Finding]:
     # the tail: p95, else the mean (Triton's queue is a mean-only µs counter pair)
     hi, hi_name = (q95, "queue_p95") if q95 is not None else (qm, "queue_mean")
     if row.queue_s is not None and hi is not None:
-        if count(row, "queue_s") < MIN_REQUESTS or hi < QUEUE_P95_MIN_S:
+        n = count(row, "queue_s")
+        if hi < QUEUE_P95_MIN_S:
+            return []
+        ratio = _overwhelming(c, n, qm) if n < MIN_REQUESTS else None
+        if n < MIN_REQUESTS and ratio is None:
             return []
         # the share from the means (exact: _sum/_count) where both exist; the p50s sit in
         # coarse buckets (vLLM's lowest queue bucket is 0.3 s, so a p50 "below" reads 0.3)
@@ -64,6 +88,10 @@ def queueing(c: RowCtx) -> list[Finding]:
         ev += [c.ev(hi_name, QUEUE_P95_MIN_S), c.ev(f"queue_{share_of}"),
                c.ev(f"ttft_{share_of}"),
                c.ev("queue_share_of_ttft", QUEUE_SHARE, share, baseline=False)]
+        if ratio is not None:
+            ev += [c.ev("requests", MIN_REQUESTS, n, baseline=False),
+                   c.ev("inference_mean"),
+                   c.ev("queue_over_service", QUEUE_SERVICE_X, ratio, baseline=False)]
         tt = c.sig("ttft_p95")
         head = f"TTFT p95 {fmt_s(tt)}: " if tt is not None else ""
         share_txt = (f" is {fmt_pct(min(share, 1.0))} of TTFT's {share_of}"
@@ -74,6 +102,11 @@ def queueing(c: RowCtx) -> list[Finding]:
             times.append(f"p95 {fmt_s(q95)}")
         summary = (f"{head}{w:.0f} requests wait and queue time ({', '.join(times)})"
                    f"{share_txt}{limit}{kv}")
+        if ratio is not None:
+            seen = (f"at least {c.waiting_min:.0f} waiting all window"
+                    if c.waiting_min is not None else f"{w:.0f} waiting now")
+            summary += (f"; only {n:.0f} finished in {c.window_s:.3g} s, but they waited "
+                        f"\u00d7{ratio:.1f} as long as they ran, {seen}")
         if usual is not None and hi < 2 * usual:
             summary += f"; as usual for this engine ({fmt_s(usual)})"
             return [c.finding("queueing", "info", summary, ev, _action(c, at_limit))]

@@ -130,10 +130,11 @@ def _titled(table: Table) -> Group:
 
 def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
                       notes: dict[str, str] | None = None,
-                      partial: dict[str, str] | None = None) -> Group:
+                      partial: dict[str, str] | None = None, *, raw: bool = True) -> Group:
     """The detail body; ``notes``: window name -> why that window shows ``–``;
     ``partial``: window name -> the backend's warnings when that window's row came from a
-    partial answer (fleet mode): its rows and columns say ``PARTIAL``, a line says why."""
+    partial answer (fleet mode): its rows and columns say ``PARTIAL``, a line says why.
+    ``raw``: the raw metrics browser (``m``) is offered (not in fleet mode)."""
     partial = {n: w for n, w in (partial or {}).items() if n in windows}
     windows = {f"{n} PARTIAL" if n in partial else n: w for n, w in windows.items()}
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
@@ -187,7 +188,8 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
                           fmt.quantile_text(r.itl_s, "p95"), fmt.fmt_num(
                               r.generation_tokens_per_s))
         parts += [Text(""), _titled(ranks)]
-    parts += [Text(""), Text("m: raw metrics browser \u00b7 esc: back", style="dim")]
+    hint = "m: raw metrics browser \u00b7 esc: back" if raw else "esc: back"
+    parts += [Text(""), Text(hint, style="dim")]
     return Group(*parts)
 
 
@@ -255,7 +257,13 @@ class EngineDetailScreen(Screen):
             warns = part(secs) if part is not None else None
             if warns:
                 partial[name] = warns
-        body.update(detail_renderable(row, windows, notes, partial))
+        body.update(detail_renderable(row, windows, notes, partial,
+                                      raw=self.check_action("raw", ()) is not False))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``m`` only where raw scrapes are kept (not fleet mode: Prometheus gives series)."""
+        allows = getattr(self.app, "mode_allows", None)
+        return allows(action) if allows is not None else True
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -50,12 +51,18 @@ class Col(NamedTuple):
     right: bool = False
 
 
-def gpu_layout(width: int) -> list[Col]:
-    """The GPU table's columns for a ``width`` cells wide screen; THROTTLE takes the rest."""
+def gpu_layout(width: int, name_w: int = 0) -> list[Col]:
+    """The GPU table's columns for a ``width`` cells wide screen; THROTTLE takes the rest.
+    ``name_w``: the longest GPU name (``host:index NAME``); the GPU column grows towards it
+    from THROTTLE's room beyond 8 cells (fleet hosts were cut to ``demo-no``)."""
     wide = width >= WIDE
     bw = 12 if wide else 5
-    cols = [Col("gpu", "GPU", 26 if wide else 8), Col("util", "SM UTIL" if wide else "UTIL",
-                                                       bw + 6),
+    gpu_w = 26 if wide else 8
+    fixed = (bw + 6) + (bw + 9) + (12 if wide else 9) + 6 + (11 if wide else 10)
+    spare = width - SCROLLBAR_RESERVE - fixed - gpu_w - 8
+    gpu_w += max(0, min(name_w + 1 - gpu_w, spare))
+    cols = [Col("gpu", "GPU", gpu_w), Col("util", "SM UTIL" if wide else "UTIL",
+                                          bw + 6),
             Col("mem", "VRAM USED/TOTAL" if wide else "VRAM", bw + 9),
             Col("power", "POWER/LIMIT" if wide else "POWER W", 12 if wide else 9, True),
             Col("temp", "TEMP", 6, True),
@@ -77,9 +84,11 @@ def process_layout(width: int) -> list[Col]:
 
 
 def _gpu_name(g: GpuRecord, width: int) -> str:
+    """``host:index NAME``: the full name where it fits ``width``, else the short one."""
     host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
-    name = (g.name or "GPU").replace("NVIDIA ", "") if width >= 20 else short_gpu_name(g.name)
-    return f"{host}{g.index} {name}"
+    full = f"{host}{g.index} {(g.name or 'GPU').replace('NVIDIA ', '')}"
+    return full if width >= 20 and cell_len(full) <= width else (
+        f"{host}{g.index} {short_gpu_name(g.name)}")
 
 
 def _gib(v: float | None) -> str:
@@ -324,7 +333,7 @@ class GpuScreen(Screen):
             return
         width = self.size.width or self.app.size.width
         title.update(f"GPUs \u00b7 {len(gpus)} \u00b7 \u2191\u2193 selects a GPU")
-        cols = gpu_layout(width)
+        cols = gpu_layout(width, max(cell_len(_gpu_name(g, 8)) for g in gpus))
         th = self.view.thresholds
         self._keys = [gpu_key(g) for g in gpus]
         _sync(self.query_one("#gpu-table", DataTable), cols,

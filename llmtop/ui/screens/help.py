@@ -16,7 +16,7 @@ from textual.widgets import Input, Label, Static
 
 from llmtop.ui.replay_bindings import REPLAY_ACTIONS
 
-__all__ = ["HelpScreen", "SeekScreen", "binding_sections"]
+__all__ = ["SECTION_OPENERS", "HelpScreen", "SeekScreen", "binding_sections"]
 
 
 def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, list[Binding]]]:
@@ -49,8 +49,13 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
     ]
 
 
+SECTION_OPENERS = {"Load probe": "probe", "Raw metrics": "raw"}
+"""Help section -> the action that opens its screen (left out where the mode refuses it)."""
+
+
 class HelpScreen(ModalScreen[None]):
-    """Every key, scrollable at 80x24: the app's ``app_bindings``, then each screen's."""
+    """Every key that works in this mode, scrollable at 80x24: the app's ``app_bindings``,
+    then each screen's."""
 
     BINDINGS = [
         Binding("escape", "close", "Close", id="help_close"),
@@ -75,7 +80,15 @@ class HelpScreen(ModalScreen[None]):
         t.add_column()
         t.add_row(Text("llmtop", style="bold"), Text("htop for LLM inference servers. "
                   "\u2013 = the engine does not report it (never shown as 0). Esc goes back."))
-        for title, bindings in binding_sections(self.app_bindings):
+        allows = getattr(self.app, "mode_allows", None)
+        for title, listed in binding_sections(self.app_bindings):
+            opener = SECTION_OPENERS.get(title)
+            if allows is not None and opener is not None and not allows(opener):
+                continue  # a screen this mode never opens
+            # only the keys that work in this mode (the footer's rule too)
+            bindings = [b for b in listed if allows is None or allows(b.action)]
+            if not bindings:
+                continue
             t.add_row("", "")
             t.add_row("", Text(title, style="bold underline"))
             for b in bindings:
@@ -105,9 +118,17 @@ class SeekScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="seek_cancel")]
 
+    SEEK_PROMPT = "Seek to HH:MM[:SS] or an offset (+5m, -90s); Enter to go"
+    TRAVEL_PROMPT = ("Time travel to HH:MM[:SS], an offset (-2h), a date (RFC 3339) or now; "
+                     "Enter to go")
+
+    def __init__(self, prompt: str | None = None) -> None:
+        super().__init__()
+        self.prompt = prompt or self.SEEK_PROMPT
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="seek-box"):
-            yield Label("Seek to HH:MM[:SS] or an offset (+5m, -90s); Enter to go")
+            yield Label(self.prompt, id="seek-prompt")  # wraps (tcss): never cut
             yield Input(placeholder="03:12 or -10m", id="seek-input")
 
     def on_mount(self) -> None:

@@ -22,7 +22,7 @@ from textual.widgets import Input, Static
 from llmtop.once import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
-from llmtop.ui.source import SPARK_FIELDS, Source
+from llmtop.ui.source import SPARK_FIELDS, Source, row_value
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.engines import COLUMNS, GROUP_PREFIX, WIDE_MIN_WIDTH, EnginesTable
 from llmtop.ui.widgets.footer import FitFooter
@@ -163,6 +163,11 @@ class OverviewScreen(Screen):
         yield Input(placeholder="filter: target, engine, model or state", id="filter")
         yield FitFooter()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key the mode makes inert (``c``: fleet mode only) is neither shown nor run."""
+        allows = getattr(self.app, "mode_allows", None)
+        return allows(action) if allows is not None else True
+
     _sparks_at = 0.0
     _spark_form: str | None = None
 
@@ -255,6 +260,8 @@ class OverviewScreen(Screen):
                 caption = fmt.quantile_text(getattr(row, q[0], None), q[1])
             else:
                 last = next((v for v in reversed(values) if v is not None), None)
+                if last is None:  # no history yet (a fleet total's first refresh): the row's
+                    last = row_value(row, field)
                 caption = _SPARK_FMT.get(field, fmt.fmt_num)(last)
             series.append((label, values, caption))
         name = fmt.row_name(row)
@@ -303,8 +310,15 @@ class OverviewScreen(Screen):
         self._reorder()
 
     def _groups(self) -> list | None:
-        """Fleet mode's per-model total rows (the monitor's ``totals``), else None."""
-        return getattr(getattr(self.view.source, "monitor", None), "totals", None) or None
+        """Fleet mode's per-model total rows (the monitor's ``totals``), else None; only
+        those of a model with rows in the snapshot (a refresh that failed after a good one
+        kept its totals: they showed numbers over no row at all)."""
+        totals = getattr(getattr(self.view.source, "monitor", None), "totals", None)
+        snap = self.view.snapshot
+        if not totals or snap is None:
+            return None
+        models = {r.model for r in snap.engines}
+        return [t for t in totals if t.model in models] or None
 
     def action_collapse(self) -> None:
         """Fold (or unfold) the selected row's model under its total row (fleet mode)."""

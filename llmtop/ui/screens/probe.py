@@ -355,8 +355,10 @@ class ProbeScreen(shape.ShapeForm, Screen):
         return vals
 
     def _url(self) -> str | None:
-        for t in self.view.config.targets:
-            if t.name == self.target:
+        """The target's base URL: a configured target, else one the monitor discovered."""
+        found = getattr(getattr(self.view.source, "monitor", None), "targets", None) or ()
+        for t in (*self.view.config.targets, *found):
+            if getattr(t, "name", None) == self.target and getattr(t, "base_url", None):
                 return t.base_url
         return None
 
@@ -374,6 +376,10 @@ class ProbeScreen(shape.ShapeForm, Screen):
             return
         try:
             values = self.form_values()
+            if not values.get("url"):
+                self._set_status(f"no URL known for {self.target}: run "
+                                 f"`llmtop probe URL` from a shell", error=True)
+                return
             if not self._confirmed(values.get("url")):
                 return
             starter, opts_cls = self.starter, self.options_cls

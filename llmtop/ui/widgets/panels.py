@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from llmtop.config import Thresholds
@@ -21,7 +22,7 @@ from llmtop.verdict import CRIT, OK, WARN, Verdict, short_target
 
 __all__ = [
     "EventLog", "GpuPanel", "HeaderBar", "SparkClock", "SparkPanel", "SparkSeries", "gpu_line",
-    "short_gpu_name", "spark_cell",
+    "header_line", "short_gpu_name", "spark_cell",
 ]
 
 THROTTLE_ABBREV = {
@@ -50,22 +51,49 @@ class HeaderBar(Painted):
 
     def show(self, *, host: str, now: float, interval_s: float, paused: bool,
              verdict: Verdict, replay: str | None, window: str) -> None:
-        t = Text()
-        t.append("llmtop", style="bold")
-        t.append(f"  {host}  ")
-        t.append(fmt.clock(now))
-        t.append(f"  every {interval_s:g}s  ")
-        t.append(window, style="dim")
-        if paused:
-            t.append("  PAUSED", style=S("gauge-warn bold reverse"))
-        if replay:
-            t.append(f"  {replay}", style=S("accent bold reverse"))
+        t = header_line(host, fmt.clock(now), f"every {interval_s:g}s", window,
+                        [*(["PAUSED"] if paused else []), *([replay] if replay else [])],
+                        self.content_size.width)
         t.append("\n")
         style = {OK: "gauge-ok", WARN: "gauge-warn", CRIT: "gauge-crit"}[verdict.level]
         t.append(verdict.text, style=S(style + " bold"))
         t.no_wrap = True
         t.overflow = "ellipsis"
         self.paint(t)
+
+
+def header_line(host: str, clock: str, every: str, window: str, badges: Sequence[str],
+                width: int) -> Text:
+    """``llmtop  HOST  CLOCK  every Ns  WINDOW  BADGES`` in ``width`` cells (0: unknown, no
+    fitting): the badges (PAUSED, REPLAY) and the clock always whole; the window, then the
+    refresh interval go first, then the host is cut (``…``) to what is left."""
+    tail = [(f"  {b}", S("gauge-warn bold reverse") if b == "PAUSED" else S("accent bold reverse"))
+            for b in badges]
+    extras = [(f"  {every}", ""), (f"  {window}", "dim")]
+    fixed = cell_len("llmtop") + cell_len(f"  {clock}") + sum(cell_len(x) for x, _ in tail)
+    host_part = f"  {host}"
+    while width and extras and fixed + cell_len(host_part) + sum(
+            cell_len(x) for x, _ in extras) > width:
+        extras.pop()  # the window first, then the interval
+    if width and fixed + cell_len(host_part) > width:
+        host_part = "  " + _cut_host(host, width - fixed - 2) if width - fixed > 5 else ""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("llmtop", style="bold")
+    t.append(host_part)
+    t.append(f"  {clock}")
+    for x, style in (*extras, *tail):
+        t.append("  ")  # unstyled gaps, as before the fitting (snapshots)
+        t.append(x[2:], style=style)
+    return t
+
+
+def _cut_host(host: str, room: int) -> str:
+    """``host`` in ``room`` cells: a fleet host (``URL · window 60s · LIVE``) keeps its
+    state parts whole and cuts the URL; any other is cut at the end."""
+    head, sep, rest = host.partition(" \u00b7 ")
+    if sep and cell_len(sep + rest) + 4 <= room:
+        return head[:room - cell_len(sep + rest) - 1] + "\u2026" + sep + rest
+    return host[:room - 1] + "\u2026"
 
 
 def short_gpu_name(name: str | None) -> str:
