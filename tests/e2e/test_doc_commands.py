@@ -51,7 +51,8 @@ class DocCommand:
 
 
 def _strip_synopsis(text: str) -> str:
-    """``llmtop record F [TARGET ...] [--interval S]`` -> ``llmtop record F``."""
+    """``llmtop record F [TARGET ...] [--interval S]`` -> ``llmtop record F TARGET``."""
+    text = re.sub(r"\[TARGET \.\.\.\]", "TARGET", text)  # kept: the demo's engine stands in
     prev = None
     while prev != text:
         prev, text = text, re.sub(r"\s*\[[^\[\]]*\]", "", text)
@@ -160,12 +161,10 @@ def _substitute(text: str, demo: DemoHandle, fleet: RunningFleet | None,
         words[words.index("--at") + 1] = _recorded_time(work / words[2])
     elif "--at" in words:  # the demo fleet's Prometheus has the last minute only
         words[words.index("--at") + 1] = "-5s"
+    words = [vllm.name if w == "TARGET" else w for w in words]  # a synopsis' [TARGET ...]
     if "--listen" in words:  # the exporter's example port may be taken: a free one
         i = words.index("--listen") + 1
         words[i] = f"127.0.0.1:{free_port()}"
-        positional = [w for w in words[2 if words[1] == "export" else 3:] if not w.startswith("-")]
-        if positional == [words[i]] and "--demo" not in words and "--prometheus" not in words:
-            words.insert(i - 1, vllm.name)  # the synopsis' [TARGET ...]: the demo's engine
     if words[1:2] == ["probe"] and words[2:3] != ["compare"]:
         words += ["--duration", "3", "--max-concurrency", "4"]
     return shlex.join(words)
