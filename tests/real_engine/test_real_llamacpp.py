@@ -40,7 +40,8 @@ def _wait_idle(url: str) -> dict[str, float]:
     """The server's values once nothing runs or waits and no token came for 1 s (requests a
     previous test cancelled are still being dropped for a moment)."""
     last, calm = metrics(url), 0
-    for _ in range(120):
+    for _ in range(360):  # up to 3 min: on a starved box the 8 x 400 tokens of the deferred
+        # test take minutes to drain (8 s on a quiet one)
         time.sleep(0.5)
         cur = metrics(url)
         idle = (cur["llamacpp:tokens_predicted_total"] == last["llamacpp:tokens_predicted_total"]
