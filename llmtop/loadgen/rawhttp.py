@@ -279,9 +279,9 @@ class RawStreamClient:
         a fresh one (the request never reached the server), as browsers do.
         """
         res = Result(_perf())
-        for _attempt in range(2):
+        for attempt in range(2):
             conn = None
-            while self._idle:
+            while self._idle and attempt == 0:  # a retry never takes another pooled one
                 c = self._idle.pop()
                 if not c.closed:
                     conn = c
@@ -325,7 +325,7 @@ class RawStreamClient:
                     self._drop(conn)
             if reused and not ex.seen and res.error == "connect":
                 res.error = None  # stale keep-alive connection: try once on a new one
-                continue
+                continue  # (the retry connects anew, so it is never "reused": this ends)
             break
         res.t_end = _perf()
         return res

@@ -245,6 +245,46 @@ async def test_raw_client_replaces_a_stale_keepalive_connection():
     assert len(served) == 2
 
 
+async def test_raw_client_retries_on_a_new_connection_when_the_whole_pool_is_stale():
+    """Two kept-alive connections idle past the server's keep-alive timeout (llama-server:
+    5 s): the retry must not take the other stale one from the pool (a real llama-server run
+    counted 2 of 8 requests as connect errors so)."""
+    import asyncio
+
+    body = _ev("a") + _ev("", finish="length") + b"data: [DONE]\n\n"
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    served = []
+
+    async def handle(reader, writer):
+        n = 0
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            n += 1
+            if n == 2:  # every kept-alive connection is stale by its second request
+                break
+            writer.write(ok)
+            served.append(1)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
+    try:
+        first = await asyncio.gather(c.request(b"{}"), c.request(b"{}"))  # two pooled conns
+        second = [await c.request(b"{}")]  # one request, two stale connections in the pool
+    finally:
+        await c.aclose()
+        server.close()
+    assert all(r.ok for r in first), [r.error for r in first]
+    assert all(r.ok for r in second), [r.error for r in second]
+    assert len(served) == 3, [(r.ok, r.error) for r in second]
+
+
 async def test_raw_client_read_timeout_on_a_stalled_stream():
     import asyncio
 

@@ -63,6 +63,17 @@ async def _one(client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int
     return r.json()["usage"]
 
 
+async def _stream(client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int) -> None:
+    """A streamed request: cancelling it closes the connection and the server drops it at once
+    (a plain request it finishes anyway: minutes on a starved box)."""
+    async with client.stream("POST", f"{url}/v1/completions", json={
+        "model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True,
+        "temperature": 0, "stream": True,
+    }) as r:
+        async for _ in r.aiter_bytes():
+            pass
+
+
 async def _load(url: str, prompts: list[str], max_tokens: int) -> list[dict]:
     async with httpx.AsyncClient(timeout=300) as client:
         return await asyncio.gather(*(_one(client, url, p, max_tokens) for p in prompts))
@@ -130,7 +141,9 @@ def test_once_processing_and_deferred_match_server(url):
 
     async def scenario() -> tuple[set[tuple[float, float]], dict]:
         async with httpx.AsyncClient(timeout=300) as client:
-            tasks = [asyncio.create_task(_one(client, url, f"def f{i}():", 400))
+            # long enough (1,800 tokens, ~4 s a pair on a quiet box) that the 2 / 6 state
+            # lasts; streamed, so the cancel below ends them at once
+            tasks = [asyncio.create_task(_stream(client, url, f"def f{i}():", 1800))
                      for i in range(8)]
             seen: set[tuple[float, float]] = set()
 
