@@ -10,8 +10,9 @@ stop. A probe is bounded to a few seconds (``--duration``). Only the commands in
 are not run: they need hosts this machine does not have.
 
 Each distinct command is its own test, spread over the xdist workers; a chain (recordings
-then replays, probes then ``probe compare``, the fleet examples sharing one Prometheus)
-stays in one ``xdist_group``, in order, in one working folder.
+then replays; every probe, then ``probe compare``; the fleet examples sharing one
+Prometheus; the commands on default ports) stays in one ``xdist_group``, in order, in one
+working folder.
 """
 
 from __future__ import annotations
@@ -138,7 +139,8 @@ def fleet() -> Iterator[RunningFleet | None]:
     if find_binary("prometheus") is None:
         yield None
         return
-    running = start_demo_fleet(2, scrape_interval_s=1.0, down=0)
+    # 10 samples a target (1 s apart) before the first command: `--at -5s` has data to read
+    running = start_demo_fleet(2, scrape_interval_s=1.0, down=0, min_samples=10)
     yield running
     running.stop()
 
@@ -257,8 +259,10 @@ def _chain(text: str) -> str | None:
     chain runs in one worker, in order, in one working folder (None: it stands alone)."""
     if text.startswith("llmtop replay") or ".llrec" in text:
         return "record"  # the recordings, then the replays that read box.llrec
-    if " compare " in text or re.search(r"--json (before|after)\.json$", text):
-        return "probe-compare"  # before.json and after.json, then probe compare
+    if text.startswith("llmtop probe "):
+        # before.json and after.json, then probe compare; and every probe one at a time
+        # against one demo, as before: probes at once starve each other's 3 s windows
+        return "probe"
     if "prometheus:9090" in text or "vm:8428" in text:
         return "fleet"  # one demo fleet's Prometheus for all of them, not one per worker
     if (text.startswith("llmtop export") and "--listen" not in text) or \
@@ -287,7 +291,7 @@ def _params() -> list:
             marks.append(pytest.mark.skip(reason=f"not run here: {REMOTE[cmd.text]}"))
         param = pytest.param(cmd, chain, id=f"{cmd.doc}:{cmd.line}", marks=marks)
         (chained if chain else alone).append((chain or "", param))
-    order = {"record": 0, "probe-compare": 1, "fleet": 2, "default-ports": 3}
+    order = {"probe": 0, "record": 1, "fleet": 2, "default-ports": 3}
     chained.sort(key=lambda cp: order[cp[0]])  # stable: document order inside a chain
     return [p for _, p in chained] + [p for _, p in alone]
 
