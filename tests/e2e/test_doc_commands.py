@@ -2,12 +2,17 @@
 
 The commands are read from the documents' code blocks (a synopsis's ``[optional]`` parts
 dropped), the example addresses replaced by the demo engines' (and a demo fleet's
-Prometheus), and run from one working folder in the documents' order (the files a probe or
-a recording writes are what ``probe compare`` and ``replay`` read). A command that prints
+Prometheus), and run in the documents' order where one reads what another wrote (the files a
+probe or a recording writes are what ``probe compare`` and ``replay`` read). A command that prints
 and exits must exit 0 (1 for autodiscovery on a machine with no engine, with that said);
 a TUI or a server must come up in a real terminal (tmux, 80x24) and stay up until told to
 stop. A probe is bounded to a few seconds (``--duration``). Only the commands in ``REMOTE``
 are not run: they need hosts this machine does not have.
+
+Each distinct command is its own test, spread over the xdist workers; a chain (recordings
+then replays; every probe, then ``probe compare``; the fleet examples sharing one
+Prometheus; the commands on default ports) stays in one ``xdist_group``, in order, in one
+working folder.
 """
 
 from __future__ import annotations
@@ -134,7 +139,8 @@ def fleet() -> Iterator[RunningFleet | None]:
     if find_binary("prometheus") is None:
         yield None
         return
-    running = start_demo_fleet(2, scrape_interval_s=1.0, down=0)
+    # 10 samples a target (1 s apart) before the first command: `--at -5s` has data to read
+    running = start_demo_fleet(2, scrape_interval_s=1.0, down=0, min_samples=10)
     yield running
     running.stop()
 
@@ -199,21 +205,6 @@ def _ready(words: list[str], screen: str) -> bool:
                                    or "No engines" in screen or "no engine" in screen.lower())
 
 
-def _found_none(t: Term) -> bool:
-    """The pane says no engine was found (lines wrap anywhere at 80 columns)."""
-    end = time.monotonic() + 3
-    while True:
-        try:  # with the scrollback: tmux's "Pane is dead" line can push the first line off
-            text = t.tmux("capture-pane", "-p", "-S", "-100", "-t", "main")
-        except subprocess.CalledProcessError:
-            text = ""
-        if "noinferenceenginesfound" in "".join(text.split()):
-            return True
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.2)
-
-
 def _run_in_terminal(tmp_path: Path, work: Path, words: list[str]) -> str | None:
     """Start a TUI / server in tmux at 80x24; None when it came up and stopped cleanly."""
     t = Term(tmp_path, words[1:], width=80, height=24, cwd=work)
@@ -221,8 +212,8 @@ def _run_in_terminal(tmp_path: Path, work: Path, words: list[str]) -> str | None
         try:
             t.wait_for(lambda s: _ready(words, s), within_s=90)
         except AssertionError as exc:
-            if _discovering(words) and _found_none(t):
-                return None  # no TARGET: it looked for engines on this host, as documented
+            if _discovering(words) and "give a TARGET" in t.screen():
+                return None  # autodiscovery on a machine with no engine, with that said
             return str(exc)
         time.sleep(1.0)
         screen = t.screen()
@@ -239,23 +230,17 @@ def _run_in_terminal(tmp_path: Path, work: Path, words: list[str]) -> str | None
         t.close()
 
 
-_VALUED = {"--listen", "--retention", "--max-size", "--interval", "--window", "--duration",
-           "--at", "--speed", "--theme", "--timeout", "--config"}
-
-
 def _discovering(words: list[str]) -> bool:
-    """No TARGET given: the command looks for engines on this host (none here but the demo's,
-    which run on ports it does not probe)."""
-    sub = 3 if words[1:2] in (["record"], ["replay"]) else 2 if words[1:2] == ["export"] else 1
-    rest, i = words[sub:], 0
-    while i < len(rest):
-        if rest[i] in _VALUED:
-            i += 2
-            continue
-        if not rest[i].startswith("-"):
-            return False
-        i += 1
-    return True
+    """No target given: the command autodiscovers engines on this machine."""
+    if "--demo" in words or "--prometheus" in words:
+        return False
+    args = words[2:] if words[1:2] in (["record"], ["export"]) else words[1:]
+    if words[1:2] == ["record"]:
+        args = args[1:]  # the recording's file
+    flags_with_value = {"--listen", "--retention", "--max-size", "--record", "--interval"}
+    positional = [w for i, w in enumerate(args)
+                  if not w.startswith("-") and (i == 0 or args[i - 1] not in flags_with_value)]
+    return not positional
 
 
 def _run(work: Path, words: list[str]) -> str | None:
@@ -269,37 +254,82 @@ def _run(work: Path, words: list[str]) -> str | None:
     return f"exit {r.returncode}:\n{out}"
 
 
-def _order(cmds: list[DocCommand]) -> list[DocCommand]:
+def _chain(text: str) -> str | None:
+    """The chain a command belongs to: its consumers read what its producers wrote, so a
+    chain runs in one worker, in order, in one working folder (None: it stands alone)."""
+    if text.startswith("llmtop replay") or ".llrec" in text:
+        return "record"  # the recordings, then the replays that read box.llrec
+    if text.startswith("llmtop probe "):
+        # before.json and after.json, then probe compare; and every probe one at a time
+        # against one demo, as before: probes at once starve each other's 3 s windows
+        return "probe"
+    if "prometheus:9090" in text or "vm:8428" in text:
+        return "fleet"  # one demo fleet's Prometheus for all of them, not one per worker
+    if (text.startswith("llmtop export") and "--listen" not in text) or \
+            text == "llmtop demo serve":
+        return "default-ports"  # 9464, 8000/30000/8002: one at a time, as a user runs them
+    return None
+
+
+def _rank(c: DocCommand) -> int:
     """Producers first: replay after the recordings, probe compare after the probes."""
-    def rank(c: DocCommand) -> int:
-        return 2 if " compare " in c.text else 1 if c.text.startswith("llmtop replay") else 0
-    return sorted(cmds, key=rank)
+    return 2 if " compare " in c.text else 1 if c.text.startswith("llmtop replay") else 0
 
 
-def test_every_documented_command_runs(demo, fleet, tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "prompts.jsonl").write_text(  # the --dataset example's file, as docs/probe.md shows
-        '{"prompt": "Say hello in five words."}\n'
-        '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16}\n')
-    failures, skipped, seen = [], [], set()
-    for cmd in _order(doc_commands()):
+def _params() -> list:
+    """One test per distinct command; the chains first (the longest poles start first),
+    each chain in one ``xdist_group`` in order; a command that stands alone in its own."""
+    seen: set[str] = set()
+    chained, alone = [], []
+    for cmd in sorted(doc_commands(), key=_rank):
+        if cmd.text in seen:
+            continue
+        seen.add(cmd.text)
+        chain = _chain(cmd.text)
+        marks = [pytest.mark.xdist_group(f"doc-{chain or f'{cmd.doc}:{cmd.line}'}")]
         if cmd.text in REMOTE:
-            skipped.append(f"{cmd}: {REMOTE[cmd.text]}")
-            continue
-        text = _substitute(cmd.text, demo, fleet, work)
-        if text is None:
-            skipped.append(f"{cmd}: no prometheus binary (bash scripts/fleet_servers.sh)")
-            continue
-        if text in seen:
-            continue
-        seen.add(text)
-        words = shlex.split(text)
-        why = (_run_in_terminal(tmp_path, work, words) if _is_tui(words)
-               else _run(work, words))
-        if why:
-            failures.append(f"{cmd}\n  ran: {text}\n  {why}")
-    print("\n".join(["not run:", *skipped]))
-    assert not failures, "\n\n".join(failures)
-    if fleet is None:
-        pytest.skip("ran all but the fleet examples: " + "; ".join(skipped))
+            marks.append(pytest.mark.skip(reason=f"not run here: {REMOTE[cmd.text]}"))
+        param = pytest.param(cmd, chain, id=f"{cmd.doc}:{cmd.line}", marks=marks)
+        (chained if chain else alone).append((chain or "", param))
+    order = {"probe": 0, "record": 1, "fleet": 2, "default-ports": 3}
+    chained.sort(key=lambda cp: order[cp[0]])  # stable: document order inside a chain
+    return [p for _, p in chained] + [p for _, p in alone]
+
+
+@pytest.fixture(scope="module")
+def workdirs(tmp_path_factory) -> dict[str, Path]:
+    """One working folder per chain (a command standing alone gets its own)."""
+    return {}
+
+
+def _workdir(workdirs: dict[str, Path], tmp_path_factory, key: str) -> Path:
+    if key not in workdirs:
+        work = tmp_path_factory.mktemp("work")
+        (work / "prompts.jsonl").write_text(  # the --dataset example's file (docs/probe.md)
+            '{"prompt": "Say hello in five words."}\n'
+            '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16}\n')
+        workdirs[key] = work
+    return workdirs[key]
+
+
+def test_every_command_is_run_or_listed():
+    """Every command of the documents is a test below; only ``REMOTE`` is not run."""
+    params = _params()
+    assert {p.values[0].text for p in params} == {c.text for c in doc_commands()}
+    skipped = {p.values[0].text for p in params
+               if any(m.name == "skip" for m in p.marks)}
+    assert skipped == set(REMOTE)
+
+
+@pytest.mark.parametrize(("cmd", "chain"), _params())
+def test_documented_command_runs(cmd: DocCommand, chain: str | None, demo, request,
+                                 workdirs, tmp_path_factory, tmp_path):
+    fleet = request.getfixturevalue("fleet") if chain == "fleet" else None
+    work = _workdir(workdirs, tmp_path_factory, chain or str(cmd))
+    text = _substitute(cmd.text, demo, fleet, work)
+    if text is None:
+        pytest.skip(f"{cmd}: no prometheus binary (bash scripts/fleet_servers.sh)")
+    words = shlex.split(text)
+    why = (_run_in_terminal(tmp_path, work, words) if _is_tui(words)
+           else _run(work, words))
+    assert not why, f"{cmd}\n  ran: {text}\n  {why}"
