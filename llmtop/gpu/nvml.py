@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,22 @@ CLOSED = "GPU unavailable: GPU sampler closed"
 
 _MISSING = object()
 
+
+
+def _driver_library_or_raise() -> None:
+    """Raise ImportError where Linux has no NVML library, before importing ``pynvml``.
+
+    ``pynvml`` is ~1.3 MB of resident code and constants; a box without the driver (where
+    it could only fail in ``nvmlInit``) does not pay for it. A ``pynvml`` already imported
+    (a test's fake) or another platform goes straight to ``pynvml``'s own loading."""
+    if "pynvml" in sys.modules or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")  # the name pynvml loads on Linux
+    except OSError as e:
+        raise ImportError(f"libnvidia-ml.so.1: {e}") from e
 
 class GpuLost(Exception):
     """Raised by :func:`nvml_query` when NVML says the device fell off the bus."""
@@ -172,6 +189,7 @@ class NvmlSampler:
 
     def _load(self) -> Any:
         if self._nvml is None:
+            _driver_library_or_raise()
             import pynvml  # type: ignore[import-untyped]  # lazy: no driver needed to import
 
             self._nvml = pynvml

@@ -685,3 +685,34 @@ def test_unavailable_line_says_gpu_unavailable_once():
     assert reasons.unavailable_line("GPU sampling disabled") == (
         "GPU unavailable: GPU sampling disabled")
     assert reasons.unavailable_line(None) == "GPU unavailable: no GPUs reported"
+
+
+def test_without_the_driver_library_pynvml_is_not_imported(monkeypatch):
+    """No libnvidia-ml.so.1: the honest 'library not found' state, and pynvml's ~1.3 MB of
+    code is never loaded (issue 25's memory)."""
+    import ctypes
+    import sys
+
+    from llmtop.gpu import nvml as nvml_mod
+
+    def no_lib(name, *a, **k):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(ctypes, "CDLL", no_lib)
+    monkeypatch.setattr(sys, "platform", "linux")
+    s = nvml_mod.NvmlSampler()
+    assert s._try_init(0.0) == reasons.LIBRARY_NOT_FOUND
+    assert "pynvml" not in sys.modules
+
+
+def test_with_the_driver_library_pynvml_is_loaded(monkeypatch):
+    import ctypes
+    import sys
+
+    from llmtop.gpu import nvml as nvml_mod
+
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: object())
+    s = nvml_mod.NvmlSampler()
+    assert s._load() is sys.modules["pynvml"]
