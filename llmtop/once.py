@@ -22,21 +22,9 @@ from llmtop import __version__
 from llmtop.config import Config
 from llmtop.errors import GpuRequiredError
 from llmtop.model import Snapshot
+from llmtop.targets import NO_TARGETS_HINTS, NO_TARGETS_MESSAGE
 
 __all__ = ["NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "empty_json", "run_once", "snapshot_json"]
-
-NO_TARGETS_MESSAGE = (
-    "no inference engines found on localhost; give a TARGET such as 127.0.0.1:8000"
-)
-
-NO_TARGETS_HINTS = (
-    ("llmtop 127.0.0.1:8000", "watch a server: give a TARGET (host:port or URL)"),
-    ("llmtop --demo", "try it on simulated engines"),
-    ("llmtop --prometheus URL", "watch a fleet through Prometheus"),
-)
-"""What to do when nothing was found: (command, what it does); the TUI shows them centred,
-``--once`` after its one-line message."""
-
 
 def run_once(
     config: Config,

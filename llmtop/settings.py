@@ -294,11 +294,13 @@ def build_config(
     for spec in arg("targets") or ():
         targets.append(parse_target(spec, timeout_s=timeout, verify_tls=verify))
 
-    from llmtop.fleet.config import prometheus_config
+    prometheus = None
+    if arg("prometheus") or "prometheus" in data:  # fleet mode's modules only where asked
+        from llmtop.fleet.config import prometheus_config
 
-    prometheus = prometheus_config(
-        data, arg, where, timeout=flag_timeout, insecure=insecure_flag,
-        interval=arg("interval"))
+        prometheus = prometheus_config(
+            data, arg, where, timeout=flag_timeout, insecure=insecure_flag,
+            interval=arg("interval"))
     return Config(
         prometheus=prometheus,
         targets=_dedupe(targets),

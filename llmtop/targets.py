@@ -20,7 +20,8 @@ from llmtop.config import Target
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
 
-__all__ = ["ENGINE_DEFAULT_PORTS", "format_hostport", "make_target", "parse_target"]
+__all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
+           "make_target", "parse_target"]
 
 ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "vllm": 8000,
@@ -147,3 +148,16 @@ def parse_target(spec: str, *, timeout_s: float = 2.0, verify_tls: bool = True) 
         timeout_s=timeout_s,
         verify_tls=verify_tls,
     )
+
+
+NO_TARGETS_MESSAGE = (
+    "no inference engines found on localhost; give a TARGET such as 127.0.0.1:8000"
+)
+
+NO_TARGETS_HINTS = (
+    ("llmtop 127.0.0.1:8000", "watch a server: give a TARGET (host:port or URL)"),
+    ("llmtop --demo", "try it on simulated engines"),
+    ("llmtop --prometheus URL", "watch a fleet through Prometheus"),
+)
+"""What to do when nothing was found: (command, what it does); the TUI shows them centred,
+``--once`` after its one-line message."""

@@ -19,7 +19,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
-from llmtop.once import NO_TARGETS_HINTS
+from llmtop.targets import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
 from llmtop.ui.source import SPARK_FIELDS, Source, row_value
