@@ -11,12 +11,12 @@ import argparse
 import asyncio
 import dataclasses
 import logging
-import signal
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from llmtop.cli.stop import stop_event
 from llmtop.export.server import DEFAULT_LISTEN
 
 __all__ = ["add_listen_options", "build_parser", "main", "start_server"]
@@ -121,17 +121,6 @@ def main(argv: Sequence[str], parser: argparse.ArgumentParser) -> int:
             demo.stop()
 
 
-def _stop_event() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
-    return stop
-
-
 async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
     from llmtop.diagnose.thresholds import DIAG_WINDOW_S
     from llmtop.export.run import direct_store, publish_direct, run
@@ -160,7 +149,7 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
         publish_direct(state, monitor, snap, window, t0)
 
     try:
-        await run(refresh, config.interval_s, _stop_event(), duration_s=args.duration,
+        await run(refresh, config.interval_s, stop_event(), duration_s=args.duration,
                   state=state)
     finally:
         await monitor.aclose()
@@ -185,7 +174,7 @@ async def _fleet(config: Any, args: argparse.Namespace) -> int:
         publish_fleet(state, mon, snap, t0)
 
     try:  # the monitor refreshes no faster than the server scrapes
-        await run(refresh, max(config.interval_s, 1.0), _stop_event(),
+        await run(refresh, max(config.interval_s, 1.0), stop_event(),
                   duration_s=args.duration, state=state)
     finally:
         await mon.aclose()

@@ -7,12 +7,12 @@ import asyncio
 import dataclasses
 import logging
 import math
-import signal
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from llmtop.cli.stop import stop_event
 from llmtop.errors import RecordingError
 
 __all__ = ["record_main", "replay_main"]
@@ -108,13 +108,7 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
         config, demo, store=exporter.store if exporter else None), recorder)
     if exporter is not None:  # the scrapes go to the recording and to the exporter's counts
         monitor.monitor.sink = exporter.sink(recorder)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    stop = stop_event()
     log.info("recording %d target(s) every %gs to %s: %s", len(config.targets),
              config.interval_s, path, ", ".join(t.name for t in config.targets))
     started = time.monotonic()
