@@ -60,26 +60,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    _long_first(items)
-
-
-LONG_GROUPS = ("fleet-servers", "doc-probe", "doc-fleet")
-"""xdist groups that take a minute or more (fleet-servers: three), longest first; they go
-before the groups with a ``slow`` test."""
-
-
-def _group_of(item: pytest.Item) -> str:
-    mark = item.get_closest_marker("xdist_group")
-    return str(mark.args[0]) if mark is not None and mark.args else item.nodeid
-
-
-def _long_first(items: list[pytest.Item]) -> None:
-    """Longest first: every group with a ``slow`` test (or in ``LONG_GROUPS``) before the
-    rest, each group's own order kept. xdist hands out groups in collection order, so a
-    minute-long test collected last would otherwise run alone at the end on 2 cores."""
-    rank = {g: n for n, g in enumerate(LONG_GROUPS)}
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            rank.setdefault(_group_of(item), len(LONG_GROUPS))
-    last = len(LONG_GROUPS) + 1
-    items.sort(key=lambda i: rank.get(_group_of(i), last))  # stable: each group's order kept
