@@ -10,6 +10,7 @@ from llmtop.config import Thresholds
 from llmtop.model import GpuProcess, GpuRecord
 from llmtop.ui.fake import FakeSource
 from llmtop.ui.screens.gpu import (
+    details_text,
     GpuScreen,
     gpu_cells,
     gpu_details,
@@ -156,3 +157,62 @@ def test_a_fleet_gpu_name_is_never_cut(width):
     assert name.startswith("demo-node-0:0 H100") and "\u2026" not in name, name
     throttle = next(c for c in cols if c.key == "throttle")
     assert throttle.width >= 8
+
+
+# A real H200's details as NVML gives them (scripts/gpu_smoke.py on the lent machine, 2026-11-27):
+# five lines' worth at 80 columns.
+H200 = GpuRecord(host="vm", index=0, source="nvml", name="NVIDIA H200", mem_util=0.0,
+                 mem_free_bytes=137 * GIB, mem_reserved_bytes=615 * 1024**2,
+                 temp_slowdown_c=89.0, temp_shutdown_c=95.0, sm_clock_max_mhz=1980.0,
+                 mem_clock_max_mhz=3201.0, pcie_tx_bytes_s=567e3, pcie_rx_bytes_s=432e3,
+                 ecc_corrected=0, ecc_uncorrected=0, energy_j=6100.0, mig_mode=False,
+                 pci_bus_id="00000000:00:06.0", uuid="GPU-bc07e255-f2b6-72f4-3e3a-f8ebb2402ed2")
+
+
+@pytest.mark.parametrize("width", [61, 77, 157])
+def test_details_pack_whole_items_into_the_width(width):
+    lines = details_text(H200, width).plain.split("\n")
+    items = [f"{k} {v}" for k, v in gpu_details(H200)]
+    assert all(len(line) <= width for line in lines)
+    assert " \u00b7 ".join(lines) == " \u00b7 ".join(items)  # nothing split, nothing lost
+    assert len(lines) > 1
+
+
+def test_details_past_the_lines_end_with_a_mark():
+    full = details_text(H200, 77).plain.split("\n")
+    assert len(full) > 3
+    cut = details_text(H200, 77, 3).plain.split("\n")
+    assert len(cut) == 3 and cut[:2] == full[:2]
+    assert cut[2].endswith(" \u00b7 \u2026") and len(cut[2]) <= 77
+    assert details_text(H200, 157, 3).plain.split("\n") == details_text(H200, 157).plain.split(
+        "\n")  # all of it fits: no mark
+    assert "\u2026" not in details_text(H200, 157, 3).plain
+
+
+@pytest.mark.parametrize(("size", "whole"), [((80, 24), True), ((80, 14), False)])
+async def test_a_real_gpus_details_use_the_free_rows(monkeypatch, size, whole):
+    """A real H200's details at 80 columns: all of them where the two GPUs and their
+    processes leave rows free (80x24); three lines ending in '…' where they do not."""
+    import dataclasses
+
+    import llmtop.ui.fake as fake
+
+    real = fake._gpus
+
+    def gpus():
+        g = real()
+        extra = {f.name: getattr(H200, f.name) for f in dataclasses.fields(H200)
+                 if f.name.startswith(("mem_", "temp_s", "sm_clock_max", "pcie", "ecc", "energy",
+                                       "pci_bus", "uuid"))}
+        return [dataclasses.replace(g[0], source="nvml", **extra), *g[1:]]
+
+    monkeypatch.setattr(fake, "_gpus", gpus)
+    app = make_app("ok")
+    async with app.run_test(size=size) as pilot:
+        await first_paint(app, pilot)
+        await pilot.press("g")
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+        assert "memory busy" in text
+        assert ("uuid GPU-bc07e255-f2b6-72f4-3e3a-f8ebb2402ed2" in text) is whole
+        assert ("\u00b7 \u2026" in text) is not whole

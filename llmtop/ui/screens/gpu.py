@@ -183,6 +183,12 @@ def _energy(joules: float, source: str | None) -> str:
     return f"{joules:.0f} J {since}"
 
 
+DETAIL_LINES = 3
+"""Lines of the selected GPU's details at least (8 GPUs and the history fit at 80x24)..."""
+DETAIL_LINES_TALL = 6
+"""...and at most: more where the GPUs and processes leave the rows free."""
+
+
 def gpu_details(g: GpuRecord) -> list[tuple[str, str]]:
     """The selected GPU's other readings, as (human label, value): only what the source
     reports (the table above shows ``–`` for its own missing values)."""
@@ -219,14 +225,30 @@ def gpu_details(g: GpuRecord) -> list[tuple[str, str]]:
     return [(k, v) for k, v in items if v is not None]
 
 
-def details_text(g: GpuRecord) -> Text:
-    """``gpu_details`` as one wrapped paragraph: ``label value · label value ...``."""
+def details_text(g: GpuRecord, width: int = 0, max_lines: int = 0) -> Text:
+    """``gpu_details`` as ``label value · label value ...``, packed into lines of ``width``
+    cells without splitting an item; past ``max_lines`` lines the last ends with ``…`` (the
+    rest needs a wider or taller terminal). ``width`` 0: one paragraph, wrapped by Rich."""
+    items = [(f"{label} ", value) for label, value in gpu_details(g)]
     t = Text()
-    for i, (label, value) in enumerate(gpu_details(g)):
-        if i:
+    col = line = 0
+    for i, (label, value) in enumerate(items):
+        n = len(label) + len(value)
+        last_line = bool(max_lines) and line == max_lines - 1
+        room = width - 4 if last_line and i < len(items) - 1 else width  # room for " · …"
+        if i and width and col + 3 + n > room:  # the next line
+            line += 1
+            if max_lines and line >= max_lines:
+                t.append(" \u00b7 \u2026", style="dim")
+                break
+            t.append("\n")
+            col = 0
+        elif i:
             t.append(" \u00b7 ", style="dim")
-        t.append(f"{label} ", style="dim")
+            col += 3
+        t.append(label, style="dim")
         t.append(value)
+        col += n
     return t
 
 
@@ -357,7 +379,17 @@ class GpuScreen(Screen):
         g = self.selected()
         if g is None:
             return
-        self.query_one("#gpu-selected", Static).update(details_text(g))
+        box = self.query_one("#gpu-selected", Static)
+        snap = self.view.snapshot
+        n_gpus = len(snap.gpus) if snap is not None else 1
+        n_procs = sum(len(x.processes) for x in snap.gpus) if snap is not None else 0
+        # the rest of the screen: title, table header, the processes' title, header and
+        # rows (3 at least), the history's title and 5 rows, the footer
+        spare = (self.size.height or 24) - (n_gpus + 9 + max(3, n_procs) + 1)
+        lines = min(DETAIL_LINES_TALL, max(DETAIL_LINES, spare))
+        box.styles.max_height = lines
+        # 2 cells of padding, and a cell to spare for the "…" mark
+        box.update(details_text(g, max(20, (self.size.width or 80) - 3), lines))
         key = gpu_key(g)
         width = self.size.width or self.app.size.width
         now = time.monotonic()
