@@ -29,6 +29,7 @@ from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
+from llmtop.rediscover import Rediscovery, new_targets
 
 __all__ = ["THREAD_PARSE_BYTES", "Monitor"]
 
@@ -50,6 +51,7 @@ class Monitor:
         sink: Sink | None = None,
         store: Store | None = None,
         tick_timeout_s: float | None = None,
+        rediscover: Rediscovery | None = None,
     ) -> None:
         self.config = config
         self.store = store if store is not None else Store(config)
@@ -69,18 +71,24 @@ class Monitor:
         self._first: concurrent.futures.Future[tuple[dict[str, RawScrape], Any]] | None = None
         """``prefetch``'s results, taken by the first tick."""
         self._first_running: concurrent.futures.Future[Any] | None = None
+        self.rediscovery = rediscover
+        """Where no target was given (``from_config(..., rediscover=True)``): the search
+        for engines, again every 10 s (``llmtop.rediscover``); None where targets were named."""
+        self._found_first: list[Target] = []
+        """What ``prefetch``'s search found, added by the next tick."""
 
     @classmethod
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
-                    store: Store | None = None) -> Monitor:
-        """A monitor with the real ``Scraper`` and GPU sampler (the demo's when running)."""
+                    store: Store | None = None, rediscover: bool = False) -> Monitor:
+        """A monitor with the real ``Scraper`` and GPU sampler (the demo's when running);
+        ``rediscover``: search this machine for engines now and every 10 s (no TARGET)."""
         from llmtop.gpu import make_sampler
         from llmtop.sources.scrape import Scraper
 
         gpu_url = getattr(demo, "gpu_url", None) if demo is not None else None
         return cls(config, scraper=Scraper(config, defer_identity=True),
                    gpu_sampler=make_sampler(config, demo_gpu_url=gpu_url), sink=sink,
-                   store=store)
+                   store=store, rediscover=Rediscovery(config) if rediscover else None)
 
     @property
     def scraper(self) -> Any:
@@ -101,16 +109,23 @@ class Monitor:
         they wait on the network and the driver while the caller imports and lays out the
         UI. The first ``tick`` takes what they found (a target not answered by then is
         scraped as usual). Identity comes with a later scrape, as it would anyway."""
-        if self._first is not None or self.ticks or not self.targets:
+        searching = self.rediscovery is not None and not self.rediscovery.searched
+        if self._first is not None or self.ticks or not (self.targets or searching):
             return
         fut: concurrent.futures.Future[tuple[dict[str, RawScrape], Any]] = (
             concurrent.futures.Future())
         targets, gpu = list(self.targets), self._gpu
+        find = self.rediscovery if searching else None
+
+        async def fetch() -> tuple[dict[str, RawScrape], Any]:
+            if find is not None:  # the search first, then the engines it found
+                self._found_first = await find.first()
+                targets.extend(self._found_first)
+            return await _first_fetch(self.config, targets, gpu, self.tick_timeout_s)
 
         def run() -> None:
             try:
-                fut.set_result(asyncio.run(_first_fetch(self.config, targets, gpu,
-                                                        self.tick_timeout_s)))
+                fut.set_result(asyncio.run(fetch()))
             except BaseException as exc:  # the first tick scrapes as usual
                 fut.set_exception(exc)
 
@@ -143,8 +158,16 @@ class Monitor:
         self.ticks += 1
         limit = self.tick_timeout_s if timeout_s is None else timeout_s
         gpu_now: GpuSample | None = None
+        raws: dict[str, RawScrape] = {}
         if self._first is not None:  # prefetch's answers stand for this tick's own
             raws, gpu_now = await self._take_first(limit)
+        if self.rediscovery is not None:
+            r = self.rediscovery
+            found, self._found_first = self._found_first, []  # prefetch's search
+            if not (found or r.searched):
+                found = await r.first()
+            self._add_found([*found, *r.poll()])
+        if raws:
             loop = asyncio.get_running_loop()
             for t in self.targets:
                 raw = raws.get(t.name)
@@ -260,8 +283,18 @@ class Monitor:
 
     # ------------------------------------------------------------------ shutdown
 
+    def _add_found(self, found: list[Target]) -> None:
+        """Add the engines a search found that are not watched yet, each named in the log."""
+        if not found:
+            return
+        for t in new_targets(self.targets, found):
+            self.targets.append(t)
+            self.store.event("info", t.name, "found on this machine (autodiscovery)")
+
     async def aclose(self) -> None:
         """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""
+        if self.rediscovery is not None:
+            await self.rediscovery.aclose()
         pending = list(self._pending.values())
         self._pending.clear()
         if self._gpu_task is not None:

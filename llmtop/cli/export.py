@@ -128,7 +128,8 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
     from llmtop.history.store import SERIES_WINDOW_S
     from llmtop.monitor import Monitor
 
-    if not config.targets and config.discover:
+    searching = not config.targets and config.discover
+    if searching:
         from llmtop.discover import discover
 
         config = dataclasses.replace(config, targets=tuple(await discover(config)))
@@ -138,7 +139,9 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
     window = args.window if args.window is not None else SERIES_WINDOW_S
     state = ExportState("direct", diag_window_s=DIAG_WINDOW_S)
     server = start_server(state, args)
-    monitor = Monitor.from_config(config, demo, store=direct_store(config))
+    # discovered targets: the search goes on every 10 s, so an engine started later is exported
+    monitor = Monitor.from_config(config, demo, store=direct_store(config),
+                                  rediscover=searching)
     monitor.sink = state.observe
     log.info("exporting %d target(s) every %gs, window %gs: %s", len(config.targets),
              config.interval_s, window, ", ".join(t.name for t in config.targets))

@@ -79,7 +79,9 @@ def make_source(config: Config, *, demo: Any = None, record_path: str | None = N
         src = NullSource(host)
         src.event("error", None, f"monitor unavailable: {exc}")
         return src, problems
-    monitor = Monitor.from_config(config, demo=demo)
+    # no TARGET: search this machine now (in prefetch's thread) and every 10 s after
+    monitor = Monitor.from_config(config, demo=demo,
+                                  rediscover=config.discover and not config.targets)
     if prefetch:
         monitor.prefetch()
     if record_path:

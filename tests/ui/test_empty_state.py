@@ -50,3 +50,19 @@ async def test_centred_hint_when_nothing_found(size):
 async def test_no_hint_with_engines():
     lines = await _lines(make_app("ok"), (80, 24))
     assert not any("No inference engine found" in line for line in lines)
+
+
+@pytest.mark.parametrize("searching", [True, False])
+async def test_the_hint_says_the_search_goes_on_only_where_it_does(searching):
+    """No TARGET: the monitor looks again every 10 s and the hint says so; with named
+    targets (or --no-discover) there is no search and no such line."""
+    from llmtop.rediscover import REDISCOVER_S
+
+    src = FakeSource.demo("empty")
+    src.monitor = type("M", (), {"rediscovery": type("R", (), {"every_s": REDISCOVER_S})()
+                                 if searching else None})()
+    lines = await _lines(make_app(source=src), (80, 24))
+    said = [line for line in lines if "Looking again every 10 s" in line]
+    assert bool(said) is searching
+    if searching:
+        assert "an engine that starts shows up here" in said[0]

@@ -147,7 +147,7 @@ class OverviewScreen(Screen):
         self.view = view
         self.collapsed: set[str] = set()
         """Fleet mode: models whose instance rows are folded under their total row."""
-        self._empty_problem: str | None = None
+        self._empty_problem: tuple[str | None, float | None] | None = None
         """The source problem the empty hint shows (None: the direct mode's hint)."""
 
     def compose(self) -> ComposeResult:
@@ -224,9 +224,11 @@ class OverviewScreen(Screen):
         if not snap.engines:
             problem = getattr(view.source, "problem", None)
             text = problem() if problem else None
-            if text != self._empty_problem:  # repainted only when it changes
-                self._empty_problem = text
-                self.query_one("#empty-hint", Static).update(empty_hint(text))
+            search = getattr(getattr(view.source, "monitor", None), "rediscovery", None)
+            every = getattr(search, "every_s", None)
+            if (text, every) != self._empty_problem:  # repainted only when it changes
+                self._empty_problem = (text, every)
+                self.query_one("#empty-hint", Static).update(empty_hint(text, every))
         table = self.query_one(EnginesTable)
         if force:
             table.repaint_all()
@@ -379,16 +381,22 @@ FLEET_HINTS = (
 """What to check when a fleet source gives no rows (the problem is shown above them)."""
 
 
-def empty_hint(problem: str | None = None) -> Align:
+def empty_hint(problem: str | None = None, search_every_s: float | None = None) -> Align:
     """What to do when no engine was found, centred under the (empty) engines table; with
-    ``problem`` (fleet mode: the server's failure), that failure and what to check."""
+    ``problem`` (fleet mode: the server's failure), that failure and what to check; with
+    ``search_every_s`` (no TARGET given), that the search goes on."""
     t = Table.grid(padding=(0, 3))
     t.add_column(style="bold", no_wrap=True)
     t.add_column(style="dim")
     for cmd, what in FLEET_HINTS if problem else NO_TARGETS_HINTS:
         t.add_row(cmd, what)
     title = Text(problem or "No inference engine found on this machine.", style="bold")
-    return Align.center(Group(Align.center(title), Text(""), t))
+    lines = [Align.center(title)]
+    if search_every_s and not problem:
+        lines.append(Align.center(Text(
+            f"Looking again every {search_every_s:g} s: an engine that starts shows up here.",
+            style="dim")))
+    return Align.center(Group(*lines, Text(""), t))
 
 
 def _window(snap) -> str:
