@@ -41,7 +41,7 @@ def _positive(text: str) -> float:
 
 
 def add_listen_options(p: argparse.ArgumentParser, *, required: bool) -> None:
-    """``--listen``, ``--listen-token-file``, ``--listen-no-auth`` (export and record)."""
+    """``--listen`` and its token and TLS options (export and record)."""
     p.add_argument("--listen", default=DEFAULT_LISTEN if required else None,
                    metavar="ADDR:PORT",
                    help="serve /metrics here (default 127.0.0.1:9464 for export); a "
@@ -51,6 +51,10 @@ def add_listen_options(p: argparse.ArgumentParser, *, required: bool) -> None:
                    "(re-read when it changes)")
     p.add_argument("--listen-no-auth", action="store_true",
                    help="serve a non-loopback address without a token")
+    p.add_argument("--listen-tls-cert", default=None, metavar="FILE",
+                   help="serve HTTPS with this PEM certificate (chain)")
+    p.add_argument("--listen-tls-key", default=None, metavar="FILE",
+                   help="its PEM private key (default: in the certificate file)")
 
 
 def build_parser(main: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -81,7 +85,8 @@ def start_server(state: Any, args: argparse.Namespace) -> Any:
     from llmtop.export.server import MetricsServer
 
     server = MetricsServer(state.render, args.listen, token_file=args.listen_token_file,
-                           no_auth=args.listen_no_auth)
+                           no_auth=args.listen_no_auth, tls_cert=args.listen_tls_cert,
+                           tls_key=args.listen_tls_key)
     auth = " (bearer token required)" if server.authenticated else ""
     log.info("serving %s%s", server.url, auth)
     return server

@@ -1,9 +1,11 @@
-"""Serve ``/metrics`` over HTTP in a thread of its own, with an optional bearer token.
+"""Serve ``/metrics`` over HTTP (or HTTPS) in a thread of its own, with an optional token.
 
 The server never waits on a target: it renders the latest view (``ExportState``) whatever
 the refresh loop is doing, so a hanging target cannot stall it. Loopback by default; any
 other address only when given explicitly, and then with a token file unless ``no_auth``.
-The token is compared in constant time and never printed, logged or served.
+The token is compared in constant time and never printed, logged or served. With a
+certificate (``tls_cert``) every connection is TLS, its handshake made in the connection's own
+thread with a time limit, so a client that never finishes one cannot hold the others up.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import gzip
 import hmac
 import ipaddress
 import os
+import socket
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -130,23 +134,60 @@ def _handler(render: Callable[[], bytes], token: TokenFile | None) -> type:
     return Handler
 
 
+HANDSHAKE_TIMEOUT_S = 10.0
+"""A TLS client gets this long to finish its handshake and send its request."""
+
+
+def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
+    """A server context from a PEM certificate (chain) and key (``key`` None: in ``cert``)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(os.path.expanduser(cert),
+                            os.path.expanduser(key) if key else None)
+    except (OSError, ssl.SSLError) as exc:
+        why = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+        raise ConfigError(f"--listen-tls-cert {cert}: cannot load the certificate and key "
+                          f"({why})") from None
+    return ctx
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, addr: tuple[str, int], handler: type) -> None:
+    def __init__(self, addr: tuple[str, int], handler: type,
+                 tls: ssl.SSLContext | None = None) -> None:
         if ":" in addr[0]:
-            import socket
-
             self.address_family = socket.AF_INET6
+        self.tls = tls
         super().__init__(addr, handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:  # in this connection's thread: a slow handshake holds up no one else
+            conn = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return  # plain HTTP or a failed handshake: the connection just closes
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            conn.close()
 
 
 class MetricsServer:
     """``/metrics`` on ``host:port`` in a daemon thread; ``close()`` stops it."""
 
     def __init__(self, render: Callable[[], bytes], listen: str = DEFAULT_LISTEN, *,
-                 token_file: str | None = None, no_auth: bool = False) -> None:
+                 token_file: str | None = None, no_auth: bool = False,
+                 tls_cert: str | None = None, tls_key: str | None = None) -> None:
         host, port = parse_listen(listen)
+        if tls_key and not tls_cert:
+            raise ConfigError("--listen-tls-key needs --listen-tls-cert")
+        tls = tls_context(tls_cert, tls_key) if tls_cert else None
+        self.tls = tls is not None
         token = TokenFile(token_file) if token_file else None
         if not is_loopback(host) and token is None and not no_auth:
             raise ConfigError(
@@ -155,7 +196,7 @@ class MetricsServer:
                 "can reach it")
         self.authenticated = token is not None
         try:
-            self._httpd = _Server((host, port), _handler(render, token))
+            self._httpd = _Server((host, port), _handler(render, token), tls)
         except OSError as exc:
             raise ConfigError(f"--listen {listen}: {exc.strerror or exc}") from None
         h, p = self._httpd.server_address[:2]
@@ -167,7 +208,7 @@ class MetricsServer:
     @property
     def url(self) -> str:
         h = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{h}:{self.port}/metrics"
+        return f"{'https' if self.tls else 'http'}://{h}:{self.port}/metrics"
 
     def close(self) -> None:
         self._httpd.shutdown()

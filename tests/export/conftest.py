@@ -57,7 +57,7 @@ def start_exporter(args: list[str], tmp: Path, *, cmd: str = "export") -> Export
                 raise AssertionError(f"exporter exited: {''.join(log)}")
             continue
         log.append(line)
-        if "serving http://" in line:
+        if "serving http://" in line or "serving https://" in line:
             url = line.split("serving ", 1)[1].split()[0]
             # keep reading what it says, so that a full pipe never blocks it
             threading.Thread(target=lambda: log.extend(proc.stderr or ()), daemon=True).start()
