@@ -7,13 +7,15 @@ it fails instead, so CI can never pass by skipping.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import pytest
 
-__all__ = ["llmtop", "need_env"]
+__all__ = ["found_without_a_target", "llmtop", "need_env"]
 
 REQUIRE = os.environ.get("LLMTOP_REQUIRE_REAL_ENGINES") == "1"
 
@@ -34,3 +36,31 @@ def llmtop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "-m", "llmtop", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+def found_without_a_target(url: str, engine: str) -> None:
+    """``llmtop`` with no TARGET, as an operator runs it: discovery finds the real server at
+    ``url`` by its process (its port is not a default one), and the TUI's monitor (which
+    searches, ``Monitor.from_config(..., rediscover=True)``) shows it ``ok``."""
+    from llmtop.config import Config
+    from llmtop.discover import discover
+    from llmtop.monitor import Monitor
+
+    port = urlsplit(url).port
+
+    async def go() -> None:
+        found = await discover(Config(), ports=(), timeout_s=5.0)  # processes only
+        assert [t.engine for t in found if t.port == port] == [engine], found
+        mon = Monitor.from_config(Config(), rediscover=True)
+        try:
+            for _ in range(20):
+                snap = await mon.tick()
+                rows = [r for r in snap.engines if r.target.endswith(f":{port}")]
+                if rows and rows[0].state == "ok":
+                    break
+                await asyncio.sleep(1.0)
+            assert rows and rows[0].state == "ok" and rows[0].engine == engine, rows
+        finally:
+            await mon.aclose()
+
+    asyncio.run(go())

@@ -309,3 +309,9 @@ def test_record_and_replay(urls, tmp_path):
                                              + c1["nv_inference_request_failure"])
     assert life["e2e_s"]["mean"] == pytest.approx(
         c1["nv_inference_request_duration_us"] / c1["nv_inference_request_success"] * 1e-6)
+
+
+def test_llmtop_without_a_target_finds_the_real_triton(urls):
+    from tests.real_engine.servers import found_without_a_target
+
+    found_without_a_target(urls[1], "triton")  # its --metrics-port

@@ -182,3 +182,9 @@ def test_probe_short_sweep_completes(tmp_path):
     assert [s["concurrency"] for s in data["steps"]][:3] == [1, 2, 4]
     assert all(s["requests"] > 0 and not s["errors"] for s in data["steps"])
     assert data["steps"][-1]["output_tokens_per_s"] > 0
+
+
+def test_llmtop_without_a_target_finds_the_real_vllm():
+    from tests.real_engine.servers import found_without_a_target
+
+    found_without_a_target(URL, "vllm")
