@@ -57,6 +57,7 @@ generation lengths per request and tokens per engine step (``iteration_tokens``)
 GAUGE_KEYS = (
     "running",  # requests in the running batch
     "waiting",  # requests queued
+    "waiting_deferred",  # of those, deferred (vLLM: LoRA budget, KV transfer, blocked)
     "swapped",  # vLLM V0 only
     "max_running",  # max concurrent requests (max_num_seqs / max_running_requests / TRT max)
     "kv_usage",  # 0..1
@@ -319,6 +320,10 @@ class EngineRow:
     """Seconds since the last good scrape (None if never)."""
     running: float | None = None
     waiting: float | None = None
+    waiting_deferred: float | None = None
+    """Of ``waiting``, those the engine defers for a transient constraint, not for capacity
+    (vLLM's ``num_requests_waiting_by_reason{reason="deferred"}``: LoRA budget, KV transfer,
+    a blocked request); None where the engine does not say."""
     max_running: float | None = None
     kv_cache_usage: float | None = None
     kv_capacity_tokens: float | None = None
@@ -366,6 +371,7 @@ class EngineRow:
             "error": self.error,
             "running": _num(self.running),
             "waiting": _num(self.waiting),
+            "waiting_deferred": _num(self.waiting_deferred),
             "max_running": _num(self.max_running),
             "kv_cache_usage": _num(self.kv_cache_usage),
             "kv_capacity_tokens": _num(self.kv_capacity_tokens),

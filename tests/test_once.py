@@ -23,6 +23,7 @@ from tests.history.fakes import body, fake_detect, fake_normalize, gpu_sample
 TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error", "diagnosis"]
 ROW_KEYS = [
     "target", "engine", "engine_version", "model", "state", "error", "running", "waiting",
+    "waiting_deferred",
     "max_running", "kv_cache_usage", "kv_capacity_tokens", "prefix_hit_rate", "ttft_s",
     "itl_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "inference_s",
     "prompt_len", "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s",

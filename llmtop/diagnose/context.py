@@ -11,7 +11,7 @@ from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import signal
 from llmtop.model import EngineRow, GpuRecord
 
-GAUGES = frozenset({"kv", "waiting", "running"})
+GAUGES = frozenset({"kv", "waiting", "running", "waiting_deferred"})
 """Signals read from the newest sample (evidence window ``now``), not over the window."""
 
 _SIGNAL = object()

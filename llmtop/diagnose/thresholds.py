@@ -180,3 +180,8 @@ different engines differ by ~1.4x, 25 ms vs 18 ms)."""
 # ---------------------------------------------------------------- warming up
 WARMUP_S = 120.0
 """An engine that (re)started less than this ago is warming up (cold prefix cache)."""
+
+QUEUE_DEFERRED_SHARE = 0.5
+"""vLLM: when at least this share of the waiting requests is *deferred* (LoRA budget, KV
+transfer, a blocked request: ``num_requests_waiting_by_reason``), the queue is not load, and
+a replica or a higher ``--max-num-seqs`` is not the fix."""

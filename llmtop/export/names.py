@@ -25,6 +25,8 @@ ENGINE_VALUES = (
     # (series name, EngineRow field, help)
     ("llmtop_engine_running", "running", "Requests in the running batch."),
     ("llmtop_engine_waiting", "waiting", "Requests waiting in the queue."),
+    ("llmtop_engine_waiting_deferred", "waiting_deferred",
+     "Of the waiting requests, those deferred (vLLM: LoRA budget, KV transfer, blocked)."),
     ("llmtop_engine_max_running", "max_running",
      "Most requests the engine runs at once (max_num_seqs and kin)."),
     ("llmtop_engine_kv_usage_ratio", "kv_cache_usage", "KV cache in use, 0..1."),

@@ -30,6 +30,7 @@ def fill_gauges(row: EngineRow, m: ModelSample) -> None:
     g = m.gauges
     row.running = g.get("running")
     row.waiting = g.get("waiting")
+    row.waiting_deferred = g.get("waiting_deferred")
     row.max_running = g.get("max_running")
     row.kv_cache_usage = g.get("kv_usage")
     row.kv_capacity_tokens = g.get("kv_capacity_tokens")

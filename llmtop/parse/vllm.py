@@ -54,6 +54,9 @@ _GAUGES = {  # family -> gauge key; earlier aliases win
     "spec_decode_draft_acceptance_rate": "spec_accept_rate_gauge",
 }
 _KV_USAGE = ("kv_cache_usage_perc", "gpu_cache_usage_perc")
+_WAITING_BY_REASON = "num_requests_waiting_by_reason"
+"""v0.13+: ``reason`` ``capacity`` (no room to schedule) or ``deferred`` (LoRA budget, KV
+transfer, blocked); the reasons sum to ``num_requests_waiting``."""
 _PREFIX = (("prefix_cache_queries", "prefix_cache_hits"),
            ("gpu_prefix_cache_queries", "gpu_prefix_cache_hits"))  # fmt: skip
 _COUNTERS = {
@@ -87,7 +90,8 @@ _COUNTER_FAMILIES = (
     "admission_rejections",
 )
 WANTED = frozenset(
-    [_P + n for n in (*_GAUGES, *_KV_USAGE, *_COUNTER_FAMILIES, "cache_config_info")]
+    [_P + n for n in (*_GAUGES, *_KV_USAGE, *_COUNTER_FAMILIES, "cache_config_info",
+                      _WAITING_BY_REASON)]
     + [_P + n for names in _HISTS.values() for n in names]
     + [_P + n + "_created" for n in _COUNTER_FAMILIES]
     + ["process_start_time_seconds"]
@@ -371,6 +375,13 @@ def normalize_families(
     for fam_name, gkey in _GAUGES.items():
         put("gauges", gkey, group_values(families.get(_P + fam_name), key, suffix=""))
     put("gauges", "kv_usage", group_values(_first(families, _KV_USAGE), key, suffix=""))
+    by_reason = families.get(_P + _WAITING_BY_REASON)
+    if by_reason is not None and by_reason.samples:  # 0 deferred is a reading: keep it
+        put("gauges", "waiting_deferred", {k: 0.0 for k in group_values(by_reason, key,
+                                                                         suffix="")})
+        put("gauges", "waiting_deferred", group_values(
+            by_reason, lambda lb: key(lb) if lb.get("reason") == "deferred" else None,
+            suffix=""))
     for fam_name, ckey in _COUNTERS.items():
         put("counters", ckey, group_values(families.get(_P + fam_name), key))
     for qname, hname in _PREFIX:

@@ -78,6 +78,20 @@ def test_queueing_fires_when_queue_dominates_ttft_at_the_running_limit():
     assert "--max-num-seqs" in f0.action
 
 
+def test_a_deferred_queue_is_named_as_deferred_not_as_load():
+    """vLLM 0.13+ says why requests wait (``num_requests_waiting_by_reason``): most of them
+    deferred (LoRA budget, KV transfer, blocked) is not a capacity problem."""
+    f = run(queued(waiting_deferred=20.0), base(), waiting_min={f"{T}|llama": 20.0})
+    assert rules(f) == ["queueing"]
+    assert "20 of the 25 are deferred" in f[0].summary and "--max-loras" in f[0].action
+    assert "--max-num-seqs will not drain it" in f[0].action
+    assert any(e.signal == "waiting_deferred" and e.value == 20.0 and e.window == "now"
+               for e in f[0].evidence)
+    for few in (0.0, 5.0, None):  # waiting for capacity (or not said): the usual action
+        g = run(queued(waiting_deferred=few), base(), waiting_min={f"{T}|llama": 20.0})[0]
+        assert "deferred" not in g.summary and "raise --max-num-seqs" in g.action
+
+
 def test_queueing_needs_the_queue_all_window_long():
     f = run(queued(), base(), waiting_min={f"{T}|llama": 0.0})
     assert rules(f) == ["ttft_rise"]  # TTFT is up, but a blip of a queue does not explain it

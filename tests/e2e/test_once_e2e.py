@@ -16,18 +16,8 @@ import pytest
 
 from tests.e2e.conftest import Run, needs_parsers, nvml_works, run_llmtop
 from tests.e2e.servers import closed_port
+from tests.test_once import Q_KEYS, ROW_KEYS, TOP_KEYS  # documented keys, documented order
 
-# documented keys (docs/json-schema.md), in the documented order
-TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error", "diagnosis"]
-ROW_KEYS = [
-    "target", "engine", "engine_version", "model", "state", "error", "running", "waiting",
-    "max_running", "kv_cache_usage", "kv_capacity_tokens", "prefix_hit_rate", "ttft_s",
-    "itl_s", "tpot_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "inference_s", "prompt_len",
-    "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s",
-    "generation_tokens_per_s",
-    "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
-]
-Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
 LIFETIME_KEYS = {
     "ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_len", "gen_len",
     "prefix_hit_rate", "requests", "prompt_tokens", "generation_tokens", "preemptions",

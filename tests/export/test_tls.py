@@ -74,7 +74,7 @@ def test_https_serves_and_plain_http_gets_nothing(cert):
 
 def test_bad_certificate_or_key_is_a_clear_error(cert, tmp_path):
     crt, _key = cert
-    with pytest.raises(ConfigError, match="--listen-tls-cert .*cannot load"):
+    with pytest.raises(ConfigError, match=r"--listen-tls-cert .*cannot load"):
         MetricsServer(lambda: b"", "127.0.0.1:0", tls_cert=str(tmp_path / "missing.crt"))
     with pytest.raises(ConfigError, match="cannot load"):  # no key in the certificate file
         MetricsServer(lambda: b"", "127.0.0.1:0", tls_cert=str(crt))

@@ -29,6 +29,7 @@ def test_generated_v0_33():
     assert m.gauges == {
         "running": 3.0,
         "waiting": 3.0,
+        "waiting_deferred": 1.0,  # num_requests_waiting_by_reason{reason="deferred"}
         "kv_usage": 0.43,
         "kv_capacity_tokens": 446640.0,  # cache_config_info kv_cache_size_tokens
     }
@@ -407,3 +408,12 @@ def test_group_hists_adds_up_series_of_one_group_even_with_a_kept_layout():
     for _ in range(3):
         (h,) = vllm.group_hists(fam, key).values()
         assert h.cumulative == (5.0,) and h.count == 5.0
+
+
+def test_waiting_by_reason_on_real_vllm_0_32():
+    """A real CPU vLLM 0.32 under KV pressure: 4 waiting, all for capacity: 0 deferred is a
+    reading (0.0), not absent; without the family there is no key (shown as –)."""
+    _s, m = one("vllm-real-cpu-v0.32.0-kv-pressure-b.txt")
+    assert m.gauges["waiting"] == 4.0 and m.gauges["waiting_deferred"] == 0.0
+    _s, docs = one("vllm-docs-design-metrics.txt")  # no such family: no key at all
+    assert "waiting_deferred" not in docs.gauges

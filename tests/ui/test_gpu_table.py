@@ -10,8 +10,8 @@ from llmtop.config import Thresholds
 from llmtop.model import GpuProcess, GpuRecord
 from llmtop.ui.fake import FakeSource
 from llmtop.ui.screens.gpu import (
-    details_text,
     GpuScreen,
+    details_text,
     gpu_cells,
     gpu_details,
     gpu_layout,

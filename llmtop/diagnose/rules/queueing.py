@@ -10,6 +10,7 @@ from llmtop.diagnose.thresholds import (
     MIN_REQUESTS,
     QUEUE_CRIT_S,
     QUEUE_CRIT_SHARE,
+    QUEUE_DEFERRED_SHARE,
     QUEUE_FEW_MIN,
     QUEUE_P95_MIN_S,
     QUEUE_SERVICE_X,
@@ -51,6 +52,23 @@ def _action(c: RowCtx, at_limit: bool) -> str:
         return (f"KV has room at {fmt_pct(kv)}: if {row.running:.0f} running is the engine's "
                 f"limit (not exported), raise {flag}; otherwise add a replica")
     return "add a replica: the load exceeds this engine's capacity (llmtop probe finds how much)"
+
+
+DEFERRED_ACTION = ("the queue is deferred requests, not load: check the LoRA budget "
+                   "(--max-loras, --max-cpu-loras) and the KV connector's transfers; a "
+                   "replica or a higher --max-num-seqs will not drain it")
+
+
+def _finding(c: RowCtx, severity: str, summary: str, ev: list, at_limit: bool) -> Finding:
+    """The finding, told apart where most of the queue is deferred (vLLM), not waiting for
+    room: then that is the cause and the action."""
+    w, d = c.row.waiting, c.row.waiting_deferred
+    if w and d is not None and d >= QUEUE_DEFERRED_SHARE * w:
+        summary += (f"; {d:.0f} of the {w:.0f} are deferred (LoRA budget, KV transfer or a "
+                    "blocked request), not waiting for capacity")
+        ev = [*ev, c.ev("waiting_deferred", None, d, baseline=False)]
+        return c.finding("queueing", severity, summary, ev, DEFERRED_ACTION)
+    return c.finding("queueing", severity, summary, ev, _action(c, at_limit))
 
 
 def queueing(c: RowCtx) -> list[Finding]:
@@ -109,11 +127,10 @@ def queueing(c: RowCtx) -> list[Finding]:
                         f"\u00d7{ratio:.1f} as long as they ran, {seen}")
         if usual is not None and hi < 2 * usual:
             summary += f"; as usual for this engine ({fmt_s(usual)})"
-            return [c.finding("queueing", "info", summary, ev, _action(c, at_limit))]
-        return [c.finding("queueing", "critical" if critical else "warn", summary, ev,
-                          _action(c, at_limit))]
+            return [_finding(c, "info", summary, ev, at_limit)]
+        return [_finding(c, "critical" if critical else "warn", summary, ev, at_limit)]
     # no queue-time histogram: only a long queue seen all window long
     if c.waiting_min is None or c.waiting_min < WAITING_ONLY_MIN:
         return []
     summary = f"{w:.0f} requests wait (at least {c.waiting_min:.0f} all window){limit}{kv}"
-    return [c.finding("queueing", "warn", summary, ev, _action(c, at_limit))]
+    return [_finding(c, "warn", summary, ev, at_limit)]

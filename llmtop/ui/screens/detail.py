@@ -25,9 +25,10 @@ WINDOWS = (("10s", 10.0), ("1m", 60.0), ("5m", 300.0))
 """Latency windows of the detail table; lifetime is added (and labelled) after them."""
 
 SCALARS = ("target", "engine", "engine_version", "model", "state", "error", "http_status",
-           "last_ok_age_s", "running", "waiting", "max_running", "kv_cache_usage",
-           "kv_capacity_tokens", "prefix_hit_rate", "spec_accept_rate", "prompt_tokens_per_s",
-           "generation_tokens_per_s", "requests_per_s", "preemptions_per_s", "errors_per_s")
+           "last_ok_age_s", "running", "waiting", "waiting_deferred", "max_running",
+           "kv_cache_usage", "kv_capacity_tokens", "prefix_hit_rate", "spec_accept_rate",
+           "prompt_tokens_per_s", "generation_tokens_per_s", "requests_per_s",
+           "preemptions_per_s", "errors_per_s")
 PCT = {"kv_cache_usage", "prefix_hit_rate", "spec_accept_rate"}
 PHASES = (("QUEUE", "queue_s"), ("PREFILL", "prefill_s"), ("DECODE", "decode_s"),
           ("INFER", "inference_s"))
