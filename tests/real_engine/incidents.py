@@ -49,8 +49,12 @@ def serve(state: Path, *flags: str) -> Iterator[str]:
     stopped (SIGTERM, then SIGKILL) when the block ends."""
     state.mkdir(parents=True, exist_ok=True)
     try:
+        # vLLM's CPU threads on core 0 only: on 2 cores, spinning on both starved the load
+        # generator, which then let the queue drain every ~20 s (no incident holds 30 s)
+        env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": os.environ.get(
+            "VLLM_CPU_OMP_THREADS_BIND", "0")}
         out = subprocess.run(["bash", str(ROOT / "scripts/real_vllm/serve.sh"), str(state),
-                              *flags], capture_output=True, text=True, timeout=300)
+                              *flags], capture_output=True, text=True, timeout=300, env=env)
         if out.returncode != 0:
             raise AssertionError(f"vLLM did not start ({' '.join(flags)}): {out.stderr[-2000:]}")
         yield out.stdout.strip().splitlines()[-1]
