@@ -147,6 +147,8 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
     # discovered targets: the search goes on every 10 s, so an engine started later is exported
     monitor = Monitor.from_config(config, demo, store=direct_store(config),
                                   rediscover=searching)
+    if monitor.rediscovery is not None:
+        monitor.rediscovery.mark_searched()  # just searched above: the next in 10 s
     monitor.sink = state.observe
     log.info("exporting %d target(s) every %gs, window %gs: %s", len(config.targets),
              config.interval_s, window, ", ".join(t.name for t in config.targets))

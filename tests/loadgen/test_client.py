@@ -209,12 +209,13 @@ async def test_raw_client_429_retry_after_and_truncation():
     assert r.error == "truncated_stream" and r.t_first is not None
 
 
-async def test_raw_client_replaces_a_stale_keepalive_connection():
+def _one_answer_per_connection(served: list[int]):
+    """A server that answers a connection's first request and hangs up on its second,
+    unanswered: every kept-alive connection is stale by its second request."""
     import asyncio
 
     body = _ev("a") + _ev("", finish="length") + b"data: [DONE]\n\n"
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-    served = []
 
     async def handle(reader, writer):
         n = 0
@@ -225,14 +226,21 @@ async def test_raw_client_replaces_a_stale_keepalive_connection():
             except (asyncio.IncompleteReadError, ConnectionError):
                 break
             n += 1
-            if n == 2:  # the second request on a kept-alive connection: hang up unanswered
+            if n == 2:
                 break
             writer.write(ok)
             served.append(1)
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return handle
+
+
+async def test_raw_client_replaces_a_stale_keepalive_connection():
+    import asyncio
+
+    served: list[int] = []
+    server = await asyncio.start_server(_one_answer_per_connection(served), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
     try:
@@ -251,27 +259,8 @@ async def test_raw_client_retries_on_a_new_connection_when_the_whole_pool_is_sta
     counted 2 of 8 requests as connect errors so)."""
     import asyncio
 
-    body = _ev("a") + _ev("", finish="length") + b"data: [DONE]\n\n"
-    ok = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-    served = []
-
-    async def handle(reader, writer):
-        n = 0
-        while True:
-            try:
-                await reader.readuntil(b"\r\n\r\n")
-                await reader.readexactly(2)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            n += 1
-            if n == 2:  # every kept-alive connection is stale by its second request
-                break
-            writer.write(ok)
-            served.append(1)
-            await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    served: list[int] = []
+    server = await asyncio.start_server(_one_answer_per_connection(served), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     c = RawStreamClient(f"http://127.0.0.1:{port}/v1/completions", timeout_s=5)
     try:
