@@ -21,6 +21,7 @@ from llmtop.errors import ConfigError
 from llmtop.loadgen.options import (
     ProbeOptions,
     is_loopback_host,
+    parse_cpus,
     parse_levels,
     parse_shared_prefix,
     split_url,
@@ -71,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="warm-up per step, excluded (default 3 s in a sweep, else 0)")
     a("--step-duration", type=float, default=10.0, metavar="S",
       help="measurement window per sweep step (default 10 s)")
+    a("--cpu-pin", default=None, metavar="CPUS",
+      help="run the load generator on these CPUs only, e.g. 0 or 2,3 (away from the server)")
+    a("--nice", type=int, default=None, metavar="N",
+      help="the load generator's nice value (e.g. -5: before a busy server; needs privilege)")
     a("--json", default=None, metavar="FILE", help="write the JSON report")
     a("--csv", default=None, metavar="FILE", help="write one CSV row per step")
     a("--md", default=None, metavar="FILE", help="write a Markdown summary")
@@ -164,6 +169,8 @@ def options_from_args(ns: argparse.Namespace, api_key: str | None) -> ProbeOptio
         dataset=ns.dataset, context=ns.context, target_rate=ns.target_rate,
         levels=parse_levels(ns.levels) if getattr(ns, "levels", None) else None,
         requests_per_step=getattr(ns, "requests_per_step", None),
+        cpu_pin=parse_cpus(ns.cpu_pin) if getattr(ns, "cpu_pin", None) else None,
+        nice=getattr(ns, "nice", None),
     ).validate()
 
 
@@ -214,7 +221,12 @@ def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
         written += write_charts([report], html_path=ns.html, svg_prefix=ns.svg)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
+    from llmtop.capacity import profile_from_report
+    from llmtop.cli.capacity import save_capacity
+
+    save_capacity([profile_from_report(report)])
     return 130 if stops[0] else 0
+
 
 
 def _countdown(end: float) -> None:

@@ -16,7 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtop.loadgen.options import ProbeOptions, redact_url
-from llmtop.loadgen.report import capacity, knee_text, lengths_lines, load_text, slo_text
+from llmtop.loadgen.report import (
+    capacity,
+    honesty_lines,
+    knee_text,
+    lengths_lines,
+    load_text,
+    slo_text,
+)
 
 __all__ = ["ProbeLiveView", "comparison_table", "print_comparison", "print_summary",
            "summary_table"]
@@ -94,9 +101,9 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
         if s.get("errors"):
             out.append(Text(f"step {s['index'] + 1} errors: {_errors(s['errors'])}",
                             style="yellow"))
-        if s.get("client_bound_reasons"):
-            out.append(Text(f"step {s['index'] + 1} client-bound: "
-                            + "; ".join(s["client_bound_reasons"]), style="red"))
+    for line in honesty_lines(report):
+        bad = "client-bound" in line or line.startswith("WARNING")
+        out.append(Text(line, style="red" if bad else "dim"))
     out.append(Text(f"stop reason: {report.get('stop_reason')}", style="dim"))
     return out
 

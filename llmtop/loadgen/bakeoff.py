@@ -37,10 +37,11 @@ from llmtop.loadgen.engines import (
 from llmtop.loadgen.fairness import engine_info, fairness_warnings, short_fraction
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.plan import EngineSpec
+from llmtop.loadgen.report import load_text
 from llmtop.loadgen.server_side import ServerWatch, empty_server
 
-__all__ = ["DEFAULT_REQUESTS_PER_STEP", "StopFlag", "bakeoff_options", "default_log_dir",
-           "run_bakeoff"]
+__all__ = ["DEFAULT_REQUESTS_PER_STEP", "EngineRun", "StopFlag", "bakeoff_options",
+           "default_log_dir", "generator_warnings", "run_bakeoff"]
 
 DEFAULT_REQUESTS_PER_STEP = 32
 """Measured requests per level when not given (never fewer than 4 x the concurrency)."""
@@ -91,7 +92,10 @@ def _entry(spec: EngineSpec) -> dict[str, Any]:
             "short_outputs": None, "comparable": True, "steps": [], "gpu_release": None}
 
 
-class _Run:
+class EngineRun:
+    """Start, measure and stop engines one after another (the tuner overrides
+    ``_measure``)."""
+
     def __init__(self, options: ProbeOptions, *, gpu_hour_price: float | None,
                  log_dir: str, say: Say, drive: Drive, stop: StopFlag,
                  watch_interval_s: float, new_monitor: Callable[[Any], Any] | None) -> None:
@@ -169,14 +173,33 @@ class _Run:
         info = engine_info(spec.url, api_key=self.o.api_key, insecure=self.o.insecure)
         e["settings"] = info
         opts = dataclasses.replace(self.o, url=spec.url, **self.fixed).validate()
+        report, server = self.probe(spec, opts)
+        e.update(report)
+        e["server"] = server
+        e["engine"] = server.get("engine")
+        e["engine_version"] = server.get("engine_version") or info.get("version")
+        e["short_outputs"] = short_fraction(report)
+        e["cost_per_mtok_usd"] = cost_per_mtok(
+            report, spec.gpu_hour_price if spec.gpu_hour_price is not None else self.price,
+            spec.gpus)
+        self.fix_calibration(spec, report)
+
+    def probe(self, spec: EngineSpec, opts: ProbeOptions, drive: Drive | None = None,
+              on_watch: Callable[[ServerWatch | None], None] | None = None
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One probe run on the engine while its metrics are watched: (report, server peaks).
+        ``on_watch`` is told the watch before the load starts (a caller's early stop reads
+        it). Raises ``LaunchError`` when the probe gave no report."""
         watch = None
         if self.new_monitor is not None:
             watch = ServerWatch(spec.url, self.new_monitor, api_key=self.o.api_key,
                                 insecure=self.o.insecure,
                                 interval_s=self.watch_interval_s).start()
+        if on_watch is not None:
+            on_watch(watch)
         handle = start_probe(opts)
         try:
-            self.drive(spec, opts, handle, self.stop)
+            (drive or self.drive)(spec, opts, handle, self.stop)
         finally:
             if not handle.finished:
                 handle.kill()
@@ -188,27 +211,23 @@ class _Run:
             report = partial_report(opts, handle.steps)
         if report is None:
             raise LaunchError("; ".join(handle.errors) or "the probe gave no report")
-        e.update(report)
-        e["server"] = server
-        e["engine"] = server.get("engine")
-        e["engine_version"] = server.get("engine_version") or info.get("version")
-        e["short_outputs"] = short_fraction(report)
-        e["cost_per_mtok_usd"] = cost_per_mtok(
-            report, spec.gpu_hour_price if spec.gpu_hour_price is not None else self.price,
-            spec.gpus)
+        return report, server
+
+    def fix_calibration(self, spec: EngineSpec, report: dict[str, Any]) -> None:
+        """The first engine that ran fixes the prompt calibration and the context cap."""
         if not self.fixed and report.get("prompt_calibration"):
             cal = dict(report["prompt_calibration"])
             cal["method"] = f"{cal.get('method')} (measured on {spec.name})"
             self.fixed = {"calibration": cal, "context": self.o.context or report.get("context")}
 
 
-def default_log_dir() -> str:
+def default_log_dir(kind: str = "bakeoff") -> str:
     """Where the engines' logs go, kept after the run (they are the evidence of a failed
-    start): ``$XDG_STATE_HOME/llmtop/bakeoff/<UTC time>-<pid>`` (``~/.local/state/...``)."""
+    start): ``$XDG_STATE_HOME/llmtop/<kind>/<UTC time>-<pid>`` (``~/.local/state/...``)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"),
                                                              ".local", "state")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = os.path.join(state, "llmtop", "bakeoff", f"{stamp}-{os.getpid()}")
+    path = os.path.join(state, "llmtop", kind, f"{stamp}-{os.getpid()}")
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
@@ -224,7 +243,7 @@ def run_bakeoff(engines: tuple[EngineSpec, ...] | list[EngineSpec], options: Pro
     (``llmtop.monitor.Monitor.from_config``); None: no server-side numbers."""
     if log_dir is None:
         log_dir = default_log_dir()
-    run = _Run(options, gpu_hour_price=gpu_hour_price, log_dir=log_dir, say=say,
+    run = EngineRun(options, gpu_hour_price=gpu_hour_price, log_dir=log_dir, say=say,
                drive=drive or _drive_plain, stop=stop or StopFlag(),
                watch_interval_s=watch_interval_s, new_monitor=new_monitor)
     started = time.time()
@@ -237,7 +256,26 @@ def run_bakeoff(engines: tuple[EngineSpec, ...] | list[EngineSpec], options: Pro
             "duration_s": time.time() - started, "options": run.o.to_json(),
             "gpu_hour_price": gpu_hour_price, "log_dir": log_dir,
             "partial": run.stop.requested, "traffic": _traffic(run.o, endpoints),
-            "endpoints": endpoints, "warnings": fairness_warnings(endpoints)}
+            "endpoints": endpoints,
+            "warnings": fairness_warnings(endpoints) + generator_warnings(endpoints)}
+
+
+def generator_warnings(endpoints: list[dict[str, Any]]) -> list[str]:
+    """A sentence per engine whose run had a client-bound (stalled, late) load generator,
+    or whose counts did not add up: those numbers are not the engine's."""
+    out = []
+    for e in endpoints:
+        bound = [s for s in e.get("steps") or [] if s.get("client_bound")]
+        if bound:
+            why = "; ".join(f"{load_text(s)}: {', '.join(s.get('client_bound_reasons') or [])}"
+                            for s in bound)
+            out.append(f"{e.get('name')}: the load generator was client-bound during its run "
+                       f"({why}); those levels measured the generator, not the engine.")
+        rec = e.get("reconciliation")
+        if rec and not rec.get("ok"):
+            out.append(f"{e.get('name')}: counts do not add up: "
+                       + "; ".join(rec.get("warnings") or []))
+    return out
 
 
 def _traffic(o: ProbeOptions, endpoints: list[dict[str, Any]]) -> dict[str, Any]:

@@ -82,16 +82,21 @@ class Result:
         "retry_after",
         "t_end",
         "t_first",
+        "t_intended",
         "t_last",
         "t_send",
     )
 
-    def __init__(self, t_send: float) -> None:
+    def __init__(self, t_send: float, t_intended: float | None = None) -> None:
         self.t_send = t_send
+        self.t_intended = t_intended
+        """With ``--rate``: when the schedule meant it to be sent (``t_send`` is when it was)."""
         self.t_first: float | None = None
         self.t_last: float | None = None
         self.t_end = t_send
         self.n_content = 0
+        """Content events so far (kept current while the stream runs, so a request cut off
+        still says how many tokens it had received)."""
         self.output_tokens: int | None = None
         """From ``usage.completion_tokens``; else the number of content events."""
         self.prompt_tokens: int | None = None
@@ -147,10 +152,10 @@ class StreamClient:
     async def aclose(self) -> None:
         await self.session.close()
 
-    async def request(self, body: bytes) -> Result:
-        """Send one streaming request (``body`` is the JSON payload); never raises except
-        ``CancelledError``."""
-        res = Result(_perf())
+    async def request(self, body: bytes, res: Result | None = None) -> Result:
+        """Send one streaming request (``body`` is the JSON payload) into ``res`` (a new
+        ``Result`` when None); never raises except ``CancelledError``."""
+        res = Result(_perf()) if res is None else res
         aiohttp = self._aiohttp
         try:
             async with self.session.post(self.endpoint_url, data=body,
@@ -196,7 +201,7 @@ class SSEReader:
     ``finish()`` at the end of the body decides ``truncated_stream`` and the token count.
     """
 
-    __slots__ = ("buf", "done", "finished", "gaps_append", "n_content", "res", "t_last")
+    __slots__ = ("buf", "done", "finished", "gaps_append", "res", "t_last")
 
     def __init__(self, res: Result) -> None:
         self.res = res
@@ -204,13 +209,11 @@ class SSEReader:
         self.done = False
         self.finished = False
         self.t_last: float | None = None
-        self.n_content = 0
         self.gaps_append = res.gaps.append
 
     def _fail(self, error: str) -> bool:
         res = self.res
         res.error = error
-        res.n_content = self.n_content
         res.t_last = self.t_last
         return True
 
@@ -261,7 +264,7 @@ class SSEReader:
                     if d:
                         text = d.get("content") or d.get("reasoning_content")
                 if text:
-                    self.n_content += 1
+                    res.n_content += 1
                     if self.t_last is None:
                         res.t_first = t
                     else:
@@ -283,9 +286,8 @@ class SSEReader:
 
     def finish(self) -> None:
         res = self.res
-        res.n_content = self.n_content
         res.t_last = self.t_last
         if not self.done and not self.finished:
             res.error = "truncated_stream"
         elif res.output_tokens is None:
-            res.output_tokens = self.n_content
+            res.output_tokens = res.n_content

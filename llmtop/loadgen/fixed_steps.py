@@ -6,13 +6,23 @@ the step ends when the last of them ends. An engine past its SLO still runs the 
 ladder, so overload shows as errors or as queueing; only an engine that refuses every
 connection of a level stops the run (``engine_down``). The requests are the next ones of the
 seeded list in send order, so every engine gets the same list; its hash goes in the report.
+
+A level of rate r (``--rate`` with ``requests_per_step``, the tuner's rate levels) is open
+loop: ``max(requests_per_step, 4 x r)`` measured requests sent on a fixed schedule (every
+1/r s, or seeded Poisson gaps with ``--poisson``), after r requests of warm-up at that rate
+(none with ``--warmup 0``). The generator's lateness against the schedule, and the rate it
+held while sending (the drain excluded), say whether the level was the client's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 import time
 from typing import Any
+
+from llmtop.loadgen.stats import step_is_client_bound
 
 __all__ = ["FixedSteps"]
 
@@ -39,6 +49,60 @@ class FixedSteps:
         """Measured requests of a fixed step: never fewer than 4 x its concurrency."""
         return max(self.o.requests_per_step or 0, 4 * conc)
 
+    def rate_step_size(self, rate: float) -> int:
+        """Measured requests of a fixed rate step: never fewer than 4 s of arrivals."""
+        return max(self.o.requests_per_step or 0, math.ceil(4 * rate))
+
+    async def _scheduled(self, rate: float, n: int) -> list[float]:
+        """Send the next ``n`` requests of the list on an open-loop schedule at ``rate``;
+        returns the actual send times once all ended (or on stop / the time bound)."""
+        loop = asyncio.get_running_loop()
+        rng = random.Random(self.o.seed + 17)
+        tasks: list[asyncio.Task[Any]] = []
+        sent: list[float] = []
+        self._target_rate, self._target_conc = rate, 0
+        next_t = time.perf_counter()
+        try:
+            for _ in range(n):
+                delay = next_t - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if self.stop_reason is not None or time.perf_counter() >= self._deadline:
+                    break
+                sent.append(time.perf_counter())
+                tasks.append(loop.create_task(self._send(next_t, next_t)))
+                self._workers.append(tasks[-1])
+                next_t += rng.expovariate(rate) if self.o.poisson else 1.0 / rate
+            await self._wait_all(tasks)
+        finally:
+            await self._cancel(tasks)
+        return sent
+
+    async def _fixed_rate_step(self, rate: float) -> None:
+        """Warm-up (one second of arrivals, excluded) then the measured list on its
+        schedule; the generator's lateness judged over the sending, not the drain."""
+        if self.o.warmup != 0:
+            self._phase = "warmup"
+            await self._scheduled(rate, math.ceil(rate))
+        if self.stop_reason is not None:
+            return
+        self._phase = "measure"
+        self._open_window()
+        n = self.rate_step_size(rate)
+        sent = await self._scheduled(rate, n)
+        step = self._close_window(None, rate, None)
+        step["requests_planned"] = n
+        span = sent[-1] - sent[0] if len(sent) > 1 else 0.0
+        # the rate held while sending: the list's drain is not the generator's shortfall
+        step["achieved_rate"] = (len(sent) - 1) / span if span > 0 else None
+        step["client_bound"], step["client_bound_reasons"] = step_is_client_bound(step)
+        if step["requests"] + step["errors_total"] < n:
+            step["partial"] = True
+        self.steps.append(step)
+        self.emit({"type": "step_done", "t": time.time(), "step": step})
+        if self.stop_reason is None and self._engine_gone(step):
+            self.stop_reason = "engine_down"
+
     async def _batch(self, conc: int, n: int) -> None:
         """Send the next ``n`` requests of the list with ``conc`` in flight; returns when all
         ended, on stop or at the time bound (requests still in flight are then cancelled)."""
@@ -61,19 +125,27 @@ class FixedSteps:
         tasks = [loop.create_task(worker(k)) for k in range(conc)]
         self._workers.extend(tasks)
         try:
-            while self.stop_reason is None:
-                rem = self._deadline - time.perf_counter()
-                if rem <= 0:
-                    self.stop_reason = "duration"
-                    break
-                _done, pending = await asyncio.wait(tasks, timeout=min(rem, 0.5))
-                if not pending:
-                    break
+            await self._wait_all(tasks)
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self._workers = [t for t in self._workers if t not in tasks]
+            await self._cancel(tasks)
+
+    async def _wait_all(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Until every task ended, the run stops, or the time bound (then ``duration``)."""
+        while tasks and self.stop_reason is None:
+            rem = self._deadline - time.perf_counter()
+            if rem <= 0:
+                self.stop_reason = "duration"
+                break
+            _done, pending = await asyncio.wait(tasks, timeout=min(rem, 0.5))
+            if not pending:
+                break
+
+    async def _cancel(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Cancel what still runs of ``tasks`` (requests in flight) and forget them."""
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._workers = [t for t in self._workers if t not in tasks]
 
     async def _fixed_step(self, conc: int) -> None:
         """Warm-up (one request per slot, excluded) then the measured list; every level runs
@@ -88,6 +160,8 @@ class FixedSteps:
         await self._batch(conc, self.step_size(conc))
         step = self._close_window(conc, None, None)
         step["requests_planned"] = self.step_size(conc)
+        # its ramp and its drain are the list's, not the generator's: judged without them
+        step["client_bound"], step["client_bound_reasons"] = step_is_client_bound(step)
         if step["requests"] + step["errors_total"] < step["requests_planned"]:
             step["partial"] = True
         self.steps.append(step)
@@ -108,7 +182,10 @@ class FixedSteps:
             return {}
         d = self.factory.digest
         return {"short_outputs": {"requests": len(self._got_output), "short": self._short},
-                "requests_per_step": {str(c): self.step_size(c or 1) for c, _ in self._ladder()},
+                "requests_per_step": {
+                    (str(c) if r is None else f"{r:g}/s"):
+                    (self.step_size(c or 1) if r is None else self.rate_step_size(r))
+                    for c, r in self._ladder()},
                 "request_list_sha256": d.hexdigest() if d is not None else None,
                 "warmup_requests_per_step": "concurrency" if self.o.warmup != 0 else 0}
 

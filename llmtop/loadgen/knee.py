@@ -11,6 +11,9 @@
 - ``max_throughput``: the step with the highest output tok/s.
 - ``sla_boundary``: the highest load, counted up from the lowest step, whose TTFT p95 (and
   per-request ITL p95 / TPOT p95 where those SLOs are set) meets the SLO, with its goodput.
+
+Partial and client-bound steps (``stats.step_is_client_bound``) are left out of all three:
+their numbers are the load generator's, not the server's.
 """
 
 from __future__ import annotations
@@ -88,7 +91,9 @@ def _load_key(steps: Sequence[dict[str, Any]]) -> str:
 
 
 def _usable(steps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [s for s in steps if s.get("requests") and not s.get("partial")]
+    """Whole steps whose numbers are the server's: never a partial or client-bound one."""
+    return [s for s in steps
+            if s.get("requests") and not s.get("partial") and not s.get("client_bound")]
 
 
 def saturation(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_SWEEP_DURATION_S",
     "ProbeOptions",
     "is_loopback_host",
+    "parse_cpus",
     "parse_levels",
     "parse_shared_prefix",
     "split_url",
@@ -90,6 +91,10 @@ class ProbeOptions:
     """Bake-off steps: each level is a fixed list of max(this, 4 x concurrency) requests
     (after a warm-up of one request per slot unless ``warmup == 0``), every level runs
     (no early stop on SLO, plateau or errors) and the request list is hashed."""
+    cpu_pin: tuple[int, ...] | None = None
+    """Pin the load generator's process to these CPUs (``--cpu-pin``; Linux)."""
+    nice: int | None = None
+    """Set the load generator's nice value (``--nice``; below 0 needs privilege)."""
     calibration: dict[str, Any] | None = None
     """A fixed prompt calibration (``Calibration.to_json()``) instead of measuring one, so
     several engines get byte-identical prompts."""
@@ -157,9 +162,9 @@ class ProbeOptions:
         if self.requests_per_step is not None:
             if self.requests_per_step < 1:
                 raise ConfigError("--requests-per-step must be >= 1")
-            if self.rate is not None:
-                raise ConfigError("a bake-off runs closed-loop concurrency steps: "
-                                  "use --concurrency, --sweep or --levels, not --rate")
+            if self.rate is not None and (self.sweep or self.levels):
+                raise ConfigError("fixed request lists at a rate are one level each "
+                                  "(the tuner's rate levels): not with --sweep or --levels")
         return self
 
     def to_json(self) -> dict[str, Any]:
@@ -186,10 +191,24 @@ class ProbeOptions:
     def from_dict(cls, d: dict[str, Any]) -> ProbeOptions:
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        for name in ("shared_prefix", "levels"):
+        for name in ("shared_prefix", "levels", "cpu_pin"):
             if kw.get(name) is not None:
                 kw[name] = tuple(kw[name])
         return cls(**kw)
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """``"0"``, ``"2,3"`` or ``"0-3"`` -> CPU numbers; raises ``ConfigError``."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ConfigError(f"--cpu-pin wants CPUs like 0, 2,3 or 0-3, got {text!r}") from None
+    if not cpus or min(cpus) < 0:
+        raise ConfigError(f"--cpu-pin wants CPUs like 0, 2,3 or 0-3, got {text!r}")
+    return tuple(sorted(cpus))
 
 
 def parse_shared_prefix(text: str) -> tuple[int, int]:

@@ -34,8 +34,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DEFAULT_READY_TIMEOUT_S", "EngineSpec", "Plan", "engines_from_urls", "parse_plan",
-           "read_plan"]
+__all__ = ["DEFAULT_READY_TIMEOUT_S", "EngineSpec", "Plan", "engines_from_urls", "load_toml",
+           "parse_plan", "probe_table", "read_plan", "read_text"]
 
 DEFAULT_READY_TIMEOUT_S = 600.0
 _ENGINE_KEYS = {"name", "url", "start", "env", "ready_timeout_s", "gpus", "gpu_hour_price",
@@ -111,12 +111,34 @@ def _engine(e: Any, i: int, seen: set[str]) -> EngineSpec:
         cuda_visible_devices=None if cvd is None else str(cvd))
 
 
-def parse_plan(text: str, source: str = "plan") -> Plan:
-    """TOML text -> ``Plan``; raises ``ConfigError`` with the problem."""
+def load_toml(text: str, source: str = "plan") -> dict[str, Any]:
+    """TOML text -> dict; raises ``ConfigError`` with the problem."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+
+
+def probe_table(data: dict[str, Any], source: str = "plan") -> dict[str, Any]:
+    """The ``[probe]`` table: option name (``_`` form) -> value."""
+    probe = data.get("probe") or {}
+    if not isinstance(probe, dict):
+        raise ConfigError(f"{source}: [probe] must be a table")
+    return {k.replace("-", "_"): v for k, v in probe.items()}
+
+
+def read_text(path: str) -> str:
+    """A plan file's text; raises ``ConfigError``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read plan {path}: {exc.strerror or exc}") from None
+
+
+def parse_plan(text: str, source: str = "plan") -> Plan:
+    """TOML text -> ``Plan``; raises ``ConfigError`` with the problem."""
+    data = load_toml(text, source)
     unknown = sorted(set(data) - {"engine", "probe"})
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(unknown)} "
@@ -124,22 +146,14 @@ def parse_plan(text: str, source: str = "plan") -> Plan:
     engines = data.get("engine")
     if not isinstance(engines, list) or not engines:
         raise ConfigError(f"{source}: no [[engine]] tables")
-    probe = data.get("probe") or {}
-    if not isinstance(probe, dict):
-        raise ConfigError(f"{source}: [probe] must be a table")
+    probe = probe_table(data, source)
     seen: set[str] = set()
-    return Plan(tuple(_engine(e, i, seen) for i, e in enumerate(engines)),
-                {k.replace("-", "_"): v for k, v in probe.items()})
+    return Plan(tuple(_engine(e, i, seen) for i, e in enumerate(engines)), probe)
 
 
 def read_plan(path: str) -> Plan:
     """Read a plan file; raises ``ConfigError``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read plan {path}: {exc.strerror or exc}") from None
-    return parse_plan(text, path)
+    return parse_plan(read_text(path), path)
 
 
 def engines_from_urls(urls: list[str]) -> tuple[EngineSpec, ...]:

@@ -29,12 +29,15 @@ _MAX_HEAD = 64 * 1024
 
 
 class _Conn(asyncio.Protocol):
-    __slots__ = ("closed", "ex", "transport")
+    __slots__ = ("closed", "ex", "skip", "transport")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.ex: _Exchange | None = None
         self.closed = False
+        self.skip = b""
+        """The end of the last chunked body (its final CRLF), still owed by the server: the
+        next bytes must be these and are swallowed (llama-server sends them late, alone)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -44,6 +47,16 @@ class _Conn(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
+        if self.skip:
+            n = min(len(self.skip), len(data))
+            if data[:n] != self.skip[:n]:
+                self.closed = True  # not the framing we were owed: never trust this one
+                if self.transport is not None:
+                    self.transport.close()
+                return
+            self.skip, data = self.skip[n:], data[n:]
+            if not data:
+                return
         ex = self.ex
         if ex is not None:
             ex.feed(data)
@@ -64,7 +77,7 @@ class _Conn(asyncio.Protocol):
 class _Exchange:
     """One request/response on one connection."""
 
-    __slots__ = ("body_left", "buf", "chunk_left", "crlf", "fut", "keep", "mode", "res",
+    __slots__ = ("body_left", "buf", "chunk_left", "crlf", "fut", "keep", "mode", "owed", "res",
                  "seen", "sse", "state", "t_data")
 
     def __init__(self, res: Result, fut: asyncio.Future[None]) -> None:
@@ -77,6 +90,8 @@ class _Exchange:
         self.chunk_left = 0
         self.crlf = 0
         self.keep = True
+        self.owed = b""
+        """Bytes of the body's framing not yet received when the response was complete."""
         self.sse: SSEReader | None = None
         self.seen = False
         """True once any response byte arrived."""
@@ -166,7 +181,7 @@ class _Exchange:
                         return
                     pos = j + 2
                     if size == 0:
-                        self._end_body()
+                        self._last_chunk(buf[pos:])
                         return
                     self.chunk_left = size
                     self.crlf = 2
@@ -200,6 +215,18 @@ class _Exchange:
         if self.res.error is None:
             self.res.error = error
         self._done(False)
+
+    def _last_chunk(self, rest: bytes) -> None:
+        """The zero-size chunk: the stream is complete. Its terminating CRLF (no trailers are
+        asked for) may come in a later packet; it is then owed by the connection, so that it
+        is not taken for the start of the next response on it (that once turned a reused
+        connection's next request into a ``connect`` error: one request short)."""
+        if len(rest) <= 2 and rest == b"\r\n"[:len(rest)]:
+            self.owed = b"\r\n"[len(rest):]
+            self._end_body()
+        else:  # trailer fields: never asked for; do not reuse this connection
+            self._end_body()
+            self.keep = False
 
     def _end_body(self) -> None:
         if self.sse is not None:
@@ -272,13 +299,14 @@ class RawStreamClient:
         self._all.add(conn)
         return conn
 
-    async def request(self, body: bytes) -> Result:
-        """Send one streaming request; never raises except ``CancelledError``.
+    async def request(self, body: bytes, res: Result | None = None) -> Result:
+        """Send one streaming request into ``res`` (a new ``Result`` when None); never raises
+        except ``CancelledError``.
 
         A kept-alive connection that the server closed before answering is replaced once by
         a fresh one (the request never reached the server), as browsers do.
         """
-        res = Result(_perf())
+        res = Result(_perf()) if res is None else res
         for attempt in range(2):
             conn = None
             while self._idle and attempt == 0:  # a retry never takes another pooled one
@@ -314,6 +342,7 @@ class RawStreamClient:
                 conn.transport.write(self._head + b"%d\r\n\r\n" % len(body) + body)
                 await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
                 reuse = ex.keep and not conn.closed
+                conn.skip = ex.owed
             except asyncio.TimeoutError:
                 res.error = "timeout"
             finally:

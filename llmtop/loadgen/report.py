@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CSV_COLUMNS", "capacity", "knee_text", "lengths_lines", "load_text",
+__all__ = ["CSV_COLUMNS", "capacity", "honesty_lines", "knee_text", "lengths_lines", "load_text",
            "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "write_reports"]
 
 _LAT = ("ttft_s", "itl_s", "itl_request_s", "tpot_s", "e2e_s")
@@ -23,6 +23,7 @@ CSV_COLUMNS = (
     "requests_per_s", "output_tokens_per_s", "goodput_per_s",
     *(f"{k}_{q}" for k in _LAT for q in _Q),
     "errors", "retry_after_count", "client_bound", "client_cpu", "loop_lag_ms", "partial",
+    "stall_count", "stall_total_s", "send_lateness_p99_s", "ttft_from_schedule_p95_s",
 )
 
 
@@ -41,6 +42,11 @@ def to_json(report: dict[str, Any]) -> str:
     return json.dumps(_clean(report), indent=2, sort_keys=False) + "\n"
 
 
+_EXTRA = {"stall_count": ("stalls", "count"), "stall_total_s": ("stalls", "total_s"),
+          "send_lateness_p99_s": ("send_lateness_s", "p99"),
+          "ttft_from_schedule_p95_s": ("ttft_from_schedule_s", "p95")}
+
+
 def _row(step: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {}
     for c in CSV_COLUMNS:
@@ -48,6 +54,9 @@ def _row(step: dict[str, Any]) -> dict[str, Any]:
             row[c] = ";".join(f"{k}={v}" for k, v in sorted(step.get("errors", {}).items()))
         elif c == "retry_after_count":
             row[c] = (step.get("retry_after") or {}).get("count", 0)
+        elif c in _EXTRA:
+            key, sub = _EXTRA[c]
+            row[c] = (step.get(key) or {}).get(sub)
         elif any(c.startswith(k + "_") and c[len(k) + 1:] in _Q for k in _LAT):
             k, q = c.rsplit("_", 1)
             row[c] = (step.get(k) or {}).get(q)
@@ -249,6 +258,54 @@ def lengths_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ms_text(v: float | None) -> str:
+    return "–" if v is None else f"{v * 1000:,.0f} ms"
+
+
+def honesty_lines(report: dict[str, Any]) -> list[str]:
+    """What the load generator owes the reader, in words: each client-bound step and why,
+    its stalls, how late ``--rate`` requests went out (and the latency from the schedule),
+    and whether the counts add up. Every view prints these."""
+    out = []
+    for i, s in enumerate(report.get("steps") or []):
+        n = s.get("index", i) + 1
+        if s.get("client_bound_reasons"):
+            out.append(f"step {n} client-bound (not counted as capacity): "
+                       + "; ".join(s["client_bound_reasons"]))
+        st = s.get("stalls") or {}
+        if st.get("count") and not s.get("client_bound"):
+            out.append(f"step {n}: generator paused {st['count']} time"
+                       f"{'s' if st['count'] != 1 else ''}, {st['total_s']:.2f} s in all "
+                       f"(longest {st['longest_s']:.2f} s)")
+        late = s.get("send_lateness_s")
+        if late:
+            sched = (s.get("ttft_from_schedule_s") or {}).get("p95")
+            sent = (s.get("ttft_s") or {}).get("p95")
+            out.append(f"step {n}: sent late by p50 {_ms_text(late['p50'])}, p99 "
+                       f"{_ms_text(late['p99'])}, max {_ms_text(late['max'])}; TTFT p95 "
+                       f"{_ms_text(sched)} from the schedule, {_ms_text(sent)} "
+                       "from the send")
+    prot = (report.get("client") or {}).get("protection") or {}
+    if prot.get("cpu_pin") or prot.get("nice") is not None:
+        out.append(f"load generator protected: CPUs {prot.get('cpu_pin') or 'all'}, nice "
+                   f"{'–' if prot.get('nice') is None else prot['nice']}")
+    for refused in prot.get("refused") or []:
+        out.append(f"WARNING: not applied: {refused}")
+    rec = report.get("reconciliation")
+    if rec:
+        srv = rec.get("server_generation_tokens")
+        line = (f"{rec['sent']} requests sent: {rec['finished']} finished, {rec['failed']} "
+                f"failed, {rec['cancelled']} cancelled ({rec['cancelled_tokens']:,} tokens "
+                f"received before the cut); {rec['output_tokens']:,} output tokens; server "
+                f"counted {'–' if srv is None else f'{srv:,}'}")
+        if rec.get("ok"):
+            out.append("Counts add up: " + line)
+        else:
+            out.append("WARNING: counts do not add up: " + "; ".join(rec.get("warnings") or [])
+                       + f" ({line})")
+    return out
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     """A human summary: header, one table row per step, saturation and SLA boundary."""
     lines = [f"# llmtop probe: {report.get('target')}", "",
@@ -293,6 +350,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append("")
         lines.append("> Some steps were client-bound: the client, not the server, was the "
                      "limit there.")
+    honest = honesty_lines(report)
+    if honest:
+        lines += ["", *(f"- {ln}" for ln in honest)]
     return "\n".join(lines) + "\n"
 
 

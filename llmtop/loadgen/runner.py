@@ -11,6 +11,12 @@
 
 Retry-After on 429/503 pauses all sending until it passes (capped at 60 s); each pause is
 counted per step. ``stop()`` cancels requests in flight at once; the report is still built.
+
+Honesty (``docs/probe.md``): a monitor task records every pause of the event loop longer
+than ``stats.STALL_BOUND_S``; with ``--rate`` each request carries its intended send time;
+every request sent is counted as finished, failed or cancelled (with the tokens it had
+received), against the server's generation-token counter where it exports one
+(``reconcile``).
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
 from llmtop.loadgen.prompts import PromptFactory, new_digest
 from llmtop.loadgen.rawhttp import RawStreamClient
+from llmtop.loadgen.reconcile import Tally, read_generation_tokens, settled_generation_tokens
 from llmtop.loadgen.report import capacity
-from llmtop.loadgen.stats import error_rate, percentiles, summarize_step
+from llmtop.loadgen.stats import STALL_BOUND_S, error_rate, percentiles, summarize_step
 from llmtop.loadgen.traffic import dists
 
 __all__ = ["PLATEAU_GAIN", "Runner", "ladder", "plateau_reached"]
@@ -116,13 +123,18 @@ class Runner(FixedSteps):
         self._w_start = self._t0
         self._w_area0 = 0.0
         self._w_cpu0 = time.process_time()
+        self._w_wait0 = _cpu_wait_s()
         self._w_ttft: list[float] = []
         self._w_sent = 0
+        self._w_due = 0
+        self._w_cap_waits = 0
         self._w_tokens = 0
         self._w_errors: dict[str, int] = {}
         self._ra_count = 0
         self._ra_wait = 0.0
         self._lags: list[float] = []
+        self._stalls: list[tuple[float, float]] = []
+        self.tally = Tally()
         self._dispatch_lags: list[float] = []
         self._target_conc = 0
         self._target_rate: float | None = None
@@ -133,6 +145,8 @@ class Runner(FixedSteps):
         self._step_idx = 0
         self._phase = "setup"
         self.cancelled_in_flight = 0
+        self.protection: dict[str, Any] | None = None
+        """What ``worker.protect`` applied (``--cpu-pin``, ``--nice``), for the report."""
         cls = RawStreamClient if options.client == "raw" else StreamClient
         self.client: RawStreamClient | StreamClient = cls(
             prepared.endpoint_url, api_key=options.api_key, insecure=options.insecure,
@@ -169,16 +183,26 @@ class Runner(FixedSteps):
         self._inflight += delta
 
     # ----- requests --------------------------------------------------------------------------
-    async def _send(self) -> Result:
+    async def _send(self, intended: float | None = None, ready: float | None = None) -> Result:
+        """One request; ``intended``: its scheduled send time, ``ready``: when it could have
+        gone (the schedule, or later when the concurrency cap held it): the generator's own
+        lateness is the send time minus ``ready``."""
         self._sent += 1
         self._w_sent += 1
         body = self.factory.next_payload()
         asked = self.factory.last_asked
         self._mark(1)
+        res = Result(_perf(), intended)
+        if ready is not None and self._window is not None:
+            self._dispatch_lags.append(max(0.0, res.t_send - ready))
         try:
-            res = await self.client.request(body)
+            await self.client.request(body, res)
+        except asyncio.CancelledError:
+            self.tally.cancelled(res, asked[1])
+            raise
         finally:
             self._mark(-1)
+        self.tally.done(res, asked[1])
         self._on_result(res)
         if self._window is not None and res.error is None:  # asked vs got, measured requests
             if asked[0] is not None:
@@ -229,9 +253,9 @@ class Runner(FixedSteps):
             if res.error in ("connect", "timeout", "client_error"):
                 await asyncio.sleep(ERROR_BACKOFF_S)
 
-    async def _one(self) -> None:
+    async def _one(self, intended: float, ready: float) -> None:
         try:
-            await self._send()
+            await self._send(intended, ready)
         finally:
             if self._cap is not None:
                 self._cap.release()
@@ -250,23 +274,33 @@ class Runner(FixedSteps):
             if await self._pause_if_asked():
                 next_t = _perf()
                 continue
-            if self._window is not None:
-                self._dispatch_lags.append(max(0.0, _perf() - next_t))
+            self.tally.due += 1
+            self._w_due += 1
+            ready = next_t
             if self._cap is not None:
-                await self._cap.acquire()
+                if self._cap.locked():
+                    self._w_cap_waits += 1
+                    await self._cap.acquire()
+                    ready = max(next_t, _perf())
+                else:
+                    await self._cap.acquire()
                 if not self._may_send():
                     self._cap.release()
                     return
-            t = asyncio.get_running_loop().create_task(self._one())
+            t = asyncio.get_running_loop().create_task(self._one(next_t, ready))
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
 
     async def _lag_monitor(self) -> None:
+        """Loop lag every 0.1 s; a lag over ``STALL_BOUND_S`` is a stall (when, how long)."""
         interval = 0.1
         while True:
             t = _perf()
             await asyncio.sleep(interval)
-            self._lags.append(max(0.0, _perf() - t - interval))
+            lag = max(0.0, _perf() - t - interval)
+            self._lags.append(lag)
+            if lag > STALL_BOUND_S and self._window is not None:
+                self._stalls.append((t + interval - self._w_start, lag))
 
     async def _progress(self) -> None:
         while True:
@@ -316,16 +350,20 @@ class Runner(FixedSteps):
         self._window = []
         self._w_ttft = []
         self._w_sent = 0
+        self._w_due = 0
+        self._w_cap_waits = 0
         self._w_tokens = 0
         self._w_errors = {}
         self._ra_count = 0
         self._ra_wait = 0.0
         self._lags = []
+        self._stalls = []
         self._dispatch_lags = []
         self._drain = None
         self._w_start = _perf()
         self._w_area0 = self._area
         self._w_cpu0 = time.process_time()
+        self._w_wait0 = _cpu_wait_s()
 
     def _close_window(self, conc: int | None, rate: float | None, planned: float | None,
                       ) -> dict[str, Any]:
@@ -333,6 +371,8 @@ class Runner(FixedSteps):
         t_end = _perf()
         dur = t_end - self._w_start
         cpu = (time.process_time() - self._w_cpu0) / dur if dur > 0 else None
+        wait = _cpu_wait_s()
+        wait = wait - self._w_wait0 if wait is not None and self._w_wait0 is not None else None
         if self._drain is not None and self._drain[0] > self._w_start:
             d_t, d_area = self._drain
             achieved = (d_area - self._w_area0) / (d_t - self._w_start) if d_t > self._w_start \
@@ -349,7 +389,14 @@ class Runner(FixedSteps):
             retry_after_count=self._ra_count, retry_after_wait_s=self._ra_wait,
             dispatch_lag_ms=(1000 * sum(self._dispatch_lags) / len(self._dispatch_lags)
                              if self._dispatch_lags else None),
-            index=self._step_idx)
+            index=self._step_idx, stalls=self._stalls, cpu_wait_s=wait,
+            generator_lateness=self._dispatch_lags if rate else None,
+            # a Poisson schedule's own count in the window (its arrivals vary around the
+            # rate); a constant rate's is the rate. A generator that falls behind shows as
+            # lateness, whichever.
+            due_rate=(self._w_due / dur if self.o.poisson else rate) if rate and dur > 0
+            else None,
+            cap_waits=self._w_cap_waits if rate else None)
         step["partial"] = bool(self.stop_reason in ("stopped", "error_rate")
                                or (planned is not None and dur < 0.98 * planned))
         self._window = None
@@ -394,6 +441,8 @@ class Runner(FixedSteps):
         loop = asyncio.get_running_loop()
         aux = [loop.create_task(self._lag_monitor()), loop.create_task(self._progress())]
         plan = ladder(self.o)
+        counter0 = await read_generation_tokens(self.p.endpoint_url, self.o.api_key,
+                                                self.o.insecure)
         try:
             for idx, (conc, rate) in enumerate(plan):
                 if self.stop_reason is not None:
@@ -409,6 +458,9 @@ class Runner(FixedSteps):
                 self.emit({"type": "step_started", "t": time.time(), "step": idx,
                            "concurrency": conc, "rate": rate, "warmup_s": warm,
                            "duration_s": planned, "steps_planned": len(plan)})
+                if self.o.requests_per_step is not None and rate is not None:
+                    await self._fixed_rate_step(rate)
+                    continue
                 if self.o.requests_per_step is not None:
                     await self._fixed_step(conc or 1)
                     continue
@@ -442,6 +494,10 @@ class Runner(FixedSteps):
                 t.cancel()
             await asyncio.gather(*self._workers, *self._tasks, *aux, return_exceptions=True)
             await self.client.aclose()
+        if counter0 is not None:
+            self.tally.server_delta(counter0, await settled_generation_tokens(
+                self.p.endpoint_url, counter0, self.tally.received, self.o.api_key,
+                self.o.insecure))
         return self.report()
 
     def report(self) -> dict[str, Any]:
@@ -466,7 +522,7 @@ class Runner(FixedSteps):
             "ignore_eos": self.p.ignore_eos,
             "client": {"library": "raw-asyncio" if self.o.client == "raw" else "aiohttp",
                        "json": JSON_LIB, "loop": _loop_name(),
-                       "process": "separate"},
+                       "process": "separate", "protection": self.protection},
             "steps": self.steps,
             "saturation": knee.saturation(self.steps) if sweep else None,
             "max_throughput": knee.max_throughput(self.steps),
@@ -476,6 +532,7 @@ class Runner(FixedSteps):
             "requests_sent": self._sent,
             "requests_completed": self._completed,
             "cancelled_in_flight": self.cancelled_in_flight,
+            "reconciliation": self.tally.to_json(self._sent, self.o.max_requests),
             "traffic": self._traffic_json(),
             "lengths": {
                 "asked": {"prompt": _q(self._asked_prompt), "output": _q(self._asked_output)},
@@ -489,6 +546,15 @@ class Runner(FixedSteps):
 def _q(values: array) -> dict[str, float | None] | None:
     """Quantiles of lengths, None when nothing was recorded."""
     return percentiles(values) if len(values) else None
+
+
+def _cpu_wait_s() -> float | None:
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _loop_name() -> str:

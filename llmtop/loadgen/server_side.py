@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -62,6 +63,10 @@ class ServerWatch:
         self._stop = threading.Event()
         self._ticked = threading.Event()
         self._thread: threading.Thread | None = None
+        self.latest: dict[str, Any] = {}
+        """The last answered tick: ``t`` (monotonic), running, waiting, kv, preemptions and
+        generation_tokens (lifetime counters), for a caller that stops a lost run early."""
+        self.ticks = 0
         self.error: str | None = None
 
     def start(self, first_tick_s: float = 5.0) -> ServerWatch:
@@ -113,8 +118,14 @@ class ServerWatch:
     def _fold(self, snap: Any) -> None:
         s = self.server
         rows = [r for r in snap.engines if r.target == self.target.name and r.state == "ok"]
+        self.ticks += 1
         if rows:
             s["scrapes"] += 1
+            r = rows[0]
+            life = r.lifetime or {}
+            self.latest = {"t": time.monotonic(), "running": r.running, "waiting": r.waiting,
+                           "kv": r.kv_cache_usage, "preemptions": life.get("preemptions"),
+                           "generation_tokens": life.get("generation_tokens")}
         for r in rows:
             s["running_peak"] = _max(s["running_peak"], r.running)
             s["waiting_peak"] = _max(s["waiting_peak"], r.waiting)

@@ -3,13 +3,15 @@
 Started by ``api.start_probe`` (multiprocessing, spawn). It ignores SIGINT (the parent turns
 Ctrl-C into a ``{"cmd": "stop"}`` message, so the partial report is still built) and stops by
 itself when the parent goes away. Uses uvloop when importable. Events are sent from a
-separate thread, so a slow reader never stalls the event loop.
+separate thread, so a slow reader never stalls the event loop. ``--cpu-pin`` / ``--nice``
+protect it from a CPU-hungry neighbour (``protect``); what was applied goes in the report.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import signal
 import threading
@@ -19,7 +21,25 @@ from typing import Any
 
 from llmtop.loadgen.options import ProbeOptions
 
-__all__ = ["main", "run_probe", "worker_main"]
+__all__ = ["main", "protect", "run_probe", "worker_main"]
+
+
+def protect(options: ProbeOptions) -> dict[str, Any]:
+    """Apply ``cpu_pin`` / ``nice`` to this process; says what held and what was refused."""
+    out: dict[str, Any] = {"cpu_pin": None, "nice": None, "refused": []}
+    if options.cpu_pin:
+        try:
+            os.sched_setaffinity(0, set(options.cpu_pin))
+            out["cpu_pin"] = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError, ValueError) as exc:
+            out["refused"].append(f"--cpu-pin {','.join(map(str, options.cpu_pin))}: {exc}")
+    if options.nice is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, options.nice)
+            out["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+        except (AttributeError, OSError) as exc:
+            out["refused"].append(f"--nice {options.nice}: {exc}")
+    return out
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -31,9 +51,11 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
-async def run_probe(options: ProbeOptions, emit: Any, stop_hook: Any = None) -> dict | None:
+async def run_probe(options: ProbeOptions, emit: Any, stop_hook: Any = None,
+                    protection: dict[str, Any] | None = None) -> dict | None:
     """Prepare and run one probe in the running loop; returns the report (None on setup
-    failure, after an ``error`` event). ``stop_hook(runner_stop)`` registers the stop call."""
+    failure, after an ``error`` event). ``stop_hook(runner_stop)`` registers the stop call;
+    ``protection``: what ``protect`` applied, for the report."""
     from llmtop.loadgen.prepare import ProbeSetupError, prepare
     from llmtop.loadgen.runner import Runner
 
@@ -52,6 +74,7 @@ async def run_probe(options: ProbeOptions, emit: Any, stop_hook: Any = None) -> 
         emit({"type": "error", "t": time.time(), "message": str(exc)})
         return None
     runner = Runner(options, prepared, emit)
+    runner.protection = protection
     if stop_hook is not None:
         stop_hook(runner.stop)
     if stopped:
@@ -66,6 +89,7 @@ def worker_main(opts: dict[str, Any], conn: Connection) -> None:
     """Process entry point."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     options = ProbeOptions.from_dict(opts)
+    protection = protect(options) if options.cpu_pin or options.nice is not None else None
     out: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def sender() -> None:
@@ -93,7 +117,8 @@ def worker_main(opts: dict[str, Any], conn: Connection) -> None:
     loop.add_reader(conn.fileno(), on_cmd)
     report = None
     try:
-        report = loop.run_until_complete(run_probe(options, out.put, stop_fn.append))
+        report = loop.run_until_complete(run_probe(options, out.put, stop_fn.append,
+                                                     protection))
     except Exception as exc:  # report, never a silent death
         out.put({"type": "error", "t": time.time(),
                  "message": f"internal error: {type(exc).__name__}: {exc}"})

@@ -15,7 +15,13 @@ Failure modes are chosen per request by the ``model`` field:
 Endpoints: ``GET /v1/models``, ``POST /v1/completions``, ``POST /v1/chat/completions``,
 ``POST /tokenize`` (with ``--tokenize``; 1 token per 4 characters, as ``usage`` reports too),
 ``GET /stats`` (request arrival times per model; how late, on average, the mock itself
-wrote the first content event: its own share of any TTFT over-read). Binds 127.0.0.1 only.
+wrote the first content event: its own share of any TTFT over-read; what it received and
+sent: streams asked for and completed, content events written), ``GET /metrics`` (with
+``--metrics``: ``vllm:generation_tokens_total``, every content event written, as a server
+counts tokens it generated, also for streams the client cut off). Binds 127.0.0.1 only.
+
+``--late-crlf S``: a stream's last chunk ``0\r\n`` is written, then its final ``\r\n`` S
+seconds later in a packet of its own, and the connection is closed (as llama-server does).
 
 Run: ``python tests/loadgen/mock_server.py --ttft 0.2 --itl 0.02`` prints ``PORT <n>``.
 From Python: ``start_mock(ttft=0.2, itl=0.02) -> MockProcess`` (a separate process).
@@ -51,6 +57,8 @@ class _Cfg:
     usage_style: str = "vllm"  # vllm | llamacpp | none
     retry_after: float = 1.0
     no_ignore_eos: bool = False  # reject requests carrying ignore_eos (OpenAI-like strictness)
+    metrics: bool = False
+    late_crlf: float = 0.0
 
 
 class _State:
@@ -61,6 +69,12 @@ class _State:
         self.late_sum = 0.0
         """Sum over streams of how late the first content event was written (s)."""
         self.late_n = 0
+        self.streams = 0
+        """Streaming requests received."""
+        self.streams_done = 0
+        """Streams written to the end."""
+        self.tokens = 0
+        """Content events written (the generation counter)."""
 
 
 def _chunk(data: bytes) -> bytes:
@@ -124,6 +138,7 @@ async def _stream(writer: asyncio.StreamWriter, req: dict, chat: bool, st: _Stat
     """Write one streaming response. Returns False when the connection must be closed."""
     cfg = st.cfg
     n = int(req.get("max_tokens") or 16)
+    st.streams += 1
     evs, tail = _events(req, chat, cfg, n)
     head = _head("200 OK", b"text/event-stream")
     if chat:
@@ -136,11 +151,12 @@ async def _stream(writer: asyncio.StreamWriter, req: dict, chat: bool, st: _Stat
     if cfg.ttft == 0 and cfg.itl == 0:
         if model == "fail-close":
             writer.write(head + _chunk(b"".join(evs[:3])))
+            st.tokens += 3
             await writer.drain()
             return False
-        writer.write(head + _chunk(b"".join(evs) + tail) + b"0\r\n\r\n")
-        await writer.drain()
-        return True
+        writer.write(head + _chunk(b"".join(evs) + tail))
+        st.tokens += len(evs)
+        return await _end(writer, st)
     writer.write(head)
     loop = asyncio.get_running_loop()
     for i, ev in enumerate(evs):
@@ -152,11 +168,27 @@ async def _stream(writer: asyncio.StreamWriter, req: dict, chat: bool, st: _Stat
         if delay > 0:
             await asyncio.sleep(delay)
         writer.write(_chunk(ev))
+        st.tokens += 1
         if i == 0:
             st.late_sum += loop.time() - due
             st.late_n += 1
-    writer.write(_chunk(tail) + b"0\r\n\r\n")
+    writer.write(_chunk(tail))
+    return await _end(writer, st)
+
+
+async def _end(writer: asyncio.StreamWriter, st: _State) -> bool:
+    """The last chunk; with ``late_crlf`` its final CRLF alone, later, then a close."""
+    if st.cfg.late_crlf:
+        writer.write(b"0\r\n")
+        await writer.drain()
+        st.streams_done += 1
+        await asyncio.sleep(st.cfg.late_crlf)
+        writer.write(b"\r\n")
+        await writer.drain()
+        return False
+    writer.write(b"0\r\n\r\n")
     await writer.drain()
+    st.streams_done += 1
     return True
 
 
@@ -199,7 +231,14 @@ async def _route(writer: asyncio.StreamWriter, method: str, path: str, body: byt
     if method == "GET" and path == "/stats":
         writer.write(_json_response("200 OK", {
             "requests": st.requests, "arrivals": st.arrivals, "first_late_n": st.late_n,
-            "first_late_mean_s": st.late_sum / st.late_n if st.late_n else None}))
+            "first_late_mean_s": st.late_sum / st.late_n if st.late_n else None,
+            "streams": st.streams, "streams_done": st.streams_done, "tokens": st.tokens}))
+        return True
+    if method == "GET" and path == "/metrics" and cfg.metrics:
+        body = (b"# TYPE vllm:generation_tokens_total counter\n"
+                b'vllm:generation_tokens_total{model_name="%s"} %d\n' % (MODEL.encode(),
+                                                                         st.tokens))
+        writer.write(_head("200 OK", b"text/plain; version=0.0.4", length=len(body)) + body)
         return True
     if method == "POST" and path == "/tokenize" and cfg.tokenize:
         req = json.loads(body)
@@ -280,7 +319,8 @@ class MockProcess:
 
 def start_mock(*, ttft: float = 0.0, itl: float = 0.0, tokenize: bool = False,
                usage_style: str = "vllm", retry_after: float = 1.0,
-               no_ignore_eos: bool = False, cpu: int | None = None) -> MockProcess:
+               no_ignore_eos: bool = False, cpu: int | None = None, metrics: bool = False,
+               late_crlf: float = 0.0) -> MockProcess:
     """Start the mock in a separate process and wait until it listens."""
     cmd = [sys.executable, os.path.abspath(__file__), "--ttft", str(ttft), "--itl", str(itl),
            "--usage-style", usage_style, "--retry-after", str(retry_after)]
@@ -288,6 +328,10 @@ def start_mock(*, ttft: float = 0.0, itl: float = 0.0, tokenize: bool = False,
         cmd.append("--tokenize")
     if no_ignore_eos:
         cmd.append("--no-ignore-eos")
+    if metrics:
+        cmd.append("--metrics")
+    if late_crlf:
+        cmd += ["--late-crlf", str(late_crlf)]
     if cpu is not None and sys.platform.startswith("linux"):
         cmd = ["taskset", "-c", str(cpu), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -308,9 +352,12 @@ def _main() -> None:
     ap.add_argument("--usage-style", default="vllm", choices=["vllm", "llamacpp", "none"])
     ap.add_argument("--retry-after", type=float, default=1.0)
     ap.add_argument("--no-ignore-eos", action="store_true")
+    ap.add_argument("--metrics", action="store_true")
+    ap.add_argument("--late-crlf", type=float, default=0.0)
     a = ap.parse_args()
     cfg = _Cfg(ttft=a.ttft, itl=a.itl, tokenize=a.tokenize, usage_style=a.usage_style,
-               retry_after=a.retry_after, no_ignore_eos=a.no_ignore_eos)
+               retry_after=a.retry_after, no_ignore_eos=a.no_ignore_eos, metrics=a.metrics,
+               late_crlf=a.late_crlf)
     try:
         import uvloop
 

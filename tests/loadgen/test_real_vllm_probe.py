@@ -48,7 +48,10 @@ async def test_short_sweep_completes():
                                          prompt_tokens=32, ttft_slo=5.0))
     assert [s["concurrency"] for s in report["steps"]][:2] == [1, 2]
     assert all(s["requests"] > 0 for s in report["steps"])
-    assert report["max_throughput"] is not None
+    # beside a CPU vLLM whose threads are not bound, the generator may be starved: such a
+    # step is client-bound and then never the maximum (docs/probe.md, "Protecting ...")
+    whole = [s for s in report["steps"] if not s["client_bound"]]
+    assert (report["max_throughput"] is not None) == bool(whole), report["steps"]
 
 
 async def test_lengths_from_the_real_engine_shape_the_load():

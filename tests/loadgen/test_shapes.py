@@ -19,8 +19,13 @@ async def test_constant_rate_open_loop(fast_mock):
                                          output_tokens=8, prompt_tokens=16))
     s = report["steps"][0]
     assert s["rate"] == 20 and s["concurrency"] is None
-    assert s["achieved_rate"] == pytest.approx(20, rel=0.15)
-    assert s["requests"] >= 30 and s["errors"] == {}
+    # the rate is held, or the step says the generator could not hold it (never silently)
+    assert s["achieved_rate"] == pytest.approx(20, rel=0.15) or (
+        s["client_bound"] and any("achieved rate" in r or "late" in r or "paused" in r
+                                  for r in s["client_bound_reasons"])), s
+    assert s["errors"] == {}
+    if not s["client_bound"]:  # a rate held: its requests were sent and finished
+        assert s["requests"] >= 24, s
     assert s["dispatch_lag_ms"] is not None
 
 

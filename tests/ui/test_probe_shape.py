@@ -145,7 +145,8 @@ async def test_an_engine_that_is_down_says_so():
     assert not started
 
 
-async def test_a_dataset_file_is_checked_shown_and_sent(tmp_path):
+async def test_a_dataset_file_is_checked_shown_and_sent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # typed as a user would, a short relative path
     good = tmp_path / "prompts.jsonl"
     good.write_text('{"prompt": "hello"}\n{"prompt": "world", "max_tokens": 8}\n')
     bad = tmp_path / "bad.jsonl"
@@ -156,7 +157,7 @@ async def test_a_dataset_file_is_checked_shown_and_sent(tmp_path):
         screen, started = await _screen(app, pilot, port)
         await _choose(app, pilot, screen, "dataset")
         assert app.focused is screen.query_one("#pf-dataset")
-        await pilot.press(*str(bad))
+        await pilot.press(*bad.name)
         await app.workers.wait_for_complete()
         await pilot.pause()
         text = " ".join("\n".join(screen_lines(app)).split())

@@ -447,9 +447,12 @@ class ProbeScreen(shape.ShapeForm, Screen):
         how = "stopped" if self.stopping else "finished"
         extra = ""
         if report:
-            from llmtop.loadgen.report import capacity
+            from llmtop.loadgen.report import capacity, honesty_lines
 
             extra = f": {capacity(report)['sentence']}"
+            warn = [ln for ln in honesty_lines(report)
+                    if "client-bound" in ln or ln.startswith("WARNING")]
+            extra += "".join(f" {ln}." for ln in warn[:2])
         err = f"; {self.errors[-1]}" if self.errors else ""
         self._set_status(f"probe {how}{extra}{err} (esc: back)",
                          error=bool(self.errors) and not self.steps)
