@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from llmtop.capacity.annotate import capacity_text
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
 
@@ -94,7 +95,7 @@ def build_table(snap: Snapshot) -> Table:
         ("target", "left"), ("engine", "left"), ("model", "left"), ("state", "left"),
         ("run · wait", "right"), ("KV", "right"), ("prefix", "right"), ("TTFT p50", "right"),
         ("TTFT p95", "right"), ("ITL p95", "right"), ("gen tok/s", "right"),
-        ("req/s", "right"), ("preempt/s", "right"), ("err/s", "right"),
+        ("req/s", "right"), ("CAP", "right"), ("preempt/s", "right"), ("err/s", "right"),
     ):
         t.add_column(name, justify=justify, no_wrap=name != "model")  # type: ignore[arg-type]
     for row in snap.engines:
@@ -106,7 +107,8 @@ def build_table(snap: Snapshot) -> Table:
             _running(row), _pct(row.kv_cache_usage), _pct(row.prefix_hit_rate),
             fmt_latency(row.ttft_s, "p50"), fmt_latency(row.ttft_s, "p95"),
             fmt_latency(row.itl_s, "p95"), _rate(row.generation_tokens_per_s),
-            _rate(row.requests_per_s), _rate(row.preemptions_per_s), _rate(row.errors_per_s),
+            _rate(row.requests_per_s), capacity_text(row), _rate(row.preemptions_per_s),
+            _rate(row.errors_per_s),
         ]
         t.add_row(row.target, engine, row.model or DASH, state_badge(row),
                   *(Text(c, style=dim) for c in cells))

@@ -43,6 +43,10 @@ ENGINE_VALUES = (
      "Preemptions (vLLM) or retractions (SGLang) per second over the window."),
     ("llmtop_engine_errors_per_second", "errors_per_s",
      "Failed requests per second over the window."),
+    ("llmtop_engine_capacity_used_ratio", "capacity_used",
+     "Requests per second over the window / the capacity profile's (absent without one)."),
+    ("llmtop_engine_capacity_requests_per_second", "capacity_requests_per_s",
+     "The capacity profile's requests per second within its SLOs (absent without one)."),
 )
 
 QUANTILE_VALUES = (

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from llmtop import clock
 from llmtop.config import Config
 from llmtop.diagnose.live import attach, findings_of
 from llmtop.diagnose.state import Diagnoser
@@ -73,19 +74,19 @@ async def run(refresh: Callable[[], Awaitable[None]], interval_s: float, stop: a
               *, duration_s: float | None = None, state: ExportState | None = None) -> None:
     """Call ``refresh`` every ``interval_s`` (start to start) until ``stop`` is set or
     ``duration_s`` has passed."""
-    t_start = time.monotonic()
+    t_start = clock.monotonic()
     while not stop.is_set():
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         try:
             await refresh()
         except Exception as exc:  # one bad refresh: counted and logged, the loop goes on
             if state is not None:
                 state.health.refresh_errors += 1
             log.warning("refresh failed: %s: %s", type(exc).__name__, exc)
-        now = time.monotonic()
+        now = clock.monotonic()
         if duration_s is not None and now - t_start >= duration_s:
             break
         try:
-            await asyncio.wait_for(stop.wait(), max(0.0, interval_s - (now - t0)))
+            await asyncio.wait_for(stop.wait(), max(0.0, interval_s - (now - t0)) / clock.scale())
         except asyncio.TimeoutError:
             pass

@@ -22,8 +22,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from llmtop import __version__
+from llmtop.capacity import load_profiles
 from llmtop.config import Config
-from llmtop.errors import RecordingError
+from llmtop.errors import ConfigError, RecordingError
 from llmtop.model import GpuSample, RawScrape
 from llmtop.record import delta
 from llmtop.record.frames import MAGIC, FrameScan, append_frame, encode_frame, scan_frames
@@ -79,6 +80,17 @@ class _Segment:
     t_wall: float
 
 
+def recorded_profiles(config: Config) -> list[dict[str, Any]]:
+    """The saved capacity profiles (or ``--capacity``'s) of the recorded targets' host:port,
+    newest first, as JSON: the ones ``llmtop.capacity.match`` can pick for them."""
+    try:
+        profiles = load_profiles(config.capacity_file)
+    except ConfigError:
+        return []
+    nets = {urlsplit(t.base_url).netloc for t in config.targets if t.base_url}
+    return [p.to_json() for p in profiles if p.netloc in nets]
+
+
 class Recorder:
     """Append-only recorder; call it with each ``RawScrape``/``GpuSample`` (a Monitor sink)."""
 
@@ -114,6 +126,10 @@ class Recorder:
         }
         if header:  # fleet mode: schema 2, mode "fleet", the server (llmtop/fleet/record.py)
             self._header.update(header)
+        elif profiles := recorded_profiles(config):
+            # the capacity profiles of these engines, as they were: a replay elsewhere (or
+            # after a newer probe) shows the headroom the operator saw (docs/capacity.md)
+            self._header["capacity"] = profiles
         self._fd = self._open()
 
     # -- file ---------------------------------------------------------------------------

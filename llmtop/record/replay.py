@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
+from llmtop.capacity import profiles_from_json
 from llmtop.config import Config, Target
 from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.live import attach as attach_diagnosis
@@ -32,6 +33,15 @@ WINDOW_S = 10.0
 
 _OFFSET = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)\s*([smh]?)$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+def replay_store(rec: Recording, config: Config) -> Store:
+    """A store for replaying ``rec``: the capacity profiles are the recorded ones when the
+    recording carries them (as the operator saw them), else this machine's."""
+    store = Store(config)
+    if config.capacity_file is None and isinstance(rec.header.get("capacity"), list):
+        store.profiles = profiles_from_json(rec.header["capacity"])
+    return store
 
 
 def config_from_header(rec: Recording, base: Config | None = None) -> Config:
@@ -132,7 +142,7 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     a_idx, a = min(before[:-1], key=lambda t: abs((b["m"] - t[1]["m"]) - window_s))
     prev_a = max((i for i, _ in ticks if i < a_idx), default=-1)
     prev_b = max((i for i, _ in ticks if i < b_idx), default=-1)
-    store = Store(config_from_header(rec, config))
+    store = replay_store(rec, config_from_header(rec, config))
     ids = _identities(rec, prev_a + 1)
     for item in rec.items(prev_a + 1, a_idx + 1):
         _feed(store, _with_identity(item, ids))
@@ -146,7 +156,7 @@ def diagnosis_at(rec: Recording, at: float, config: Config | None = None) -> lis
     """The findings at ``at``, as the live diagnosis would have had them: the recording's
     last ``BASELINE_KEEP_S`` before the diagnosis window is the baseline, fed through the
     same store and commit hook as live (so hysteresis and all)."""
-    store = Store(config_from_header(rec, config))
+    store = replay_store(rec, config_from_header(rec, config))
     live = attach_diagnosis(store)
     start = rec.index_at(at - BASELINE_KEEP_S - DIAG_WINDOW_S)
     ids = _identities(rec, start)
@@ -178,7 +188,7 @@ class ReplaySource:
         self.playing = True
         self._clock = clock
         self._last_clock: float | None = None
-        self.store = Store(self.config)
+        self.store = replay_store(self.rec, self.config)
         attach_diagnosis(self.store)
         self._next = 0
         self._ids: dict[str, dict] = {}
@@ -200,7 +210,7 @@ class ReplaySource:
         self.position_wall = t_wall
 
     def _restart_at(self, t_wall: float) -> None:
-        self.store = Store(self.config)
+        self.store = replay_store(self.rec, self.config)
         attach_diagnosis(self.store)
         self._next = self.rec.index_at(t_wall - LOOKBACK_S)
         self._ids = _identities(self.rec, self._next)

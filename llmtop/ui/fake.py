@@ -56,7 +56,19 @@ def _vllm(kv: float = 0.62, waiting: float = 3, state: str = "ok") -> EngineRow:
                   "gen_len": _q(180, 512, 9000), "prefix_hit_rate": 0.38},
         info={"block_size": "16", "num_gpu_blocks": "32768", "cache_dtype": "auto",
               "enable_prefix_caching": "True", "gpu_memory_utilization": "0.9"},
+        capacity_used=0.62, capacity=_capacity(),
     )
+
+
+def _capacity() -> dict:
+    """The vLLM's capacity profile: 10 req/s within TTFT p95 ≤ 500 ms, measured 2 days ago."""
+    return {"requests_per_s": 10.0, "output_tokens_per_s": 3000.0,
+            "slo": {"ttft": 0.5, "itl": None, "tpot": None},
+            "shape": {"prompt_mean": 850.0, "prompt_p90": 1800.0, "output_mean": 300.0,
+                      "output_p90": 510.0, "prefix_hit_rate": 0.4},
+            "measured_unix": FROZEN_TIME - 2 * 86400, "age_s": 2 * 86400.0, "stale": False,
+            "url": "http://127.0.0.1:8000", "engine": "vllm", "model": LLAMA, "gpu": None,
+            "source": "probe", "path": None}
 
 
 def _sglang(state: str = "ok") -> EngineRow:
@@ -118,6 +130,10 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
         vllm = _vllm(kv=0.97, waiting=31)
         vllm.preemptions_per_s = 4.0
         vllm.ttft_s = _q(0.9, 1.8)
+        vllm.capacity_used = 0.95
+        vllm.capacity_drift = [{"what": "prompt", "ratio": 2.1, "live": 1785.0,
+                                "measured": 850.0,
+                                "text": "prompts 2.1× longer than when measured"}]
         gpus[0].throttle = ["power cap"]
     if scenario == "down":
         triton = _triton(state="down")

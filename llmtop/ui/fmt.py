@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from llmtop.capacity.annotate import capacity_text
 from llmtop.config import Thresholds
 from llmtop.model import EngineRow, Quantiles
 from llmtop.verdict import short_target
@@ -21,6 +22,8 @@ __all__ = [
     "S",
     "badge",
     "bar",
+    "capacity_cell",
+    "capacity_text",
     "clock",
     "compact_target",
     "fit_model",
@@ -78,6 +81,15 @@ def level_style(value: float | None, warn: float, crit: float) -> str:
     if value is None or value < warn:
         return LEVEL_STYLES[0]
     return LEVEL_STYLES[2] if value >= crit else LEVEL_STYLES[1]
+
+
+def capacity_cell(r: EngineRow) -> Text:
+    """The CAP cell: ``capacity_text`` coloured at the ``near_capacity`` thresholds."""
+    from llmtop.diagnose.thresholds import CAP_CRIT, CAP_WARN
+
+    v = r.capacity_used
+    style = S(level_style(v, CAP_WARN, CAP_CRIT)) if v is not None else ""
+    return Text(capacity_text(r), style=style, justify="right")
 
 
 def fmt_num(v: float | None, digits: int = 0) -> str:

@@ -5,6 +5,11 @@ baseline again (``LLMTOP_DEMO_BASELINE_S``/``LLMTOP_DEMO_ANOMALY_S``). Meanwhile
 ``llmtop --once --json`` and Prometheus' ``/api/v1/alerts`` in turn: no alert in the healthy
 phase; ``LlmtopFinding`` firing, labelled with the finding's rule, target and severity,
 within a few scrape intervals of the finding showing in ``--once``; resolved after the end.
+
+The demo, the exporter and ``--once`` run on a clock ``TIME_SCALE`` times as fast as the wall
+clock (``llmtop.clock``), and Prometheus scrapes and evaluates ``TIME_SCALE`` times a second:
+every duration below is in that clock's seconds, the same timeline in a quarter of the time.
+The rules file is the shipped one, unchanged (``LlmtopFinding`` has no ``for:``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from llmtop import clock
 from llmtop.config import Config
 from llmtop.demo.fleet import start_prometheus
 from llmtop.demo.launcher import start_demo
@@ -25,6 +31,7 @@ from llmtop.once import run_once
 from tests.export.conftest import need_binary
 
 ALERTS = Path(__file__).resolve().parents[2] / "examples" / "llmtop-alerts.yaml"
+TIME_SCALE = 4.0
 BASELINE_S = 25.0
 ANOMALY_S = 25.0
 RESOLVE_S = 90.0
@@ -39,7 +46,7 @@ def test_promtool_checks_the_alerts():
     out = subprocess.run([promtool, "check", "rules", str(ALERTS)], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 3 rules found" in out.stdout
+    assert "SUCCESS: 4 rules found" in out.stdout
     test = Path(__file__).parent / "fixtures" / "llmtop-alerts.test.yaml"
     out = subprocess.run([promtool, "test", "rules", str(test)], capture_output=True,
                          text=True, timeout=60)
@@ -61,18 +68,20 @@ def _alerts(url: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_kv_pressure_pages_and_resolves(tmp_path, exporter_factory):
+def test_kv_pressure_pages_and_resolves(tmp_path, exporter_factory, monkeypatch):
     need_binary("prometheus")
+    monkeypatch.setenv(clock.ENV, clock.env_value(TIME_SCALE))
+    every = f"{1000 / TIME_SCALE:.0f}ms"  # one clock second
     demo = start_demo(scenario="kv-pressure", engines=["vllm"], baseline_s=BASELINE_S,
                       anomaly_s=ANOMALY_S)
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     srv = None
     try:
         t = demo.targets[0]
         target = f"vllm@127.0.0.1:{t.port}"
         exp = exporter_factory([target, "--interval", "1"])
         srv = start_prometheus({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "global": {"scrape_interval": every, "evaluation_interval": every},
             "rule_files": [str(ALERTS)],
             "scrape_configs": [{"job_name": "llmtop",
                                 "static_configs": [{"targets": [exp.hostport]}]}],
@@ -80,11 +89,11 @@ def test_kv_pressure_pages_and_resolves(tmp_path, exporter_factory):
         healthy_alerts: list[dict] = []
         t_once = t_alert = t_resolved = None
         fired: dict | None = None
-        while (now := time.monotonic() - t0) < BASELINE_S + ANOMALY_S + RESOLVE_S:
+        while (now := clock.monotonic() - t0) < BASELINE_S + ANOMALY_S + RESOLVE_S:
             found = [f for f in _once(target) if f["rule"] == "kv_pressure"
                      and f["severity"] in ("warn", "critical")]
             alerts = _alerts(srv.url)
-            now = time.monotonic() - t0
+            now = clock.monotonic() - t0
             if now < BASELINE_S - 1:
                 healthy_alerts += alerts
             if found and t_once is None:
@@ -95,7 +104,7 @@ def test_kv_pressure_pages_and_resolves(tmp_path, exporter_factory):
             if t_alert is not None and now > BASELINE_S + ANOMALY_S and not alerts:
                 t_resolved = now
                 break
-            time.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - now)))
+            time.sleep(max(0.0, 1.0 - (clock.monotonic() - t0 - now)) / TIME_SCALE)
         print(f"finding in --once at {t_once} s, alert firing at {t_alert} s, resolved at "
               f"{t_resolved} s (anomaly {BASELINE_S:g}-{BASELINE_S + ANOMALY_S:g} s)")
         assert healthy_alerts == [], f"alert during the healthy phase: {healthy_alerts}"

@@ -237,10 +237,12 @@ def test_once_table_shows_dashes_not_zeros(urls):
     (line,) = [ln for ln in out.stdout.splitlines() if MODEL in ln]
     cells = line.split()
     assert cells[1] == "triton" and cells[3] == "ok"
-    # run · wait is "– · N"; KV, prefix, TTFT p50/p95, ITL, gen tok/s and preempt/s are "–"
+    # run · wait is "– · N"; KV, prefix, TTFT p50/p95, ITL, gen tok/s, CAP (no capacity
+    # profile) and preempt/s are "–"
     assert cells[4:7] == ["–", "·", cells[6]] and cells[6] != "–"
-    assert cells[7:13] == ["–"] * 6 and cells[14] == "–"
-    assert cells[13] != "–" and cells[15] != "–"  # req/s and err/s are known (0.00 at idle)
+    assert cells[7:13] == ["–"] * 6 and cells[14:16] == ["–", "–"]
+    assert cells[13] != "–" and cells[16] != "–"  # req/s and err/s are known (0.00 at idle)
+    assert len(cells) == 17
     assert "Traceback" not in out.stderr
 
 

@@ -138,3 +138,50 @@ def test_identity_from_first_contact_survives_a_late_start(tmp_path, monkeypatch
     src.jump(1000)
     src.seek("8")  # backwards: the store is rebuilt from 6 s in, after the identity
     assert src.store.snapshot(10.0).engines[0].engine_version == "0.32.0"
+
+
+def test_the_recording_carries_the_capacity_profile_its_replay_shows(tmp_path, monkeypatch):
+    from llmtop.capacity import Profile, load_profiles, save_profile
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    model = BASE.split('model_name="', 1)[1].split('"', 1)[0]
+    mine = Profile(url=TARGET.base_url, requests_per_s=2.0, output_tokens_per_s=100.0,
+                   measured_unix=time.time() - 60, model=model, engine="vllm",
+                   slo={"ttft": 0.5}, shape={"prompt_mean": 200.0})
+    other = Profile(url="http://127.0.0.1:8001", requests_per_s=9.0, output_tokens_per_s=None,
+                    measured_unix=time.time(), model=model)
+    for p in (mine, other):
+        save_profile(p)
+    path = tmp_path / "cap.llrec"
+    (live,) = asyncio.run(_live(path, 2))
+    rec = Recording.open(path)
+    # only the recorded engine's profile travels, as it was
+    assert [d["url"] for d in rec.header["capacity"]] == [TARGET.base_url]
+    for f in (tmp_path / "state").rglob("*.json"):
+        f.unlink()  # replayed on another machine: no profile saved there
+    assert load_profiles() == []
+    replayed = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))
+    row, live_row = replayed["engines"][0], live["engines"][0]
+    assert live_row["capacity"]["requests_per_s"] == 2.0
+    assert row["capacity"]["requests_per_s"] == 2.0
+    assert row["capacity_used"] == live_row["capacity_used"] is not None
+    # a newer probe saved here does not rewrite what the recording showed
+    save_profile(Profile(url=TARGET.base_url, requests_per_s=8.0, output_tokens_per_s=None,
+                         measured_unix=time.time(), model=model))
+    again = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))
+    assert again["engines"][0]["capacity"]["requests_per_s"] == 2.0
+
+
+def test_an_old_recording_without_profiles_uses_this_machines(tmp_path, monkeypatch):
+    from llmtop.capacity import Profile, save_profile
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = tmp_path / "old.llrec"
+    (live,) = asyncio.run(_live(path, 2))
+    rec = Recording.open(path)
+    assert "capacity" not in rec.header and live["engines"][0]["capacity"] is None
+    model = BASE.split('model_name="', 1)[1].split('"', 1)[0]
+    save_profile(Profile(url=TARGET.base_url, requests_per_s=4.0, output_tokens_per_s=None,
+                         measured_unix=time.time(), model=model))
+    replayed = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))
+    assert replayed["engines"][0]["capacity"]["requests_per_s"] == 4.0

@@ -280,10 +280,10 @@ async def test_resize_switches_columns_without_breaking():
     async with app.run_test(size=(80, 24)) as pilot:
         await first_paint(app, pilot)
         table = app.screen.query_one(EnginesTable)
-        assert len(table.columns) == 8
+        assert len(table.columns) == 9  # CAP from CAP_MIN_WIDTH
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
-        assert len(table.columns) == 12
+        assert len(table.columns) == 13
         assert app.screen.has_class("-tall")
         await pilot.resize_terminal(60, 15)
         await pilot.pause()

@@ -16,8 +16,8 @@ def _lines(app) -> list[str]:
 
 
 @pytest.mark.parametrize(("size", "vllm", "sglang"), [
-    ((80, 24), "vllm :8000    Llama-3.1-8B…", "sglang :30000 Qwen2.5-7B-I…"),
-    ((130, 30), "vllm :8000    Llama-3.1-8B-Instruct ", "sglang :30000 Qwen/Qwen2.5-7B-Instruct"),
+    ((80, 24), "vllm :8000    Llama-3…", "sglang :30000 Qwen2.5…"),  # CAP takes 5 cells
+    ((130, 30), "vllm :8000    Llama-3.1-8B-Instruct ", "sglang :30000 Qwen2.5-7B-Instruct "),
     ((160, 48), "vllm :8000    meta-llama/Llama-3.1-8B-Instruct",
      "sglang :30000 Qwen/Qwen2.5-7B-Instruct"),
 ])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 
 from rich.console import Group
@@ -129,6 +130,41 @@ def _titled(table: Table) -> Group:
     return Group(Text(str(title or ""), style=table.title_style or "table.title"), table)
 
 
+def capacity_lines(row: EngineRow) -> list[Text]:
+    """The capacity section: load over the profile's capacity, when and how it was
+    measured, and the drift with what to do (``docs/capacity.md``)."""
+    p = row.capacity
+    if p is None:
+        return [Text("Capacity: – (no profile: llmtop probe URL --sweep --ttft-slo S saves one)",
+                     style="dim")]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(p.get("measured_unix") or 0))
+    age = p.get("age_s")
+    slo = ", ".join(f"{k.upper()} p95 ≤ {fmt.fmt_s(v)}" for k, v in (p.get("slo") or {}).items()
+                    if v is not None) or "no SLO"
+    tok = p.get("output_tokens_per_s")
+    head = Text("Capacity: ", style="bold")
+    head.append_text(fmt.capacity_cell(row))
+    head.append(f" of {p['requests_per_s']:.2f} req/s"
+                + (f" ({tok:,.0f} output tok/s)" if tok is not None else "")
+                + f" within {slo}")
+    sh = p.get("shape") or {}
+    hit = sh.get("prefix_hit_rate")
+    out = [head,
+           Text(f"  measured {when}" + (f" ({fmt.fmt_age(age)} ago)" if age is not None else "")
+                + f" by {p.get('source') or 'probe'}"
+                + ("  STALE: re-measure" if p.get("stale") else ""),
+                style=fmt.S("gauge-warn") if p.get("stale") else "dim"),
+           Text(f"  shape: prompt {fmt.fmt_num(sh.get('prompt_mean'))} / output "
+                f"{fmt.fmt_num(sh.get('output_mean'))} tokens (mean), prefix hits "
+                f"{fmt.fmt_pct(hit)}", style="dim")]
+    for d in row.capacity_drift:
+        out.append(Text(f"  ~ {d['text']}", style=fmt.S("gauge-warn")))
+    if row.capacity_drift:
+        out.append(Text(f"  re-measure on this traffic: llmtop probe {p.get('url')} "
+                        f"--lengths-from {row.target} --sweep", style="dim"))
+    return out
+
+
 def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
                       notes: dict[str, str] | None = None,
                       partial: dict[str, str] | None = None, *, raw: bool = True) -> Group:
@@ -171,7 +207,7 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
         cache.add_row(k, v)
     if not row.info:
         cache.add_row("not reported", "")
-    parts: list = [head, Text(""), _titled(latency_table(row, windows))]
+    parts: list = [head, *capacity_lines(row), Text(""), _titled(latency_table(row, windows))]
     parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
     parts += [Text(f"{name} PARTIAL: the server's answer was partial, values may be "
                    f"incomplete: {why}", style=fmt.S("gauge-warn"))

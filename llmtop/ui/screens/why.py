@@ -38,7 +38,7 @@ def _val(name: str, v: float | str | None) -> str:
     if isinstance(v, str):
         return v
     base = name.rsplit(".", 1)[-1]
-    if base in _PCT or base.endswith("_share_of_ttft") or base == "queue_share_of_ttft":
+    if base in _PCT or "_share_of_" in base:  # queue_share_of_ttft, queue_share_of_e2e
         return f"{v * 100:.0f}%"
     if base in _TOKENS:
         return f"{v:.0f} tok"

@@ -13,12 +13,15 @@ from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 from llmtop.ui.widgets.rowtable import RowTable, TableColumn
 
-__all__ = ["COLUMNS", "GROUP_PREFIX", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable",
-           "group_rows", "grouped", "name_width", "row_matches", "state_width"]
+__all__ = ["CAP_MIN_WIDTH", "COLUMNS", "GROUP_PREFIX", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column",
+           "EnginesTable", "group_rows", "grouped", "name_width", "row_matches", "state_width"]
 
 
 WIDE_MIN_WIDTH = 130
 """Terminal width from which the lesser columns are shown."""
+CAP_MIN_WIDTH = 69
+"""Terminal width from which CAP (load over measured capacity) is shown: 80×24 has it; the
+64-column minimum keeps every state badge whole instead."""
 
 STATE_ORDER = {"down": 0, "unauthorized": 1, "http_error": 2, "bad_payload": 3, "stale": 4,
                "restarted": 5, "ok": 6}
@@ -43,6 +46,7 @@ COLUMNS = (
     Column("ttft", "TTFT95", 7, 7),
     Column("itl", "ITL95", 6, 7),
     Column("gen", "TOK/S", 5, 6),
+    Column("cap", "CAP", 4, 5),
     Column("rps", "REQ/S", None, 5),
     Column("pre", "PRE/S", None, 5),
     Column("err", "ERR/S", None, 5),
@@ -70,6 +74,8 @@ def _widths(width: int, wide: bool) -> tuple[int, int]:
     fixed = 2  # the leading space and the gap after the name
     for c in COLUMNS[1:]:
         w = c.wide if wide else c.narrow
+        if c.key == "cap" and width < CAP_MIN_WIDTH:
+            continue
         if w is not None:
             fixed += w + (0 if c.key == "state" else 1)
     floor = (COLUMNS[0].wide if wide else COLUMNS[0].narrow) or 8
@@ -107,6 +113,7 @@ SORT_KEYS: dict[str, Callable[[EngineRow], object]] = {
     "itl": lambda r: _none_last(r.itl_s.p95 if r.itl_s else None),
     "gen": lambda r: _none_last(r.generation_tokens_per_s),
     "rps": lambda r: _none_last(r.requests_per_s),
+    "cap": lambda r: _none_last(r.capacity_used),
     "pre": lambda r: _none_last(r.preemptions_per_s),
     "err": lambda r: _none_last(r.errors_per_s),
 }
@@ -166,6 +173,7 @@ class EnginesTable(RowTable):
         self.order_dirty = True
         self._why: Mapping[str, tuple[str, str]] = {}
         self._wide: bool | None = None
+        self._cap = True
         self._state_w = fmt.BADGE_WIDTH
         self._name_w = 20
         self._avail_w = 20
@@ -181,23 +189,24 @@ class EnginesTable(RowTable):
 
     # -- layout -----------------------------------------------------------------------------
     def visible_columns(self) -> list[Column]:
-        return [c for c in COLUMNS if self._wide or c.narrow is not None]
+        return [c for c in COLUMNS if (self._wide or c.narrow is not None)
+                and (c.key != "cap" or self._cap)]
 
     def set_layout(self, width: int) -> bool:
         """Fit the columns to a terminal ``width`` cells wide: the lesser columns from
         ``WIDE_MIN_WIDTH``, the rest of the width to the model name. Returns True when the
         columns were rebuilt (rows keep their keys and the cursor its row; every cell is
         made again on the next ``update_rows``)."""
-        wide = width >= WIDE_MIN_WIDTH
+        wide, cap = width >= WIDE_MIN_WIDTH, width >= CAP_MIN_WIDTH
         self._avail_w, state_w = _widths(width, wide)
         self._layout_dirty = True
         nw = self._fit_width(wide)
-        if wide == self._wide and state_w == self._state_w:
+        if wide == self._wide and state_w == self._state_w and cap == self._cap:
             if nw != self._name_w:
                 self._name_w = nw
                 self._fit_name_column()
             return False
-        self._wide, self._name_w, self._state_w = wide, nw, state_w
+        self._wide, self._name_w, self._state_w, self._cap = wide, nw, state_w, cap
         columns: dict[str, TableColumn] = {}
         for c in self.visible_columns():
             if c.key == "name":
@@ -319,11 +328,12 @@ class EnginesTable(RowTable):
                                                for k in self.columns])
 
     def _fit_names(self, flat: list[EngineRow]) -> None:
-        """Target width (the widest compact target, at most half the name column) and the
-        name column's width (what the full names need, at most what the terminal leaves)."""
+        """Target width (the widest compact target, at most half the name column but 13 at
+        least: ``sglang :30000`` whole at 80 columns) and the name column's width (what the
+        full names need, at most what the terminal leaves)."""
         self._layout_dirty = False
         targets = [len(fmt.compact_target(r.target)) for r in flat]
-        tw = min(max(targets, default=0), max(10, self._avail_w // 2))
+        tw = min(max(targets, default=0), max(13, self._avail_w // 2))
         self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
         nw = self._fit_width()
         if (tw, nw) != (self._target_w, self._name_w):
@@ -397,6 +407,8 @@ class EnginesTable(RowTable):
             return t
         if col == "gen":
             return Text(fmt.fmt_num(r.generation_tokens_per_s), justify=R)
+        if col == "cap":
+            return fmt.capacity_cell(r)
         if col == "rps":
             return Text(fmt.fmt_rate(r.requests_per_s), justify=R)
         if col == "pre":
