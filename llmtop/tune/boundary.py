@@ -1,0 +1,66 @@
+"""The SLA boundary of one trial: the highest load meeting every SLO, by doubling then
+bisecting (a handful of levels), starting near the engine's own running limit.
+
+``next_level`` is pure: given the levels measured so far (load -> met), the next load to
+measure, or None when the boundary is pinned down.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtop.loadgen.knee import sla_boundary
+
+__all__ = ["MAX_LEVELS", "level_met", "next_level", "start_level"]
+
+MAX_LEVELS = 8
+"""Levels per trial at most."""
+BISECT_SHARE = 0.2
+"""The bisection stops when the gap between met and missed is at most this share of the
+met load (or one request)."""
+
+
+def start_level(seats: float | None, max_load: float) -> float:
+    """Half the running limit when it is known (it should pass), else 1."""
+    return float(min(max_load, max(1, int(seats // 2)))) if seats else 1.0
+
+
+def next_level(met: dict[float, bool], start: float, max_load: float, *,
+               rate: bool = False) -> float | None:
+    """The next load to measure: double while met, halve while not, then bisect."""
+    if len(met) >= MAX_LEVELS:
+        return None
+    if not met:
+        return start
+    ok = [x for x, m in met.items() if m]
+    lo = max(ok) if ok else None
+    bad = [x for x, m in met.items() if not m and (lo is None or x > lo)]
+    hi = min(bad) if bad else None
+    floor = 0.25 if rate else 1.0
+    if hi is None:
+        assert lo is not None
+        nxt = min(max_load, lo * 2)
+        return None if nxt <= lo else nxt
+    if lo is None:
+        nxt = hi / 2 if rate else float(int(hi // 2))
+        return None if nxt < floor or nxt in met else nxt
+    if rate:
+        return None if hi - lo <= BISECT_SHARE * lo else round((lo + hi) / 2, 3)
+    mid = float(int((lo + hi) // 2))
+    return None if hi - lo <= max(1.0, BISECT_SHARE * lo) or mid in met else mid
+
+
+def level_met(step: dict[str, Any], slo: dict[str, float | None], max_error_rate: float,
+              best_below: float | None, *, rate: bool = False) -> bool:
+    """A level meets the SLOs (p95 of each set SLO, errors within bound); with no SLO set,
+    it counts while its throughput still grows by 5 % over the best lower level. A rate
+    level the load generator could not hold (``client_bound``: late or short) never counts:
+    the engine was not offered that rate."""
+    if rate and step.get("client_bound"):
+        return False
+    if any(v is not None for v in slo.values()):
+        sla = sla_boundary([step], slo, max_error_rate)
+        return bool(sla and sla.get("met"))
+    tok = step.get("output_tokens_per_s") or 0.0
+    return step.get("error_rate", 0.0) <= max_error_rate and (
+        best_below is None or tok >= 1.05 * best_below)
