@@ -22,6 +22,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
+from llmtop import clock
 from llmtop.demo.sim import Engine, Hist
 
 __all__ = ["CONTENT_TYPE", "HIST_BOUNDS", "SPLIT", "render"]
@@ -300,7 +301,7 @@ def _values(e: Engine) -> dict[str, float]:
     total_tokens = e.kv_capacity_tokens
     used = e.pool.used * bs
     evictable = len(e.pool.lru) * bs
-    wall = max(0.0, time.time() - e.start_time)
+    wall = max(0.0, clock.time() - e.start_time)
     kv_gb = total_tokens * prof.kv_bytes_per_token / gib
     return {
         "sglang:scheduler_idle_seconds": max(0.0, wall - e.busy_s),
@@ -358,12 +359,12 @@ def _labelled(e: Engine, name: str, extra: dict[str, str]) -> float:
         return {"input": c["prompt_tokens"], "device_hit": c["prefix_hits"]}.get(extra["mode"], 0.0)
     if name == "sglang:realtime_tokens":
         return {"prefill_compute": c["prefill_compute_tokens"], "prefill_cache": c["prefix_hits"],
-                "decode": c["generation_tokens"]}.get(extra["mode"], 0.0)
+                "decode": c["generation_tokens"] - c["prefill_made_tokens"]}.get(extra["mode"], 0.0)
     if name == "sglang:scheduler_stage_seconds":
         if extra.get("category") == "run_batch":
             return e.busy_s
         if extra.get("category") == "idle":
-            return max(0.0, time.time() - e.start_time - e.busy_s)
+            return max(0.0, clock.time() - e.start_time - e.busy_s)
         return 0.0
     if name == "sglang:cached_tokens":
         return c["prefix_hits"]
@@ -421,9 +422,17 @@ class _Collector:
                     m.add_sample(sample, {**base, **d}, _labelled(e, name, d))
                 yield m
                 continue
+            if typ == "counter" and name in _LAZY and not vals.get(name):
+                continue  # a real 0.5.23 server shows these only after their first increment
             labels = {**base, "pid": pid} if has_pid else base
             m.add_sample(sample, labels, vals.get(name, 0.0))
             yield m
+
+
+_LAZY = frozenset({"sglang:num_retracted_requests", "sglang:num_retracted_input_tokens",
+                   "sglang:num_retracted_output_tokens", "sglang:num_aborted_requests",
+                   "sglang:num_so_requests"})
+"""Labelled counters that a real server leaves out of ``/metrics`` until they first count."""
 
 
 def _hist(m: Metric, labels: dict[str, str], h: Hist) -> None:

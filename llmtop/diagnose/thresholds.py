@@ -13,6 +13,9 @@ __all__ = [
     "BASELINE_KEEP_S",
     "BASELINE_MIN_POINTS",
     "BASELINE_STEP_S",
+    "CAP_CRIT",
+    "CAP_MIN_REQUESTS",
+    "CAP_WARN",
     "DECODE_ABS_S",
     "DECODE_CRIT_X",
     "DECODE_RUNNING_X",
@@ -48,6 +51,7 @@ __all__ = [
     "QUEUE_CRIT_SHARE",
     "QUEUE_FEW_MIN",
     "QUEUE_P95_MIN_S",
+    "QUEUE_PINNED_MIN",
     "QUEUE_SERVICE_X",
     "QUEUE_SHARE",
     "QUEUE_WAITING_MIN",
@@ -96,6 +100,15 @@ PREEMPT_CRIT_PER_S = 1.0
 """vLLM's Instances dashboard colours preemptions/s red above 1."""
 
 # ---------------------------------------------------------------- queueing
+CAP_WARN = 0.85
+"""Request rate at or above this share of the profile's measured capacity (the highest rate
+that met the SLOs, ``docs/capacity.md``) is ``near_capacity``: past ~85 % utilisation the
+queueing delay of a busy server grows as 1/(1-ρ), so the last 15 % is the margin before TTFT
+leaves its SLO (the usual autoscaling target band, 70-85 %)."""
+CAP_CRIT = 1.0
+"""At or above the measured capacity itself: the SLOs held only up to there."""
+CAP_MIN_REQUESTS = 5
+"""Fewer requests in the window than this: the rate is too thin to judge."""
 QUEUE_SHARE = 0.5
 """Queue time p50 as a share of TTFT p50: above it, requests wait more than they compute."""
 QUEUE_P95_MIN_S = 0.5
@@ -112,6 +125,13 @@ QUEUE_WAITING_MIN = 5.0
 QUEUE_SERVICE_X = 2.0
 """Mean queue time at least this x the mean time the same requests ran (vLLM
 ``request_inference_time_seconds``): they waited longer than they were served, twice over."""
+QUEUE_PINNED_MIN = 1
+"""Without a service-time histogram (SGLang), a queue is still named from fewer than
+QUEUE_FEW_MIN requests when the gauges are the evidence: running at the engine's own
+exported limit and QUEUE_WAITING_MIN waiting all window, with at least this many requests
+admitted in the window (SGLang observes queue time at a request's first forward) whose queue
+time is at least QUEUE_P95_MIN_S and QUEUE_SHARE of their TTFT. A real SGLang on this CPU
+(``--max-running-requests 2``, 12 clients x 200 tokens) admitted 2 in a 5 s window."""
 RUNNING_AT_LIMIT = 0.95
 """running >= this x max_running: the running limit is what admits requests."""
 

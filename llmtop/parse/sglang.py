@@ -12,12 +12,25 @@
   kv_capacity_tokens ``max_total_num_tokens``; max_running ``max_running_requests`` (old builds;
   else ``/server_info``'s ``max_running_requests``, ``identity["sglang"]``, when ``dp_size`` is
   1: with several DP schedulers the server argument's per-scheduler meaning is not certain)
-* prefix_hits = Σ ``cached_tokens_total`` (all ``cache_source``), prefix_queries =
+* tokens, as the scheduler counts them each step (a real 0.5.23 server, seen on CPU):
+  generation_tokens = ``realtime_tokens_total{mode="decode"}``, prompt_tokens = its
+  ``prefill_compute`` + ``prefill_cache``. ``prompt_tokens_total``/``generation_tokens_total``
+  (and ``cached_tokens_total``, ``num_requests_total``) only grow when a request finishes, so a
+  window in which none finished read 0 tok/s while the server decoded; they are used only by
+  builds without ``realtime_tokens``. Decode tokens miss each request's first token (made by
+  its prefill), so generation_tokens = decode + ``num_requests_total``: at idle exactly
+  ``generation_tokens_total`` (seen on the real server); under load it runs ahead of it by
+  the tokens of the requests still in flight, short of their first tokens.
+* prefix_hits = ``realtime_tokens_total{mode="prefill_cache"}`` over prefix_queries = the
+  prompt_tokens above (a retracted request's re-prefill counts as computed, a miss); builds
+  without ``realtime_tokens``: Σ ``cached_tokens_total`` (all ``cache_source``) over
   ``prompt_tokens_total``, set only when the build has ``cached_tokens`` (the family with no
   sample yet counts as 0 hits). The ``cache_hit_rate`` gauge (overwritten per prefill batch)
   is only ``prefix_hit_rate_gauge``.
 * preemptions ``num_retracted_requests_total`` | ``num_retractions`` (counter, or a histogram's
-  ``_sum``); requests ``num_requests_total``; aborted ``num_aborted_requests_total``
+  ``_sum``); requests ``num_requests_total``; aborted ``num_aborted_requests_total``. A real
+  server shows a labelled counter only after its first increment: where the scheduler's
+  ``num_retracted_reqs`` gauge is exported, an absent retraction or abort counter is 0
 * ttft ``time_to_first_token_seconds``; itl ``inter_token_latency_seconds``; tpot
   ``request_time_per_output_token_seconds``, else the old ``time_per_output_token_seconds``;
   e2e ``e2e_request_latency_seconds``; queue ``queue_time_seconds``; prompt_len/gen_len
@@ -64,6 +77,8 @@ _COUNTERS = {
     "num_aborted_requests": "aborted",
 }
 _PREEMPT = ("num_retracted_requests", "num_retractions")
+_RETRACTED_NOW = "num_retracted_reqs"
+_REALTIME = "realtime_tokens"
 _STAGES = "per_stage_req_latency_seconds"
 _SPEC_ON = ("spec_num_steps", "spec_num_draft_tokens")
 _SPEC = ("spec_accept_rate", "spec_accept_length", *_SPEC_ON)
@@ -82,6 +97,8 @@ WANTED = frozenset(
         *_GAUGES,
         *_COUNTERS,
         *_PREEMPT,
+        _RETRACTED_NOW,
+        _REALTIME,
         "cached_tokens",
         *_SPEC,
         _STAGES,
@@ -143,12 +160,28 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
         put("gauges", gkey, group_values(families.get(_P + fam_name), _key, suffix="", agg=agg))
     for fam_name, ckey in _COUNTERS.items():
         put("counters", ckey, group_values(families.get(_P + fam_name), _key))
+    realtime = families.get(_P + _REALTIME)
+    if realtime is not None and realtime.samples:
+        decode = _modes(realtime, ("decode",))
+        finished = group_values(families.get(_P + "num_requests"), _key)
+        put("counters", "generation_tokens", {k: v + finished.get(k, 0.0)
+                                              for k, v in decode.items()})
+        prompt = _modes(realtime, ("prefill_compute", "prefill_cache"))
+        put("counters", "prompt_tokens", prompt)
+        put("counters", "prefix_queries", prompt)
+        put("counters", "prefix_hits", _modes(realtime, ("prefill_cache",)))
+    now = group_values(families.get(_P + _RETRACTED_NOW), _key, suffix="", agg="max")
     pre = _first(families, _PREEMPT)
     if pre is not None:
         sfx = "_sum" if pre.type in ("histogram", "summary") else "_total"
         put("counters", "preemptions", group_values(pre, _key, suffix=sfx))
+    else:
+        put("counters", "preemptions", dict.fromkeys(now, 0.0))
+    aborted = families.get(_P + "num_aborted_requests")
+    if aborted is None or not aborted.samples:
+        put("counters", "aborted", dict.fromkeys(now, 0.0))
     cached = families.get(_P + "cached_tokens")
-    if cached is not None:
+    if cached is not None and (realtime is None or not realtime.samples):
         hits = group_values(cached, _key)
         queries = group_values(families.get(_P + "prompt_tokens"), _key)
         put("counters", "prefix_queries", queries)
@@ -159,6 +192,17 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
     put("gauges", "spec_accept_rate_gauge", _spec_rate(families))
 
     return assemble("sglang", parts)
+
+
+def _modes(fam: Family, modes: tuple[str, ...]) -> dict[Key, float]:
+    """Σ of the ``mode`` series in ``modes`` per group; a group that has some
+    series of the family but none of these modes yet counts 0 (series appear on first use)."""
+    out = dict.fromkeys(group_values(fam, _key), 0.0)
+
+    def key(labels: dict[str, str]) -> Key | None:
+        return _key(labels) if labels.get("mode") in modes else None
+
+    return out | group_values(fam, key)
 
 
 def _spec_rate(families: dict[str, Family]) -> dict[Key, float]:

@@ -3,7 +3,9 @@ recording with ``llmtop replay FILE --at TIME --once --json`` and check the firs
 each engine; the healthy baseline period and the default demo give no warn or critical.
 
 Each group records its scenarios side by side (one demo process each, 1 s ticks) for
-``BASELINE_S + ANOMALY_S`` seconds: about 80 s of wall time per group.
+``BASELINE_S + ANOMALY_S`` seconds of a clock ``TIME_SCALE`` times as fast as the wall clock
+(``llmtop.clock``: the demo engines, the monitor and the recording share it), so the same
+78 s of scenario, the same 30 s diagnosis window and 10 s baseline steps pass in about 20 s.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from llmtop import clock
 from llmtop.cli.record import replay_main
 from llmtop.config import Config
 from llmtop.demo.launcher import start_demo
@@ -29,6 +32,8 @@ BASELINE_S = 40.0
 """Healthy traffic before the anomaly: 4 baseline points (one per 10 s) before it."""
 ANOMALY_S = 38.0
 """Long enough for the 30 s diagnosis window to hold the anomaly only."""
+TIME_SCALE = 3.0
+"""Clock seconds per real second (a refresh late by 1 real second already reads as STALE)."""
 
 EXPECTED: dict[str, dict[str, str]] = {
     # scenario -> engine kind (target prefix) -> the first finding's rule
@@ -63,16 +68,15 @@ async def _record(scenario: str, path: Path, seconds: float) -> list[tuple[str, 
     try:
         config = demo.apply(Config(interval_s=1.0, discover=False))
         mon = RecordingMonitor(Monitor.from_config(config, demo), Recorder(path, config))
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0 = clock.monotonic()
         early: list[tuple[str, str]] = []
         try:
-            while (elapsed := loop.time() - t0) < seconds:
+            while (elapsed := clock.monotonic() - t0) < seconds:
                 await mon.tick()
                 if elapsed < BASELINE_S - 2:
                     early = [(e.level, e.text) for e in mon.store.events
                              if e.level in ("warn", "error") and e.target]
-                await asyncio.sleep(max(0.0, 1.0 - (loop.time() - t0 - elapsed)))
+                await clock.sleep(1.0 - (clock.monotonic() - t0 - elapsed))
         finally:
             await mon.aclose()
         return early
@@ -95,7 +99,8 @@ def _firsts(doc: dict) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("group", GROUPS, ids=lambda g: "+".join(g))
-def test_scenarios_name_their_cause_first(tmp_path, group):
+def test_scenarios_name_their_cause_first(tmp_path, monkeypatch, group):
+    monkeypatch.setenv(clock.ENV, clock.env_value(TIME_SCALE))
     seconds = BASELINE_S + ANOMALY_S
     paths = {sc: tmp_path / f"{sc}.rec" for sc in group}
 

@@ -34,6 +34,15 @@ def test_prompt_causes_before_queueing_and_ttft():
                                      "ttft_rise"]
 
 
+def test_a_prefix_collapse_before_the_decode_slowdown_its_prefills_cause():
+    """Real SGLang, shared document -> unique prompts, 2 clients: the unique prefills run
+    between decode steps, so ITL rose (critical) with the prefill; the cause comes first,
+    the slowdown stays listed after it."""
+    got = order_findings([F("decode_slowdown", "critical"), F("prefix_cache_miss", "warn")])
+    assert [(x.rule, x.severity) for x in got] == [("prefix_cache_miss", "warn"),
+                                                   ("decode_slowdown", "critical")]
+
+
 def test_unrelated_findings_by_severity_and_engines_keep_their_order():
     other = "sglang@127.0.0.1:30000"
     got = order_findings([F("aborts", "info", other), F("errors", "warn", other),

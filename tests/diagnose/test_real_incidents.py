@@ -66,3 +66,18 @@ def test_prefix_collapse_on_real_text_against_the_lifetime_before_the_window():
     base = {e.signal: e.baseline for e in found[0].evidence}
     assert base["hit_rate"] == pytest.approx(row.lifetime["prefix_hit_rate"], abs=0.1)
     assert "over its lifetime before this window" in found[0].summary
+
+
+def test_queueing_in_bursts_on_real_text_is_named_from_the_histograms():
+    """Poisson arrivals just above what --max-num-seqs 2 serves (scripts/real_vllm/
+    capture_bursts.py): the waiting gauge is 0 at one end of the window, yet the requests
+    that finished in it spent most of their TTFT queued. Before, the rule wanted a queue all
+    window long and said nothing here (the real finding: ``ttft_rise`` instead)."""
+    row, found = _once("queue-bursts")
+    assert row.queue_s is not None and row.queue_s.count >= 20
+    assert row.ttft_s is not None and row.queue_s.mean / row.ttft_s.mean >= 0.5
+    assert found and found[0].rule == "queueing" and found[0].severity in ("warn", "critical")
+    assert "the queue comes in bursts" in found[0].summary
+    ev = {e.signal: e.value for e in found[0].evidence}
+    assert ev["waiting_min"] == 0 and ev["requests"] == row.queue_s.count
+    print(f"\n{found[0].severity} {found[0].summary}")

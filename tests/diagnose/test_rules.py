@@ -92,9 +92,36 @@ def test_a_deferred_queue_is_named_as_deferred_not_as_load():
         assert "deferred" not in g.summary and "raise --max-num-seqs" in g.action
 
 
-def test_queueing_needs_the_queue_all_window_long():
-    f = run(queued(), base(), waiting_min={f"{T}|llama": 0.0})
-    assert rules(f) == ["ttft_rise"]  # TTFT is up, but a blip of a queue does not explain it
+def test_a_queue_in_bursts_is_named_from_the_queue_time_histograms():
+    """The queue drained to 0 for moments, but 60 requests finished and their queue time is
+    96 % of TTFT: that is queueing in bursts, not an unexplained TTFT rise (seen on the real
+    vLLM: 98 % of TTFT over 130 requests, and llmtop said ``ttft_rise``)."""
+    for now, wmin in ((25.0, 0.0), (0.0, 0.0), (0.0, None)):
+        f = run(queued(waiting=now), base(), waiting_min={f"{T}|llama": wmin})
+        assert rules(f) == ["queueing"], (now, wmin)
+        assert f[0].severity == "critical"  # p95 3.1 s, 96 % of TTFT: as a steady queue
+        assert "the queue comes in bursts: it drained to 0 waiting " in f[0].summary
+        assert ("or is building up" in f[0].summary) == (now > 0)
+        assert "over the 60 requests that finished queue time (mean 2.4 s, p95 3.1 s) is " \
+               "96 % of TTFT's mean" in f[0].summary
+        ev = {e.signal: e.value for e in f[0].evidence}
+        assert ev["requests"] == 60 and ev["queue_share_of_ttft"] == pytest.approx(0.96)
+
+
+def test_a_drained_queue_needs_the_histograms_to_say_so():
+    key = {f"{T}|llama": 0.0}
+    # a small share of TTFT: prefill is what takes the time, and TTFT's rise is unexplained
+    small = queued(queue_s=q(0.6, 0.9, 60), ttft_s=q(2.5, 3.2, 60))
+    assert rules(run(small, base(), waiting_min=key)) == ["ttft_rise"]
+    # a short queue, if most of a short TTFT: below the 0.5 s floor (the real vLLM at 9 req/s
+    # of 128 tokens on --max-num-seqs 2: queue mean ~0.12 s, 95 % of TTFT, nothing to act on)
+    assert run(queued(queue_s=q(0.1, 0.28, 60), ttft_s=q(0.11, 0.3, 60)), base(),
+               waiting_min=key) == []
+    # too few finished to trust the share: a waiting gauge that touched 0 is not enough
+    few = queued(queue_s=q(2.4, 3.1, 8), ttft_s=q(2.5, 3.2, 8), inference_s=q(0.5, 0.6, 8))
+    assert run(few, base(), waiting_min=key) == []
+    # no TTFT and no request time: no share, so no bursts
+    assert run(queued(ttft_s=None, e2e_s=None), base(), waiting_min=key) == []
 
 
 def test_mild_queue_is_not_queueing():
@@ -116,6 +143,13 @@ def test_queueing_without_queue_histogram_needs_a_long_sustained_queue():
     r = queued(queue_s=None, ttft_s=q(0.12, 0.35, 60))
     assert run(r, base()) == []  # waiting_min unknown
     assert rules(run(r, base(), waiting_min={r.key: 12.0})) == ["queueing"]
+    # a long queue now that dipped for a moment (a real llama-server's deferred gauge: 9,
+    # with one-sample dips to 2-4) is still a queue; one that drained to 0, or is short now,
+    # is not
+    f = run(r, base(), waiting_min={r.key: 2.0})
+    assert rules(f) == ["queueing"] and "never fewer than 2 in the window" in f[0].summary
+    assert run(r, base(), waiting_min={r.key: 0.0}) == []
+    assert run(replace(r, waiting=4.0), base(), waiting_min={r.key: 3.0}) == []
 
 
 # ---------------------------------------------------------------- long_prompts
@@ -284,3 +318,28 @@ def test_queueing_on_a_mean_only_queue_counter_triton():
     assert rules(f) == ["queueing"] and f[0].severity == "warn"
     assert "queue time (mean 1.2 s)" in f[0].summary and "pinned at 32" in f[0].summary
     assert "raise the running limit" in f[0].action
+
+
+def test_triton_queue_share_is_of_the_request_time_without_ttft():
+    """A non-streaming Triton model has no TTFT: the queue's share is of the whole request's
+    mean time (``nv_inference_request_duration_us`` holds the queue)."""
+    from llmtop.model import Quantiles
+
+    def row(queue: float, e2e: float, waiting: float = 40.0):
+        return healthy("triton@127.0.0.1:8002", engine="triton", model="sleepy",
+                       waiting=waiting, running=None, max_running=None, kv_cache_usage=None,
+                       queue_s=Quantiles(mean=queue, count=300.0), ttft_s=None,
+                       e2e_s=Quantiles(mean=e2e, count=300.0), prefix_hit_rate=None,
+                       prefill_s=None)
+
+    r = row(0.75, 0.8)
+    f = run(r, None, waiting_min={r.key: 30.0})
+    assert rules(f) == ["queueing"]
+    assert "queue time (mean 750 ms) is 94 % of the request time's mean" in f[0].summary
+    ev = {e.signal: e.value for e in f[0].evidence}
+    assert ev["queue_share_of_e2e"] == pytest.approx(0.9375) and ev["e2e_mean"] == 0.8
+    # the queue a small share of a long request: the model is slow, not the admission
+    slow = row(0.6, 3.0)
+    assert run(slow, None, waiting_min={slow.key: 30.0}) == []
+    # drained for moments: still named from the counters' share
+    assert rules(run(r, None, waiting_min={r.key: 0.0})) == ["queueing"]

@@ -100,3 +100,13 @@ def test_the_why_header_names_the_fleet_window_in_fleet_mode():
     assert diagnosis_window_s(SimpleNamespace(source=SimpleNamespace(monitor=None))) == 30.0
     text = "".join(str(p) for p in why_renderable([], window_s=120.0).renderables)
     assert "over the last 120 s" in text
+
+
+def test_queue_shares_read_as_percentages():
+    """Either share of the queue (of TTFT, or of the request time on Triton) is a percent."""
+    from llmtop.diagnose.findings import Evidence
+    from llmtop.ui.screens.why import fmt_evidence
+
+    for name in ("queue_share_of_ttft", "queue_share_of_e2e"):
+        e = Evidence(name, 0.94, "5s", None, 0.5)
+        assert fmt_evidence(e) == f"{name} 94% (limit 50%) [5s]"

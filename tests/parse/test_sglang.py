@@ -21,13 +21,13 @@ def test_generated_v0_5_23():
         "prefix_hit_rate_gauge": 0.42,  # cache_hit_rate: fallback gauge only
     }
     assert m.counters == {
-        "prompt_tokens": 2048.0,  # is_streaming true + false
-        "generation_tokens": 123.0,  # 41 + 82
+        "prompt_tokens": 2048.0,  # realtime prefill_compute + prefill_cache
+        "generation_tokens": 123.0 + 2.0,  # realtime decode + one per finished request
         "requests": 2.0,
         "aborted": 1.0,
         "preemptions": 1.0,  # num_retracted_requests_total
-        "prefix_queries": 2048.0,  # prompt_tokens_total
-        "prefix_hits": 512.0,  # cached_tokens_total{cache_source="device"}
+        "prefix_queries": 2048.0,  # realtime prefill_compute + prefill_cache
+        "prefix_hits": 512.0,  # realtime prefill_cache
     }
     assert "max_running" not in m.gauges
     assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len"}
@@ -198,3 +198,52 @@ def test_max_running_from_server_info_only_when_certain():
     (m,) = sglang.normalize(fixture_text("edge-sglang-v0.3-name-label.txt"),
                             identity=_sglang_identity(_SERVER_INFO)).models
     assert m.gauges["max_running"] == 4096.0
+
+
+def test_real_cpu_v0_5_23_under_load():
+    """A real server's scrape (scripts/real_sglang): tokens as the scheduler counts them each
+    step, not the per-finished-request counters; a retraction counter not yet created is 0."""
+    text = fixture_text("sglang-real-cpu-v0.5.23-under-load.txt")
+    (m,) = sglang.normalize(text).models
+    assert m.model == "tiny-llama"
+    assert m.gauges == {"running": 4.0, "waiting": 4.0, "kv_usage": 0.06,
+                        "kv_capacity_tokens": 8192.0,
+                        "prefix_hit_rate_gauge": 0.9961139896373057}
+    assert "sglang:num_retracted_requests_total" not in text
+    assert m.counters == {
+        # realtime decode + finished requests' first tokens (generation_tokens_total: 3902,
+        # short of the tokens of the requests still running)
+        "generation_tokens": 3981.0 + 49.0,
+        "prompt_tokens": 2410.0 + 11994.0,  # realtime prefill_compute + prefill_cache
+        "prefix_queries": 2410.0 + 11994.0,
+        "prefix_hits": 11994.0,  # realtime prefill_cache (cached_tokens_total: 10974)
+        "requests": 49.0,
+        "aborted": 18.0,
+        "preemptions": 0.0,  # no num_retracted_requests_total yet; num_retracted_reqs 0
+    }
+    assert (m.hists["ttft"].count, m.hists["queue"].count, m.hists["prefill"].count) == (
+        53.0, 54.0, 54.0)
+    assert m.hists["itl"].count == 3974.0 and m.hists["e2e"].count == 49.0
+
+
+def test_real_cpu_v0_5_23_full_pool():
+    """A real server whose 980-token pool is full (4 prompts of ~240 tokens) with 6 waiting:
+    token usage is read as KV usage, and the running gauge reads 0 while 958 tokens are in
+    use (it is set at each prefill batch before that batch joins the running one)."""
+    (m,) = sglang.normalize(fixture_text("sglang-real-cpu-v0.5.23-full-pool.txt")).models
+    g = m.gauges
+    assert (g["kv_usage"], g["kv_capacity_tokens"], g["waiting"], g["running"]) == (
+        0.98, 980.0, 6.0, 0.0)
+    assert m.counters["preemptions"] == 0.0  # no retraction: num_retracted_reqs 0
+
+
+def test_finished_request_counters_only_without_realtime():
+    """Builds without ``realtime_tokens`` keep the per-request counters (and no invented 0
+    for preemptions without the ``num_retracted_reqs`` gauge)."""
+    text = "\n".join(
+        ln for ln in fixture_text("sglang-real-cpu-v0.5.23-under-load.txt").splitlines()
+        if "realtime_tokens" not in ln and "num_retracted_reqs" not in ln)
+    (m,) = sglang.normalize(text).models
+    assert m.counters["generation_tokens"] == 3902.0 and m.counters["prompt_tokens"] == 13379.0
+    assert m.counters["prefix_hits"] == 10974.0
+    assert "preemptions" not in m.counters

@@ -11,6 +11,7 @@ from llmtop.diagnose.rules.errors import aborts, errors
 from llmtop.diagnose.rules.gpu import gpu_throttle
 from llmtop.diagnose.rules.imbalance import imbalance
 from llmtop.diagnose.rules.kv import kv_pressure
+from llmtop.diagnose.rules.near_capacity import near_capacity
 from llmtop.diagnose.rules.prompts import long_prompts, prefix_cache_miss
 from llmtop.diagnose.rules.queueing import queueing
 from llmtop.diagnose.rules.warmup import warming_up
@@ -28,6 +29,7 @@ ROW_RULES: tuple[Rule, ...] = (
     spec_decode_drop,
     imbalance,
     errors,
+    near_capacity,
     queueing,
     decode_slowdown,
     ttft_rise,

@@ -9,11 +9,16 @@ from llmtop.diagnose.thresholds import KV_CRIT, KV_FULL, PREEMPT_CRIT_PER_S, PRE
 __all__ = ["kv_action", "kv_pressure"]
 
 
-def kv_action(engine: str | None) -> str:
-    """What the engine's own docs say to do about KV pressure."""
+def kv_action(engine: str | None, retracting: bool = True) -> str:
+    """What the engine's own docs say to do about KV pressure (SGLang: retractions mean
+    it admits on too small a guess of the outputs; a full pool without them, that the
+    pool is too small for the requests it holds)."""
     if engine == "vllm":
         return ("raise --gpu-memory-utilization if memory allows, lower --max-num-seqs or "
                 "--max-num-batched-tokens, or add tensor parallelism or a replica")
+    if engine == "sglang" and not retracting:
+        return ("give the token pool more room: raise --mem-fraction-static, or "
+                "--max-total-tokens where it is set, or add a replica")
     if engine == "sglang":
         return ("raise --schedule-conservativeness (e.g. 1.3) or --mem-fraction-static, "
                 "or add a replica")
@@ -42,4 +47,4 @@ def kv_pressure(c: RowCtx) -> list[Finding]:
           c.ev("waiting", 1.0)]
     return [c.finding("kv_pressure", "critical" if critical else "warn",
                       ": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if parts[1:] else ""),
-                      ev, kv_action(row.engine))]
+                      ev, kv_action(row.engine, preempting))]
