@@ -63,14 +63,27 @@ while True:
         elif op == b"-": groups.discard(int(arg))
         elif op == b"d": dirs.add(arg)
         elif op == b"r": dirs.discard(arg)
+def in_session(sid):
+    out = {sid}
+    try:
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    f = open(f"/proc/{d}/stat", "rb").read().rsplit(b")", 1)[1].split()
+                    if int(f[3]) == sid: out.add(int(f[2]))
+                except (OSError, ValueError, IndexError): pass
+    except OSError: pass
+    return out
 def signal_all(sig):
     for g in list(groups):
-        try:
-            os.killpg(g, sig)
-        except ProcessLookupError:
+        alive = False
+        for pg in in_session(g):
+            try:
+                os.killpg(pg, sig); alive = True
+            except OSError:
+                pass
+        if not alive:
             groups.discard(g)
-        except OSError:
-            pass
 signal_all(signal.SIGTERM)
 end = time.monotonic() + grace
 while groups and time.monotonic() < end:
@@ -89,6 +102,27 @@ _owner_pid = os.getpid()
 _atexit_done = False
 _handlers_installed = False
 _exiting = False
+
+
+def session_groups(sid: int) -> set[int]:
+    """The process groups of session ``sid`` (its leader's pid), from ``/proc`` on Linux;
+    ``{sid}`` alone elsewhere."""
+    out = {sid}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for d in names:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session
+                out.add(int(fields[2]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
 
 
 class Child:
@@ -111,14 +145,16 @@ class Child:
         return self.proc.poll() is None
 
     def _signal_group(self, sig: int) -> bool:
-        """Send ``sig`` to the group; False when no process is left in it."""
-        try:
-            os.killpg(self.pgid, sig)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # pragma: no cover - the pgid now belongs to someone else
-            return False
+        """Send ``sig`` to every group of the child's session (a command such as GNU
+        ``timeout`` moves itself into a group of its own); False when none is left."""
+        alive = False
+        for pgid in session_groups(self.pgid):
+            try:
+                os.killpg(pgid, sig)
+                alive = True
+            except (ProcessLookupError, PermissionError):
+                continue
+        return alive
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
         """SIGTERM the whole group, SIGKILL after ``timeout_s``; returns the exit status.

@@ -168,3 +168,21 @@ def test_no_second_mechanism():
             if any(b in line for b in banned) and not line.lstrip().startswith("#"):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == [], "use llmtop.children.spawn / temp_dir instead:\n" + "\n".join(found)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or not __import__("shutil").which(
+    "timeout"), reason="needs Linux /proc and GNU timeout")
+def test_a_command_that_moves_to_its_own_group_is_still_stopped(tmp_path):
+    """GNU ``timeout`` puts itself in a process group of its own (a tune plan's start
+    command did): stopping the child still ends it and what it runs."""
+    pidfile = tmp_path / "pid"
+    c = children.spawn(f"timeout 60 sh -c 'echo $$ > {pidfile}; exec sleep 60'", shell=True)
+    end = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < end:
+        time.sleep(0.05)
+    inner = int(pidfile.read_text())
+    assert os.getpgid(inner) != c.pgid  # it left the group llmtop made
+    c.stop(timeout_s=5)
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(inner, 0)
