@@ -107,3 +107,6 @@ class Config:
     """How much history the store keeps: the longest window and sparkline (5 min) plus
     margin. Nothing on screen reads older samples; an hour of them cost ~20 MB of RSS on the
     box being watched (long history is what ``--record`` is for)."""
+    capacity_file: str | None = None
+    """``--capacity FILE``: the capacity profiles of that report or profile only, instead
+    of the ones saved in the state folder (``docs/capacity.md``)."""

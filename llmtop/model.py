@@ -357,6 +357,18 @@ class EngineRow:
     info: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] | None = None
     """Fleet mode: the row's group labels and ``job`` (None in direct mode)."""
+    capacity_used: float | None = None
+    """Request rate over the window / the matching profile's capacity (``llmtop.capacity``);
+    None without a profile or a rate."""
+    capacity: dict[str, Any] | None = None
+    """The matching profile: capacity, SLOs, shape, ``measured_unix``, ``age_s``, ``stale``."""
+    capacity_drift: list[dict[str, Any]] = field(default_factory=list)
+    """How the live traffic differs from the profile's shape (``what``, ``ratio``, ``text``)."""
+
+    @property
+    def capacity_requests_per_s(self) -> float | None:
+        """The matching profile's capacity in requests/s (None without one)."""
+        return self.capacity.get("requests_per_s") if self.capacity is not None else None
 
     def to_json(self) -> dict[str, Any]:
         def q(v: Quantiles | None) -> dict[str, Any] | None:
@@ -399,6 +411,9 @@ class EngineRow:
                 k: (v.to_json() if isinstance(v, Quantiles) else v)
                 for k, v in self.lifetime.items()
             },
+            "capacity_used": _num(self.capacity_used),
+            "capacity": ({**self.capacity, "drift": list(self.capacity_drift)}
+                         if self.capacity is not None else None),
         }
         if self.rank is not None:
             out["rank"] = self.rank

@@ -21,10 +21,10 @@ import concurrent.futures
 import dataclasses
 import inspect
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from llmtop import clock
 from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.history.store import SERIES_WINDOW_S, Store
@@ -216,7 +216,7 @@ class Monitor:
             await self._feed(sample, self.store.ingest_gpus)
             t_mono, t_wall = _later(t_mono, t_wall, sample.t_mono, sample.t_wall)
         if t_mono is None or t_wall is None:
-            t_mono, t_wall = time.monotonic(), time.time()
+            t_mono, t_wall = clock.monotonic(), clock.time()
         try:
             return self.store.commit(t_mono, t_wall)
         except Exception as exc:

@@ -14,11 +14,10 @@ import dataclasses
 import json
 import math
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from llmtop import __version__
+from llmtop import __version__, clock
 from llmtop.config import Config
 from llmtop.errors import GpuRequiredError
 from llmtop.model import Snapshot
@@ -77,7 +76,7 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         if config.gpu_required and first.gpu_error:
             raise GpuRequiredError(f"cannot read the GPUs: {first.gpu_error}")
         t0 = monitor.store.now_mono
-        await asyncio.sleep(window_s)
+        await clock.sleep(window_s)
         await monitor.tick(timeout_s=wait)
         t1 = monitor.store.now_mono
         # the window actually covered: between the two scrapes of each target (median), else
@@ -123,7 +122,7 @@ def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
 def empty_json(message: str) -> str:
     """The ``--once --json`` object when no target was found: no engines, no window, and
     ``message`` saying why (``docs/json-schema.md``)."""
-    doc = Snapshot(time=time.time(), window_s=0.0).to_json(__version__)
+    doc = Snapshot(time=clock.time(), window_s=0.0).to_json(__version__)
     doc["window_s"] = None
     doc["message"] = message
     doc["diagnosis"] = []

@@ -301,7 +301,13 @@ def build_config(
         prometheus = prometheus_config(
             data, arg, where, timeout=flag_timeout, insecure=insecure_flag,
             interval=arg("interval"))
+    capacity_file = arg("capacity")
+    if capacity_file:  # a bad --capacity FILE stops here, before any scrape
+        from llmtop.capacity import load_profile_file
+
+        load_profile_file(capacity_file)
     return Config(
+        capacity_file=capacity_file,
         prometheus=prometheus,
         targets=_dedupe(targets),
         interval_s=interval,

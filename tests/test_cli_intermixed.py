@@ -104,7 +104,7 @@ def _capture_replay(monkeypatch) -> dict[str, Any]:
         seen["path"] = str(path)
         return FakeRecording()
 
-    def fake_snapshot_at(rec, at, window):
+    def fake_snapshot_at(rec, at, window, config=None):
         seen.update(at=at, window=window)
         raise _Stop
 
@@ -201,7 +201,7 @@ def test_replay_speed_after_file_is_any_positive_number(monkeypatch):
     class FakeSource:
         config = host = None
 
-        def __init__(self, rec):
+        def __init__(self, rec, config=None):
             self.speed = 1.0
 
     def fake_run_source(source, config, **kw):

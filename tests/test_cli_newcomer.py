@@ -63,11 +63,16 @@ def test_demo_fleet_says_what_it_is_waiting_for(monkeypatch, capsys):
     from llmtop.cli.demo import main as demo_main
     from llmtop.demo import fleet
 
-    monkeypatch.setattr(fleet, "find_binary", lambda name: None)
+    def fail(*_a, **_k):
+        raise fleet.LlmtopError("prometheus did not answer")
+
+    monkeypatch.setattr(fleet, "find_binary", lambda name: "/usr/bin/prometheus")
+    monkeypatch.setattr(fleet, "start_demo_fleet", fail)
     assert demo_main(["fleet", "--engines", "3"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("llmtop demo fleet: starting 3 demo engines and prometheus on "
                           "127.0.0.1")
+    assert "prometheus did not answer" in err
 
 
 @pytest.mark.parametrize("args", [["record", "{d}/x.llrec", "127.0.0.1:1", "--duration", "-5"],

@@ -29,6 +29,7 @@ ROW_KEYS = [
     "prompt_len", "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s",
     "generation_tokens_per_s",
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
+    "capacity_used", "capacity",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
 
@@ -115,6 +116,7 @@ def test_json_shape_rates_and_exit_zero():
     assert e["state"] == "ok" and e["engine"] == "vllm" and e["model"] == "m"
     assert e["running"] == 4.0 and e["waiting"] == 0.0
     assert e["kv_cache_usage"] is None  # not reported: null, never 0
+    assert e["capacity_used"] is None and e["capacity"] is None  # no profile: null, never 0
     # one scrape per tick: counters advanced by exactly one step over the window, and
     # window_s is the time between this target's two scrapes (exact up to ms rounding)
     # (window_s is rounded to the ms: allow rate x 0.5 ms)
@@ -239,3 +241,20 @@ def test_cli_once_json_end_to_end_with_real_vllm_adapter(capsys):
     assert e["engine"] == "vllm" and e["state"] == "ok"
     rate = e["generation_tokens_per_s"]
     assert rate * doc["window_s"] == pytest.approx(1000.0, abs=rate * 0.0005 + 1e-6)
+
+
+def test_table_has_the_cap_column_dash_without_a_profile():
+    from llmtop.console.once_table import print_once
+    from llmtop.model import EngineRow, Snapshot
+
+    rows = [EngineRow(key="a", target="vllm-a", engine="vllm", state="ok", capacity_used=0.62),
+            EngineRow(key="b", target="vllm-b", engine="vllm", state="ok",
+                      capacity_used=0.9, capacity_drift=[{"what": "prompt"}]),
+            EngineRow(key="c", target="vllm-c", engine="vllm", state="ok")]
+    out = io.StringIO()
+    print_once(Snapshot(time=0.0, window_s=10.0, engines=rows), file=out)
+    lines = out.getvalue().splitlines()
+    head = next(ln for ln in lines if "CAP" in ln)
+    col = head.index("CAP") + len("CAP")  # right-justified: cells end where the header does
+    cells = {ln.split()[0]: ln[col - 4:col].strip() for ln in lines if ln.startswith("vllm-")}
+    assert cells == {"vllm-a": "62%", "vllm-b": "90%~", "vllm-c": "\u2013"}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from llmtop.config import Thresholds
@@ -138,15 +136,20 @@ SCENARIO_RULES = {
     "down": "target_state",
     "restart": "target_state",
 }
+TIME_SCALE = 3.0
+"""The demo engines and the monitor share a clock 3x as fast as the wall clock
+(``llmtop.clock``): queue growth's minute of history, in a third of the time."""
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(SCENARIO_RULES))
-async def test_rules_fire_on_demo_scenarios(scenario):
+async def test_rules_fire_on_demo_scenarios(scenario, monkeypatch):
+    from llmtop import clock
     from llmtop.config import Config
     from llmtop.demo.launcher import start_demo
     from llmtop.monitor import Monitor
 
+    monkeypatch.setenv(clock.ENV, clock.env_value(TIME_SCALE))
     demo = start_demo(scenario=scenario, extra_args=["--fault-after", "2", "--fault-every", "60"])
     try:
         config = demo.apply(Config(discover=False, interval_s=0.5))
@@ -165,7 +168,7 @@ async def test_rules_fire_on_demo_scenarios(scenario):
                 fired |= {f.rule for f in v.findings}
                 if want in fired:
                     break
-                await asyncio.sleep(0.5)
+                await clock.sleep(0.5)
         finally:
             await mon.aclose()
         assert want in fired, (scenario, fired)

@@ -17,7 +17,8 @@ from typing import Any
 
 from llmtop.errors import ConfigError
 
-__all__ = ["apply_plan_options", "given_on_command_line", "load_plan", "run_plan"]
+__all__ = ["apply_plan_options", "given_on_command_line", "load_plan", "new_monitor", "run_plan",
+           "write_outputs"]
 
 _NOT_IN_PLAN = {"url", "plan", "yes", "api_key", "json", "csv", "html", "svg", "md"}
 
@@ -46,8 +47,10 @@ def apply_plan_options(ns: argparse.Namespace, parser: argparse.ArgumentParser,
         if key in given:
             continue
         act = known.get(key)
-        if key == "levels" and isinstance(value, list):
+        if key in ("levels", "cpu_pin") and isinstance(value, list):
             value = ",".join(str(v) for v in value)
+        elif key == "cpu_pin" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # cpu_pin = 1, = [1] or = "1" (the load generator's CPUs)
         elif act is not None and act.type is not None and value is not None:
             try:
                 value = act.type(value)
@@ -92,7 +95,7 @@ def _live_drive(spec: Any, options: Any, handle: Any, stop: Any) -> None:
                 view.update(ev)
 
 
-def _new_monitor(config: Any) -> Any:
+def new_monitor(config: Any) -> Any:
     """The monitor that reads an engine's own metrics (and the GPUs) during its run."""
     from llmtop.monitor import Monitor
 
@@ -135,34 +138,43 @@ def run_plan(plan: Any, options: Any, ns: argparse.Namespace) -> int:
     try:
         report = run_bakeoff(plan.engines, options, gpu_hour_price=ns.gpu_hour_price,
                              say=_say, drive=_live_drive if sys.stderr.isatty() else None,
-                             stop=stop, new_monitor=_new_monitor)
+                             stop=stop, new_monitor=new_monitor)
     finally:
         signal.signal(signal.SIGINT, old)
     return _finish(report, ns, stop)
 
 
 def _finish(report: dict[str, Any], ns: argparse.Namespace, stop: Any) -> int:
-    from pathlib import Path
-
+    from llmtop.capacity import profiles_from_bakeoff
+    from llmtop.cli.capacity import save_capacity
     from llmtop.console.bakeoff_view import print_bakeoff
-    from llmtop.loadgen.report import to_json
+    from llmtop.report import bakeoff
 
     print_bakeoff(report)
+    write_outputs(report, ns, bakeoff)
+    save_capacity(profiles_from_bakeoff(report))
+    if stop.requested:
+        return 130
+    return 0 if any(e["error"] is None for e in report["endpoints"]) else 1
+
+
+def write_outputs(report: dict[str, Any], ns: argparse.Namespace, out: Any) -> list[str]:
+    """``--json``, then ``--csv`` / ``--html`` through ``out`` (a ``llmtop.report`` module
+    with ``write_csv`` and ``write_html``); says each path written on stderr."""
+    from pathlib import Path
+
+    from llmtop.loadgen.report import to_json
+
     written = []
     if ns.json:
         Path(ns.json).write_text(to_json(report), encoding="utf-8")
         written.append(ns.json)
-    if ns.csv or ns.html:
-        from llmtop.report import bakeoff as out
-
-        if ns.csv:
-            out.write_csv(report, ns.csv)
-            written.append(ns.csv)
-        if ns.html:
-            out.write_html(report, ns.html)
-            written.append(ns.html)
+    if ns.csv:
+        out.write_csv(report, ns.csv)
+        written.append(ns.csv)
+    if ns.html:
+        out.write_html(report, ns.html)
+        written.append(ns.html)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
-    if stop.requested:
-        return 130
-    return 0 if any(e["error"] is None for e in report["endpoints"]) else 1
+    return written

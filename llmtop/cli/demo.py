@@ -46,6 +46,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="restart/down scenarios: first fault after S seconds (default 10)")
     s.add_argument("--fault-every", type=float, default=30.0, metavar="S",
                    help="restart/down scenarios: repeat every S seconds (default 30)")
+    s.add_argument("--max-num-seqs", type=int, default=None, metavar="N",
+                   help="seat limit: at most N requests running (vLLM --max-num-seqs)")
+    s.add_argument("--max-num-batched-tokens", type=int, default=None, metavar="N",
+                   help="token budget of one step (vLLM --max-num-batched-tokens)")
+    s.add_argument("--kv-tokens", type=int, default=None, metavar="N",
+                   help="KV cache capacity in tokens (rounded up to whole blocks); full, it "
+                   "queues new requests and preempts running ones")
+    s.add_argument("--max-model-len", type=int, default=None, metavar="N",
+                   help="context length (vLLM --max-model-len); the KV cache must hold one "
+                   "request this long or the engine refuses to start, as vLLM does")
+    s.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
+                   help="share of the simulated GPU's memory for weights + KV cache (vLLM's "
+                   "flag; sizes the KV cache when --kv-tokens is not given); more than "
+                   "is free refuses to start, as vLLM does")
+    s.add_argument("--gpu-memory-used-gib", type=float, default=0.5, metavar="G",
+                   help="GiB of the simulated GPU held by other processes at start "
+                   "(default 0.5: the CUDA context)")
     s.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
     s.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     s.add_argument("--quiet", action="store_true", help="do not print the URLs")
@@ -68,6 +85,9 @@ def _add_fleet_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     f.add_argument("--port", type=int, default=0, help="the server's port (default: a free one)")
     f.add_argument("--serve", action="store_true",
                    help="do not open the fleet view: print the URL and serve until Ctrl-C")
+    f.add_argument("--yes", action="store_true",
+                   help="without a Prometheus binary, fetch Debian's packages into "
+                   "~/.cache/llmtop/fleet-bin without asking")
 
 
 def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
@@ -82,6 +102,8 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
     from llmtop.children import install_exit_handlers
 
     install_exit_handlers()  # SIGHUP / SIGTERM: stop the server and engines, then exit
+    if not _ensure_server_binary(args.backend, args.yes):
+        return 2
     print(f"llmtop demo fleet: starting {max(1, args.engines)} demo engines and {args.backend} "
           "on 127.0.0.1, then waiting for its first scrapes…", file=sys.stderr, flush=True)
     try:
@@ -125,11 +147,60 @@ def _fleet(argv: list[str], parser: argparse.ArgumentParser) -> int:
         running.stop()
 
 
+def _ensure_server_binary(backend: str, yes: bool) -> bool:
+    """True when the fleet's server binary is there, or fetched now (asked first on a
+    terminal, or told ``--yes``); else print one exact way to get it and return False."""
+    from llmtop.demo import fleet, fleet_bins
+    from llmtop.errors import LlmtopError
+
+    name = "prometheus" if backend == "prometheus" else "victoria-metrics"
+    if fleet.find_binary(name):
+        return True
+    why = fleet_bins.blocker()
+    if why:
+        print(f"llmtop demo fleet: no {name} binary, and llmtop cannot fetch one here ({why}). "
+              f"Install it (`brew install prometheus victoriametrics`, or your system's "
+              f"package) or point {fleet.BIN_ENV[name]} at it.", file=sys.stderr)
+        return False
+    dest = fleet_bins.cache_dir()
+    if not yes:
+        ask = (f"llmtop demo fleet: no {name} binary. Fetch Debian's prometheus and "
+               f"victoria-metrics packages ({fleet_bins.SIZE_HINT}) into {dest}? [y/N] ")
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            print(f"llmtop demo fleet: no {name} binary: {fleet.INSTALL_HINT}", file=sys.stderr)
+            return False
+        print(ask, end="", file=sys.stderr, flush=True)
+        try:
+            answer = sys.stdin.readline().strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            answer = ""
+        if answer not in ("y", "yes"):
+            print(f"llmtop demo fleet: not fetched. {fleet.INSTALL_HINT}", file=sys.stderr)
+            return False
+    try:
+        fleet_bins.fetch(dest, progress=lambda line: print(f"llmtop demo fleet: {line}",
+                                                           file=sys.stderr, flush=True))
+    except LlmtopError as exc:
+        print(f"llmtop demo fleet: {exc}", file=sys.stderr)
+        return False
+    return fleet.find_binary(name) is not None
+
+
 def _write_ready(path: str, info: dict[str, object]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(info, f)
     os.replace(tmp, path)
+
+
+def _settings(args: argparse.Namespace) -> dict[str, object]:
+    """The scheduler knobs given on the command line, as ``EngineSettings`` changes."""
+    out: dict[str, object] = {}
+    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+                "kv_tokens", "max_model_len"):
+        if getattr(args, key) is not None:
+            out[key] = getattr(args, key)
+    return out
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -140,8 +211,14 @@ async def _serve(args: argparse.Namespace) -> int:
     server = DemoServer(engines, ports, scenario=args.scenario, seed=args.seed,
                         background=not args.no_background, profile=args.profile,
                         fault_after=args.fault_after, fault_every=args.fault_every,
-                        gpu_port=args.gpu_port)
-    await server.start()
+                        gpu_port=args.gpu_port, settings=_settings(args),
+                        gpu_used_gib=args.gpu_memory_used_gib)
+    try:
+        await server.start()
+    except ValueError as exc:  # the engine refuses these settings, as the real one does
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        await server.stop()
+        return 1
     info = server.info()
     if args.ready_file:
         _write_ready(args.ready_file, info)

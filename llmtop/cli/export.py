@@ -24,7 +24,7 @@ __all__ = ["add_listen_options", "build_parser", "main", "start_server"]
 log = logging.getLogger("llmtop.export")
 
 _SHARED = {"targets", "interval", "timeout", "config", "api_key", "insecure",
-           "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo"}
+           "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo", "capacity"}
 _FLEET = {"prometheus", "match", "group_by", "prometheus_token_file", "prometheus_user",
           "prometheus_password_file", "prometheus_header", "prometheus_param",
           "prometheus_ca_file"}

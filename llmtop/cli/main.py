@@ -1,5 +1,6 @@
 """Command line: ``llmtop [TARGET ...]`` (TUI), ``--once``, ``--demo`` and the subcommands
-``demo serve``, ``demo fleet``, ``probe``, ``record``, ``replay`` and ``export``.
+``demo serve``, ``demo fleet``, ``probe``, ``tune``, ``record``, ``replay``, ``export`` and
+``capacity``.
 
 The entry point only dispatches: the monitor's options live in ``cli/monitor.py``, each
 subcommand in its own module; every one of them looks down, none back here. No textual or
@@ -20,20 +21,21 @@ from llmtop.errors import LlmtopError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = ("demo", "probe", "record", "replay", "export")
+SUBCOMMANDS = ("demo", "probe", "tune", "record", "replay", "export", "capacity")
 
 
 def _subcommand_first(argv: list[str]) -> list[str]:
     """``llmtop --api-key K record F`` -> ``llmtop record --api-key K F``."""
     if not argv or not argv[0].startswith("-") or not any(a in SUBCOMMANDS for a in argv):
         return argv
-    from llmtop.cli import demo, export, probe, record
+    from llmtop.cli import demo, export, probe, record, tune
     from llmtop.cli.argv import subcommand_first, value_options
 
     demo_parser = demo.build_parser()
     demo_sub = next(a for a in demo_parser._actions
                     if isinstance(a, argparse._SubParsersAction))
-    parsers = [build_parser(), probe.build_parser(), record._record_parser(),
+    parsers = [build_parser(), probe.build_parser(), tune.build_parser(),
+               record._record_parser(),
                record._replay_parser(), export.build_parser(build_parser()),
                *demo_sub.choices.values()]
     return subcommand_first(argv, SUBCOMMANDS, value_options(parsers))
@@ -58,6 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from llmtop.cli.probe import main as probe_main
 
                 return probe_main(rest)
+            if cmd == "capacity":
+                from llmtop.cli.capacity import main as capacity_main
+
+                return capacity_main(rest)
+            if cmd == "tune":
+                from llmtop.cli.tune import main as tune_main
+
+                return tune_main(rest)
             if cmd == "export":
                 from llmtop.cli.export import build_parser as export_parser
                 from llmtop.cli.export import main as export_main

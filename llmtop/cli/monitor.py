@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="NAME=VALUE", help="extra query parameter (dedup=true); repeat")
     fleet.add_argument("--prometheus-ca-file", default=None, metavar="FILE",
                        help="CA bundle for the server's TLS certificate")
+    p.add_argument("--capacity", default=None, metavar="FILE",
+                   help="capacity profiles from this probe/bake-off report or saved profile, "
+                   "instead of the saved ones (docs/capacity.md)")
     p.add_argument("--record", default=None, metavar="FILE", help="record while the TUI runs")
     p.add_argument("--retention", type=_POSITIVE, default=None, metavar="HOURS",
                    help="with --record: keep at most this many hours")

@@ -195,6 +195,9 @@ def _replay_parser() -> argparse.ArgumentParser:
                    help="playback speed, any positive number (default 1; the x key cycles "
                    "1, 10, 60)")
     p.add_argument("--theme", default=None)
+    p.add_argument("--capacity", default=None, metavar="FILE",
+                   help="capacity profiles from this report or profile, instead of the saved "
+                   "ones (docs/capacity.md)")
     return p
 
 
@@ -226,9 +229,18 @@ def replay_main(argv: Sequence[str]) -> int:
 
         replay = FleetReplay(rec, at if args.at else None, speed=args.speed)
         return run_fleet(replay, tui_config(replay.config), theme=args.theme)
+    config = None
+    if args.capacity:
+        import dataclasses
+
+        from llmtop.capacity import load_profile_file
+        from llmtop.config import Config
+
+        load_profile_file(args.capacity)  # a bad file stops here
+        config = dataclasses.replace(Config(), capacity_file=args.capacity)
     if args.once:
-        snap = snapshot_at(rec, at, args.window)
-        findings = diagnosis_at(rec, at)  # the recording before --at is the baseline
+        snap = snapshot_at(rec, at, args.window, config)
+        findings = diagnosis_at(rec, at, config)  # the recording before --at is the baseline
         if args.json:
             from llmtop.once import snapshot_json
 
@@ -238,7 +250,7 @@ def replay_main(argv: Sequence[str]) -> int:
 
             print_once(snap, file=sys.stdout, diagnosis=findings)
         return 0
-    source = ReplaySource(rec)
+    source = ReplaySource(rec, config)
     source.speed = args.speed
     if args.at:
         source.seek(args.at)

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from llmtop import children
+from llmtop.demo import fleet_bins
 from llmtop.demo.fleet_exporters import TextTarget, dcgm_text, frozen_text
 from llmtop.demo.launcher import DemoHandle, start_demo
 from llmtop.demo.profiles import DEFAULT_PROFILE
@@ -47,21 +48,24 @@ MODEL_B = "Qwen/Qwen2.5-7B-Instruct"
 TROUBLE_SCENARIO = "kv-pressure"
 BIN_ENV = {"prometheus": "LLMTOP_PROMETHEUS_BIN", "victoria-metrics": "LLMTOP_VICTORIA_BIN",
            "promtool": "LLMTOP_PROMTOOL_BIN"}
-INSTALL_HINT = ("get the real servers with `bash scripts/fleet_servers.sh` (Debian's prometheus "
-                "and victoria-metrics packages unpacked into .cache/fleet-bin/, no root, no "
-                "services), or `apt-get install prometheus victoria-metrics`, or point "
-                "LLMTOP_PROMETHEUS_BIN / LLMTOP_VICTORIA_BIN at the binaries")
+INSTALL_HINT = ("run `llmtop demo fleet --yes` to fetch Debian's prometheus and "
+                "victoria-metrics packages into ~/.cache/llmtop/fleet-bin (no root, no "
+                "services), or install them (`apt-get install prometheus victoria-metrics`, "
+                "`brew install prometheus victoriametrics`), or point LLMTOP_PROMETHEUS_BIN / "
+                "LLMTOP_VICTORIA_BIN at the binaries")
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def find_binary(name: str) -> str | None:
     """Path of ``prometheus`` | ``promtool`` | ``victoria-metrics``, or None when absent.
 
-    Looks at the env var (``LLMTOP_PROMETHEUS_BIN``...), ``$LLMTOP_FLEET_BIN_DIR``, the
+    Looks at the env var (``LLMTOP_PROMETHEUS_BIN``...), ``$LLMTOP_FLEET_BIN_DIR``, llmtop's
+    cache (``~/.cache/llmtop/fleet-bin``, where ``llmtop demo fleet --yes`` fetches them), the
     checkout's ``.cache/fleet-bin/``, then ``PATH`` and ``/usr/bin``.
     """
     env = os.environ.get(BIN_ENV.get(name, ""), "")
-    dirs = [os.environ.get("LLMTOP_FLEET_BIN_DIR", ""), os.path.join(_ROOT, ".cache", "fleet-bin"),
+    dirs = [os.environ.get("LLMTOP_FLEET_BIN_DIR", ""), fleet_bins.cache_dir(),
+            os.path.join(_ROOT, ".cache", "fleet-bin"),
             os.path.join(os.getcwd(), ".cache", "fleet-bin")]
     for cand in [env, *(os.path.join(d, name) for d in dirs if d)]:
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):

@@ -27,8 +27,9 @@ Left out (documented): the summaries, ``nv_cpu_*``, the ``reason`` label of newe
 from __future__ import annotations
 
 import math
-import time
 from typing import Protocol
+
+from llmtop import clock
 
 __all__ = [
     "CONTENT_TYPE", "FIRST_RESPONSE_BUCKETS_MS", "HIST_BOUNDS", "SPLIT", "TOKEN_BUCKETS",
@@ -149,7 +150,7 @@ def render(engine: object, gpu: _Gpu | None = None) -> bytes:
            ])
     family("nv_trt_llm_general_metrics", "General TRT LLM metrics", "gauge", [
         ({**model, "general_type": "iteration_counter"}, e.steps),
-        ({**model, "general_type": "timestamp"}, int(time.time() * 1e6)),  # µs (current backend)
+        ({**model, "general_type": "timestamp"}, int(clock.time() * 1e6)),  # µs (current backend)
     ])
     family("nv_trt_llm_disaggregated_serving_metrics", "TRT LLM disaggregated serving metrics",
            "counter", [

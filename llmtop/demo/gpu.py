@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from typing import Any
 
+from llmtop import clock
 from llmtop.demo.sim import Engine
 
 __all__ = ["SimGpu"]
@@ -49,7 +49,7 @@ class SimGpu:
         self.throttle: list[str] = []
         self._hot_s = 0.0
         self.overheated = False
-        self._last = (time.monotonic(), engine.busy_s)
+        self._last = (clock.monotonic(), engine.busy_s)
 
     @property
     def mem_used_bytes(self) -> int:
@@ -64,7 +64,7 @@ class SimGpu:
 
     def update(self) -> None:
         """Advance the GPU state to now (call every ~0.5 s)."""
-        now = time.monotonic()
+        now = clock.monotonic()
         t0, busy0 = self._last
         dt = now - t0
         if dt <= 0:

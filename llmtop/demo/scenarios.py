@@ -52,11 +52,11 @@ import dataclasses
 import math
 import os
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmtop import clock
 from llmtop.demo.sim import Engine, Rejected
 
 __all__ = [
@@ -256,7 +256,7 @@ class BackgroundTraffic:
         self.anomaly = False
         """True from the end of the baseline on (set by the server)."""
         self.rng = random.Random(seed + 7)
-        self.t0 = time.monotonic()
+        self.t0 = clock.monotonic()
         self._task: asyncio.Task[None] | None = None
         self._prefix_len = max(s.prefix_len for s in (*self.shapes, *self.anomaly_shapes,
                                                       scenario))
@@ -308,7 +308,7 @@ class BackgroundTraffic:
         return True
 
     def tick(self) -> None:
-        t = time.monotonic() - self.t0
+        t = clock.monotonic() - self.t0
         shapes = self.anomaly_shapes if self.anomaly else self.shapes
         for i, e in enumerate(self.engines):
             shape = shapes[i]
@@ -321,7 +321,7 @@ class BackgroundTraffic:
     async def run(self) -> None:
         while True:
             self.tick()
-            await asyncio.sleep(0.25)
+            await clock.sleep(0.25)
 
     def start(self) -> None:
         if self._task is None:

@@ -13,15 +13,22 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from llmtop import clock
 from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
 from llmtop.demo.gpu import SimGpu
 from llmtop.demo.httpd import HttpServer, Request, Response, Router, json_response
-from llmtop.demo.profiles import DEFAULT_PROFILE, PROFILES, engine_settings
+from llmtop.demo.profiles import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    EngineSettings,
+    Profile,
+    engine_settings,
+)
 from llmtop.demo.scenarios import (
     BackgroundTraffic,
     anomaly_seconds,
@@ -88,6 +95,37 @@ class _EngineSite:
             self.http.unlisten()
 
 
+def _check_fits(s: EngineSettings, profile: Profile, used_gib: float = 0.5) -> None:
+    """Refuse settings the simulated GPU cannot hold, in the order and with the words of
+    vLLM's ``ValueError``s: more memory asked than is free (``used_gib`` held by other
+    processes and the CUDA context; ``vllm/v1/worker/utils.py``), no memory left for the KV
+    cache after the weights, or a KV cache smaller than one request of the full context
+    (``vllm/v1/core/kv_cache_utils.py``)."""
+    total = profile.mem_total_bytes / 2**30
+    free = total - used_gib
+    want = total * s.gpu_memory_utilization
+    if want > free:
+        raise ValueError(
+            f"Free memory on device cuda:0 ({free:.2f}/{total:.2f} GiB) on startup is less "
+            f"than desired GPU memory utilization ({s.gpu_memory_utilization}, {want:.2f} GiB)."
+            " Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    left = profile.mem_total_bytes * s.gpu_memory_utilization - profile.weights_bytes \
+        - profile.activation_bytes
+    if s.num_gpu_blocks is None and left <= 0:
+        raise ValueError("No available memory for the cache blocks. Try increasing "
+                         "`gpu_memory_utilization` when initializing the engine.")
+    tokens = s.kv_blocks(profile) * s.block_size
+    if tokens < s.max_model_len:
+        raise ValueError(
+            f"To serve at least one request with the models's max seq len ({s.max_model_len}), "
+            f"({s.max_model_len * profile.kv_bytes_per_token / 2**30:.2f} GiB KV cache is "
+            f"needed, which is larger than the available KV cache memory "
+            f"({tokens * profile.kv_bytes_per_token / 2**30:.2f} GiB). Based on the available "
+            f"memory, the estimated maximum model length is {tokens}. Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+            "engine.")
+
+
 class DemoServer:
     """The demo engines, their HTTP servers, background traffic and scenario faults."""
 
@@ -95,7 +133,8 @@ class DemoServer:
                  *, scenario: str | None = None, seed: int = 0, background: bool = True,
                  profile: str | None = None, fault_after: float = 10.0,
                  fault_every: float = 30.0, gpu_port: int = 0,
-                 baseline_s: float | None = None, anomaly_s: float | None = None):
+                 baseline_s: float | None = None, anomaly_s: float | None = None,
+                 settings: dict[str, Any] | None = None, gpu_used_gib: float = 0.5):
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
@@ -116,6 +155,12 @@ class DemoServer:
         """Seconds the anomaly lasts (None: until the demo stops)."""
         self.anomaly_ended: float | None = None
         """Unix time the anomaly ended (None: not yet, or never)."""
+        self.settings = dict(settings or {})
+        """Scheduler knobs given on the command line (``EngineSettings`` fields), applied to
+        every engine over the scenario's (a tuner's trial: seats, token budget, KV pool;
+        ``kv_tokens`` sets the pool in tokens)."""
+        self.gpu_used_gib = gpu_used_gib
+        """GiB of the simulated GPU held by others (and the CUDA context) at start."""
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -132,7 +177,14 @@ class DemoServer:
             changes: dict[str, Any] = dict(sc.settings.get(kind, {})) if sized else {}
             if kind in sc.kv_blocks and sized:
                 changes["num_gpu_blocks"] = sc.kv_blocks[kind]
+            changes.update(self.settings)
+            kv_tokens = changes.pop("kv_tokens", None)
             settings = engine_settings(kind, **changes)
+            if kv_tokens is not None:  # whole blocks, as an engine sizes its pool
+                settings = replace(settings, num_gpu_blocks=max(
+                    1, -(-int(kv_tokens) // settings.block_size)))
+            if self.settings:
+                _check_fits(settings, self.profile, self.gpu_used_gib)
             fmt = _FORMATS[kind]
             engine = Engine(kind, settings, self.profile, fmt.HIST_BOUNDS,
                             split=getattr(fmt, "SPLIT", frozenset()), seed=self.seed + i)
@@ -209,20 +261,20 @@ class DemoServer:
             for s in self.sites:
                 if s.gpu is not None:
                     s.gpu.update()
-            await asyncio.sleep(0.5)
+            await clock.sleep(0.5)
 
     async def _anomaly_after(self, delay: float) -> None:
-        await asyncio.sleep(delay)
+        await clock.sleep(delay)
         self.start_anomaly()
         if self.anomaly_s is not None:
-            await asyncio.sleep(self.anomaly_s)
+            await clock.sleep(self.anomaly_s)
             self.end_anomaly()
 
     def end_anomaly(self) -> None:
         """Back to the baseline: its traffic, no effect (idempotent; only after a start)."""
         if self.anomaly_started is None or self.anomaly_ended is not None:
             return
-        self.anomaly_ended = time.time()
+        self.anomaly_ended = clock.time()
         if self.traffic is not None:
             self.traffic.anomaly = False
         for s in self.sites:
@@ -239,7 +291,7 @@ class DemoServer:
         """End the baseline: switch the traffic and apply the scenario's effect (idempotent)."""
         if self.anomaly_started is not None:
             return
-        self.anomaly_started = time.time()
+        self.anomaly_started = clock.time()
         sc = self.scenario
         if self.traffic is not None:
             self.traffic.anomaly = True
@@ -262,7 +314,7 @@ class DemoServer:
 
     async def _fault_loop(self, kind: str) -> None:
         es = self.sites[0]
-        await asyncio.sleep(self.fault_after)
+        await clock.sleep(self.fault_after)
         while True:
             if kind == "restart":
                 es.engine.restart()
@@ -273,7 +325,7 @@ class DemoServer:
                     await es.listen()
                 except OSError:
                     pass  # port taken meanwhile: stay down, retry next period
-            await asyncio.sleep(self.fault_every)
+            await clock.sleep(self.fault_every)
 
     # -- HTTP -------------------------------------------------------------------------------
     async def _gpus(self, request: Request) -> Response:
@@ -340,7 +392,7 @@ class DemoServer:
             if es.fault == "garbage":
                 return Response(body=_GARBAGE, content_type="text/plain")
             if es.fault == "slow":
-                await asyncio.sleep(_SLOW_METRICS_S)
+                await clock.sleep(_SLOW_METRICS_S)
             if es.kind == "triton":
                 body = formats_triton.render(es.engine, es.gpu)
             else:
@@ -407,7 +459,7 @@ def _sglang_loads(e: Engine) -> dict[str, Any]:
     s = e.settings
     used = e.pool.used * s.block_size
     return {
-        "timestamp": time.time(), "version": "0.5.23", "accelerator": "cuda",
+        "timestamp": clock.time(), "version": "0.5.23", "accelerator": "cuda",
         "num_accelerators": 1,
         "loads": [{
             "dp_rank": 0, "num_running_reqs": len(e.running), "num_waiting_reqs": len(e.waiting),

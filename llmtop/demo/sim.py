@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from llmtop import clock as timebase
 from llmtop.demo.kvpool import KVPool, prompt_hashes
 from llmtop.demo.profiles import EngineSettings, Profile
 from llmtop.demo.stats import Hist, Stats
@@ -126,7 +126,7 @@ class Engine:
 
     def __init__(self, kind: str, settings: EngineSettings, profile: Profile,
                  hist_bounds: dict[str, Sequence[float]], *, split: frozenset[str] = frozenset(),
-                 seed: int = 0, clock: Callable[[], float] = time.time):
+                 seed: int = 0, clock: Callable[[], float] = timebase.time):
         self.kind = kind
         self.settings = settings
         self.profile = profile
@@ -141,7 +141,7 @@ class Engine:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.stats = Stats(hist_bounds, split)
-        self.start_time = time.time()
+        self.start_time = self.clock()
         self.next_rid = 0
         self.bg_inflight = 0
         self.busy_s = 0.0
@@ -150,7 +150,7 @@ class Engine:
         self.last_step_tokens = 0
         self.last_hit_rate = 0.0
         self.gen_tput = 0.0
-        self._tput_acc = (0.0, time.monotonic())
+        self._tput_acc = (0.0, timebase.monotonic())
         self.deferred = 0
         self.decode_factor = 1.0
         """Multiplies the non-prefill part of every step (``decode-slowdown`` scenario)."""
@@ -242,7 +242,7 @@ class Engine:
         self.waiting.clear()
         self.pool.reset()
         self.stats = Stats(self.hist_bounds, self.split)
-        self.start_time = time.time()
+        self.start_time = self.clock()
         self.gen_tput = 0.0
 
     # -- gauges -----------------------------------------------------------------------------
@@ -254,20 +254,19 @@ class Engine:
 
     # -- scheduler --------------------------------------------------------------------------
     async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_t = loop.time()
+        next_t = timebase.monotonic()
         while not self.closed:
             if not self.running and not self.waiting:
                 self._wake.clear()
                 self.last_batch = 0
                 await self._wake.wait()
-                next_t = loop.time()
+                next_t = timebase.monotonic()
                 continue
             rows = self._schedule()
             dur = self._duration(rows)
-            now = loop.time()
+            now = timebase.monotonic()
             next_t = max(next_t, now - 0.05) + dur + self.profile.step_gap_s
-            await asyncio.sleep(max(0.0, next_t - now))
+            await timebase.sleep(next_t - now)
             self.busy_s += dur
             self.steps += 1
             self._apply(rows, self.clock())
@@ -410,6 +409,7 @@ class Engine:
                 r.output += 1
                 r.last_token_t = now
                 gen += 1
+                st.inc("prefill_made_tokens")  # SGLang counts these apart from decode's
             else:
                 gap = now - r.last_token_t
                 st.obs("itl", gap)
@@ -431,7 +431,7 @@ class Engine:
         # generation throughput, SGLang-style (tokens over the last ~2 s)
         acc, t0 = self._tput_acc
         acc += gen
-        mono = time.monotonic()
+        mono = timebase.monotonic()
         if mono - t0 >= 2.0:
             self.gen_tput = acc / (mono - t0)
             acc, t0 = 0.0, mono

@@ -5,10 +5,11 @@ The format modules render them at scrape time; bucket bounds come from each engi
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
+
+from llmtop import clock
 
 __all__ = ["Hist", "Stats"]
 
@@ -50,7 +51,7 @@ class Stats:
         self.split = split
         self.c: defaultdict[str, float] = defaultdict(float)
         self.h: dict[str, Hist] = {}
-        self.created = time.time()
+        self.created = clock.time()
 
     def inc(self, key: str, v: float = 1.0, streaming: bool | None = None) -> None:
         self.c[key] += v

@@ -70,6 +70,9 @@ def warm_times(times: Sequence[float], i: int, span_s: float = REPLAY_WARM_S,
 class FleetDiagnosis:
     """A ``Diagnoser`` driven by a fleet's refreshes (see the module doc)."""
 
+    baseline_step_s: float = BASELINE_STEP_S
+    """The baseline's point step (tests shorten it with the warm-up's step)."""
+
     def __init__(self) -> None:
         self._events: deque[Event] = deque(maxlen=_EVENTS_KEPT)
         self.reset()
@@ -80,7 +83,7 @@ class FleetDiagnosis:
         # each new refresh runs the rules; the 15-min medians of hundreds of rows are worked
         # out again each BASELINE_REUSE_S, not each refresh (they move little in a minute)
         self.diagnoser = Diagnoser(every_s=0.0, tracker=BaselineTracker(
-            reuse_s=BASELINE_REUSE_S))
+            step_s=self.baseline_step_s, reuse_s=BASELINE_REUSE_S))
         self._waiting: dict[str, deque[tuple[float, float | None]]] = {}
         self._restart_at: dict[str, float] = {}
         self._restarted: set[str] = set()

@@ -20,7 +20,9 @@ from typing import Any
 
 import httpx
 
+from llmtop.capacity import annotate_rows, annotate_totals, load_profiles
 from llmtop.config import Config, PrometheusConfig
+from llmtop.errors import ConfigError
 from llmtop.fleet import pinned
 from llmtop.fleet.diagnosis import FleetDiagnosis
 from llmtop.fleet.gpulink import link_gpus
@@ -135,6 +137,10 @@ class FleetMonitor:
         self.eval_time: float | None = None
         self.at: float | None = self.cfg.at
         self.totals: list[EngineRow] = []
+        try:
+            self.profiles = load_profiles(config.capacity_file)
+        except ConfigError:  # the command line checked --capacity; a vanished file: none
+            self.profiles = []
         self.queries_last: int = 0
         self._targets: list[dict[str, Any]] = []
         self._connected_at: float | None = None
@@ -493,6 +499,10 @@ class FleetMonitor:
         gpus = gpu_records(gpu_groups[()].series) if gpu_groups else []
         link_gpus(rows, gpus)  # DCGM GPUs -> the rows they serve (by pod, or a one-engine host)
         self.totals = model_totals(samples.values(), self.window_s)
+        gpu_type = {p.engine_target: g.name for g in gpus for p in g.processes
+                    if p.engine_target and g.name}
+        annotate_rows(rows, self.profiles, t, gpus=gpu_type)  # headroom (docs/capacity.md)
+        annotate_totals(self.totals, rows)
         if self.partial:
             self.warnings.insert(0, "PARTIAL: some stores did not answer; values may be "
                                  "incomplete")

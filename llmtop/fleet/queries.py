@@ -75,7 +75,7 @@ MODEL_LABELS = ("model_name", "model", "name")
 
 ENGINE_LABELS = (*MODEL_LABELS, "version", "engine", "dp_rank", "finished_reason", "reason",
                  "request_type", "kv_cache_block_type", "engine_type", "method", "err",
-                 "quantile", "gpu_uuid")
+                 "quantile", "gpu_uuid", "mode")
 """Labels the adapters in ``llmtop/parse`` read (model, rank, category): kept in every ``by``."""
 
 PRESENCE = {

@@ -11,9 +11,9 @@ in ``llmtop.parse``, not here.
 
 from __future__ import annotations
 
-import time
 from typing import Protocol
 
+from llmtop import clock
 from llmtop.config import Config
 from llmtop.model import GpuSample
 
@@ -37,7 +37,8 @@ class NullSampler:
         self.reason = reason
 
     def sample(self) -> GpuSample:
-        return GpuSample(t_wall=time.time(), t_mono=time.monotonic(), error=self.reason, cost_s=0.0)
+        return GpuSample(t_wall=clock.time(), t_mono=clock.monotonic(), error=self.reason,
+                         cost_s=0.0)
 
     async def sample_async(self) -> GpuSample:
         return self.sample()

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from llmtop import clock as llmtop_clock
 from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
@@ -105,8 +106,8 @@ class DemoGpuSampler:
         url: str,
         *,
         timeout_s: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        clock: Callable[[], float] = llmtop_clock.monotonic,
+        wall: Callable[[], float] = llmtop_clock.time,
     ):
         self.url = url
         parts = urlsplit(url)

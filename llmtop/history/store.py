@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from llmtop.capacity import annotate_rows, load_profiles
 from llmtop.config import Config
+from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
@@ -103,6 +105,12 @@ class Store:
         above it."""
         self.diagnoser: Any = None
         """The ``diagnose.live.LiveDiagnosis`` attached to this store, if any."""
+        try:
+            self.profiles = load_profiles(config.capacity_file)
+        except ConfigError:  # the command line checked --capacity; a vanished file: none
+            self.profiles = []
+        """Capacity profiles the rows are matched to (``llmtop.capacity``)."""
+        self._urls = {t.name: t.base_url for t in config.targets}
 
     # ------------------------------------------------------------------ targets
 
@@ -113,6 +121,8 @@ class Store:
             if host is None:
                 host = (urlsplit(url).hostname if url else None) or ""
             ts = TargetHistory(name=name, host=host)
+            if url:
+                self._urls.setdefault(name, url)
             hint = self._engine_hints.get(name)
             if hint:
                 ts.engine, ts.hinted = hint, True
@@ -302,9 +312,7 @@ class Store:
         key = (window_s, t, tw, self._gen)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        engines: list[EngineRow] = []
-        for ts in self._targets.values():
-            engines.extend(target_rows(ts, window_s, t, self.interval_s))
+        engines = self._rows(window_s, t, tw)
         snap = Snapshot(
             time=tw,
             window_s=window_s,
@@ -323,7 +331,9 @@ class Store:
         if ts is None:
             return None
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
-        for r in target_rows(ts, window_s, t, self.interval_s):
+        rows = target_rows(ts, window_s, t, self.interval_s)
+        annotate_rows(rows, self.profiles, self._now_wall or 0.0, urls=self._urls)
+        for r in rows:
             if r.key == key:
                 return r
             for rr in r.ranks:
@@ -396,8 +406,14 @@ class Store:
     def rows_over(self, window_s: float, t_mono: float) -> list[EngineRow]:
         """Rows of every target over ``window_s`` ending at ``t_mono``, leaving the snapshot
         cache alone (the diagnosis' own window)."""
-        return [r for ts in self._targets.values()
+        return self._rows(window_s, t_mono, self._now_wall or 0.0)
+
+    def _rows(self, window_s: float, t_mono: float, t_wall: float) -> list[EngineRow]:
+        """Rows of every target over ``window_s``, with their capacity fields."""
+        rows = [r for ts in self._targets.values()
                 for r in target_rows(ts, window_s, t_mono, self.interval_s)]
+        annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
+        return rows
 
     def restart_ages(self, t_mono: float) -> dict[str, float]:
         """Seconds since each target's last restart seen by this store."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from llmtop.loadgen.report import load_text, slo_text
 
-__all__ = ["CHARTS", "charts_available", "render_charts"]
+__all__ = ["CHARTS", "charts_available", "render_charts", "scatter_chart"]
 
 CHARTS = ("throughput", "ttft", "latency_throughput")
 """Chart names, also the suffixes of ``--svg PREFIX-<name>.svg``."""
@@ -231,3 +231,18 @@ def render_charts(reports: Sequence[dict[str, Any]],
         chart.margin_bottom = 20 + (24 if n % 2 else 0)
         out[kind] = chart.render(is_unicode=True)
     return out
+
+
+def scatter_chart(title: str, x_title: str, y_title: str,
+                  series: Sequence[tuple[str, list[tuple[float, float, str]]]]) -> str:
+    """One XY chart as SVG text: each series a list of (x, y, label) points (the tuner's
+    Pareto fronts); the style and offline rules of the probe charts."""
+    import pygal
+
+    chart = pygal.XY(title=title, js=[], disable_xml_declaration=True, width=800, height=480,
+                     legend_at_bottom=True, x_title=x_title, y_title=y_title, dots_size=4,
+                     print_labels=True, truncate_legend=-1, stroke=False,
+                     style=_style(list(PALETTE)))
+    for name, pts in series:
+        chart.add(name, [{"value": (x, y), "label": label} for x, y, label in pts])
+    return str(chart.render(is_unicode=True))

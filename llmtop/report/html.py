@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmtop.loadgen.report import capacity, knee_text, lengths_lines, load_text, slo_text
+from llmtop.loadgen.report import (
+    capacity,
+    honesty_lines,
+    knee_text,
+    lengths_lines,
+    load_text,
+    slo_text,
+)
 from llmtop.report.charts import CHARTS, render_charts
 
 __all__ = ["html_report", "page", "steps_table", "write_charts"]
@@ -68,6 +75,7 @@ def _verdicts(report: dict[str, Any]) -> list[str]:
     if any(s.get("client_bound") for s in report.get("steps", [])):
         out.append("Some steps were client-bound: the client, not the server, was the "
                    "limit there.")
+    out += honesty_lines(report)
     out.append(f"stop reason: {report.get('stop_reason')}")
     return out
 

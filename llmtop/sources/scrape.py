@@ -60,6 +60,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from llmtop import clock
 from llmtop.config import Config, Target
 from llmtop.model import RawScrape
 from llmtop.sources.scrape_http import SAFE_HEADERS, HttpFetcher
@@ -147,8 +148,8 @@ class Scraper:
             return RawScrape(
                 target=target.name,
                 url=target.base_url,
-                t_wall=time.time(),
-                t_mono=time.monotonic(),
+                t_wall=clock.time(),
+                t_mono=clock.monotonic(),
                 status="down",
                 error=f"internal error: {type(exc).__name__}",
                 engine_hint=target.engine,
@@ -234,8 +235,8 @@ class Scraper:
         return RawScrape(
             target=target.name,
             url=url,
-            t_wall=time.time(),
-            t_mono=time.monotonic(),
+            t_wall=clock.time(),
+            t_mono=clock.monotonic(),
             status=res.status,
             http_status=res.http_status,
             content_type=res.content_type,

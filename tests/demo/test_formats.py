@@ -92,6 +92,17 @@ async def test_sglang_matches_fixture(demo_factory):
     assert 'sglang:num_retracted_reqs{engine_type="unified",model_name=' in body
     assert ',pid="' in body
     assert 'is_streaming="true"' in body and 'is_streaming="false"' in body
+    # as a real 0.5.23 server: a labelled counter is absent until it first counts, and at
+    # idle the scheduler's decode tokens + one per finished request (its first token, made
+    # by prefill) = the finished-request counter
+    assert "sglang:num_retracted_requests_total" not in body
+    from llmtop.parse import sglang
+    from llmtop.parse.exposition import parse
+
+    (m,) = sglang.normalize(body).models
+    gen = parse(body)["sglang:generation_tokens"].samples
+    assert m.counters["generation_tokens"] == sum(s.value for s in gen) > 0
+    assert m.counters["preemptions"] == 0.0
 
 
 async def test_triton_matches_fixture(demo_factory):

@@ -40,8 +40,9 @@ async def test_kv_pressure_preempts_and_retracts(demo_factory):
     async with aiohttp.ClientSession() as s:
         async def check():
             a, b = await metrics(s, v), await metrics(s, g)
+            # SGLang's counter is absent until its first retraction, as on the real server
             return (a["vllm:num_preemptions_total"] > 0
-                    and b["sglang:num_retracted_requests_total"] > 0)
+                    and b.get("sglang:num_retracted_requests_total", 0) > 0)
         assert await poll(check)
         m = await metrics(s, v)
         assert m["vllm:kv_cache_usage_perc"] > 0.5

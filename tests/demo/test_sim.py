@@ -108,7 +108,7 @@ def test_gpu_power_cap_under_sustained_load(monkeypatch):
     e = _engine()
     gpu = SimGpu(0, e, "vllm@127.0.0.1:1")
     now = [1000.0]
-    monkeypatch.setattr("llmtop.demo.gpu.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("llmtop.clock.monotonic", lambda: now[0])
     gpu._last = (now[0], 0.0)
     e.last_batch = 64
     for _ in range(60):  # 30 s fully busy at batch 64

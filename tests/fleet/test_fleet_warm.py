@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import math
 import time
 from typing import Any
 
@@ -373,54 +374,59 @@ def test_real_warm_points_equal_instant_refreshes(fleet_backend, demo_fleet):
     warm-up point's rows hold the numbers an instant refresh at that time gives, and
     ``--at`` gets a baseline."""
     prometheus_url = fleet_backend.url
-    cfg = Config(prometheus=PrometheusConfig(url=prometheus_url, window_s=10.0))
+    # seconds, not minutes: a 5 s window, points 2.5 s apart (the product: 180 s, 10 s)
+    window, step = 5.0, 2.5
+    cfg = Config(prometheus=PrometheusConfig(url=prometheus_url, window_s=window))
 
     async def go() -> tuple[Any, dict[float, Any], Any]:
         mon = FleetMonitor(cfg, lean=True)  # the warm-up's plan: no detail-only histograms
         mon.warm_baseline = False
         try:
             deadline = time.monotonic() + 120
-            while True:  # until the server holds 45 s of every ok row's history
+            while True:  # until the server holds 20 s of every ok row's history
                 mon._refreshed_at = None
                 snap = await mon.tick()
-                t = snap.time - 5
-                got = await fetch(mon.client, mon.plan, t, mon.window_s, step_s=5.0)
+                t = snap.time - window
+                got = await fetch(mon.client, mon.plan, t, mon.window_s, step_s=step)
                 ok = sum(r.state == "ok" for r in snap.engines)
                 full = [ts for ts, rows in got.points if len(rows) >= ok]
-                if (ok >= 3 and full and t - full[0] >= 45) or time.monotonic() > deadline:
+                if (ok >= 3 and full and t - full[0] >= 20) or time.monotonic() > deadline:
                     break
-                await asyncio.sleep(2.0)
+                await asyncio.sleep(1.0)
             inst = {}
             for ts, _ in got.points:
                 mon.travel(ts)
                 inst[ts] = await mon.tick()
             # --at: the first refresh at a past time is judged on the history before it
-            mon2 = FleetMonitor(Config(prometheus=PrometheusConfig(
-                url=prometheus_url, window_s=10.0, at=t)))
-            try:
-                import llmtop.fleet.warm as w
+            import llmtop.fleet.warm as w
+            from llmtop.fleet.diagnosis import FleetDiagnosis
 
-                saved, w.WARM_STEP_S = w.WARM_STEP_S, 5.0  # seconds of history, not minutes
+            saved = w.WARM_STEP_S, FleetDiagnosis.baseline_step_s
+            w.WARM_STEP_S = FleetDiagnosis.baseline_step_s = step
+            mon2 = FleetMonitor(Config(prometheus=PrometheusConfig(
+                url=prometheus_url, window_s=window, at=t)))
+            try:
                 try:
                     at_snap = await mon2.tick()
                     await mon2.warmed()
                 finally:
-                    w.WARM_STEP_S = saved
+                    w.WARM_STEP_S, FleetDiagnosis.baseline_step_s = saved
                 keys = [r.key for r in at_snap.engines if r.state == "ok"]
-                bases = mon2.diagnoser.diagnoser.tracker.baselines(keys, t, 10.0)
+                bases = mon2.diagnoser.diagnoser.tracker.baselines(keys, t, window)
             finally:
                 await mon2.aclose()
-            return got, inst, (mon2.diagnoser.warm_points, keys, bases)
+            return got, inst, (mon2.diagnoser.warm_points, keys, bases,
+                    full[0] if full else -math.inf)
         finally:
             await mon.aclose()
 
-    got, inst, (taken, keys, bases) = asyncio.run(go())
+    got, inst, (taken, keys, bases, oldest) = asyncio.run(go())
     assert got.error is None and got.points, got.error
-    # every row there, and its window (10 s) past the first sample
-    oldest = next(ts for ts, rows in got.points if len(rows) == max(map(len, dict(
-        got.points).values())))
-    fresh = [(ts, rows) for ts, rows in got.points if ts - oldest > 15]
-    assert len(fresh) >= 3, [ts for ts, _ in got.points]
+    # points a window (5 s) past the oldest point holding every row that was ok when the
+    # wait ended (the server may hold older points of fewer rows: instances still starting,
+    # or earlier tests' fleets)
+    fresh = [(ts, rows) for ts, rows in got.points if ts - oldest > 8]
+    assert len(fresh) >= 3, [(ts - oldest, len(rows)) for ts, rows in got.points]
     compared = 0
     for ts, rows in fresh:
         want = {r.key: r for r in inst[ts].engines if r.state == "ok"}

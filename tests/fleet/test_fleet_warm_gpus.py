@@ -23,6 +23,7 @@ import pytest
 import llmtop.fleet.warm as warm_mod
 from llmtop.config import Config, PrometheusConfig
 from llmtop.diagnose.baseline import GPU_SIGNALS
+from llmtop.fleet.diagnosis import FleetDiagnosis
 from llmtop.fleet.monitor import FleetMonitor
 from llmtop.fleet.warm import WARM_GPU_FIELDS
 from llmtop.parse.dcgm import _FIELDS as _DCGM_FIELDS
@@ -177,10 +178,11 @@ def _real_first(url: str) -> tuple[Any, FleetMonitor]:
 
 def test_real_prometheus_warms_the_gpu_baseline(gpu_host, monkeypatch):
     url, state = gpu_host
-    monkeypatch.setattr(warm_mod, "WARM_STEP_S", 2.0)  # seconds of history, not minutes
-    # a calm history: the baseline takes a point per 10 s (BASELINE_STEP_S), 3 or more
-    # older than the 5 s window
-    time.sleep(36)
+    # seconds of history, not minutes: warm-up points and baseline points 2 s apart (the
+    # product's 180 s and 10 s); the baseline needs 3 or more older than the 5 s window
+    monkeypatch.setattr(warm_mod, "WARM_STEP_S", 2.0)
+    monkeypatch.setattr(FleetDiagnosis, "baseline_step_s", 2.0)
+    time.sleep(14)
     state.update(clock=CAPPED, mask=4)
     got: dict[str, tuple[Any, FleetMonitor]] = {}
     deadline = time.monotonic() + 120  # a loaded machine: each try connects afresh

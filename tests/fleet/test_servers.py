@@ -8,6 +8,7 @@ the recorded Thanos/Mimir/VictoriaMetrics envelopes are well formed.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -172,15 +173,77 @@ def test_the_backend_quirks_the_fixtures_document():
 
 # -- llmtop demo fleet --------------------------------------------------------------------
 
+def _no_fetch(*_a, **_k):
+    raise AssertionError("fetched without consent")
+
+
 def test_demo_fleet_without_a_binary_says_how_to_get_one(monkeypatch, capsys):
+    # not a terminal, no --yes: nothing is fetched; one exact command is given
     from llmtop.cli.demo import main as demo_main
-    from llmtop.demo import fleet
+    from llmtop.demo import fleet, fleet_bins
 
     monkeypatch.setattr(fleet, "find_binary", lambda name: None)
+    monkeypatch.setattr(fleet_bins, "fetch", _no_fetch)
+    monkeypatch.setattr(fleet_bins, "blocker", lambda: None)
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a TTY: never read
     assert demo_main(["fleet", "--once", "--json"]) == 2
     err = capsys.readouterr().err
-    assert "no prometheus binary" in err and "scripts/fleet_servers.sh" in err
-    assert "apt-get install prometheus" in err
+    assert "no prometheus binary" in err and "llmtop demo fleet --yes" in err
+    assert "apt-get install prometheus" in err and "scripts/" not in err
+
+
+def test_demo_fleet_yes_fetches_into_the_cache_then_runs(monkeypatch, capsys, tmp_path):
+    from llmtop.cli.demo import main as demo_main
+    from llmtop.demo import fleet, fleet_bins
+
+    fetched: list[str] = []
+    monkeypatch.setenv("LLMTOP_FLEET_BIN_DIR", str(tmp_path))
+    monkeypatch.setattr(fleet, "find_binary", lambda name: (str(tmp_path / name)
+                                                            if fetched else None))
+    monkeypatch.setattr(fleet_bins, "blocker", lambda: None)
+    monkeypatch.setattr(fleet_bins, "fetch", lambda dest, progress: fetched.append(dest))
+    started: list[str] = []
+
+    def fake_start(*_a, **_k):
+        started.append("fleet")
+        raise fleet.LlmtopError("stop here")
+
+    monkeypatch.setattr(fleet, "start_demo_fleet", fake_start)
+    assert demo_main(["fleet", "--yes", "--once"]) == 2
+    assert fetched == [str(tmp_path)] and started == ["fleet"]
+
+
+def test_demo_fleet_where_nothing_can_be_fetched(monkeypatch, capsys):
+    from llmtop.cli.demo import main as demo_main
+    from llmtop.demo import fleet, fleet_bins
+
+    monkeypatch.setattr(fleet, "find_binary", lambda name: None)
+    monkeypatch.setattr(fleet_bins, "fetch", _no_fetch)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert fleet_bins.blocker() and "apt-get" in fleet_bins.blocker()
+    assert demo_main(["fleet", "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot fetch one here" in err and "LLMTOP_PROMETHEUS_BIN" in err
+
+
+@pytest.mark.slow
+def test_fleet_bins_fetch_unpacks_real_binaries(tmp_path):
+    # the path `llmtop demo fleet --yes` takes, for real (Debian's packages)
+    from llmtop.demo import fleet_bins
+
+    why = fleet_bins.blocker()
+    if why:
+        pytest.skip(why)
+    lines: list[str] = []
+    dest = fleet_bins.fetch(str(tmp_path / "bins"), progress=lines.append)
+    assert fleet_bins.have_all(dest)
+    out = subprocess.run([f"{dest}/prometheus", "--version"], capture_output=True, text=True,
+                         timeout=30)
+    assert "prometheus, version" in (out.stdout + out.stderr)
+    assert lines[0].startswith("fetching Debian's prometheus") and lines[-1].startswith("done")
+    before = len(lines)
+    assert fleet_bins.fetch(dest, progress=lines.append) == dest  # cached: no second fetch
+    assert len(lines) == before
 
 
 def test_demo_fleet_passes_once_json_through(prometheus_bin):

@@ -84,19 +84,31 @@ RATES = [
     ("vllm", "prompt_tokens_per_s", "vllm:prompt_tokens_total"),
     ("vllm", "requests_per_s", "vllm:request_success_total"),
     ("vllm", "preemptions_per_s", "vllm:num_preemptions_total"),
-    ("sglang", "generation_tokens_per_s", "sglang:generation_tokens_total"),
-    ("sglang", "prompt_tokens_per_s", "sglang:prompt_tokens_total"),
+    # SGLang's *_tokens_total move only when a request finishes: llmtop reads the per-step
+    # realtime_tokens_total by mode (decode + one prefill token per finished request)
+    ("sglang", "generation_tokens_per_s",
+     'sglang:realtime_tokens_total{mode="decode"} + sglang:num_requests_total'),
+    ("sglang", "prompt_tokens_per_s",
+     'sglang:realtime_tokens_total{mode=~"prefill_compute|prefill_cache"}'),
     ("sglang", "requests_per_s", "sglang:num_requests_total"),
 ]
+
+
+def _sum_of_rates(metrics: str, by: str = "instance, model_name") -> str:
+    """``sum by (BY) (rate(X{server=""}[W])) + ...`` for each ``X{matchers}`` of ``A + B``."""
+    parts = []
+    for m in metrics.split(" + "):
+        name, _, matchers = m.partition("{")
+        sel = '{server=""' + ("," + matchers if matchers else "}")
+        parts.append(f"sum by ({by}) (rate({name}{sel}[{WINDOW_S:g}s]))")
+    return " + ".join(parts)
 
 
 @pytest.mark.parametrize(("engine", "field", "metric"), RATES)
 def test_rates_equal_the_servers_rate(fleet, promql, engine, field, metric):
     backend, _mon, snap = fleet
     rows = _rows(snap, engine)
-    want = _series(promql, backend.url,
-                   f'sum by (instance, model_name) (rate({metric}{{server=""}}[{WINDOW_S:g}s]))',
-                   snap.time)
+    want = _series(promql, backend.url, _sum_of_rates(metric), snap.time)
     assert rows and want
     compared = 0
     for key, row in rows.items():
@@ -166,9 +178,9 @@ def test_totals_per_model_come_from_summed_bucket_rates(fleet, promql):
     rate = f'rate({metric}{{server=""}}[{WINDOW_S:g}s])'
     for model in (MODEL_A, MODEL_B):
         total = next(r for r in mon.totals if r.model == model)
-        gen = sum(_series(promql, backend.url, f'sum by (model_name) (rate({m}{{server=""}}'
-                          f'[{WINDOW_S:g}s]))', snap.time).get(("", model), 0.0)
-                  for m in ("vllm:generation_tokens_total", "sglang:generation_tokens_total"))
+        gen = sum(_series(promql, backend.url, _sum_of_rates(m, "model_name"), snap.time
+                          ).get(("", model), 0.0)
+                  for m in ("vllm:generation_tokens_total", RATES[4][2]))
         assert _close(total.generation_tokens_per_s, gen, 1e-6), (backend.kind, model)
         # the model's vLLM-only quantile (one bucket layout) equals histogram_quantile of the
         # model's summed bucket rates

@@ -1,11 +1,13 @@
-"""Drive a real vLLM (CPU build, tiny model) through a healthy phase and an incident, and see
-what llmtop says about it: ``--once --json --window 5`` during the incident, the TUI's Why
-screen (the app run headless against the live server), and a recording replayed at the
-incident and at a healthy moment. Used by ``test_real_vllm_incidents.py``.
+"""Drive a real server (vLLM, Triton, llama-server) through a healthy phase and an incident,
+and see what llmtop says about it: ``--once --json --window 5`` during the incident, the TUI's
+Why screen (the app run headless against the live server), and a recording replayed at the
+incident and at a healthy moment. Used by ``test_real_vllm_incidents.py`` and
+``test_real_queueing.py``.
 
-Load comes from ``llmtop probe`` (bounded by ``--duration``, 127.0.0.1 only). The server's
-own counters are scraped at the start and end of the ``--once`` window so the test (and its
-printed table) can put llmtop's numbers next to the server's.
+Load comes from ``llmtop probe`` (or the incident's own load command: Triton's inference API
+is not OpenAI's), bounded by ``--duration``, 127.0.0.1 only. The server's own counters are
+scraped at the start and end of the ``--once`` window so the test (and its printed table)
+can put llmtop's numbers next to the server's.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from llmtop.config import Config
 from llmtop.parse.exposition import parse
 from llmtop.targets import parse_target
 
-__all__ = ["ROOT", "VENV", "Incident", "Result", "run_incident", "serve", "table", "vllm_ready"]
+__all__ = ["ROOT", "VENV", "Incident", "Result", "run_incident", "serve", "served", "table",
+           "vllm_ready"]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("LLMTOP_VLLM_VENV", Path.home() / ".cache/llmtop/vllm-venv"))
@@ -47,17 +50,28 @@ def vllm_ready() -> bool:
 def serve(state: Path, *flags: str) -> Iterator[str]:
     """A real vLLM with ``flags`` on a free loopback port (``scripts/real_vllm/serve.sh``),
     stopped (SIGTERM, then SIGKILL) when the block ends."""
+    # vLLM's CPU threads on core 0 only: on 2 cores, spinning on both starved the load
+    # generator, which then let the queue drain every ~20 s (no incident holds 30 s)
+    env = {"VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0")}
+    with served("scripts/real_vllm/serve.sh", state, *flags, env=env) as st:
+        yield (st / "url").read_text().strip()
+
+
+@contextlib.contextmanager
+def served(script: str, state: Path, *flags: str, env: dict[str, str] | None = None
+           ) -> Iterator[Path]:
+    """A real server started by ``script`` (``scripts/real_*/serve.sh STATE flags``), which
+    writes its ``url`` (and ``pid``) into ``state``; stopped (SIGTERM, then SIGKILL) when the
+    block ends. Yields ``state``."""
     state.mkdir(parents=True, exist_ok=True)
     try:
-        # vLLM's CPU threads on core 0 only: on 2 cores, spinning on both starved the load
-        # generator, which then let the queue drain every ~20 s (no incident holds 30 s)
-        env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": os.environ.get(
-            "VLLM_CPU_OMP_THREADS_BIND", "0")}
-        out = subprocess.run(["bash", str(ROOT / "scripts/real_vllm/serve.sh"), str(state),
-                              *flags], capture_output=True, text=True, timeout=300, env=env)
+        out = subprocess.run(["bash", str(ROOT / script), str(state), *flags],
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, **(env or {})})
         if out.returncode != 0:
-            raise AssertionError(f"vLLM did not start ({' '.join(flags)}): {out.stderr[-2000:]}")
-        yield out.stdout.strip().splitlines()[-1]
+            raise AssertionError(f"{script} did not start ({' '.join(flags)}): "
+                                 f"{out.stderr[-2000:]}")
+        yield state
     finally:
         pid_file = state / "pid"
         if pid_file.exists():
@@ -127,7 +141,8 @@ def server_window(a: dict[str, float], b: dict[str, float], span_s: float) -> di
 
 @dataclass
 class Incident:
-    """One scenario: a healthy phase, then an incident, each driven by ``llmtop probe``."""
+    """One scenario: a healthy phase, then an incident, each driven by ``llmtop probe`` (or
+    ``load``)."""
 
     cause: str
     """The rule that must come first during the incident (``queueing``...)."""
@@ -145,6 +160,13 @@ class Incident:
     0.25 s during ``--once``). On a starved box the load generator can fall behind and let
     the server drain for a moment; llmtop is then right to see no queue, so ``--once`` is
     taken again (at most 3 times) until the incident held all through its window."""
+    load: Any = None
+    """``f(args, duration) -> argv`` of the load command (default: ``llmtop probe URL``)."""
+    values: Any = None
+    """``f(url) -> dict`` of the server's own values (default: vLLM's ``server_values``)."""
+    window: Any = None
+    """``f(a, b, span_s) -> dict``: the server's own account of the window between two
+    ``values`` (default: vLLM's ``server_window``)."""
 
 
 @dataclass
@@ -176,23 +198,25 @@ async def _run(*cmd: str, timeout: float = 120) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
-async def _once_sampled(url: str) -> tuple[list[dict[str, float]], int, str, str]:
+async def _once_sampled(url: str, values: Any
+                        ) -> tuple[list[dict[str, float]], int, str, str]:
     """``llmtop --once --json --window 5``, with the server's gauges sampled meanwhile."""
     task = asyncio.ensure_future(_run(*_llmtop("--once", "--json", "--window", str(WINDOW_S),
                                                url)))
     seen: list[dict[str, float]] = []
     while not task.done():
-        seen.append(await asyncio.to_thread(server_values, url))
+        seen.append(await asyncio.to_thread(values, url))
         await asyncio.sleep(0.25)
     rc, out, err = await task
     return seen, rc, out, err
 
 
-async def _probe(url: str, args: Sequence[str], duration: float
+async def _probe(url: str, inc: Incident, args: Sequence[str], duration: float
                  ) -> asyncio.subprocess.Process:
+    argv = (inc.load(args, duration) if inc.load is not None
+            else _llmtop("probe", url, "--duration", str(duration), *args))
     return await asyncio.create_subprocess_exec(
-        *_llmtop("probe", url, "--duration", str(duration), *args),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, cwd=ROOT)
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, cwd=ROOT)
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
@@ -224,6 +248,7 @@ async def run_incident(url: str, inc: Incident, tmp: Path) -> Result:
     from llmtop.ui.textshot import screen_lines
 
     res = Result(url)
+    values = inc.values or server_values
     rec_file = tmp / "run.llmtop"
     recorder = await asyncio.create_subprocess_exec(
         *_llmtop("record", str(rec_file), url, "--no-discover"), cwd=ROOT,
@@ -235,33 +260,34 @@ async def run_incident(url: str, inc: Incident, tmp: Path) -> Result:
     t_healthy = t_incident = 0.0
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            probes.append(await _probe(url, inc.healthy, inc.healthy_s))
+            probes.append(await _probe(url, inc, inc.healthy, inc.healthy_s))
             await _wait_until(lambda: probes[0].returncode is not None, inc.healthy_s + 30,
                               pilot, 1.0)
             t_healthy = time.time() - 3  # the end of the healthy load
             res.healthy_findings = list(app.diagnosis)
-            probes.append(await _probe(url, inc.incident, inc.incident_s))
+            probes.append(await _probe(url, inc, inc.incident, inc.incident_s))
             # the incident has set in by the server's own gauges/counters
-            ok = await _wait_until(lambda: inc.ready(server_values(url)), 60, pilot, 1.0)
-            assert ok, f"the incident never set in: {server_values(url)}"
+            ok = await _wait_until(lambda: inc.ready(values(url)), 60, pilot, 1.0)
+            assert ok, f"the incident never set in: {values(url)}"
             await pilot.pause(inc.settle_s)
             for attempt in range(3):
-                a, t0 = server_values(url), time.monotonic()
-                seen, rc, out, err = await _once_sampled(url)
-                b, t1 = server_values(url), time.monotonic()
+                a, t0 = values(url), time.monotonic()
+                seen, rc, out, err = await _once_sampled(url, values)
+                b, t1 = values(url), time.monotonic()
                 assert rc == 0, err
                 res.once = json.loads(out)
-                res.server = server_window(a, b, t1 - t0)
+                res.server = (inc.window or server_window)(a, b, t1 - t0)
                 if inc.holds is None or all(inc.holds(v) for v in [a, *seen, b]):
                     break
+                lapsed = [v for v in [a, *seen, b] if not inc.holds(v)]
                 res.notes.append(f"--once #{attempt + 1}: the incident lapsed in its window "
-                                 f"(server waiting {[v.get('waiting') for v in seen]})")
+                                 f"(the server said {lapsed[:3]})")
 
             lapse = [time.monotonic()]  # the TUI's 30 s window must hold the incident
 
             def named() -> bool:  # first, and warn/critical (a 30 s window that still
                 # holds the healthy phase can name it as info first)
-                if inc.holds is not None and not inc.holds(server_values(url)):
+                if inc.holds is not None and not inc.holds(values(url)):
                     lapse[0] = time.monotonic()  # the server drained: llmtop is right to wait
                 d = app.diagnosis
                 return bool(d) and d[0].rule == inc.cause and d[0].severity != "info"
@@ -297,6 +323,13 @@ async def run_incident(url: str, inc: Incident, tmp: Path) -> Result:
 def table(res: Result) -> str:
     """llmtop's numbers next to the server's, for the same ``--once`` window."""
     (row,) = res.once["engines"]
+    if row["engine"] != "vllm":  # the test's own ``window`` says what the server counted
+        lines = [f"window {res.once['window_s']} s (llmtop) / server scraped around it",
+                 f"llmtop: running {row['running']} waiting {row['waiting']} queue "
+                 f"{row.get('queue_s')} e2e {row.get('e2e_s')} req/s {row['requests_per_s']} "
+                 f"gen tok/s {row['generation_tokens_per_s']}",
+                 f"server: {res.server}"]
+        return "\n".join([*lines, *_verdicts(res)])
     s = res.server
 
     def q(name: str, which: str) -> Any:
@@ -320,7 +353,11 @@ def table(res: Result) -> str:
         f"gen tok/s        llmtop {row['generation_tokens_per_s']}  server "
         f"{s['gen_tokens_per_s']}",
     ]
-    lines += res.notes
+    return "\n".join([*lines, *_verdicts(res)])
+
+
+def _verdicts(res: Result) -> list[str]:
+    lines = list(res.notes)
     for f in res.once["diagnosis"]:
         lines.append(f"--once: {f['severity']} {f['rule']}: {f['summary']}")
     for f in res.app_findings:
@@ -328,4 +365,4 @@ def table(res: Result) -> str:
     for key in ("replay_incident", "replay_healthy"):
         for f in getattr(res, key)["diagnosis"]:
             lines.append(f"{key}: {f['severity']} {f['rule']}: {f['summary']}")
-    return "\n".join(lines)
+    return lines

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-__all__ = ["found_without_a_target", "llmtop", "need_env"]
+__all__ = ["found_without_a_target", "llmtop", "need_env", "once_while_sampling"]
 
 REQUIRE = os.environ.get("LLMTOP_REQUIRE_REAL_ENGINES") == "1"
 
@@ -64,3 +64,21 @@ def found_without_a_target(url: str, engine: str) -> None:
             await mon.aclose()
 
     asyncio.run(go())
+
+
+async def once_while_sampling(url: str, sample, window: str = "1") -> dict:
+    """``llmtop --once --json --window WINDOW URL``, awaiting ``sample()`` (the test's own
+    read of the server) every 50 ms while it runs and once after; returns the snapshot."""
+    import json
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "llmtop", "--once", "--json", "--window", window, url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    done = asyncio.create_task(proc.communicate())
+    while not done.done():
+        await sample()
+        await asyncio.sleep(0.05)
+    out, err = await done
+    await sample()
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from llmtop.parse.exposition import parse
-from tests.real_engine.servers import llmtop, need_env
+from tests.real_engine.servers import llmtop, need_env, once_while_sampling
 
 pytestmark = pytest.mark.real_engine
 MODEL = "tiny-llama"
@@ -161,18 +161,7 @@ def test_once_processing_and_deferred_match_server(url):
                         break
                 else:
                     raise AssertionError(f"never saw 2 processing / 6 deferred: {seen}")
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "llmtop", "--once", "--json", "--window", "1", url,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )
-                done = asyncio.create_task(proc.communicate())
-                while not done.done():
-                    await sample()
-                    await asyncio.sleep(0.05)
-                out, err = await done
-                await sample()
-                assert proc.returncode == 0, err.decode()
-                return seen, json.loads(out)
+                return seen, await once_while_sampling(url, sample)
             finally:
                 for t in tasks:
                     t.cancel()

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from llmtop.parse.exposition import parse
+from tests.real_engine.servers import once_while_sampling
 
 URL = os.environ.get("LLMTOP_REAL_VLLM_URL", "")
 pytestmark = [
@@ -132,18 +133,7 @@ def test_once_running_and_waiting_match_server():
                 else:
                     raise AssertionError(f"never reached 8 running / 22 waiting: {run}/{wait}")
                 seen.add((run, wait))
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "llmtop", "--once", "--json", "--window", "1", URL,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )
-                done = asyncio.create_task(proc.communicate())
-                while not done.done():
-                    await sample()
-                    await asyncio.sleep(0.05)
-                out, err = await done
-                await sample()
-                assert proc.returncode == 0, err.decode()
-                return seen, json.loads(out)
+                return seen, await once_while_sampling(URL, sample)
             finally:
                 for t in tasks:
                     t.cancel()

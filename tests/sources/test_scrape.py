@@ -11,6 +11,7 @@ from aiohttp import web
 
 from llmtop.config import Config, Target
 from llmtop.sources.scrape import Scraper, default_metrics_path, engine_from_identity
+from llmtop.sources.scrape_identity import IDENTITY_TIMEOUT_S
 from llmtop.targets import parse_target
 
 from .helpers import free_port, http_server, raw_server
@@ -18,7 +19,7 @@ from .helpers import free_port, http_server, raw_server
 METRICS = '# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name="m"} 1.0\n'
 
 
-def _t(port: int, *, timeout_s: float = 2.0, engine: str | None = None, **kw) -> Target:
+def _t(port: int, *, timeout_s: float = 10.0, engine: str | None = None, **kw) -> Target:
     spec = f"{engine}@127.0.0.1:{port}" if engine else f"127.0.0.1:{port}"
     t = parse_target(spec, timeout_s=timeout_s)
     if kw:
@@ -504,11 +505,13 @@ async def test_connections_are_kept_alive_between_scrapes():
 
 
 async def test_deferred_identity_never_delays_data_and_comes_with_the_next_scrape():
+    answer = asyncio.Event()  # the identity endpoint answers only after the first scrape
+
     async def metrics(_req):
         return web.Response(text=METRICS)
 
     async def version(_req):
-        await asyncio.sleep(0.5)  # a slow identity endpoint
+        await answer.wait()  # a slow identity endpoint: slower than the first scrape
         return web.json_response({"version": "0.33.0"})
 
     async with http_server({"/metrics": metrics, "/version": version}) as port:
@@ -519,10 +522,12 @@ async def test_deferred_identity_never_delays_data_and_comes_with_the_next_scrap
         r1 = await s.scrape(t)
         took = loop.time() - t0
         pending = s.identity_pending(t.name)
+        answer.set()
         r2 = await s.scrape(t)  # waits for the identity still in flight
         r3 = await s.scrape(t)
         await s.aclose()
-    assert r1.status == "ok" and r1.identity is None and pending and took < 0.45
+    # the data came without waiting out the identity probe's timeout
+    assert r1.status == "ok" and r1.identity is None and pending and took < IDENTITY_TIMEOUT_S
     assert r2.identity is not None and r2.identity["version"] == "0.33.0"
     assert r3.identity is None and not s.identity_pending(t.name)
 
