@@ -63,21 +63,22 @@ while True:
         elif op == b"-": groups.discard(int(arg))
         elif op == b"d": dirs.add(arg)
         elif op == b"r": dirs.discard(arg)
-def in_session(sid):
-    out = {sid}
+def in_session(sid, live):
+    out = set() if live else {sid}
     try:
         for d in os.listdir("/proc"):
             if d.isdigit():
                 try:
                     f = open(f"/proc/{d}/stat", "rb").read().rsplit(b")", 1)[1].split()
-                    if int(f[3]) == sid: out.add(int(f[2]))
+                    if int(f[3]) == sid and not (live and f[0] in (b"Z", b"X")):
+                        out.add(int(f[2]))
                 except (OSError, ValueError, IndexError): pass
-    except OSError: pass
+    except OSError: return {sid}
     return out
 def signal_all(sig):
     for g in list(groups):
         alive = False
-        for pg in in_session(g):
+        for pg in in_session(g, sig == 0):
             try:
                 os.killpg(pg, sig); alive = True
             except OSError:
@@ -104,21 +105,23 @@ _handlers_installed = False
 _exiting = False
 
 
-def session_groups(sid: int) -> set[int]:
+def session_groups(sid: int, *, live_only: bool = False) -> set[int]:
     """The process groups of session ``sid`` (its leader's pid), from ``/proc`` on Linux;
-    ``{sid}`` alone elsewhere."""
-    out = {sid}
+    ``{sid}`` alone elsewhere. ``live_only``: only groups with a member that is not a zombie
+    (an orphan waits as a zombie until init reaps it, and some container inits are slow)."""
+    out = set() if live_only else {sid}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return out
+        return {sid}
     for d in names:
         if not d.isdigit():
             continue
         try:
             with open(f"/proc/{d}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session
+            # fields after the name: state ppid pgrp session
+            if int(fields[3]) == sid and not (live_only and fields[0] in (b"Z", b"X")):
                 out.add(int(fields[2]))
         except (OSError, ValueError, IndexError):
             continue
@@ -146,9 +149,10 @@ class Child:
 
     def _signal_group(self, sig: int) -> bool:
         """Send ``sig`` to every group of the child's session (a command such as GNU
-        ``timeout`` moves itself into a group of its own); False when none is left."""
+        ``timeout`` moves itself into a group of its own); False when none is left.
+        Signal 0 asks only whether one is left: zombies do not count."""
         alive = False
-        for pgid in session_groups(self.pgid):
+        for pgid in session_groups(self.pgid, live_only=sig == 0):
             try:
                 os.killpg(pgid, sig)
                 alive = True

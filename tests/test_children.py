@@ -186,3 +186,27 @@ def test_a_command_that_moves_to_its_own_group_is_still_stopped(tmp_path):
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(inner, 0)
+
+
+_ZOMBIE_PARENT = """
+import ctypes, os, sys, time
+sys.path.insert(0, {root!r})
+from llmtop import children
+# this process adopts orphans and never reaps them: a zombie stays in the stopped group,
+# as under a container init that reaps slowly (seen in CI: a SIGHUP'd llmtop took > 10 s)
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+c = children.spawn("sleep 0.1 & exec sleep 300", shell=True)
+time.sleep(1.0)  # the background sleep is now a zombie child of the group leader
+t = time.monotonic()
+c.stop(timeout_s=8)
+print(round(time.monotonic() - t, 2), flush=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_zombie_left_in_the_group_does_not_hold_up_stop():
+    """An orphaned zombie still answers ``killpg(pgid, 0)``; stop must not wait for it."""
+    out = subprocess.run([sys.executable, "-c", _ZOMBIE_PARENT.format(root=str(ROOT))],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) < 4.0  # not the 8 s until SIGKILL
