@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -109,6 +110,9 @@ _PARENT = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {root!r})
     from llmtop import children
+    # as in a terminal: a test runner started under nohup hands SIGHUP down ignored, and
+    # llmtop rightly leaves an ignored SIGHUP alone (test_exit_handlers_leave_nohup_alone)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     children.install_exit_handlers()
     d = children.temp_dir(prefix="llmtop-test-")
     c = children.spawn("sleep 300 & echo $! > {pidfile}; wait", shell=True)
@@ -135,7 +139,14 @@ def test_nothing_outlives_the_parent(tmp_path, sig):
     proc, child_pid, grandchild, folder = _parent(tmp_path)
     assert _exists(child_pid) and _exists(grandchild) and os.path.isdir(folder)
     os.kill(proc.pid, sig)
-    rc = proc.wait(10)
+    try:
+        rc = proc.wait(10)
+    finally:
+        if proc.poll() is None:  # it did not end: leave no parent, child or grandchild behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in (child_pid, grandchild):
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
     assert rc == (-sig if sig == signal.SIGKILL else 128 + sig)
     assert _wait_gone([child_pid, grandchild], within_s=10) == []
     end = time.monotonic() + 10
