@@ -7,6 +7,8 @@
 #   LLMTOP_LLAMACPP_DIR      cache dir (default ~/.cache/llmtop/llama-server-VERSION)
 #   LLMTOP_VLLM_VENV         venv with torch+transformers for the converter (default the vLLM one)
 #   LLMTOP_VLLM_MODEL        the tiny HF model to convert (default ~/.cache/llmtop/tiny-llama)
+# With --build-only, only the download and the build (CI runs it in the background at idle
+# priority from its start; the conversion needs the vLLM venv, which comes later).
 # Prints bin=... and model=...
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,6 +57,7 @@ if [ ! -x "$bin" ]; then
   rm -rf "$dir/build"
 fi
 "$bin" --version >/dev/null 2>&1 || { echo "$bin does not run" >&2; "$bin" --version >&2; exit 1; }
+if [ "${1:-}" = --build-only ]; then echo "bin=$bin"; exit 0; fi
 
 gguf="$dir/tiny-llama.gguf"
 if [ ! -f "$gguf" ]; then
