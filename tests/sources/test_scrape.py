@@ -416,7 +416,7 @@ async def test_ollama_uses_api_ps():
 
     async with http_server({"/api/ps": ps}) as port:
         raw = await _scrape(_t(port, engine="ollama"))
-    assert raw.status == "ok" and raw.url.endswith("/api/ps")
+    assert raw.status == "ok" and raw.url.endswith("/api/ps"), (raw.status, raw.url, raw.error)
 
 
 async def test_trtllm_prefers_prometheus_when_it_answers():
