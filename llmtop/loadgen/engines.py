@@ -3,10 +3,12 @@
 An engine with a ``start`` shell command runs through ``llmtop.children.spawn`` (its own
 process group, output in a log file, ended when llmtop ends however it ends). Ready means
 ``GET /health`` or ``GET /v1/models`` answers 200 (a 200 from /v1/models with no model
-listed is not ready yet); the cold start is start -> ready -> the first token of one
-streamed request (``first_token``). Stopping sends SIGTERM to the group and SIGKILL after
-``stop_timeout_s``, then waits until the GPU memory the engine held is released (NVML where
-present; without NVML nothing is checked and the report says so).
+listed is not ready yet, nor is a 503 from /health whatever /v1/models says: SGLang answers
+so until its own warm-up request has run, llama-server while it loads the model); the cold
+start is start -> ready -> the first token of one streamed request (``first_token``).
+Stopping sends SIGTERM to the group and SIGKILL after ``stop_timeout_s``, then waits until
+the GPU memory the engine held is released (NVML where present; without NVML nothing is
+checked and the report says so).
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def _ready_once(client: httpx.Client, base: str, headers: dict[str, str]) -> boo
             r = client.get(base + path, headers=headers)
         except httpx.HTTPError:
             return False  # not listening yet: no point asking the second path
+        if path == "/health" and r.status_code == 503:
+            return False  # it says it is not ready (SGLang until its own warm-up has run)
         if r.status_code != 200:
             continue
         if path == "/health":
