@@ -3,18 +3,40 @@
 The fixed-delay server keeps its schedule only while it gets the CPU: on a 2-core box with
 four test workers a burst of other tests can starve it (and the probe) for tens of
 milliseconds, and the truth itself moves. So each case measures up to three times and
-passes on the first measurement within 5 %, as a benchmark takes its best run; a probe that
-is wrong (a bias, a lost token) is wrong every time and fails all three.
+passes on the first measurement within 5 %, as a benchmark takes its best run. A run off by
+more than 5 % fails the test unless it was inconclusive: the server wrote its first tokens
+late (its own ``/stats``: the truth moved) or the probe said it was client-bound (its
+numbers measured the generator, and it said so). A probe that is wrong (a bias, a lost
+token) is wrong in a conclusive run and fails; with no conclusive run at all the test skips
+and says why.
 """
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from llmtop.loadgen.api import start_probe
 from llmtop.loadgen.options import ProbeOptions
 
 ATTEMPTS = 3
+SERVER_LATE_OK_S = 0.005
+"""A run whose server wrote its first tokens later than this on average (mean over its
+streams) measured a moved truth."""
+
+
+def _server_late(before: dict, after: dict) -> float:
+    """Mean lateness of the first token the mock wrote for the streams between two /stats."""
+    n = after["first_late_n"] - before["first_late_n"]
+    if n <= 0:
+        return 0.0
+    total = ((after["first_late_mean_s"] or 0.0) * after["first_late_n"]
+             - (before["first_late_mean_s"] or 0.0) * before["first_late_n"])
+    return total / n
+
+
+def _stats(url: str) -> dict:
+    return httpx.get(f"{url}/stats", timeout=10).json()
 
 
 def _measure(url: str, conc: int, duration: float) -> tuple[dict, dict, list[dict]]:
@@ -38,8 +60,11 @@ def _timing_misses(step: dict) -> list[str]:
 @pytest.mark.parametrize(("conc", "duration"), [(1, 2.5), (64, 3.5)])
 def test_ttft_itl_within_5_percent(slow_mock, conc, duration):
     misses: list[list[str]] = []
+    inconclusive: list[str] = []
     for _ in range(ATTEMPTS):
+        before = _stats(slow_mock.url)
         report, step, events = _measure(slow_mock.url, conc, duration)
+        late = _server_late(before, _stats(slow_mock.url))
         # what does not depend on the machine's load holds every time
         assert step["requests"] >= conc
         assert step["errors"] == {}
@@ -47,7 +72,18 @@ def test_ttft_itl_within_5_percent(slow_mock, conc, duration):
         assert step["output_tokens"] == 10 * step["requests"]
         assert report["prompt_calibration"]["method"] == "tokenize"
         assert any(e["type"] == "progress" for e in events)
-        misses.append(_timing_misses(step))
-        if not misses[-1]:
+        miss = _timing_misses(step)
+        if not miss:
             return
-    pytest.fail(f"timings off by more than 5 % in all {ATTEMPTS} runs: {misses}")
+        if step["client_bound"]:
+            assert step["client_bound_reasons"], step  # it says why
+            inconclusive.append(f"client-bound ({'; '.join(step['client_bound_reasons'])}): "
+                                f"{miss}")
+        elif late > SERVER_LATE_OK_S:
+            inconclusive.append(f"server late by {late * 1000:.1f} ms: {miss}")
+        else:
+            misses.append(miss)
+    if misses:
+        pytest.fail(f"timings off by more than 5 % in {len(misses)} conclusive run(s): "
+                    f"{misses}; inconclusive: {inconclusive}")
+    pytest.skip(f"no conclusive run on this loaded machine: {inconclusive}")
