@@ -61,6 +61,11 @@ def main() -> int:
         print(f"{s:<9} trials run {ran}/{len(rep['trials'])}, trial time "
               f"{rep['trial_time_s']:.1f} s (wall {rep['wall_s']:.1f} s), best "
               f"{rep['best']['params'] if rep['best'] else None}")
+        for t in rep["trials"]:
+            lim = (t.get("limiter") or {}).get("kind")
+            print(f"  {t['params']} {t['status']:<8} {t.get('duration_s') or 0:5.1f} s "
+                  f"levels {len(t.get('levels') or [])} sla_load {t.get('sla_load')} "
+                  f"limiter {lim} {t.get('reason') or ''}")
     g, a = out["grid"], out["adaptive"]
     same = bool(g["best"] and a["best"] and g["best"]["params"] == a["best"]["params"])
     share = a["trial_time_s"] / g["trial_time_s"] if g["trial_time_s"] else float("nan")
