@@ -66,6 +66,8 @@ async def test_throughput_plateaus_and_ttft_climbs_past_knee():
     assert tput[64] > 1.3 * tput[16] > tput[4]
     # ... then plateaus at the ceiling (max_num_seqs 64)
     assert 0.75 * tput[64] <= tput[256] <= 1.25 * tput[64]
-    # TTFT flat before the knee, then steep
+    # TTFT flat before the knee, then steep: 5x the pre-knee level (c=16) past it. c=64 is
+    # the knee itself (64 prompts arrive at once and prefill over several steps), and a
+    # starved demo put its p95 at 0.44 s once (census): past the knee TTFT still doubles it
     assert ttft[16] < 4 * ttft[1] + 0.05
-    assert ttft[256] >= 5 * ttft[64] and ttft[256] >= 5 * ttft[16]
+    assert ttft[256] >= 5 * ttft[16] and ttft[256] >= 2 * ttft[64]
