@@ -37,7 +37,6 @@ from llmtop.loadgen.engines import (
 from llmtop.loadgen.fairness import engine_info, fairness_warnings, short_fraction
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.plan import EngineSpec
-from llmtop.loadgen.reconcile import IDLE_WAIT_S
 from llmtop.loadgen.report import load_text
 from llmtop.loadgen.server_side import ServerWatch, empty_server
 
@@ -65,7 +64,7 @@ class StopFlag:
 def bakeoff_options(options: ProbeOptions) -> ProbeOptions:
     """The probe options every engine runs with: a sweep of fixed request lists."""
     return dataclasses.replace(
-        options, sweep=True, idle_wait_s=max(options.idle_wait_s, IDLE_WAIT_S),
+        options, sweep=True,
         requests_per_step=options.requests_per_step or DEFAULT_REQUESTS_PER_STEP,
         levels=options.levels or (None if options.concurrency is None
                                   else (options.concurrency,))).validate()

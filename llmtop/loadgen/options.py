@@ -95,10 +95,6 @@ class ProbeOptions:
     """Pin the load generator's process to these CPUs (``--cpu-pin``; Linux)."""
     nice: int | None = None
     """Set the load generator's nice value (``--nice``; below 0 needs privilege)."""
-    idle_wait_s: float = 0.0
-    """Before the run, wait this long at most for the server to have nothing in flight before
-    its token counter is read (the bake-off and the tuner, which start their engines: SGLang
-    runs a warm-up request of its own just after it starts listening)."""
     calibration: dict[str, Any] | None = None
     """A fixed prompt calibration (``Calibration.to_json()``) instead of measuring one, so
     several engines get byte-identical prompts."""

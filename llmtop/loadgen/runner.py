@@ -37,7 +37,7 @@ from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
 from llmtop.loadgen.prompts import PromptFactory, new_digest
 from llmtop.loadgen.rawhttp import RawStreamClient
-from llmtop.loadgen.reconcile import Tally, idle_generation_tokens, settled_generation_tokens
+from llmtop.loadgen.reconcile import Tally, read_generation_tokens, settled_generation_tokens
 from llmtop.loadgen.report import capacity
 from llmtop.loadgen.stats import STALL_BOUND_S, error_rate, percentiles, summarize_step
 from llmtop.loadgen.traffic import dists
@@ -441,8 +441,8 @@ class Runner(FixedSteps):
         loop = asyncio.get_running_loop()
         aux = [loop.create_task(self._lag_monitor()), loop.create_task(self._progress())]
         plan = ladder(self.o)
-        counter0, self.tally.busy_at_start = await idle_generation_tokens(
-            self.p.endpoint_url, self.o.api_key, self.o.insecure, wait_s=self.o.idle_wait_s)
+        counter0 = await read_generation_tokens(self.p.endpoint_url, self.o.api_key,
+                                                self.o.insecure)
         try:
             for idx, (conc, rate) in enumerate(plan):
                 if self.stop_reason is not None:

@@ -59,9 +59,6 @@ class _Cfg:
     no_ignore_eos: bool = False  # reject requests carrying ignore_eos (OpenAI-like strictness)
     metrics: bool = False
     late_crlf: float = 0.0
-    own_request: tuple[float, int] = (0.0, 0)
-    """(seconds, tokens): a request of the server's own from its start (SGLang's warm-up at
-    launch), running for that long and counted in the token counter when it ends."""
 
 
 class _State:
@@ -78,8 +75,6 @@ class _State:
         """Streams written to the end."""
         self.tokens = 0
         """Content events written (the generation counter)."""
-        self.active = 0
-        """Streams being written now, plus the server's own request while it runs."""
 
 
 def _chunk(data: bytes) -> bytes:
@@ -141,15 +136,6 @@ def _events(req: dict, chat: bool, cfg: _Cfg, n: int) -> tuple[list[bytes], byte
 async def _stream(writer: asyncio.StreamWriter, req: dict, chat: bool, st: _State,
                   t_arrive: float, model: str) -> bool:
     """Write one streaming response. Returns False when the connection must be closed."""
-    st.active += 1
-    try:
-        return await _write_stream(writer, req, chat, st, t_arrive, model)
-    finally:
-        st.active -= 1
-
-
-async def _write_stream(writer: asyncio.StreamWriter, req: dict, chat: bool, st: _State,
-                        t_arrive: float, model: str) -> bool:
     cfg = st.cfg
     n = int(req.get("max_tokens") or 16)
     st.streams += 1
@@ -251,10 +237,7 @@ async def _route(writer: asyncio.StreamWriter, method: str, path: str, body: byt
     if method == "GET" and path == "/metrics" and cfg.metrics:
         body = (b"# TYPE vllm:generation_tokens_total counter\n"
                 b'vllm:generation_tokens_total{model_name="%s"} %d\n' % (MODEL.encode(),
-                                                                         st.tokens)
-                + b"# TYPE vllm:num_requests_running gauge\n"
-                b'vllm:num_requests_running{model_name="%s"} %d\n' % (MODEL.encode(),
-                                                                      st.active))
+                                                                         st.tokens))
         writer.write(_head("200 OK", b"text/plain; version=0.0.4", length=len(body)) + body)
         return True
     if method == "POST" and path == "/tokenize" and cfg.tokenize:
@@ -302,15 +285,6 @@ async def _route(writer: asyncio.StreamWriter, method: str, path: str, body: byt
 async def serve(cfg: _Cfg, port: int = 0, ready: asyncio.Future | None = None) -> None:
     """Serve forever on 127.0.0.1:port; prints ``PORT <n>`` when listening."""
     st = _State(cfg)
-    own_s, own_tokens = cfg.own_request
-    if own_s > 0:
-        st.active += 1
-
-        def own_done() -> None:
-            st.tokens += own_tokens
-            st.active -= 1
-
-        asyncio.get_running_loop().call_later(own_s, own_done)
     server = await asyncio.start_server(lambda r, w: _handle(r, w, st), "127.0.0.1", port,
                                         backlog=2048)
     real = server.sockets[0].getsockname()[1]
@@ -346,8 +320,7 @@ class MockProcess:
 def start_mock(*, ttft: float = 0.0, itl: float = 0.0, tokenize: bool = False,
                usage_style: str = "vllm", retry_after: float = 1.0,
                no_ignore_eos: bool = False, cpu: int | None = None, metrics: bool = False,
-               late_crlf: float = 0.0, own_request: tuple[float, int] = (0.0, 0)
-               ) -> MockProcess:
+               late_crlf: float = 0.0) -> MockProcess:
     """Start the mock in a separate process and wait until it listens."""
     cmd = [sys.executable, os.path.abspath(__file__), "--ttft", str(ttft), "--itl", str(itl),
            "--usage-style", usage_style, "--retry-after", str(retry_after)]
@@ -359,8 +332,6 @@ def start_mock(*, ttft: float = 0.0, itl: float = 0.0, tokenize: bool = False,
         cmd.append("--metrics")
     if late_crlf:
         cmd += ["--late-crlf", str(late_crlf)]
-    if own_request[0] > 0:
-        cmd += ["--own-request", f"{own_request[0]}:{own_request[1]}"]
     if cpu is not None and sys.platform.startswith("linux"):
         cmd = ["taskset", "-c", str(cpu), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -383,12 +354,10 @@ def _main() -> None:
     ap.add_argument("--no-ignore-eos", action="store_true")
     ap.add_argument("--metrics", action="store_true")
     ap.add_argument("--late-crlf", type=float, default=0.0)
-    ap.add_argument("--own-request", default="0:0", help="SECONDS:TOKENS")
     a = ap.parse_args()
-    own_s, own_n = a.own_request.split(":")
     cfg = _Cfg(ttft=a.ttft, itl=a.itl, tokenize=a.tokenize, usage_style=a.usage_style,
                retry_after=a.retry_after, no_ignore_eos=a.no_ignore_eos, metrics=a.metrics,
-               late_crlf=a.late_crlf, own_request=(float(own_s), int(own_n)))
+               late_crlf=a.late_crlf)
     try:
         import uvloop
 
