@@ -133,8 +133,9 @@ def wait_ready(url: str, *, timeout_s: float, api_key: str | None = None,
                     proc.t_ready = t
                 return t
             if time.monotonic() >= end:
-                raise LaunchError(f"not ready after {timeout_s:g} s (no 200 from /health or "
-                                  "/v1/models)", proc.child.tail() if proc else "")
+                raise LaunchError(f"not ready after {timeout_s:g} s (/health never said 200 "
+                                  "and /v1/models listed no model, or /health said 503)",
+                                  proc.child.tail() if proc else "")
             time.sleep(_POLL_S)
 
 
