@@ -7,6 +7,7 @@ measure, or None when the boundary is pinned down.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from llmtop.loadgen.knee import sla_boundary
@@ -25,13 +26,31 @@ def start_level(seats: float | None, max_load: float) -> float:
     return float(min(max_load, max(1, int(seats // 2)))) if seats else 1.0
 
 
+def _close_enough(lo: float, hi: float, rate: bool) -> bool:
+    """The stop rule: met and missed at most ``BISECT_SHARE`` of the met load apart (or one
+    request of concurrency)."""
+    return hi - lo <= (BISECT_SHARE * lo + 1e-9 if rate else max(1.0, BISECT_SHARE * lo))
+
+
 def next_level(met: dict[float, bool], start: float, max_load: float, *,
-               rate: bool = False) -> float | None:
-    """The next load to measure: double while met, halve while not, then bisect."""
+               rate: bool = False, hinted: bool = False) -> float | None:
+    """The next load to measure: double while met, halve while not, then bisect.
+    ``hinted``: ``start`` was a prediction (``tune.hint``), so the second level checks it
+    from the other side at the stop rule's distance (met: just above; missed: just below),
+    and the usual walk goes on from there only when the prediction was off."""
     if len(met) >= MAX_LEVELS:
         return None
     if not met:
         return start
+    if hinted and len(met) == 1 and start in met:
+        if met[start]:
+            nxt = (round(start * (1 + BISECT_SHARE), 3) if rate
+                   else start + max(1.0, float(int(BISECT_SHARE * start))))
+            return None if start >= max_load else min(max_load, nxt)
+        nxt = (round(start / (1 + BISECT_SHARE), 3) if rate
+               else float(min(start - 1, math.ceil(start / (1 + BISECT_SHARE)))))
+        floor = 0.25 if rate else 1.0
+        return None if nxt < floor or nxt >= start else nxt
     ok = [x for x, m in met.items() if m]
     lo = max(ok) if ok else None
     bad = [x for x, m in met.items() if not m and (lo is None or x > lo)]
@@ -44,10 +63,12 @@ def next_level(met: dict[float, bool], start: float, max_load: float, *,
     if lo is None:
         nxt = hi / 2 if rate else float(int(hi // 2))
         return None if nxt < floor or nxt in met else nxt
+    if _close_enough(lo, hi, rate):
+        return None
     if rate:
-        return None if hi - lo <= BISECT_SHARE * lo else round((lo + hi) / 2, 3)
+        return round((lo + hi) / 2, 3)
     mid = float(int((lo + hi) // 2))
-    return None if hi - lo <= max(1.0, BISECT_SHARE * lo) or mid in met else mid
+    return None if mid in met else mid
 
 
 def level_met(step: dict[str, Any], slo: dict[str, float | None], max_error_rate: float,

@@ -15,7 +15,7 @@ from llmtop.tune.limiter import is_rate, load_text
 
 __all__ = ["MEMORY_PARAMS", "NO_KV_WORDS", "OOM_WORDS", "RULES", "SEAT_PARAMS",
            "kv_full_at_fewer_seats", "kv_room_left", "no_kv_memory_with_more",
-           "oom_with_less_memory", "seat_bound_with_more_seats", "seats_never_filled",
+           "oom_with_less_memory", "pair", "seat_bound_with_more_seats", "seats_never_filled",
            "skip_reason"]
 
 SEAT_PARAMS = ("max_num_seqs", "max_running_requests", "max_batch_size", "max_num_seqs_per_dp",
@@ -42,7 +42,7 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _pair(cand: dict[str, Any], t: Trial, names: Iterable[str]
+def pair(cand: dict[str, Any], t: Trial, names: Iterable[str]
           ) -> tuple[str, float, float] | None:
     """(parameter, candidate's value, trial's value) when they differ only there."""
     n = _name(cand, names)
@@ -59,7 +59,7 @@ def _peak(t: Trial, key: str) -> float | None:
 
 def kv_full_at_fewer_seats(cand: dict[str, Any], t: Trial) -> str | None:
     """KV-bound at N seats: more seats at the same memory only preempt more."""
-    p = _pair(cand, t, SEAT_PARAMS)
+    p = pair(cand, t, SEAT_PARAMS)
     if p is None or t["status"] != "measured" or t["limiter"]["kind"] != "kv" or p[1] <= p[2]:
         return None
     return (f"{p[0]}={p[2]:g} was already KV-bound ({t['limiter']['evidence']}); more seats "
@@ -68,7 +68,7 @@ def kv_full_at_fewer_seats(cand: dict[str, Any], t: Trial) -> str | None:
 
 def seats_never_filled(cand: dict[str, Any], t: Trial) -> str | None:
     """Running never reached its limit, though the SLOs broke: a higher limit goes unused."""
-    p = _pair(cand, t, SEAT_PARAMS)
+    p = pair(cand, t, SEAT_PARAMS)
     if p is None or t["status"] != "measured" or p[1] <= p[2]:
         return None
     if t["limiter"]["kind"] not in ("compute", "kv"):
@@ -83,7 +83,7 @@ def seats_never_filled(cand: dict[str, Any], t: Trial) -> str | None:
 
 def seat_bound_with_more_seats(cand: dict[str, Any], t: Trial) -> str | None:
     """Seat-bound at N with KV room: fewer seats only hold less."""
-    p = _pair(cand, t, SEAT_PARAMS)
+    p = pair(cand, t, SEAT_PARAMS)
     if p is None or t["status"] != "measured" or t["limiter"]["kind"] != "seats" \
             or p[1] >= p[2]:
         return None
@@ -116,7 +116,7 @@ def _clip(text: str, n: int = 160) -> str:
 
 def oom_with_less_memory(cand: dict[str, Any], t: Trial) -> str | None:
     """Failed to start out of memory: the same asking for more memory fails too."""
-    p = _pair(cand, t, MEMORY_PARAMS)
+    p = pair(cand, t, MEMORY_PARAMS)
     if p is None or p[1] < p[2] or (line := _failed_with(t, OOM_WORDS)) is None:
         return None
     return (f"{p[0]}={p[2]:g} failed to start out of memory ({_clip(line)}); "
@@ -125,7 +125,7 @@ def oom_with_less_memory(cand: dict[str, Any], t: Trial) -> str | None:
 
 def no_kv_memory_with_more(cand: dict[str, Any], t: Trial) -> str | None:
     """Failed to start with too little memory for its KV cache: less memory fails too."""
-    p = _pair(cand, t, MEMORY_PARAMS)
+    p = pair(cand, t, MEMORY_PARAMS)
     if p is None or p[1] > p[2] or (line := _failed_with(t, NO_KV_WORDS)) is None:
         return None
     return (f"{p[0]}={p[2]:g} left too little memory for the KV cache ({_clip(line)}); "
@@ -134,7 +134,7 @@ def no_kv_memory_with_more(cand: dict[str, Any], t: Trial) -> str | None:
 
 def kv_room_left(cand: dict[str, Any], t: Trial) -> str | None:
     """KV stayed below 60 % at every level: more memory for it would stay unused."""
-    p = _pair(cand, t, MEMORY_PARAMS)
+    p = pair(cand, t, MEMORY_PARAMS)
     if p is None or t["status"] != "measured" or p[1] <= p[2]:
         return None
     kv = _peak(t, "kv_peak")

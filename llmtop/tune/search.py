@@ -3,7 +3,8 @@ state file and the final report (``run_tune``).
 
 Adaptive (default): configurations equal but for the seat limit form a group; in each group
 the middle of the untried seat limits runs first, so one measured limiter rules out a side
-(``rules``). ``strategy = "grid"`` runs every configuration in order. The first trial runs
+(``rules``), and a trial's boundary search starts where its measured neighbours predict
+(``hint``). ``strategy = "grid"`` runs every configuration in order. The first trial runs
 alone (it fixes the prompt calibration every later trial reuses); then up to ``parallel``
 run side by side, each on its own ``gpu_sets`` entry and port. A trial that was client-bound
 while others ran is run again alone.
@@ -25,6 +26,7 @@ from typing import Any
 from llmtop.loadgen.bakeoff import StopFlag, bakeoff_options, default_log_dir
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.plan import EngineSpec
+from llmtop.tune.hint import start_hint
 from llmtop.tune.limiter import load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS, skip_reason
@@ -108,6 +110,11 @@ class _Search:
                           gpus=gpus_of(self.plan.gpus, params), stop_timeout_s=
                           self.plan.stop_timeout_s, cuda_visible_devices=gset)
         trial.update(gpus=spec.gpus, url=spec.url, gpu_set=gset)
+        if self.plan.strategy == "adaptive":
+            hint = start_hint(params, self.results.values(), self.plan.max_load,
+                              rate=self.plan.rate)
+            if hint is not None:
+                trial["start"] = {"load": hint[0], "predicted_from": hint[1]}
         return spec, trial
 
     def _skip_ruled_out(self) -> None:

@@ -47,7 +47,8 @@ def empty_trial(params: dict[str, Any], command: str, status: str = "measured",
             "cold_start_s": None, "applied": {}, "sla_load": None, "output_tok_s": None,
             "goodput_rps": None, "ttft_p95_s": None, "sla_boundary": None,
             "limiter": {"kind": "none", "evidence": "not measured", "level": None},
-            "cost_per_mtok_usd": None, "levels": [], "gpus": None, "log": None,
+            "cost_per_mtok_usd": None, "levels": [], "start": None, "gpus": None,
+            "log": None,
             "log_tail": None, "url": None, "gpu_set": None, "duration_s": None,
             "alone": True}
 
@@ -168,8 +169,14 @@ class TrialRun(EngineRun):
         seats_param = next((float(v) for k, v in trial["params"].items()
                             if k in SEAT_PARAMS and isinstance(v, (int, float))), None)
         met: dict[float, bool] = {}
-        load: float | None = min(self.max_load, self.rate_start or 1.0) if self.rate else \
-            start_level(seats_param, self.max_load)
+        hint = trial.get("start")
+        load: float | None = (hint["load"] if hint else
+                              min(self.max_load, self.rate_start or 1.0) if self.rate else
+                              start_level(seats_param, self.max_load))
+        if hint:
+            self.say(f"  {spec.name}: starts at {load_text(hint['load'], self.rate)}, "
+                     f"predicted: {hint['predicted_from']}")
+        first = load
         dog = _Watchdog(proc, self.deadline)
         try:
             while load is not None and not (self.stop.requested or dog.budget or dog.dead):
@@ -180,7 +187,8 @@ class TrialRun(EngineRun):
                 trial["levels"].append(lv)
                 self.say(f"  {spec.name}: {_level_line(lv, self.rate)}")
                 self.progress.last = f"{_words(trial['params'])}: {_level_line(lv, self.rate)}"
-                load = next_level(met, load, self.max_load, rate=self.rate)
+                load = next_level(met, first, self.max_load, rate=self.rate,
+                                  hinted=bool(hint))
         finally:  # also when a level gave no report: what was measured still counts
             if dog.dead:
                 trial["status"], trial["reason"] = "failed", dog.dead

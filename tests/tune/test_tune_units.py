@@ -316,3 +316,63 @@ def test_a_fixed_list_at_a_rate_is_one_level_never_a_ladder():
         with pytest.raises(ConfigError, match="one level each"):
             ProbeOptions(url="http://127.0.0.1:1", rate=4.0, requests_per_step=8,
                          **bad).validate()
+
+
+def _walk_hinted(passes_up_to: float, hint: float, rate: bool = False) -> list[float]:
+    met: dict[float, bool] = {}
+    seq, load = [], hint
+    while load is not None:
+        seq.append(load)
+        met[load] = load <= passes_up_to
+        load = next_level(met, hint, 256, rate=rate, hinted=True)
+    return seq
+
+
+def test_a_good_prediction_pins_the_boundary_in_two_levels():
+    assert _walk_hinted(21, 24) == [24, 20]  # missed, then met within the stop rule's 20 %
+    assert _walk_hinted(12, 12) == [12, 14]  # met, then missed just above
+    assert _walk_hinted(1.1, 1.0, rate=True) == [1.0, 1.2]
+    assert _walk_hinted(2.3, 2.4, rate=True) == [2.4, 2.0]
+
+
+def test_a_wrong_prediction_falls_back_to_the_usual_walk():
+    seq = _walk_hinted(40, 12)  # far too low: 12, 14, then doubles from the higher met load
+    assert seq[:4] == [12, 14, 28, 56]
+    assert max(x for x in seq if x <= 40) >= 0.8 * 40 and len(seq) <= 8
+    seq = _walk_hinted(3, 24)  # far too high: 24, 20, then halves
+    assert seq[:4] == [24, 20, 10, 5] and 3 in seq
+    assert _walk_hinted(0, 2) == [2, 1]  # nothing holds: stops at 1
+
+
+def _measured(params, kind, sla, **kw):
+    t = empty_trial(params, "serve")
+    t.update(limiter={"kind": kind, "evidence": "…", "level": sla}, sla_load=sla, **kw)
+    return t
+
+
+def test_start_hint_scales_a_seat_bound_neighbour_and_says_from_what():
+    from llmtop.tune.hint import start_hint
+
+    seat8 = _measured({"max_num_seqs": 8, "kv_tokens": 2048}, "seats", 12.0)
+    load, why = start_hint({"max_num_seqs": 16, "kv_tokens": 2048}, [seat8], 256)
+    assert load == 24 and "max_num_seqs=8 was seat-bound and held c=12" in why
+    # the same seats with other memory: the same load (memory did not limit it)
+    load, why = start_hint({"max_num_seqs": 8, "kv_tokens": 4096}, [seat8], 256)
+    assert load == 12 and "kv_tokens=2048" in why
+    # the closest seat limit wins; max_load caps it
+    seat2 = _measured({"max_num_seqs": 2, "kv_tokens": 2048}, "seats", 3.0)
+    assert start_hint({"max_num_seqs": 4, "kv_tokens": 2048}, [seat8, seat2], 256)[0] == 6
+    assert start_hint({"max_num_seqs": 16, "kv_tokens": 2048}, [seat8], 20)[0] == 20
+
+
+@pytest.mark.parametrize("kind", ["kv", "compute", "client", "under_driven", "none"])
+def test_no_prediction_from_a_neighbour_not_seat_bound(kind):
+    from llmtop.tune.hint import start_hint
+
+    t = _measured({"max_num_seqs": 8, "kv_tokens": 480}, kind, 7.0)
+    assert start_hint({"max_num_seqs": 16, "kv_tokens": 480}, [t], 256) is None
+    other = _measured({"max_num_seqs": 8, "kv_tokens": 480, "tp": 2}, "seats", 7.0)
+    assert start_hint({"max_num_seqs": 16, "kv_tokens": 480, "tp": 1}, [other], 256) is None
+    failed = {**_measured({"max_num_seqs": 8, "kv_tokens": 480}, "seats", 7.0),
+              "status": "failed"}
+    assert start_hint({"max_num_seqs": 16, "kv_tokens": 480}, [failed], 256) is None
