@@ -152,6 +152,12 @@ def test_adaptive_names_seat_bound_skips_fewer_seats_and_finds_the_known_best(tm
     skipped = [t for t in report["trials"] if t["status"] == "skipped"]
     assert [t["params"]["max_num_seqs"] for t in skipped] == [4]
     assert "seat-bound" in skipped[0]["reason"]
+    # 16 seats started where the seat-bound 8 predicted: twice its SLA load
+    big = _by(report, 16, 2048)
+    assert seat_bound["start"] is None and big["start"] is not None
+    assert big["start"]["load"] == min(24, 2 * seat_bound["sla_load"])  # max_load 24
+    assert "max_num_seqs=8 was seat-bound" in big["start"]["predicted_from"]
+    assert big["levels"][0]["load"] == big["start"]["load"]
     ran = [t for t in report["trials"] if t["status"] != "skipped"]
     assert all(t["pid"] and _gone(t["pid"]) for t in ran)
     assert report["traffic"]["identical"] is True and report["traffic"]["hash"]
