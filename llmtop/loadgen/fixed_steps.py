@@ -44,6 +44,7 @@ class FixedSteps:
     _workers: list[asyncio.Task[Any]]
     _got_output: Any
     _short: int
+    _w_planned: int | None
 
     def step_size(self, conc: int) -> int:
         """Measured requests of a fixed step: never fewer than 4 x its concurrency."""
@@ -89,6 +90,7 @@ class FixedSteps:
         self._phase = "measure"
         self._open_window()
         n = self.rate_step_size(rate)
+        self._w_planned = n
         sent = await self._scheduled(rate, n)
         step = self._close_window(None, rate, None)
         step["requests_planned"] = n
@@ -157,6 +159,7 @@ class FixedSteps:
             return
         self._phase = "measure"
         self._open_window()
+        self._w_planned = self.step_size(conc)
         await self._batch(conc, self.step_size(conc))
         step = self._close_window(conc, None, None)
         step["requests_planned"] = self.step_size(conc)

@@ -130,6 +130,12 @@ class Runner(FixedSteps):
         self._w_cap_waits = 0
         self._w_tokens = 0
         self._w_errors: dict[str, int] = {}
+        self._w_late = 0
+        """Measured requests that got their first token later than the TTFT SLO."""
+        self._w_planned: int | None = None
+        """The measured list's size (fixed steps), for ``ttft_slo_missed``."""
+        self._live: dict[int, Result] = {}
+        """Measured requests in flight (by id), to count those already past the TTFT SLO."""
         self._ra_count = 0
         self._ra_wait = 0.0
         self._lags: list[float] = []
@@ -193,8 +199,11 @@ class Runner(FixedSteps):
         asked = self.factory.last_asked
         self._mark(1)
         res = Result(_perf(), intended)
-        if ready is not None and self._window is not None:
-            self._dispatch_lags.append(max(0.0, res.t_send - ready))
+        measured = self._window is not None
+        if measured:
+            self._live[id(res)] = res
+            if ready is not None:
+                self._dispatch_lags.append(max(0.0, res.t_send - ready))
         try:
             await self.client.request(body, res)
         except asyncio.CancelledError:
@@ -202,6 +211,8 @@ class Runner(FixedSteps):
             raise
         finally:
             self._mark(-1)
+            if measured:
+                self._live.pop(id(res), None)
         self.tally.done(res, asked[1])
         self._on_result(res)
         if self._window is not None and res.error is None:  # asked vs got, measured requests
@@ -222,6 +233,9 @@ class Runner(FixedSteps):
                 self._w_tokens += res.tokens
                 if res.t_first is not None:
                     self._w_ttft.append(res.t_first - res.t_send)
+                    if self.o.ttft_slo is not None and \
+                            res.t_first - res.t_send > self.o.ttft_slo:
+                        self._w_late += 1
             else:
                 self._w_errors[res.error] = self._w_errors.get(res.error, 0) + 1
         if res.retry_after is not None:
@@ -329,7 +343,20 @@ class Runner(FixedSteps):
             "output_tokens_per_s": self._w_tokens / elapsed if elapsed > 0 else None,
             "ttft_p50_s": q.get("p50"), "ttft_p95_s": q.get("p95"),
             "errors": dict(self._w_errors), "elapsed_s": now - self._t0,
+            "requests_planned": self._w_planned if w is not None else None,
+            "ttft_slo_missed": self.ttft_slo_missed(now) if w is not None else None,
         }
+
+    def ttft_slo_missed(self, now: float) -> int | None:
+        """Measured requests whose TTFT is already past the SLO: finished so, or still
+        waiting for their first token longer than it (None without a TTFT SLO). TTFT is
+        timed from the actual send, as the SLO check does."""
+        slo = self.o.ttft_slo
+        if slo is None:
+            return None
+        waiting = sum(1 for r in self._live.values()
+                      if r.t_first is None and now - r.t_send > slo)
+        return self._w_late + waiting
 
     # ----- steps -----------------------------------------------------------------------------
     async def _wait(self, seconds: float | None) -> None:
@@ -354,6 +381,9 @@ class Runner(FixedSteps):
         self._w_cap_waits = 0
         self._w_tokens = 0
         self._w_errors = {}
+        self._w_late = 0
+        self._w_planned = None
+        self._live = {}
         self._ra_count = 0
         self._ra_wait = 0.0
         self._lags = []

@@ -12,7 +12,7 @@ from typing import Any
 
 from llmtop.loadgen.knee import sla_boundary
 
-__all__ = ["MAX_LEVELS", "level_met", "next_level", "start_level"]
+__all__ = ["MAX_LEVELS", "level_met", "next_level", "p95_lost", "start_level"]
 
 MAX_LEVELS = 8
 """Levels per trial at most."""
@@ -85,3 +85,12 @@ def level_met(step: dict[str, Any], slo: dict[str, float | None], max_error_rate
     tok = step.get("output_tokens_per_s") or 0.0
     return step.get("error_rate", 0.0) <= max_error_rate and (
         best_below is None or tok >= 1.05 * best_below)
+
+
+def p95_lost(missed: int | None, planned: int | None) -> bool:
+    """Whether ``missed`` requests of a list of ``planned`` already past an SLO make its p95
+    miss it whatever the rest do: the p95 (interpolated at rank 0.95 (n-1)) lies between two
+    of the ``n - floor(0.95 (n-1))`` largest values, so that many past the SLO put it there."""
+    if not missed or not planned:
+        return False
+    return missed >= planned - math.floor(0.95 * (planned - 1))

@@ -22,7 +22,7 @@ from llmtop.loadgen.fairness import engine_info
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.plan import EngineSpec
 from llmtop.loadgen.server_side import ServerWatch
-from llmtop.tune.boundary import level_met, next_level, start_level
+from llmtop.tune.boundary import level_met, next_level, p95_lost, start_level
 from llmtop.tune.limiter import limiter, load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS
@@ -57,9 +57,11 @@ class _Watchdog:
     """The drive of one level: passes Ctrl-C and the budget on, stops a lost level and
     notices a dead or hung engine."""
 
-    def __init__(self, proc: EngineProcess | None, deadline: float | None) -> None:
+    def __init__(self, proc: EngineProcess | None, deadline: float | None,
+                 ttft_slo: float | None = None) -> None:
         self.proc = proc
         self.deadline = deadline
+        self.ttft_slo = ttft_slo
         self.watch: ServerWatch | None = None
         self.early: str | None = None
         self.dead: str | None = None
@@ -70,7 +72,7 @@ class _Watchdog:
         climb, last_pre, last_tok, t_tok = 0, None, None, time.monotonic()
         t0 = time.monotonic()
         while not handle.finished:
-            handle.wait(0.2)
+            lost = self._lost([ev for ev in handle.wait(0.2) if ev.get("type") == "progress"])
             now = time.monotonic()
             why = None
             if stop.requested:
@@ -103,12 +105,27 @@ class _Watchdog:
                         self.early = why = (f"stopped early: preemptions climbed on "
                                             f"{climb} ticks in a row with a queue")
                 last_pre = pre
+            if why is None and lost and self.early is None:
+                self.early = why = lost
             if why and t_stop is None:
                 t_stop = now
                 handle.stop()
             if (t_stop is not None and (now - t_stop > 10 or stop.count >= 2)) or self.dead:
                 handle.kill()
                 break
+
+    def _lost(self, progress: list[dict[str, Any]]) -> str | None:
+        """Why the level is lost beyond doubt from the generator's side: enough of its list
+        already past the TTFT SLO that its p95 cannot meet it (this also caps a rate level
+        far past the engine's capacity, whose requests would pile up until its list ends)."""
+        if self.ttft_slo is None or not progress:
+            return None
+        last = progress[-1]
+        missed, planned = last.get("ttft_slo_missed"), last.get("requests_planned")
+        if not p95_lost(missed, planned):
+            return None
+        return (f"stopped early: {missed} of its {planned} requests already past the TTFT "
+                f"SLO ({1000 * self.ttft_slo:.0f} ms), so its p95 cannot meet it")
 
 
 class TrialRun(EngineRun):
@@ -177,7 +194,7 @@ class TrialRun(EngineRun):
             self.say(f"  {spec.name}: starts at {load_text(hint['load'], self.rate)}, "
                      f"predicted: {hint['predicted_from']}")
         first = load
-        dog = _Watchdog(proc, self.deadline)
+        dog = _Watchdog(proc, self.deadline, self.slo.get("ttft"))
         try:
             while load is not None and not (self.stop.requested or dog.budget or dog.dead):
                 self.say(f"  {spec.name}: measuring {load_text(load, self.rate)}")

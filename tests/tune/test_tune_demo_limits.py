@@ -19,18 +19,29 @@ pytestmark = pytest.mark.slow
 
 
 def test_rate_levels_find_the_boundary_in_req_s(tmp_path):
-    """4 seats of 64 + 32 tokens: the demo holds about 14 req/s under a 200 ms TTFT p95."""
+    """4 seats of 64 + 32 tokens: the demo holds about 14 req/s under a 200 ms TTFT p95.
+    The first level, 32 req/s, is far past it: stopped as soon as its p95 is lost."""
     progress = TuneProgress()
     report, lines = _tune(tmp_path, "max_num_seqs = [4]\nkv_tokens = [2048]", "rate = true",
-                          probe_extra="rate = 8", progress=progress)
+                          probe_extra="rate = 32", progress=progress)
     assert report["load_unit"] == "req/s"
     t = report["trials"][0]
     assert t["status"] == "measured" and t["load_unit"] == "req/s", t["reason"]
     loads = [lv["load"] for lv in t["levels"]]
-    assert loads[0] == 8.0  # the first rate level is [probe] rate
-    # each level a fixed list: 4 s of arrivals, sent on schedule (the drain not counted)
+    assert loads[0] == 32.0  # the first rate level is [probe] rate
+    # 32 req/s: 128 requests, 4 s of arrivals that a ~14 req/s engine would drain for ~9 s;
+    # stopped once enough were past the TTFT SLO that the p95 could not meet it
+    far = t["levels"][0]
+    assert not far["met"] and far["partial"], far
+    assert "past the TTFT SLO (200 ms), so its p95 cannot meet it" in far["stopped_early"]
+    assert far["requests"] + far["errors"] < 128 and far["duration_s"] < 4.0, far
+    # every other level a fixed list: 4 s of arrivals, sent on schedule (the drain not
+    # counted), whole unless it too was stopped as lost
     for lv in t["levels"]:
-        assert lv["requests"] + lv["errors"] == max(8, int(-(-4 * lv["load"] // 1)))
+        if lv["stopped_early"] is None:
+            assert lv["requests"] + lv["errors"] == max(8, int(-(-4 * lv["load"] // 1)))
+        else:
+            assert not lv["met"]
     missed = [lv for lv in t["levels"] if not lv["met"]]
     assert missed and t["sla_load"] is not None and t["sla_load"] < min(
         lv["load"] for lv in missed)
@@ -43,7 +54,7 @@ def test_rate_levels_find_the_boundary_in_req_s(tmp_path):
     assert t["limiter"]["kind"] == "seats" and "req/s" in t["limiter"]["evidence"]
     assert t["capacity"].startswith(f"holds {t['sla_load']:g} req/s")
     assert f"{t['sla_load']:g} req/s" in to_csv_text(report)
-    assert any("measuring 8 req/s" in ln for ln in lines)
+    assert any("measuring 32 req/s" in ln for ln in lines)
     assert t["sla_boundary"]["rate"] is True and report["traffic"]["identical"] is True
     assert _gone(t["pid"])
     # the live view's state followed the search
