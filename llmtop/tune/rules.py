@@ -14,7 +14,7 @@ from typing import Any
 from llmtop.tune.limiter import is_rate, load_text
 
 __all__ = ["MEMORY_PARAMS", "NO_KV_WORDS", "OOM_WORDS", "RULES", "SEAT_PARAMS",
-           "kv_full_at_fewer_seats", "kv_room_left", "no_kv_memory_with_more",
+           "kv_full_at_fewer_seats", "kv_room_left", "memory_beyond", "no_kv_memory_with_more",
            "oom_with_less_memory", "pair", "seat_bound_with_more_seats", "seats_never_filled",
            "skip_reason"]
 
@@ -114,22 +114,46 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
+def memory_beyond(cand: dict[str, Any], t: Trial, more: bool) -> list[tuple[str, float, float]]:
+    """The memory settings in which ``cand`` differs from the trial's, as (name, candidate's,
+    trial's), when every one of them asks at least as much (``more``) or at most as much as
+    the trial's and every other setting is equal; else []."""
+    theirs = t["params"]
+    if cand.keys() != theirs.keys():
+        return []
+    out = []
+    for k, v in cand.items():
+        if v == theirs[k]:
+            continue
+        a, b = _num(v), _num(theirs[k])
+        if k not in MEMORY_PARAMS or a is None or b is None or (a < b if more else a > b):
+            return []
+        out.append((k, a, b))
+    return out
+
+
+def _settings(diff: list[tuple[str, float, float]], which: int) -> str:
+    return ", ".join(f"{d[0]}={d[which]:g}" for d in diff)
+
+
 def oom_with_less_memory(cand: dict[str, Any], t: Trial) -> str | None:
-    """Failed to start out of memory: the same asking for more memory fails too."""
-    p = pair(cand, t, MEMORY_PARAMS)
-    if p is None or p[1] < p[2] or (line := _failed_with(t, OOM_WORDS)) is None:
+    """Failed to start out of memory: the same asking for as much or more memory in every
+    memory setting fails too."""
+    diff = memory_beyond(cand, t, more=True)
+    if not diff or (line := _failed_with(t, OOM_WORDS)) is None:
         return None
-    return (f"{p[0]}={p[2]:g} failed to start out of memory ({_clip(line)}); "
-            f"{p[0]}={p[1]:g} asks for more")
+    return (f"{_settings(diff, 2)} failed to start out of memory ({_clip(line)}); "
+            f"{_settings(diff, 1)} asks for more")
 
 
 def no_kv_memory_with_more(cand: dict[str, Any], t: Trial) -> str | None:
-    """Failed to start with too little memory for its KV cache: less memory fails too."""
-    p = pair(cand, t, MEMORY_PARAMS)
-    if p is None or p[1] > p[2] or (line := _failed_with(t, NO_KV_WORDS)) is None:
+    """Failed to start with too little memory for its KV cache: as little or less memory in
+    every memory setting fails too."""
+    diff = memory_beyond(cand, t, more=False)
+    if not diff or (line := _failed_with(t, NO_KV_WORDS)) is None:
         return None
-    return (f"{p[0]}={p[2]:g} left too little memory for the KV cache ({_clip(line)}); "
-            f"{p[0]}={p[1]:g} leaves less")
+    return (f"{_settings(diff, 2)} left too little memory for the KV cache ({_clip(line)}); "
+            f"{_settings(diff, 1)} leaves less")
 
 
 def kv_room_left(cand: dict[str, Any], t: Trial) -> str | None:

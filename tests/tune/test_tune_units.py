@@ -219,6 +219,24 @@ def test_start_failures_skip_by_the_engines_own_words_in_both_directions():
     why = skip_reason({"gpu_memory_utilization": 0.1}, [small])
     assert "too little memory for the KV cache" in why and "No available memory" in why
     assert skip_reason({"gpu_memory_utilization": 0.5}, [small]) is None
+    # across two memory settings: skipped only when every one asks as much or more
+    two = empty_trial({"gpu_memory_utilization": 0.9, "max_num_seqs": 8,
+                       "num_gpu_blocks_override": 4096}, "x", "failed", "CUDA out of memory")
+    why = skip_reason({"gpu_memory_utilization": 0.95, "max_num_seqs": 8,
+                       "num_gpu_blocks_override": 8192}, [two])
+    assert why and "gpu_memory_utilization=0.9, num_gpu_blocks_override=4096 failed to start " \
+        "out of memory" in why and "gpu_memory_utilization=0.95, num_gpu_blocks_override=8192 " \
+        "asks for more" in why
+    assert skip_reason({"gpu_memory_utilization": 0.95, "max_num_seqs": 8,
+                        "num_gpu_blocks_override": 2048}, [two]) is None  # less of one
+    assert skip_reason({"gpu_memory_utilization": 0.95, "max_num_seqs": 16,
+                        "num_gpu_blocks_override": 8192}, [two]) is None  # a seat differs
+    few = empty_trial({"gpu_memory_utilization": 0.2, "num_gpu_blocks_override": 64}, "x",
+                      "failed", "ValueError: No available memory for the cache blocks.")
+    assert "leaves less" in skip_reason({"gpu_memory_utilization": 0.1,
+                                         "num_gpu_blocks_override": 32}, [few])
+    assert skip_reason({"gpu_memory_utilization": 0.1, "num_gpu_blocks_override": 128},
+                       [few]) is None
     # a start that failed for another reason rules nothing out
     other = failed(0.9, "ModuleNotFoundError: No module named 'vllm'")
     assert skip_reason({"gpu_memory_utilization": 0.95}, [other]) is None
