@@ -75,7 +75,10 @@ def _levels(t: dict[str, Any], i: int) -> str:
         + f"<td>{_e(lv.get('errors', 0))}</td><td>{_e(lv.get('stopped_early') or '')}</td></tr>"
         for lv in t["levels"])
     params = ", ".join(f"{k}={v}" for k, v in t["params"].items())
-    return (f"<h3>#{i} {_e(params)}</h3><p>{_e(t.get('capacity') or '')}</p>"
+    start = t.get("start")
+    started = (f"<p>Started at {_e(load_text(start['load'], is_rate(t)))}, predicted: "
+               f"{_e(start['predicted_from'])}</p>" if start else "")
+    return (f"<h3>#{i} {_e(params)}</h3><p>{_e(t.get('capacity') or '')}</p>{started}"
             "<table><tr><th>load</th><th>SLOs met</th><th>out tok/s</th><th>TTFT p95 ms</th>"
             "<th>TPOT p95 ms</th><th>running</th><th>waiting</th><th>KV %</th>"
             "<th>preemptions</th><th>errors</th><th>note</th></tr>" + rows + "</table>")

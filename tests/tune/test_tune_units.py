@@ -281,7 +281,10 @@ def test_a_rate_trial_says_its_unit_everywhere():
     assert t["load_unit"] == "req/s" and t["capacity"].startswith("holds 12 req/s")
     assert "12 req/s" in to_csv_text(rep)
     t["levels"] = [_lv(14, False, running_peak=8, waiting_peak=3)]
-    assert "<td>14 req/s</td>" in tune_html(rep)
+    assert "<td>14 req/s</td>" in tune_html(rep) and "Started at" not in tune_html(rep)
+    t["start"] = {"load": 12.0, "predicted_from": "max_num_seqs=4 was seat-bound and held "
+                  "6 req/s; scaled to max_num_seqs=8: 12 req/s"}
+    assert "Started at 12 req/s, predicted: max_num_seqs=4 was seat-bound" in tune_html(rep)
     out = io.StringIO()
     print_tune({**rep, "traffic": {}}, file=out)
     assert "12 req/s" in out.getvalue() and "c=12" not in out.getvalue()
