@@ -137,7 +137,8 @@ def step_is_client_bound(step: dict[str, Any]) -> tuple[bool, list[str]]:
     # cap held requests: the server's seats, not the generator, set the rate then (how late
     # each went out after its seat freed is the lateness above)
     rate, ach_r = step.get("rate"), step.get("achieved_rate")
-    due = step.get("due_rate") or rate
+    due = step.get("due_rate")
+    due = rate if due is None else due  # 0 due (a Poisson window cut short): none fell short
     if rate and ach_r is not None and quiet and not step.get("cap_waits") \
             and ach_r < SHORTFALL_BOUND * due:
         reasons.append(f"achieved rate {ach_r:.2f}/s < 95% of {due:.3g}/s due")
