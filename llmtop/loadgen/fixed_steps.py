@@ -89,8 +89,7 @@ class FixedSteps:
             return
         self._phase = "measure"
         self._open_window()
-        n = self.rate_step_size(rate)
-        self._w_planned = n
+        n = self._w_planned = self.rate_step_size(rate)
         sent = await self._scheduled(rate, n)
         step = self._close_window(None, rate, None)
         step["requests_planned"] = n
@@ -159,10 +158,10 @@ class FixedSteps:
             return
         self._phase = "measure"
         self._open_window()
-        self._w_planned = self.step_size(conc)
-        await self._batch(conc, self.step_size(conc))
+        n = self._w_planned = self.step_size(conc)
+        await self._batch(conc, n)
         step = self._close_window(conc, None, None)
-        step["requests_planned"] = self.step_size(conc)
+        step["requests_planned"] = n
         # its ramp and its drain are the list's, not the generator's: judged without them
         step["client_bound"], step["client_bound_reasons"] = step_is_client_bound(step)
         if step["requests"] + step["errors_total"] < step["requests_planned"]:

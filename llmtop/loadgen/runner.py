@@ -134,8 +134,8 @@ class Runner(FixedSteps):
         """Measured requests that got their first token later than the TTFT SLO."""
         self._w_planned: int | None = None
         """The measured list's size (fixed steps), for ``ttft_slo_missed``."""
-        self._live: dict[int, Result] = {}
-        """Measured requests in flight (by id), to count those already past the TTFT SLO."""
+        self._live: set[Result] = set()
+        """Measured requests in flight, to count those already past the TTFT SLO."""
         self._ra_count = 0
         self._ra_wait = 0.0
         self._lags: list[float] = []
@@ -201,7 +201,7 @@ class Runner(FixedSteps):
         res = Result(_perf(), intended)
         measured = self._window is not None
         if measured:
-            self._live[id(res)] = res
+            self._live.add(res)
             if ready is not None:
                 self._dispatch_lags.append(max(0.0, res.t_send - ready))
         try:
@@ -212,7 +212,7 @@ class Runner(FixedSteps):
         finally:
             self._mark(-1)
             if measured:
-                self._live.pop(id(res), None)
+                self._live.discard(res)
         self.tally.done(res, asked[1])
         self._on_result(res)
         if self._window is not None and res.error is None:  # asked vs got, measured requests
@@ -232,10 +232,9 @@ class Runner(FixedSteps):
             if res.error is None:
                 self._w_tokens += res.tokens
                 if res.t_first is not None:
-                    self._w_ttft.append(res.t_first - res.t_send)
-                    if self.o.ttft_slo is not None and \
-                            res.t_first - res.t_send > self.o.ttft_slo:
-                        self._w_late += 1
+                    ttft = res.t_first - res.t_send
+                    self._w_ttft.append(ttft)
+                    self._w_late += self.o.ttft_slo is not None and ttft > self.o.ttft_slo
             else:
                 self._w_errors[res.error] = self._w_errors.get(res.error, 0) + 1
         if res.retry_after is not None:
@@ -354,7 +353,7 @@ class Runner(FixedSteps):
         slo = self.o.ttft_slo
         if slo is None:
             return None
-        waiting = sum(1 for r in self._live.values()
+        waiting = sum(1 for r in self._live
                       if r.t_first is None and now - r.t_send > slo)
         return self._w_late + waiting
 
@@ -383,7 +382,7 @@ class Runner(FixedSteps):
         self._w_errors = {}
         self._w_late = 0
         self._w_planned = None
-        self._live = {}
+        self._live = set()
         self._ra_count = 0
         self._ra_wait = 0.0
         self._lags = []

@@ -32,6 +32,7 @@ __all__ = [
     "STALL_SHARE_BOUND",
     "STALL_TOTAL_MIN_S",
     "error_rate",
+    "p95_lost",
     "percentiles",
     "stall_summary",
     "step_is_client_bound",
@@ -86,6 +87,16 @@ def percentiles(values: Sequence[float] | Iterable[float]) -> dict[str, float | 
 
     return {"p50": q(0.50), "p90": q(0.90), "p95": q(0.95), "p99": q(0.99),
             "mean": math.fsum(xs) / n}
+
+
+def p95_lost(missed: int | None, planned: int | None) -> bool:
+    """Whether ``missed`` requests of a list of ``planned`` already past an SLO make its p95
+    miss it whatever the rest do: ``percentiles`` interpolates the p95 at rank 0.95 (n-1),
+    between two of the ``n - floor(0.95 (n-1))`` largest values, so that many past the SLO
+    put it there."""
+    if not missed or not planned:
+        return False
+    return missed >= planned - math.floor(0.95 * (planned - 1))
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | None] | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from llmtop.loadgen.knee import sla_boundary
 
-__all__ = ["MAX_LEVELS", "level_met", "next_level", "p95_lost", "start_level"]
+__all__ = ["MAX_LEVELS", "level_met", "next_level", "start_level"]
 
 MAX_LEVELS = 8
 """Levels per trial at most."""
@@ -42,6 +42,7 @@ def next_level(met: dict[float, bool], start: float, max_load: float, *,
         return None
     if not met:
         return start
+    floor = 0.25 if rate else 1.0
     if hinted and len(met) == 1 and start in met:
         if met[start]:
             nxt = (round(start * (1 + BISECT_SHARE), 3) if rate
@@ -49,13 +50,11 @@ def next_level(met: dict[float, bool], start: float, max_load: float, *,
             return None if start >= max_load else min(max_load, nxt)
         nxt = (round(start / (1 + BISECT_SHARE), 3) if rate
                else float(min(start - 1, math.ceil(start / (1 + BISECT_SHARE)))))
-        floor = 0.25 if rate else 1.0
         return None if nxt < floor or nxt >= start else nxt
     ok = [x for x, m in met.items() if m]
     lo = max(ok) if ok else None
     bad = [x for x, m in met.items() if not m and (lo is None or x > lo)]
     hi = min(bad) if bad else None
-    floor = 0.25 if rate else 1.0
     if hi is None:
         assert lo is not None
         nxt = min(max_load, lo * 2)
@@ -86,11 +85,3 @@ def level_met(step: dict[str, Any], slo: dict[str, float | None], max_error_rate
     return step.get("error_rate", 0.0) <= max_error_rate and (
         best_below is None or tok >= 1.05 * best_below)
 
-
-def p95_lost(missed: int | None, planned: int | None) -> bool:
-    """Whether ``missed`` requests of a list of ``planned`` already past an SLO make its p95
-    miss it whatever the rest do: the p95 (interpolated at rank 0.95 (n-1)) lies between two
-    of the ``n - floor(0.95 (n-1))`` largest values, so that many past the SLO put it there."""
-    if not missed or not planned:
-        return False
-    return missed >= planned - math.floor(0.95 * (planned - 1))

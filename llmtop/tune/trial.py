@@ -22,7 +22,8 @@ from llmtop.loadgen.fairness import engine_info
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.plan import EngineSpec
 from llmtop.loadgen.server_side import ServerWatch
-from llmtop.tune.boundary import level_met, next_level, p95_lost, start_level
+from llmtop.loadgen.stats import p95_lost
+from llmtop.tune.boundary import level_met, next_level, start_level
 from llmtop.tune.limiter import limiter, load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS

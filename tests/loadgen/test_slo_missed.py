@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmtop.loadgen.options import ProbeOptions
-from llmtop.loadgen.stats import percentiles
-from llmtop.tune.boundary import p95_lost
+from llmtop.loadgen.stats import p95_lost, percentiles
 from tests.loadgen.conftest import probe
 
 
