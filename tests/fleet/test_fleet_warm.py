@@ -25,7 +25,7 @@ from llmtop.diagnose.thresholds import BASELINE_KEEP_S
 from llmtop.fleet.monitor import FleetMonitor
 from llmtop.fleet.warm import WARM_STEP_S, fetch, pick_step, span
 
-from .conftest import query_role
+from .conftest import VICTORIA_LATENCY_OFFSET_S, query_role
 
 T0 = 1_795_600_000.0
 STEP_S = 10.0
@@ -376,7 +376,10 @@ def test_real_warm_points_equal_instant_refreshes(fleet_backend, demo_fleet):
     prometheus_url = fleet_backend.url
     # seconds, not minutes: a 5 s window, points 2.5 s apart (the product: 180 s, 10 s)
     window, step = 5.0, 2.5
-    cfg = Config(prometheus=PrometheusConfig(url=prometheus_url, window_s=window))
+    # the test's VictoriaMetrics hides only the last 1 s: said, so refreshes are not 30 s old
+    params = (("latency_offset", f"{VICTORIA_LATENCY_OFFSET_S:g}s"),) \
+        if fleet_backend.kind == "victoriametrics" else ()
+    cfg = Config(prometheus=PrometheusConfig(url=prometheus_url, window_s=window, params=params))
 
     async def go() -> tuple[Any, dict[float, Any], Any]:
         mon = FleetMonitor(cfg, lean=True)  # the warm-up's plan: no detail-only histograms
@@ -404,7 +407,7 @@ def test_real_warm_points_equal_instant_refreshes(fleet_backend, demo_fleet):
             saved = w.WARM_STEP_S, FleetDiagnosis.baseline_step_s
             w.WARM_STEP_S = FleetDiagnosis.baseline_step_s = step
             mon2 = FleetMonitor(Config(prometheus=PrometheusConfig(
-                url=prometheus_url, window_s=window, at=t)))
+                url=prometheus_url, window_s=window, at=t, params=params)))
             try:
                 try:
                     at_snap = await mon2.tick()
