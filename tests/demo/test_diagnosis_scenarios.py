@@ -1,14 +1,16 @@
 """Each diagnosis scenario: a healthy baseline, then the change its rule looks for, seen
-through llmtop's own Scraper, parsers and Store (baseline shortened to a few seconds)."""
+through llmtop's own Scraper, parsers and Store (baseline shortened to a few seconds). The
+demo, in this process, and the watch share a clock ``TIME_SCALE`` times as fast as the wall
+clock (``llmtop.clock``): every duration below is in its seconds."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import aiohttp
 import pytest
 
+from llmtop import clock
 from llmtop.demo.launcher import BASELINE_ENV
 from llmtop.demo.scenarios import DIAGNOSIS, SCENARIOS, baseline_seconds, get_scenario
 from tests.demo.watch import Watch, watch
@@ -18,12 +20,19 @@ AFTER_S = 5.0
 SETTLE_S = 2.0
 """Left out of both windows: the start-up burst and the switch itself."""
 
+TIME_SCALE = 2.0
+
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _fast_clock(monkeypatch):
+    monkeypatch.setenv(clock.ENV, clock.env_value(TIME_SCALE))
 
 
 async def _run(demo_factory, scenario: str):
     server = await demo_factory(scenario=scenario, background=True, baseline_s=BASELINE_S)
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     w = await watch(server, BASELINE_S + AFTER_S)
     assert server.anomaly_started is not None
     t_switch = t0 + BASELINE_S

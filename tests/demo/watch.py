@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 
+from llmtop import clock
 from llmtop.config import Config, Target
 from llmtop.gpu.demo import DemoGpuSampler
 from llmtop.history.store import Store
@@ -29,13 +29,14 @@ class Watch:
         return [next(r for r in s.engines if r.engine == engine) for s in self.snaps]
 
     def row(self, engine: str, t0: float, t1: float) -> EngineRow:
-        """The row of ``engine`` over the window ``[t0, t1]`` (monotonic seconds)."""
+        """The row of ``engine`` over the window ``[t0, t1]`` (``llmtop.clock`` seconds)."""
         snap = self.store.snapshot(t1 - t0, t_mono=t1)
         return next(r for r in snap.engines if r.engine == engine)
 
 
 async def watch(server, seconds: float, interval: float = 0.5) -> Watch:
-    """Scrape every engine (and the demo GPUs) every ``interval`` s for ``seconds``."""
+    """Scrape every engine (and the demo GPUs) every ``interval`` s for ``seconds``, in
+    ``llmtop.clock`` seconds (the demo's own clock: scaled where a test scales it)."""
     targets = tuple(Target(name=es.target, base_url=es.base_url, engine=es.kind,
                            host="127.0.0.1", port=es.port, timeout_s=2.0)
                     for es in server.sites)
@@ -45,16 +46,16 @@ async def watch(server, seconds: float, interval: float = 0.5) -> Watch:
     store = Store(cfg, normalize=registry.normalize)
     w = Watch(store)
     try:
-        t_end = time.monotonic() + seconds
-        while time.monotonic() < t_end:
+        t_end = clock.monotonic() + seconds
+        while clock.monotonic() < t_end:
             raws = await asyncio.gather(*(scraper.scrape(t) for t in targets))
             for raw in raws:
                 store.ingest(raw)
             store.ingest_gpus(await gpus.sample_async())
-            now = time.monotonic()
-            w.snaps.append(store.commit(now, time.time()))
+            now = clock.monotonic()
+            w.snaps.append(store.commit(now, clock.time()))
             w.times.append(now)
-            await asyncio.sleep(interval)
+            await clock.sleep(interval)
         return w
     finally:
         await scraper.aclose()

@@ -2,7 +2,7 @@
 recording with ``llmtop replay FILE --at TIME --once --json`` and check the first finding of
 each engine; the healthy baseline period and the default demo give no warn or critical.
 
-Each group records its scenarios side by side (one demo process each, 1 s ticks) for
+Each group records its scenarios side by side (one demo process each, 1.5 s ticks) for
 ``BASELINE_S + ANOMALY_S`` seconds of a clock ``TIME_SCALE`` times as fast as the wall clock
 (``llmtop.clock``: the demo engines, the monitor and the recording share it), so the same
 78 s of scenario, the same 30 s diagnosis window and 10 s baseline steps pass in about 20 s.
@@ -32,8 +32,11 @@ BASELINE_S = 40.0
 """Healthy traffic before the anomaly: 4 baseline points (one per 10 s) before it."""
 ANOMALY_S = 38.0
 """Long enough for the 30 s diagnosis window to hold the anomaly only."""
-TIME_SCALE = 3.0
-"""Clock seconds per real second (a refresh late by 1 real second already reads as STALE)."""
+TIME_SCALE = 4.0
+"""Clock seconds per real second."""
+INTERVAL_S = 1.5
+"""Clock seconds between refreshes. A target is STALE after 3 missed intervals: 4.5 clock s,
+1.1 real s here (K=4 with 1 s refreshes left 0.75 real s, and a loaded box read STALE)."""
 
 EXPECTED: dict[str, dict[str, str]] = {
     # scenario -> engine kind (target prefix) -> the first finding's rule
@@ -74,7 +77,7 @@ async def _record(scenario: str, path: Path, seconds: float) -> list[tuple[str, 
     demo = await asyncio.to_thread(start_demo, scenario=scenario, baseline_s=BASELINE_S,
                                    engines=engines)
     try:
-        config = demo.apply(Config(interval_s=1.0, discover=False))
+        config = demo.apply(Config(interval_s=INTERVAL_S, discover=False))
         mon = RecordingMonitor(Monitor.from_config(config, demo), Recorder(path, config))
         t0 = clock.monotonic()
         early: list[tuple[str, str]] = []
@@ -84,7 +87,7 @@ async def _record(scenario: str, path: Path, seconds: float) -> list[tuple[str, 
                 if elapsed < BASELINE_S - 2:
                     early = [(e.level, e.text) for e in mon.store.events
                              if e.level in ("warn", "error") and e.target]
-                await clock.sleep(1.0 - (clock.monotonic() - t0 - elapsed))
+                await clock.sleep(INTERVAL_S - (clock.monotonic() - t0 - elapsed))
         finally:
             await mon.aclose()
         return early

@@ -221,11 +221,12 @@ def test_ctrl_c_keeps_done_trials_and_resume_runs_only_the_rest(tmp_path, fast):
     assert all(_gone(t.get("pid")) for t in second["trials"])
 
 
-def test_parallel_trials_each_get_their_gpus_and_port(tmp_path):
+def test_parallel_trials_each_get_their_gpus_and_port(tmp_path, fast):
     plan = parse_tune_plan(plan_text(
         "max_num_seqs = [4, 8]\nkv_tokens = [2048]",
         'strategy = "grid"\nparallel = 2\ngpu_sets = ["0", "1"]',
-        start_prefix="echo gpus=$CUDA_VISIBLE_DEVICES; exec "))
+        start_prefix="echo gpus=$CUDA_VISIBLE_DEVICES; exec ", max_load=16
+    ).replace("ttft_slo = 0.2", fast["slo"]))
     report = run_tune(plan, _options(plan), log_dir=str(tmp_path / "p"),
                       new_monitor=_new_monitor, watch_interval_s=0.5, stop=StopFlag())
     trials = report["trials"]
@@ -238,10 +239,11 @@ def test_parallel_trials_each_get_their_gpus_and_port(tmp_path):
         assert f"gpus={t['gpu_set']}" in text
 
 
-def test_an_engine_that_dies_mid_trial_is_noticed_and_the_search_goes_on(tmp_path):
-    text = plan_text("life = [10, 600]", 'strategy = "grid"',
-                     start_prefix="timeout {life} ").replace(
-        "{max_num_seqs}", "4").replace("{kv_tokens}", "2048")
+def test_an_engine_that_dies_mid_trial_is_noticed_and_the_search_goes_on(tmp_path, fast):
+    text = plan_text("life = [6, 600]", 'strategy = "grid"',
+                     start_prefix="timeout {life} ", max_load=16).replace(
+        "{max_num_seqs}", "4").replace("{kv_tokens}", "2048").replace(
+        "ttft_slo = 0.2", fast["slo"])
     plan = parse_tune_plan(text)
     t0 = time.monotonic()
     report = run_tune(plan, _options(plan), log_dir=str(tmp_path / "d"),
