@@ -43,6 +43,10 @@ async def running(monkeypatch):
     d = Recorder(object())
     r, w = os.pipe()
     d.fileno = r
+    # the pipe's fds still open; a test that closes one discards it here. Closing it again
+    # would close whatever the process opened on that number since (a socket of another
+    # test's server: EBADF in its thread later)
+    d.open_fds = {r, w}
     t = threading.Thread(target=d.run_input_thread, daemon=True)
     t.start()
     try:
@@ -50,11 +54,8 @@ async def running(monkeypatch):
     finally:
         d.exit_event.set()
         t.join(2)
-        for fd in (r, w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for fd in d.open_fds:
+            os.close(fd)
         d.close()
         for s, h in saved.items():
             signal.signal(s, h)
@@ -94,8 +95,9 @@ async def test_idle_thread_sleeps_and_exits_at_once(running):
 
 
 async def test_closed_input_does_not_spin(running):
-    _, w, t = running
+    d, w, t = running
     os.close(w)
+    d.open_fds.discard(w)
     await asyncio.sleep(0.1)
     n = CountingSelector.calls
     await asyncio.sleep(0.4)
