@@ -13,7 +13,8 @@ Session fixtures (servers start once per test run):
 - ``prometheus_url`` / ``victoria_url``: base URLs, yielded once every target has three or
   more ``up`` samples. VictoriaMetrics runs with ``-search.latencyOffset=1s``
   (``VICTORIA_LATENCY_OFFSET_S``; its default is 30 s).
-- ``fleet_backend``: parametrized over both, a ``Backend(kind, url, server)``.
+- ``fleet_backend``: parametrized over both, a ``Backend(kind, url, server)``;
+  ``latency_params(kind)``: the ``PrometheusConfig.params`` that go with it.
 - ``promql``: ``promql(url, expr, time=None, **params) -> list`` of ``{metric, value}``
   (the server's own answer, for comparisons at the same ``time``).
 - ``refresh_once(url, **prom)`` (a function): ``(monitor, snapshot)`` of one refresh.
@@ -51,6 +52,14 @@ class Backend:
     kind: str
     url: str
     server: ServerProcess
+
+
+def latency_params(kind: str) -> tuple[tuple[str, str], ...]:
+    """``PrometheusConfig.params`` for a backend: the test VictoriaMetrics' 1 s latency offset
+    (unsaid, llmtop assumes its default 30 s and refreshes 30 s in the past)."""
+    if kind != "victoriametrics":
+        return ()
+    return (("latency_offset", f"{VICTORIA_LATENCY_OFFSET_S:g}s"),)
 
 
 def _missing(name: str) -> None:

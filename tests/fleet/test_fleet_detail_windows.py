@@ -26,7 +26,7 @@ from llmtop.ui.screens.detail import EngineDetailScreen
 from llmtop.ui.source import FleetSource
 from llmtop.ui.textshot import screen_lines
 
-from .conftest import VICTORIA_LATENCY_OFFSET_S
+from .conftest import latency_params
 
 RUN = "vllm:num_requests_running"
 GEN = "vllm:generation_tokens_total"
@@ -318,9 +318,8 @@ def _close(a: float | None, b: float) -> bool:
 def test_the_5m_row_equals_the_servers_promql_over_5m(fleet_backend, demo_fleet, promql):
     url = fleet_backend.url
     tr = _Recorder()
-    params = (("latency_offset", f"{VICTORIA_LATENCY_OFFSET_S:g}s"),) \
-        if fleet_backend.kind == "victoriametrics" else ()
-    cfg = Config(prometheus=PrometheusConfig(url=url, window_s=20.0, params=params))
+    cfg = Config(prometheus=PrometheusConfig(url=url, window_s=20.0,
+                                             params=latency_params(fleet_backend.kind)))
 
     async def go():
         mon = FleetMonitor(cfg, transport=tr)

@@ -25,7 +25,7 @@ from llmtop.diagnose.thresholds import BASELINE_KEEP_S
 from llmtop.fleet.monitor import FleetMonitor
 from llmtop.fleet.warm import WARM_STEP_S, fetch, pick_step, span
 
-from .conftest import VICTORIA_LATENCY_OFFSET_S, query_role
+from .conftest import latency_params, query_role
 
 T0 = 1_795_600_000.0
 STEP_S = 10.0
@@ -376,9 +376,7 @@ def test_real_warm_points_equal_instant_refreshes(fleet_backend, demo_fleet):
     prometheus_url = fleet_backend.url
     # seconds, not minutes: a 5 s window, points 2.5 s apart (the product: 180 s, 10 s)
     window, step = 5.0, 2.5
-    # the test's VictoriaMetrics hides only the last 1 s: said, so refreshes are not 30 s old
-    params = (("latency_offset", f"{VICTORIA_LATENCY_OFFSET_S:g}s"),) \
-        if fleet_backend.kind == "victoriametrics" else ()
+    params = latency_params(fleet_backend.kind)
     cfg = Config(prometheus=PrometheusConfig(url=prometheus_url, window_s=window, params=params))
 
     async def go() -> tuple[Any, dict[float, Any], Any]:

@@ -21,15 +21,14 @@ from llmtop.demo.fleet import MODEL_A, MODEL_B
 from llmtop.fleet.monitor import ERRORS_TTL_S, FleetMonitor
 from llmtop.fleet.queries import Layouts
 
-from .conftest import VICTORIA_LATENCY_OFFSET_S
+from .conftest import latency_params
 
 WINDOW_S = 20.0
 
 
 def _config(url: str, kind: str, **kw) -> Config:
-    params = (("latency_offset", f"{VICTORIA_LATENCY_OFFSET_S:g}s"),) \
-        if kind == "victoriametrics" else ()
-    return Config(prometheus=PrometheusConfig(url=url, window_s=WINDOW_S, params=params, **kw))
+    return Config(prometheus=PrometheusConfig(url=url, window_s=WINDOW_S,
+                                              params=latency_params(kind), **kw))
 
 
 def _refresh(url: str, kind: str, **kw) -> tuple[FleetMonitor, object]:

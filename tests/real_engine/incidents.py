@@ -344,7 +344,6 @@ async def _replay(rec_file: Path, at: float) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
-
 def table(res: Result) -> str:
     """llmtop's numbers next to the server's, for the same ``--once`` window."""
     (row,) = res.once["engines"]
