@@ -49,6 +49,8 @@ XDIST_GROUPS = {
     # per run, not once per worker. The first match wins. docs/development.md says when to
     # add a line here.
     "demo_fleet": "fleet-servers",  # real Prometheus + VictoriaMetrics over a demo fleet
+    # fleet_backend reaches them through request.getfixturevalue, out of the tests' closure
+    "fleet_backend": "fleet-servers",
     "linked_fleet": "fleet-gpulink",  # tests/fleet/test_gpulink.py's own Prometheus
     "traps_prom": "fleet-traps",  # tests/fleet/test_traps.py's own Prometheus
     "bare_fleet": "fleet-trtllm-bare",  # tests/fleet/test_trtllm_bare.py's servers

@@ -1,6 +1,7 @@
 """Real Prometheus and VictoriaMetrics on loopback, scraping demo engines every second.
 
-Session fixtures (servers start once per test run):
+Package fixtures (the servers start once per run, on the worker that runs the
+``fleet-servers`` xdist group, and end when that worker leaves ``tests/fleet``):
 
 - ``demo_fleet``: a :class:`llmtop.demo.fleet.DemoFleet` -- demo vLLM and SGLang engines of two
   models (``MODEL_A``, ``MODEL_B``), one vLLM in trouble (``kv-pressure``), one vLLM that
@@ -94,7 +95,21 @@ def refresh_once(url: str, **prom: Any) -> tuple[Any, Any]:
     return asyncio.run(go())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(autouse=True)
+def _fleet_servers_run_in_their_group(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that reached the demo fleet outside the ``fleet-servers`` xdist group: on
+    another worker it would start a second fleet and its servers (~60 s of CPU a run)."""
+    yield
+    if "demo_fleet" not in request.fixturenames or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    mark = request.node.get_closest_marker("xdist_group")
+    group = (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+    assert group == "fleet-servers", (
+        f"{request.node.nodeid} uses the demo fleet but runs in xdist group {group!r}: "
+        "name the fixture it reaches it through in XDIST_GROUPS (tests/conftest.py)")
+
+
+@pytest.fixture(scope="package")
 def demo_fleet() -> Iterator[DemoFleet]:
     fl = demo_fleet_mod.start_fleet(5, down=1, restarting=True, restart_after_s=8.0,
                                     restart_every_s=20.0, stale=True, dcgm=True)
@@ -136,29 +151,29 @@ def victoria_bin() -> str:
     return str(path)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def prometheus_server(prometheus_bin: str, demo_fleet: DemoFleet,
                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from _serve("prometheus", demo_fleet, tmp_path_factory.mktemp("prometheus"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def victoria_server(victoria_bin: str, demo_fleet: DemoFleet,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from _serve("victoriametrics", demo_fleet, tmp_path_factory.mktemp("victoria"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def prometheus_url(prometheus_server: ServerProcess) -> str:
     return prometheus_server.url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def victoria_url(victoria_server: ServerProcess) -> str:
     return victoria_server.url
 
 
-@pytest.fixture(scope="session", params=["prometheus", "victoriametrics"])
+@pytest.fixture(scope="package", params=["prometheus", "victoriametrics"])
 def fleet_backend(request: pytest.FixtureRequest) -> Backend:
     name = "prometheus_server" if request.param == "prometheus" else "victoria_server"
     srv: ServerProcess = request.getfixturevalue(name)
