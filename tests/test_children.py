@@ -94,7 +94,11 @@ def test_a_program_that_does_not_exist_is_a_clear_error(tmp_path):
         children.spawn([str(tmp_path / "no-such-program")])
 
 
-def test_temp_dir_removed_by_stop_all():
+def test_temp_dir_removed_by_stop_all(monkeypatch):
+    # stop_all ends every child of this process: here only this test's (the worker's shared
+    # servers, a demo fleet or another test's Prometheus, keep running)
+    monkeypatch.setattr(children, "_children", [])
+    monkeypatch.setattr(children, "_temp_dirs", [])
     path = children.temp_dir(prefix="llmtop-test-")
     Path(path, "f").write_text("x")
     child = children.spawn(["sleep", "300"])
