@@ -91,9 +91,10 @@ def percentiles(values: Sequence[float] | Iterable[float]) -> dict[str, float | 
 
 def p95_lost(missed: int | None, planned: int | None) -> bool:
     """Whether ``missed`` requests of a list of ``planned`` already past an SLO make its p95
-    miss it whatever the rest do: ``percentiles`` interpolates the p95 at rank 0.95 (n-1),
-    between two of the ``n - floor(0.95 (n-1))`` largest values, so that many past the SLO
-    put it there."""
+    miss it whatever the rest do, however little past it they are: ``percentiles``
+    interpolates the p95 at rank 0.95 (n-1), between two of the ``n - floor(0.95 (n-1))``
+    largest values, so that many past the SLO put it there. (Fewer far past it may too:
+    not known from counts.)"""
     if not missed or not planned:
         return False
     return missed >= planned - math.floor(0.95 * (planned - 1))
