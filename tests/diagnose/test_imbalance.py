@@ -44,7 +44,8 @@ def test_a_healthy_replica_beside_a_kv_starved_sibling_gets_no_warning():
 
 
 def test_the_kv_starved_replica_is_named_and_its_idle_sibling_too():
-    found = diagnose([_healthy(30.0), _kv_starved(9.0)])
+    rows = [_healthy(30.0), _kv_starved(9.0)]
+    found = diagnose(rows, waiting_min={r.key: r.waiting for r in rows})  # queued all window
     imb = [f for f in found if f.rule == "imbalance"]
     assert [f.target for f in imb] == [TROUBLE]
     s = imb[0].summary

@@ -7,7 +7,8 @@ one in trouble (the sibling is; its own rules say why), and siblings that are al
 the model is short of capacity, not badly routed. Against the idle siblings it needs a
 spread *and* its cost:
 
-- a queue of ``IMB_WAITING_MIN`` all window long while every sibling has none;
+- a queue of ``IMB_WAITING_MIN`` all window long while every sibling has none (not before
+  the window has refreshes enough to know: a start-up burst queues for a scrape or two);
 - running ``IMB_RUNNING_X`` x the idle siblings' median (and ``IMB_RUNNING_ABS`` above it)
   with a queue, preemption, or ITL p95 ``IMB_ITL_X`` x theirs (``IMB_ITL_ABS_S`` above);
 - KV ``IMB_KV_GAP`` above every idle sibling with a queue or preemption.
@@ -76,10 +77,12 @@ def _idle_words(r: EngineRow, sibs: Sequence[EngineRow], idle: list[EngineRow]) 
 
 
 def overloaded(r: EngineRow, sibs: Sequence[EngineRow], waiting: float | None,
-               window: str = "now") -> tuple[str, list[Evidence]] | None:
+               window: str = "now", *, queue_lasted: bool = True
+               ) -> tuple[str, list[Evidence]] | None:
     """Why ``r`` carries far more than its idle ``sibs`` (words, evidence), or None (see the
     module doc). ``waiting``: ``r``'s queue all window long where known, else now;
-    ``window``: the label of the rates' window in the evidence."""
+    ``window``: the label of the rates' window in the evidence; ``queue_lasted``: whether the
+    queue is known to have lasted (a queue alone is a finding only then)."""
     idle = idle_siblings(sibs)
     if not idle:
         return None
@@ -94,7 +97,7 @@ def overloaded(r: EngineRow, sibs: Sequence[EngineRow], waiting: float | None,
                         None, IMB_KV_ROOM)]
     mine = ", ".join(p for p in (f"{waiting:.0f} waiting" if queued and waiting else "",
                                  f"KV {fmt_pct(kv)}" if kv is not None else "") if p)
-    if waiting is not None and waiting >= IMB_WAITING_MIN and sib_wait == 0:
+    if queue_lasted and waiting is not None and waiting >= IMB_WAITING_MIN and sib_wait == 0:
         return (f"{mine}, {_idle_words(r, sibs, idle)}",
                 [Evidence("waiting", waiting, "now", None, IMB_WAITING_MIN), *ev_room])
     costs: list[str] = []
@@ -136,9 +139,10 @@ def imbalance(c: RowCtx) -> list[Finding]:
     """This replica against the other replicas of its model, and its ranks against each other."""
     row = c.row
     waiting = row.waiting
-    if c.waiting_min is not None and waiting is not None:
+    lasted = c.waiting_min is not None  # else too few refreshes in the window to know
+    if lasted and waiting is not None:
         waiting = min(waiting, c.waiting_min)  # a queue seen all window long, not a blip
-    got = overloaded(row, c.siblings, waiting, c.window)
+    got = overloaded(row, c.siblings, waiting, c.window, queue_lasted=lasted)
     if got is not None:
         words, ev = got
         return [c.finding("imbalance", "warn", f"replica {row.target} of {row.model} "
@@ -148,7 +152,9 @@ def imbalance(c: RowCtx) -> list[Finding]:
                           "replicas): fix the spread in the router")]
     ranks = [r for r in row.ranks if r.rank is not None]
     for r in ranks:
-        got = overloaded(r, [s for s in ranks if s is not r], r.waiting, c.window)
+        # a rank has no history of its own: its queue now, while the engine's lasted
+        got = overloaded(r, [s for s in ranks if s is not r], r.waiting, c.window,
+                         queue_lasted=lasted and c.waiting_min >= 1)
         if got is not None:
             words, ev = got
             return [c.finding("imbalance", "warn", f"data-parallel rank {r.rank} overloaded: "
