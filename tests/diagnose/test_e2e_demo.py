@@ -2,7 +2,7 @@
 recording with ``llmtop replay FILE --at TIME --once --json`` and check the first finding of
 each engine; the healthy baseline period and the default demo give no warn or critical.
 
-Each group records its scenarios side by side (one demo process each, 1.5 s ticks) for
+Each group records its scenarios side by side (one demo process each, 2 s ticks) for
 ``BASELINE_S + ANOMALY_S`` seconds of a clock ``TIME_SCALE`` times as fast as the wall clock
 (``llmtop.clock``: the demo engines, the monitor and the recording share it), so the same
 78 s of scenario, the same 30 s diagnosis window and 10 s baseline steps pass in about 20 s.
@@ -34,9 +34,10 @@ ANOMALY_S = 38.0
 """Long enough for the 30 s diagnosis window to hold the anomaly only."""
 TIME_SCALE = 4.0
 """Clock seconds per real second."""
-INTERVAL_S = 1.5
-"""Clock seconds between refreshes. A target is STALE after 3 missed intervals: 4.5 clock s,
-1.1 real s here (K=4 with 1 s refreshes left 0.75 real s, and a loaded box read STALE)."""
+INTERVAL_S = 2.0
+"""Clock seconds between refreshes. A target is STALE after 3 missed intervals: 6 clock s,
+1.5 real s here (1 s refreshes left 0.75 real s and 1.5 s left 1.1 s: a loaded box read
+STALE in a healthy baseline with each)."""
 
 EXPECTED: dict[str, dict[str, str]] = {
     # scenario -> engine kind (target prefix) -> the first finding's rule
