@@ -57,6 +57,11 @@ async def closed_loop(base: str, concurrency: int, window_s: float) -> dict:
             "ttft_p95": q(0.95), "n": len(ttfts)}
 
 
+def _plateau(res: dict) -> bool:
+    """c=256 within 25 % of c=64's throughput: past the 64 seats, more load adds none."""
+    return 0.75 * res[64]["tok_s"] <= res[256]["tok_s"] <= 1.25 * res[64]["tok_s"]
+
+
 @pytest.mark.slow
 async def test_throughput_plateaus_and_ttft_climbs_past_knee():
     demo = start_demo(engines=["vllm"], extra_args=["--no-background"])
@@ -68,6 +73,14 @@ async def test_throughput_plateaus_and_ttft_climbs_past_knee():
             await asyncio.sleep(0.4)  # let aborted streams drain
         print({c: (round(r["tok_s"]), round(r["ttft_p50"], 3), round(r["ttft_p95"], 3), r["n"])
                for c, r in res.items()})
+        if not _plateau(res):
+            # throughput against the wall clock, in a worker beside five others: a starved
+            # demo once finished 195 requests at c=64 instead of ~320 (census run 32). The
+            # pair is measured once more; a demo with no ceiling fails both times (~4x).
+            for c in (64, 256):
+                res[c] = await closed_loop(base, c, WINDOW_S)
+                await asyncio.sleep(0.4)
+            print("again:", {c: (round(res[c]["tok_s"]), res[c]["n"]) for c in (64, 256)})
     finally:
         demo.stop()
     tput = {c: r["tok_s"] for c, r in res.items()}
@@ -76,7 +89,7 @@ async def test_throughput_plateaus_and_ttft_climbs_past_knee():
     assert tput[4] > 2.5 * tput[1]
     assert tput[64] > 1.3 * tput[16] > tput[4]
     # ... then plateaus at the ceiling (max_num_seqs 64)
-    assert 0.75 * tput[64] <= tput[256] <= 1.25 * tput[64]
+    assert _plateau(res), (tput[64], tput[256])
     # TTFT flat before the knee (the typical request: p50; a client starved beside the
     # other workers and a busy loop put a stall in c=16's p95 once, 0.12 s against 0.014 s
     # alone), then steep: p95 5x the pre-knee level (c=16) past it. c=64 is the knee itself
