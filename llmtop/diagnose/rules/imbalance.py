@@ -77,8 +77,7 @@ def _idle_words(r: EngineRow, sibs: Sequence[EngineRow], idle: list[EngineRow]) 
 
 
 def overloaded(r: EngineRow, sibs: Sequence[EngineRow], waiting: float | None,
-               window: str = "now", *, queue_lasted: bool = True
-               ) -> tuple[str, list[Evidence]] | None:
+               window: str, *, queue_lasted: bool) -> tuple[str, list[Evidence]] | None:
     """Why ``r`` carries far more than its idle ``sibs`` (words, evidence), or None (see the
     module doc). ``waiting``: ``r``'s queue all window long where known, else now;
     ``window``: the label of the rates' window in the evidence; ``queue_lasted``: whether the
