@@ -68,6 +68,10 @@ WAITING_MIN_FOR_GROWTH = 1.0
 QUEUE_SPIKE_MIN = 10.0
 """A queue this long counts as growing even if it was empty moments ago (a burst)."""
 
+SPIKE_HOLD_S = 5.0
+"""How long a burst must hold ``QUEUE_SPIKE_MIN`` or more to be measured from the queue's
+last empty moment (the default demo's Triton blips to 12 for one refresh)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -112,7 +116,8 @@ def growth_per_min(values: Sequence[float | None], interval_s: float) -> float |
     Gaps (None) are skipped. None while less than half a minute of points is known (a fresh
     start is not a trend), and when a small queue (newest value under ``QUEUE_SPIKE_MIN``)
     emptied in the last 20 s: a queue that comes and drains is not growing, whatever its
-    slope.
+    slope. A burst (newest value ``QUEUE_SPIKE_MIN`` or more) is measured from the queue's
+    last empty moment in the minute.
     """
     if interval_s <= 0:
         return None
@@ -124,6 +129,16 @@ def growth_per_min(values: Sequence[float | None], interval_s: float) -> float |
     recent = [v for v in tail[-max(1, n_keep // 3):] if v is not None]
     if not recent or (recent[-1] < QUEUE_SPIKE_MIN and min(recent) < WAITING_MIN_FOR_GROWTH):
         return None
+    # a burst (QUEUE_SPIKE_MIN+ held for SPIKE_HOLD_S) after an empty moment is a new queue:
+    # its trend starts at that moment, not with a drained burst before it (which would make
+    # it read as shrinking); a one-sample blip is not a burst
+    empty = [i for i, (_, v) in enumerate(pts) if v < WAITING_MIN_FOR_GROWTH]
+    if empty:
+        since = pts[empty[-1]:]
+        held = since[1:]
+        if (held and all(v >= QUEUE_SPIKE_MIN for _, v in held)
+                and held[-1][0] - held[0][0] >= SPIKE_HOLD_S):
+            pts = since
     mx = sum(x for x, _ in pts) / len(pts)
     my = sum(y for _, y in pts) / len(pts)
     den = sum((x - mx) ** 2 for x, _ in pts)

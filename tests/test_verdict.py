@@ -90,6 +90,24 @@ def test_a_queue_that_drains_is_not_growing():
     assert growth_per_min(climbing, 1.0) > 5.0
 
 
+def test_a_second_burst_is_growth_from_its_empty_moment():
+    """The queue-spike demo at 0.5 s refreshes (llmtop 2026-11-29): a burst drained, the queue
+    stayed empty, and 40 s after the first a second burst of ~100 arrived. A line through the
+    whole minute falls (the first burst's drain is in it): -96/min with 135 waiting."""
+    first = [127, 101, 99, 99, 92, 99, 102, 102, 101, 100, 98, 101, 98, 101, 100,
+             88, 79, 63, 51, 43, 35, 24, 9, 3]
+    second = [131, 100, 100, 96, 93, 99, 98, 98, 97, 98, 97]
+    history = [0.0] * 10 + [float(v) for v in first] + [0.0] * 55
+    # the burst has held 10+ for 5 s: measured from the empty moment before it
+    g = growth_per_min(history + [float(v) for v in second], 0.5)
+    assert g is not None and g > 100
+    # after 4 s it is not yet a burst, and the whole minute still reads as shrinking
+    assert growth_per_min(history + [float(v) for v in second[:9]], 0.5) < 0
+    # the default demo's Triton: a one-refresh blip to 12 after an empty moment is no growth
+    triton = [2.0, 0.0, 0.0, 1.0, 6.0, 7.0, 4.0, 1.0, 6.0, 2.0, 2.0] * 5 + [0.0, 0.0, 12.0]
+    assert growth_per_min(triton, 1.0) is None or growth_per_min(triton, 1.0) < 5.0
+
+
 def test_preemption_and_error_rules():
     assert rule_preemptions(row(preemptions_per_s=0.0), TH, {}) == []
     assert rule_preemptions(row(preemptions_per_s=4.0), TH, {})[0].text == "preempting 4/s"
