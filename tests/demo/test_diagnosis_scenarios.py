@@ -51,6 +51,11 @@ def _p50(q):
     return q.p50
 
 
+def _p90(q):
+    assert q is not None and q.p90 is not None
+    return q.p90
+
+
 def _mean(q):
     """The window's mean (SGLang's TTFT buckets start at 0.1 s: demo TTFTs sit below it)."""
     assert q is not None and q.mean is not None
@@ -209,7 +214,11 @@ async def test_prefix_miss(demo_factory):
         b, a = before(e), after(e)
         assert b.prefix_hit_rate and b.prefix_hit_rate >= 0.5, e
         assert a.prefix_hit_rate is not None and a.prefix_hit_rate <= 0.1, e
-        assert 0.65 <= _mean(a.prompt_len) / _mean(b.prompt_len) <= 1.5, e
+        # same prompt lengths: the mix is 60 % 1024-token prefix + 50-300 words, 40 % 50-300
+        # words, so a window of ~35 requests has a p50 that jumps between the modes and a
+        # mean that moves with their share (SGLang's 909 -> 581 tokens, census run 56: p50
+        # 1147 -> 261, p90 1429 -> 1368); the p90 is the long mode's
+        assert 0.65 <= _p90(a.prompt_len) / _p90(b.prompt_len) <= 1.5, e
         assert _mean(a.ttft_s) >= 1.2 * _mean(b.ttft_s), e
     _healthy(w, "vllm", "sglang", "triton")
 
