@@ -132,9 +132,9 @@ def growth_per_min(values: Sequence[float | None], interval_s: float) -> float |
     # a burst (QUEUE_SPIKE_MIN+ held for SPIKE_HOLD_S) after an empty moment is a new queue:
     # its trend starts at that moment, not with a drained burst before it (which would make
     # it read as shrinking); a one-sample blip is not a burst
-    empty = [i for i, (_, v) in enumerate(pts) if v < WAITING_MIN_FOR_GROWTH]
-    if empty:
-        since = pts[empty[-1]:]
+    empty = max((i for i, (_, v) in enumerate(pts) if v < WAITING_MIN_FOR_GROWTH), default=None)
+    if empty is not None:
+        since = pts[empty:]
         held = since[1:]
         if (held and all(v >= QUEUE_SPIKE_MIN for _, v in held)
                 and held[-1][0] - held[0][0] >= SPIKE_HOLD_S):

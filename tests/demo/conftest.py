@@ -1,4 +1,5 @@
-"""Helpers for the demo tests: an in-process DemoServer on 127.0.0.1 and an SSE client."""
+"""Helpers for the demo tests: an in-process DemoServer on 127.0.0.1, an SSE client and a
+/metrics reader."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmtop.demo.server import DemoServer
 
@@ -26,6 +28,20 @@ async def demo_factory() -> AsyncIterator:
     yield make
     for s in servers:
         await s.stop()
+
+
+async def metrics(s: aiohttp.ClientSession, base: str) -> dict[str, float]:
+    """A demo engine's /metrics as {sample name: value summed over its series}, buckets left out."""
+    async with s.get(base + "/metrics") as r:
+        assert r.status == 200
+        text = await r.text()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if "le" in smp.labels:
+                continue
+            out[smp.name] = out.get(smp.name, 0.0) + smp.value
+    return out
 
 
 async def stream_request(session: aiohttp.ClientSession, base: str, *, chat: bool = False,

@@ -4,7 +4,6 @@ throughput rises then plateaus, TTFT p95 rises at least 5x past the knee (max_nu
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 import time
 
@@ -12,6 +11,7 @@ import aiohttp
 import pytest
 
 from llmtop.demo.launcher import start_demo
+from tests.demo.conftest import metrics
 
 LEVELS = (1, 4, 16, 64, 256)
 WINDOW_S = 2.0
@@ -21,16 +21,13 @@ several steps, a ramp that a starved box stretches (a rehearsal read c=64 at 1,9
 and c=256 at 2,859 when the ramp was counted: no plateau, though the demo had one)."""
 
 
-GAUGE = re.compile(r"^vllm:num_requests_(running|waiting)\{[^}]*\} (\S+)$", re.M)
-
-
 async def engine_gauges(s: aiohttp.ClientSession, base: str, t_from: float, t_end: float,
                         out: list[dict[str, float]]) -> None:
     """The engine's own running and waiting gauges, read every 0.2 s in [t_from, t_end)."""
     await asyncio.sleep(max(0.0, t_from - time.perf_counter()))
     while time.perf_counter() < t_end:
-        async with s.get(base + "/metrics") as r:
-            out.append({k: float(v) for k, v in GAUGE.findall(await r.text())})
+        m = await metrics(s, base)
+        out.append({k: m[f"vllm:num_requests_{k}"] for k in ("running", "waiting")})
         await asyncio.sleep(0.2)
 
 

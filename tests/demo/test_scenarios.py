@@ -9,20 +9,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.demo.conftest import stream_request
-
-
-async def metrics(s: aiohttp.ClientSession, base: str) -> dict[str, float]:
-    async with s.get(base + "/metrics") as r:
-        assert r.status == 200
-        text = await r.text()
-    out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(text):
-        for smp in fam.samples:
-            if "le" in smp.labels:
-                continue
-            out[smp.name] = out.get(smp.name, 0.0) + smp.value
-    return out
+from tests.demo.conftest import metrics, stream_request
 
 
 async def poll(fn, timeout: float = 15.0, every: float = 0.25):
