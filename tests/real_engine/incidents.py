@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -342,6 +343,16 @@ async def _replay(rec_file: Path, at: float) -> dict[str, Any]:
                                        "--once", "--json", "--window", str(WINDOW_S)))
     assert rc == 0, err
     return dict(json.loads(out))
+
+
+def why_first(why_text: str) -> tuple[str, str]:
+    """(severity, rule) of the Why screen's first finding, or ("", "") when it shows none.
+
+    The screen is rendered a refresh after ``Result.app_findings`` is read, so its first
+    finding may carry the same cause one severity up or down (CI, stop 39: WARN read,
+    CRITICAL shown); tests judge the screen by what it shows."""
+    m = re.search(r"\b(INFO|WARN|CRITICAL)\s+(\w+)", why_text)
+    return (m.group(1).lower(), m.group(2)) if m else ("", "")
 
 
 def table(res: Result) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -32,7 +31,15 @@ import httpx
 import pytest
 
 from llmtop.parse.exposition import parse
-from tests.real_engine.incidents import ROOT, Incident, Result, run_incident, served, table
+from tests.real_engine.incidents import (
+    ROOT,
+    Incident,
+    Result,
+    run_incident,
+    served,
+    table,
+    why_first,
+)
 from tests.real_engine.servers import REQUIRE
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.slow]
@@ -81,8 +88,8 @@ def _check(res: Result) -> dict:
     once = res.once["diagnosis"][0]
     assert once["rule"] == "queueing" and once["severity"] in LOUD, once
     assert res.app_findings and res.app_findings[0].rule == "queueing", res.app_findings
-    sev = res.app_findings[0].severity
-    assert sev in LOUD and re.search(rf"{sev.upper()}\s+queueing", res.why_text), res.why_text
+    sev, rule = why_first(res.why_text)
+    assert rule == "queueing" and sev in LOUD, res.why_text
     assert "evidence:" in res.why_text
     rep = res.replay_incident["diagnosis"][0]
     assert rep["rule"] == "queueing" and rep["severity"] in LOUD, rep

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 
 import pytest
 
@@ -27,6 +26,7 @@ from tests.real_engine.incidents import (
     serve,
     table,
     vllm_ready,
+    why_first,
 )
 
 ENABLED = os.environ.get("LLMTOP_REAL_VLLM_INCIDENTS") == "1"
@@ -74,8 +74,8 @@ def _check_common(res: Result, cause: str, severities: tuple[str, ...] = LOUD) -
     assert once["rule"] == cause and once["severity"] in severities, once
     assert res.app_findings and res.app_findings[0].rule == cause, res.app_findings
     assert res.app_findings[0].severity in severities
-    sev = res.app_findings[0].severity.upper()
-    assert re.search(rf"{sev}\s+{cause}", res.why_text), res.why_text
+    sev, rule = why_first(res.why_text)
+    assert rule == cause and sev in severities, res.why_text
     assert "evidence:" in res.why_text
     rep = _first(res.replay_incident["diagnosis"])
     assert rep["rule"] == cause and rep["severity"] in severities, rep
