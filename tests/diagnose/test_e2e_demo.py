@@ -22,6 +22,7 @@ from llmtop import clock
 from llmtop.cli.record import replay_main
 from llmtop.config import Config
 from llmtop.demo.launcher import start_demo
+from llmtop.diagnose.live import findings_of
 from llmtop.monitor import Monitor
 from llmtop.record.live import RecordingMonitor
 from llmtop.record.recorder import Recorder
@@ -63,22 +64,37 @@ checked healthy on all three). The others run only the engines their EXPECTED na
 group's five demos used to simulate fifteen engines at 3x on a shared 2-core box, and the
 starved ones grew real queues in their healthy baselines (an SGLang queueing finding in the
 queueing scenario, an imbalance beside an idle vLLM in gpu-throttle), failing 2 of 4 runs."""
-NO_BASELINE = {"kv-pressure"}
-"""Scenarios whose trouble starts at once (no healthy period to check)."""
 GROUPS = [
-    ("kv-pressure", "long-prompts", "decode-slowdown", "gpu-throttle", "spec-decode-drop"),
-    ("errors", "queueing", "prefix-miss", "imbalance", "default"),
+    ("kv-pressure", "long-prompts", "imbalance"),
+    ("decode-slowdown", "errors", "default"),
+    ("queueing", "prefix-miss", "gpu-throttle", "spec-decode-drop"),
 ]
+"""Three groups of 6-7 simulated engines (3-4 demo processes). Two groups of 8 and 12 put
+five demo processes beside the test's five monitors; on a box loaded by another process
+(census run 67) one of them answered no scrape for 2 s."""
+
+
+STATE_LINES = ("DOWN", "STALE", "HTTP", "BAD PAYLOAD", "UNAUTHORIZED", "RESTARTED")
+"""The event lines of a target's state (``Store._state_events``)."""
+MISSED_SCRAPE = ("DOWN: timeout", "STALE")
+"""The states of a scrape that a starved demo process answered late: true, and no fault of
+the demo. Any other state in a healthy baseline (refused, an HTTP error, a restart) fails."""
 
 
 async def _record(scenario: str, path: Path, seconds: float) -> tuple[list, float]:
-    """Record ``scenario`` to ``path``; return the (level, text) of finding events that the
-    live diagnosis logged during the baseline (they must not be warn or error), and a clock
-    time still in the healthy baseline (2 s before its earliest possible end).
+    """Record ``scenario`` to ``path``; return what went wrong in the baseline (the live
+    diagnosis's warn/critical findings, as (target, rule, severity), and state lines other
+    than ``MISSED_SCRAPE``: it must be nothing), and a clock time still in the healthy
+    baseline (2 s before its earliest possible end).
+
+    A demo process starved by a loaded box can answer a scrape late (census run 67: "DOWN:
+    timeout after 2.0s", then STALE); llmtop saying so is true, so such lines are printed,
+    not failed.
 
     The demo's baseline starts with the demo, before the recording's first sample: five
-    demos starting side by side on a busy box took long enough (4x clock) that the errors
-    scenario's anomaly was in the replay at the recording's 38 s (census run 61). So the
+    demos starting side by side on a busy box (a group was five then) took long enough (4x
+    clock) that the errors scenario's anomaly was in the replay at the recording's 38 s
+    (census run 61). So the
     baseline's end is counted from the launch, the earliest it can have started."""
     engines = None if scenario in ALL_ENGINES else sorted(EXPECTED[scenario])
     healthy_until = clock.time() + BASELINE_S - 2
@@ -88,17 +104,24 @@ async def _record(scenario: str, path: Path, seconds: float) -> tuple[list, floa
         config = demo.apply(Config(interval_s=INTERVAL_S, discover=False))
         mon = RecordingMonitor(Monitor.from_config(config, demo), Recorder(path, config))
         t0 = clock.monotonic()
-        early: list[tuple[str, str]] = []
+        early: list[tuple[str, str, str]] = []
+        states: list[str] = []
         try:
             while (elapsed := clock.monotonic() - t0) < seconds:
                 await mon.tick()
                 if clock.time() < healthy_until:
-                    early = [(e.level, e.text) for e in mon.store.events
-                             if e.level in ("warn", "error") and e.target]
+                    early += [(f.target, f.rule, f.severity) for f in findings_of(mon.store)
+                              if f.severity != "info" and (f.target, f.rule, f.severity)
+                              not in early]
+                    states = [e.text for e in mon.store.events if e.target
+                              and e.text.startswith(STATE_LINES)]
                 await clock.sleep(INTERVAL_S - (clock.monotonic() - t0 - elapsed))
         finally:
             await mon.aclose()
-        return early, healthy_until
+        missed = [t for t in states if t.startswith(MISSED_SCRAPE)]
+        if missed:
+            print(f"{scenario}: scrapes missed in the baseline: {missed}")
+        return early + [t for t in states if t not in missed], healthy_until
     finally:
         await asyncio.to_thread(demo.stop)
 
@@ -131,12 +154,12 @@ def test_scenarios_name_their_cause_first(tmp_path, monkeypatch, group):
     recorded = dict(zip(group, asyncio.run(all_of_them()), strict=True))
     for sc in group:
         early, healthy_until = recorded[sc]
-        if sc not in NO_BASELINE:
-            # the healthy baseline: nothing logged live, nothing at its end in a replay
-            assert early == [], f"{sc}: warn/critical during the baseline: {early}"
-            doc = _replay(paths[sc], f"@{healthy_until:.3f}")
-            bad = [(f["target"], f["rule"]) for f in doc["diagnosis"] if f["severity"] != "info"]
-            assert bad == [], f"{sc}: healthy period gave {bad}"
+        # the healthy baseline (kv-pressure's too: the demo gives it one when asked):
+        # nothing logged live, nothing at its end in a replay
+        assert early == [], f"{sc}: warn/critical during the baseline: {early}"
+        doc = _replay(paths[sc], f"@{healthy_until:.3f}")
+        bad = [(f["target"], f["rule"]) for f in doc["diagnosis"] if f["severity"] != "info"]
+        assert bad == [], f"{sc}: healthy period gave {bad}"
         end = _replay(paths[sc], seconds - 1)
         firsts = _firsts(end)
         if sc == "default":
