@@ -47,18 +47,18 @@ async def _run(demo_factory, scenario: str):
 
 
 def _p50(q):
-    assert q is not None and q.p50 is not None
+    assert q is not None and q.p50 is not None, f"no p50 in this window: {q}"
     return q.p50
 
 
 def _p90(q):
-    assert q is not None and q.p90 is not None
+    assert q is not None and q.p90 is not None, f"no p90 in this window: {q}"
     return q.p90
 
 
 def _mean(q):
     """The window's mean (SGLang's TTFT buckets start at 0.1 s: demo TTFTs sit below it)."""
-    assert q is not None and q.mean is not None
+    assert q is not None and q.mean is not None, f"no mean in this window: {q}"
     return q.mean
 
 
