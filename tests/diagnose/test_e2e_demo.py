@@ -74,18 +74,18 @@ five demo processes beside the test's five monitors; on a box loaded by another 
 (census run 67) one of them answered no scrape for 2 s."""
 
 
-STATE_LINES = ("DOWN", "STALE", "HTTP", "BAD PAYLOAD", "UNAUTHORIZED", "RESTARTED")
-"""The event lines of a target's state (``Store._state_events``)."""
-MISSED_SCRAPE = ("DOWN: timeout", "STALE")
-"""The states of a scrape that a starved demo process answered late: true, and no fault of
-the demo. Any other state in a healthy baseline (refused, an HTTP error, a restart) fails."""
+def late_scrape(state: str, error: str | None) -> bool:
+    """A scrape that a starved demo process answered late (STALE, or DOWN on a timeout):
+    true, and no fault of the demo. Any other bad state in a healthy baseline (refused, an
+    HTTP error, BAD PAYLOAD, a restart) fails the test."""
+    return state == "stale" or (state == "down" and (error or "").startswith("timeout"))
 
 
 async def _record(scenario: str, path: Path, seconds: float) -> tuple[list, float]:
     """Record ``scenario`` to ``path``; return what went wrong in the baseline (the live
-    diagnosis's warn/critical findings, as (target, rule, severity), and state lines other
-    than ``MISSED_SCRAPE``: it must be nothing), and a clock time still in the healthy
-    baseline (2 s before its earliest possible end).
+    diagnosis's warn/critical findings as (target, rule, severity), and the targets' states
+    other than ``ok`` and a ``late_scrape`` as (target, state, error): it must be nothing),
+    and a clock time still in the healthy baseline (2 s before its earliest possible end).
 
     A demo process starved by a loaded box can answer a scrape late (census run 67: "DOWN:
     timeout after 2.0s", then STALE); llmtop saying so is true, so such lines are printed,
@@ -94,8 +94,8 @@ async def _record(scenario: str, path: Path, seconds: float) -> tuple[list, floa
     The demo's baseline starts with the demo, before the recording's first sample: five
     demos starting side by side on a busy box (a group was five then) took long enough (4x
     clock) that the errors scenario's anomaly was in the replay at the recording's 38 s
-    (census run 61). So the
-    baseline's end is counted from the launch, the earliest it can have started."""
+    (census run 61). So the baseline's end is counted from the launch, the earliest it can
+    have started."""
     engines = None if scenario in ALL_ENGINES else sorted(EXPECTED[scenario])
     healthy_until = clock.time() + BASELINE_S - 2
     demo = await asyncio.to_thread(start_demo, scenario=scenario, baseline_s=BASELINE_S,
@@ -104,24 +104,25 @@ async def _record(scenario: str, path: Path, seconds: float) -> tuple[list, floa
         config = demo.apply(Config(interval_s=INTERVAL_S, discover=False))
         mon = RecordingMonitor(Monitor.from_config(config, demo), Recorder(path, config))
         t0 = clock.monotonic()
-        early: list[tuple[str, str, str]] = []
-        states: list[str] = []
+        early: dict[tuple, None] = {}  # ordered, each once
+        late: dict[tuple, None] = {}
         try:
             while (elapsed := clock.monotonic() - t0) < seconds:
-                await mon.tick()
+                snap = await mon.tick()
                 if clock.time() < healthy_until:
-                    early += [(f.target, f.rule, f.severity) for f in findings_of(mon.store)
-                              if f.severity != "info" and (f.target, f.rule, f.severity)
-                              not in early]
-                    states = [e.text for e in mon.store.events if e.target
-                              and e.text.startswith(STATE_LINES)]
+                    early |= dict.fromkeys((f.target, f.rule, f.severity)
+                                           for f in findings_of(mon.store)
+                                           if f.severity != "info")
+                    for r in snap.engines:
+                        if r.state != "ok":
+                            bad = late if late_scrape(r.state, r.error) else early
+                            bad[(r.target, r.state, r.error)] = None
                 await clock.sleep(INTERVAL_S - (clock.monotonic() - t0 - elapsed))
         finally:
             await mon.aclose()
-        missed = [t for t in states if t.startswith(MISSED_SCRAPE)]
-        if missed:
-            print(f"{scenario}: scrapes missed in the baseline: {missed}")
-        return early + [t for t in states if t not in missed], healthy_until
+        if late:
+            print(f"{scenario}: scrapes answered late in the baseline: {list(late)}")
+        return list(early), healthy_until
     finally:
         await asyncio.to_thread(demo.stop)
 
