@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtop.errors import ConfigError
+from llmtop.loadgen.knee import boundary_bounded
 
 __all__ = ["Profile", "load_profile_file", "load_profiles", "profile_dir",
            "profile_from_report", "profiles_from_bakeoff", "profiles_from_json", "save_profile"]
@@ -79,12 +80,13 @@ def profile_from_report(report: dict[str, Any], *, engine: str | None = None,
                         gpu: str | None = None, settings: dict[str, Any] | None = None,
                         source: str = "probe") -> Profile | None:
     """The profile of a probe report (``loadgen.report``'s dict; a bake-off or tuner passes
-    one engine's report) whose SLA boundary was met; None without one."""
+    one engine's report) whose SLA boundary was met and is a ceiling (a step above it the
+    generator could drive failed the SLOs: ``knee.boundary_bounded``); None without one."""
     sla = report.get("sla_boundary") or {}
     rps = sla.get("requests_per_s")
     if not sla.get("met") or not rps or rps <= 0 or not report.get("target"):
         return None
-    if not _bounded(report, sla):
+    if not boundary_bounded(report.get("steps") or [], sla):
         return None
     actual = (report.get("lengths") or {}).get("actual") or {}
     pm, p90 = _mean_p90(actual.get("prompt"))
@@ -99,17 +101,6 @@ def profile_from_report(report: dict[str, Any], *, engine: str | None = None,
                    shape={"prompt_mean": pm, "prompt_p90": p90, "output_mean": om,
                           "output_p90": o90, "prefix_hit_rate": hit},
                    source=source)
-
-
-def _bounded(report: dict[str, Any], sla: dict[str, Any]) -> bool:
-    """A real boundary: a whole step at a higher load than the boundary's failed the SLOs
-    (a run whose every step passed only says "at least this much")."""
-    key = "rate" if sla.get("rate") is not None else "concurrency"
-    at = sla.get(key)
-    if at is None:
-        return False
-    return any((s.get(key) or 0) > at and s.get("requests") and not s.get("partial")
-               for s in report.get("steps") or [])
 
 
 def profiles_from_bakeoff(report: dict[str, Any]) -> list[Profile]:
@@ -161,7 +152,8 @@ def load_profile_file(path: str) -> list[Profile]:
         out = [p] if p is not None else []
     if not out:
         raise ConfigError(f"--capacity {path}: no SLA boundary met in it (run the probe "
-                          "with --ttft-slo over a --sweep)")
+                          "with --ttft-slo over a --sweep that reaches a load failing it; a "
+                          "client-bound step does not count)")
     return out
 
 

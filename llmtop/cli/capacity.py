@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["build_parser", "main", "save_capacity"]
+__all__ = ["build_parser", "main", "save_capacity", "save_probe_capacity"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,3 +89,18 @@ def save_capacity(profiles: Sequence[Any]) -> None:
             continue
         print(f"saved capacity profile {path} ({p.requests_per_s:.2f} req/s within the SLOs)",
               file=sys.stderr)
+
+
+def save_probe_capacity(report: dict[str, Any]) -> None:
+    """Save a probe run's capacity profile; when client-bound steps hid the server's limit
+    from a run with an SLO, say why none was saved and what to do."""
+    from llmtop.capacity import profile_from_report
+    from llmtop.loadgen.report import capacity
+
+    profile = profile_from_report(report)
+    save_capacity([profile])
+    hidden = capacity(report)["limit_hidden_at"]
+    if profile is None and hidden and report.get("sla_boundary"):
+        print(f"llmtop probe: no capacity profile saved: the load generator was client-bound "
+              f"at {', '.join(hidden)}, so no step showed the server's limit; give it CPUs the "
+              "server's threads do not use (--cpu-pin) and run again", file=sys.stderr)

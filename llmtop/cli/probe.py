@@ -221,12 +221,10 @@ def run(options: ProbeOptions, ns: argparse.Namespace) -> int:
         written += write_charts([report], html_path=ns.html, svg_prefix=ns.svg)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
-    from llmtop.capacity import profile_from_report
-    from llmtop.cli.capacity import save_capacity
+    from llmtop.cli.capacity import save_probe_capacity
 
-    save_capacity([profile_from_report(report)])
+    save_probe_capacity(report)
     return 130 if stops[0] else 0
-
 
 
 def _countdown(end: float) -> None:

@@ -144,8 +144,11 @@ def _one(base: dict[str, Any], other: dict[str, Any], name: str) -> dict[str, An
                           "loads": len(tc)},
         "knee": _pair(base.get("saturation"), other.get("saturation"), "knee"),
         "sla_boundary": _pair(base.get("sla_boundary"), other.get("sla_boundary"), "sla"),
+        # a floor (client-bound steps hid the limit) has no change to report
         "capacity": {"a": ca["holds_rps"], "b": cb["holds_rps"],
-                     "change": _change(ca["holds_rps"], cb["holds_rps"])},
+                     "at_least": [ca["at_least"], cb["at_least"]],
+                     "change": None if ca["at_least"] or cb["at_least"]
+                     else _change(ca["holds_rps"], cb["holds_rps"])},
         "max_tokens_per_s": [(base.get("max_throughput") or {}).get("output_tokens_per_s"),
                              (other.get("max_throughput") or {}).get("output_tokens_per_s")],
     }
@@ -169,7 +172,8 @@ def _sentence(c: dict[str, Any], base_name: str) -> str:
     cap = c["capacity"]
     if cap["a"] is not None and cap["b"] is not None:
         parts[-1] += ";"
-        parts.append(f"holds {cap['a']:,.1f} \u2192 {cap['b']:,.1f} req/s "
+        floor = ["\u2265" if f else "" for f in cap.get("at_least") or (False, False)]
+        parts.append(f"holds {floor[0]}{cap['a']:,.1f} \u2192 {floor[1]}{cap['b']:,.1f} req/s "
                      f"({_pct(cap['change'])})")
     return " ".join(parts) + "."
 

@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from llmtop.loadgen.knee import above_boundary
+
 __all__ = ["CSV_COLUMNS", "capacity", "honesty_lines", "knee_text", "lengths_lines", "load_text",
            "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "write_reports"]
 
@@ -151,32 +153,67 @@ def _no_whole_step(report: dict[str, Any], cut: dict[str, Any] | None) -> str:
     return "No step was measured: no capacity figure."
 
 
+def _load(step: dict[str, Any]) -> float:
+    return step.get("concurrency") or step.get("rate") or 0
+
+
+def _loads(steps: list[dict[str, Any]]) -> str:
+    """``c=8, c=32``: the steps' loads, lowest first."""
+    return ", ".join(load_text(s) for s in sorted(steps, key=_load))
+
+
 def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[str, Any]:
     """The capacity answer: ``sentence`` (one line people read first), ``holds_rps`` (req/s
-    within the SLO, or the peak without one; None when not determined) and, with a
-    ``target_rate``, ``replicas`` that rate needs."""
+    within the SLO, or the peak without one; None when not determined), with a
+    ``target_rate`` the ``replicas`` that rate needs, and ``limit_hidden_at``: the loads whose
+    client-bound steps left the server's limit unfound (empty otherwise; ``at_least`` when
+    ``holds_rps`` is then only a floor)."""
     steps = [s for s in report.get("steps", []) if s.get("requests") and not s.get("partial")]
     sla, sat, mx = (report.get("sla_boundary"), report.get("saturation"),
                     report.get("max_throughput"))
     opts = report.get("options") or {}
     target_rate = target_rate if target_rate is not None else opts.get("target_rate")
     out: dict[str, Any] = {"holds_rps": None, "holds_tokens_per_s": None, "replicas": None,
-                           "target_rate": target_rate}
+                           "target_rate": target_rate, "limit_hidden_at": [],
+                           "at_least": False}
     cut = next((s for s in reversed(report.get("steps", [])) if s.get("partial")), None)
     if not steps:
         out["sentence"] = _no_whole_step(report, cut)
         return out
     sweep = bool(opts.get("sweep", len(steps) > 1))
     base = None
-    if sla and sla.get("met"):
+    bound = [s for s in steps if s.get("client_bound")]
+    usable = [s for s in steps if not s.get("client_bound")]
+    above = above_boundary(steps, sla)
+    if not usable:
+        # every whole step was the generator's numbers, not the server's
+        head = ("No capacity figure: the load generator was client-bound at every step "
+                f"({_loads(bound)})")
+        out["limit_hidden_at"] = [load_text(s) for s in sorted(bound, key=_load)]
+        sat, sweep = None, False
+    elif above and all(s.get("client_bound") for s in above):
+        # the only steps past the boundary were the generator's numbers: no ceiling found
+        base = sla
+        head = (f"Holds at least {_n(sla['requests_per_s'])} req/s "
+                f"({_n(sla['output_tokens_per_s'], 0)} output tok/s) of this traffic with "
+                f"{slo_text(sla.get('slo'))}; the load generator was client-bound at "
+                f"{_loads(above)} above it, so the server's limit was not found")
+        out["limit_hidden_at"] = [load_text(s) for s in sorted(above, key=_load)]
+        out["at_least"] = True
+        sat, sweep = None, False
+    elif sla and sla.get("met"):
         base = sla
         head = (f"Holds {_n(sla['requests_per_s'])} req/s ({_n(sla['output_tokens_per_s'], 0)} "
                 f"output tok/s) of this traffic with {slo_text(sla.get('slo'))}")
     elif sla:
-        first = min(steps, key=lambda s: s.get("concurrency") or s.get("rate") or 0)
+        first = min(usable, key=_load)
         p95 = (first.get("ttft_s") or {}).get("p95")
         head = (f"No load met {slo_text(sla.get('slo'))}: at {load_text(first)} TTFT p95 was "
                 f"{'–' if p95 is None else f'{p95 * 1000:,.0f} ms'}")
+        below = [s for s in bound if _load(s) < _load(first)]
+        if below:
+            head += (f" (the load generator was client-bound at {_loads(below)} below it, so "
+                     "those loads were not judged)")
     elif mx:
         base = mx
         head = (f"Peaks at {_n(mx['requests_per_s'])} req/s ({_n(mx['output_tokens_per_s'], 0)}"
@@ -186,7 +223,7 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
     if sat:
         head += f"; saturates at {load_text(sat)}"
     elif sweep:
-        top = max(steps, key=lambda s: s.get("concurrency") or s.get("rate") or 0)
+        top = max(steps, key=_load)
         head += f"; no saturation found up to {load_text(top)}"
         if report.get("stop_reason") == "ttft_slo":
             head += " (the sweep stopped at the SLO)"
