@@ -2,7 +2,8 @@
 
 The tuner stops each trial's server, so the profile describes the recommended configuration
 on its URL: an engine later started with ``best.command`` there is matched to it. Saved only
-when the boundary is real (a higher level of that trial missed the SLOs), as for a probe.
+when the boundary is real (a higher level of that trial, one the load generator could drive,
+missed the SLOs), as for a probe.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ def best_profile(report: dict[str, Any]) -> Profile | None:
     rps = sla.get("requests_per_s")
     if not rps or rps <= 0 or not t.get("url"):
         return None
-    if not any(not lv.get("met") and not lv.get("partial") and lv.get("load", 0) > sla["load"]
-               for lv in t.get("levels") or []):
-        return None  # every level met the SLOs: "at least this much", not a capacity
+    if not any(not lv.get("met") and not lv.get("partial") and not lv.get("client_bound")
+               and lv.get("load", 0) > sla["load"] for lv in t.get("levels") or []):
+        # every level above met the SLOs, or missed them with the generator client-bound
+        # (its numbers, not the server's): "at least this much", not a capacity
+        return None
     applied = t.get("applied") or {}
     traffic = report.get("traffic") or {}
     return Profile(url=str(t["url"]), requests_per_s=float(rps),

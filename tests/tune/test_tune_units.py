@@ -200,6 +200,16 @@ def test_no_profile_when_every_level_met_the_slos_or_nothing_was_best():
     assert best_profile({"best": None, "trials": []}) is None
 
 
+def test_no_profile_when_the_only_failing_level_above_was_client_bound():
+    from llmtop.tune.profile import best_profile
+
+    starved = {"load": 16, "met": False, "client_bound": True}
+    assert best_profile(_tune_report([{"load": 8, "met": True}, starved])) is None
+    drove = {"load": 32, "met": False, "client_bound": False}
+    p = best_profile(_tune_report([{"load": 8, "met": True}, starved, drove]))
+    assert p is not None and p.requests_per_s == 4.5
+
+
 def test_start_failures_skip_by_the_engines_own_words_in_both_directions():
     def failed(util, tail):
         t = empty_trial({"gpu_memory_utilization": util}, "x", "failed",
