@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from llmtop.capacity.ceiling import boundary_bounded
 from llmtop.errors import ConfigError
-from llmtop.loadgen.knee import boundary_bounded
 
 __all__ = ["Profile", "load_profile_file", "load_profiles", "profile_dir",
            "profile_from_report", "profiles_from_bakeoff", "profiles_from_json", "save_profile"]
@@ -81,7 +81,7 @@ def profile_from_report(report: dict[str, Any], *, engine: str | None = None,
                         source: str = "probe") -> Profile | None:
     """The profile of a probe report (``loadgen.report``'s dict; a bake-off or tuner passes
     one engine's report) whose SLA boundary was met and is a ceiling (a step above it the
-    generator could drive failed the SLOs: ``knee.boundary_bounded``); None without one."""
+    generator could drive failed the SLOs: ``ceiling.boundary_bounded``); None without one."""
     sla = report.get("sla_boundary") or {}
     rps = sla.get("requests_per_s")
     if not sla.get("met") or not rps or rps <= 0 or not report.get("target"):

@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MIN_POINTS", "above_boundary", "boundary_bounded", "find_knee", "max_throughput",
-           "saturation", "sla_boundary"]
+__all__ = ["MIN_POINTS", "find_knee", "max_throughput", "saturation", "sla_boundary"]
 
 MIN_POINTS = 5
 TAIL_SLOPE_RATIO = 0.25
@@ -156,23 +155,3 @@ def sla_boundary(steps: Sequence[dict[str, Any]], slo: dict[str, float | None],
             "tpot_p95_s": last["tpot_s"]["p95"], "goodput_per_s": last["goodput_per_s"],
             "output_tokens_per_s": last["output_tokens_per_s"],
             "requests_per_s": last["requests_per_s"]}
-
-
-def above_boundary(steps: Sequence[dict[str, Any]], sla: dict[str, Any] | None
-                   ) -> list[dict[str, Any]]:
-    """The whole steps at a higher load than a met SLA boundary's, client-bound or not."""
-    if not sla or not sla.get("met"):
-        return []
-    key = "rate" if sla.get("rate") is not None else "concurrency"
-    at = sla.get(key)
-    if at is None:
-        return []
-    return [s for s in steps
-            if (s.get(key) or 0) > at and s.get("requests") and not s.get("partial")]
-
-
-def boundary_bounded(steps: Sequence[dict[str, Any]], sla: dict[str, Any] | None) -> bool:
-    """Whether a met SLA boundary is a ceiling: a step above it that the generator could
-    drive (not client-bound) failed the SLOs. A run whose every step passed, or whose steps
-    above it were client-bound, only says "at least this much"."""
-    return any(not s.get("client_bound") for s in above_boundary(steps, sla))

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from llmtop.loadgen.knee import above_boundary
+from llmtop.capacity.ceiling import above_boundary
 
 __all__ = ["CSV_COLUMNS", "capacity", "honesty_lines", "knee_text", "lengths_lines", "load_text",
            "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "write_reports"]

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from llmtop.capacity import load_profile_file, load_profiles, profile_from_report
+from llmtop.capacity import ceiling, load_profile_file, load_profiles, profile_from_report
 from llmtop.cli.capacity import save_probe_capacity
 from llmtop.errors import ConfigError
-from llmtop.loadgen import knee
 from llmtop.loadgen.compare import compare
 from llmtop.loadgen.report import capacity
 
@@ -38,8 +37,8 @@ def test_client_bound_steps_above_the_boundary_leave_only_at_least():
     rep = _report("bound-above")
     # c=2 met the SLO; c=8 (TTFT p95 375 ms) and c=32 were the starved generator's numbers
     assert rep["sla_boundary"]["concurrency"] == 2
-    assert knee.above_boundary(rep["steps"], rep["sla_boundary"]) != []
-    assert not knee.boundary_bounded(rep["steps"], rep["sla_boundary"])
+    assert ceiling.above_boundary(rep["steps"], rep["sla_boundary"]) != []
+    assert not ceiling.boundary_bounded(rep["steps"], rep["sla_boundary"])
     cap = capacity(rep)
     assert cap["sentence"].startswith("Holds at least 8.2 req/s (1,050 output tok/s)"), cap
     assert "client-bound at c=8, c=32 above it" in cap["sentence"]
@@ -80,7 +79,7 @@ def test_one_drivable_failing_step_above_is_enough_for_a_ceiling():
     rep = _report("bound-above")
     c32 = rep["steps"][2]
     c32.update(client_bound=False, client_bound_reasons=[])  # c=32 failed the SLO (1.8 s)
-    assert knee.boundary_bounded(rep["steps"], rep["sla_boundary"])
+    assert ceiling.boundary_bounded(rep["steps"], rep["sla_boundary"])
     assert profile_from_report(rep).requests_per_s == pytest.approx(8.2, rel=1e-3)
     assert capacity(rep)["sentence"].startswith("Holds 8.2 req/s")
 
