@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,22 +54,26 @@ def vllm_ready() -> bool:
 def serve(state: Path, *flags: str) -> Iterator[str]:
     """A real vLLM with ``flags`` on a free loopback port (``scripts/real_vllm/serve.sh``),
     stopped (SIGTERM, then SIGKILL) when the block ends."""
-    # vLLM's CPU threads on core 0 only: on 2 cores, spinning on both starved the load
-    # generator, which then let the queue drain every ~20 s (no incident holds 30 s)
+    # vLLM wholly on core 0 (taskset; its OMP threads too): on 2 cores, spinning on both
+    # starved the load generator, which then let the queue drain every ~20 s (no incident
+    # holds 30 s). Binding only the OMP threads left vLLM's API server and engine core on
+    # both cores: a rehearsal of .ci/run still saw the 12-client queue drain to 2-4 waiting.
     env = {"VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0")}
-    with served("scripts/real_vllm/serve.sh", state, *flags, env=env) as st:
+    with served("scripts/real_vllm/serve.sh", state, *flags, env=env, cpus="0") as st:
         yield (st / "url").read_text().strip()
 
 
 @contextlib.contextmanager
-def served(script: str, state: Path, *flags: str, env: dict[str, str] | None = None
-           ) -> Iterator[Path]:
+def served(script: str, state: Path, *flags: str, env: dict[str, str] | None = None,
+           cpus: str | None = None) -> Iterator[Path]:
     """A real server started by ``script`` (``scripts/real_*/serve.sh STATE flags``), which
     writes its ``url`` (and ``pid``) into ``state``; stopped (SIGTERM, then SIGKILL) when the
-    block ends. Yields ``state``."""
+    block ends. ``cpus``: run it on those CPUs only (``taskset -c``, where there is one).
+    Yields ``state``."""
     state.mkdir(parents=True, exist_ok=True)
+    pin = ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
     try:
-        out = subprocess.run(["bash", str(ROOT / script), str(state), *flags],
+        out = subprocess.run([*pin, "bash", str(ROOT / script), str(state), *flags],
                              capture_output=True, text=True, timeout=300,
                              env={**os.environ, **(env or {})})
         if out.returncode != 0:
