@@ -23,6 +23,7 @@ from llmtop.loadgen.report import (
     lengths_lines,
     load_text,
     slo_text,
+    unmet_sla_text,
 )
 
 __all__ = ["ProbeLiveView", "comparison_table", "print_comparison", "print_summary",
@@ -92,7 +93,7 @@ def _verdicts(report: dict[str, Any]) -> list[Text]:
         out.append(Text(f"SLA boundary: {_load(sla)}, goodput {sla['goodput_per_s']:.2f} req/s "
                         f"(SLO: {slo_text(sla.get('slo'))})"))
     elif sla:
-        out.append(Text(f"SLA boundary: no step met the SLO ({slo_text(sla.get('slo'))})",
+        out.append(Text(f"SLA boundary: {unmet_sla_text(report)} ({slo_text(sla.get('slo'))})",
                         style="yellow"))
     if any(s.get("client_bound") for s in report.get("steps", [])):
         out.append(Text("Some steps were client-bound: the client, not the server, was the "

@@ -15,7 +15,8 @@ from typing import Any
 from llmtop.capacity.ceiling import above_boundary
 
 __all__ = ["CSV_COLUMNS", "capacity", "honesty_lines", "knee_text", "lengths_lines", "load_text",
-           "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "write_reports"]
+           "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "unmet_sla_text",
+           "write_reports"]
 
 _LAT = ("ttft_s", "itl_s", "itl_request_s", "tpot_s", "e2e_s")
 _Q = ("p50", "p90", "p95", "p99", "mean")
@@ -160,6 +161,16 @@ def _load(step: dict[str, Any]) -> float:
 def _loads(steps: list[dict[str, Any]]) -> str:
     """``c=8, c=32``: the steps' loads, lowest first."""
     return ", ".join(load_text(s) for s in sorted(steps, key=_load))
+
+
+def unmet_sla_text(report: dict[str, Any]) -> str:
+    """Why no step met the SLO, in words: client-bound steps are not judged."""
+    whole = [s for s in report.get("steps", []) if s.get("requests") and not s.get("partial")]
+    if whole and all(s.get("client_bound") for s in whole):
+        return "not judged: the load generator was client-bound at every step"
+    if any(s.get("client_bound") for s in whole):
+        return "no step the load generator drove met the SLO"
+    return "no step met the SLO"
 
 
 def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[str, Any]:
@@ -382,7 +393,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append(f"**SLA boundary:** {load_text(sla)}, goodput "
                      f"{sla['goodput_per_s']:.2f} req/s (SLO: {slo_text(sla['slo'])})")
     elif sla:
-        lines.append(f"**SLA boundary:** no step met the SLO (SLO: {slo_text(sla['slo'])})")
+        lines.append(f"**SLA boundary:** {unmet_sla_text(report)} (SLO: {slo_text(sla['slo'])})")
     if any(s.get("client_bound") for s in report.get("steps", [])):
         lines.append("")
         lines.append("> Some steps were client-bound: the client, not the server, was the "

@@ -16,6 +16,7 @@ from llmtop.loadgen.report import (
     lengths_lines,
     load_text,
     slo_text,
+    unmet_sla_text,
 )
 from llmtop.report.charts import CHARTS, render_charts
 
@@ -70,7 +71,7 @@ def _verdicts(report: dict[str, Any]) -> list[str]:
         out.append(f"Max throughput: {mx['output_tokens_per_s']:,.0f} output tok/s at "
                    f"{load_text(mx)}")
     if sla:
-        out.append(f"SLA boundary: {load_text(sla) if sla.get('met') else 'no step met'} "
+        out.append(f"SLA boundary: {load_text(sla) if sla.get('met') else unmet_sla_text(report)} "
                    f"(SLO: {slo_text(sla.get('slo'))})")
     if any(s.get("client_bound") for s in report.get("steps", [])):
         out.append("Some steps were client-bound: the client, not the server, was the "

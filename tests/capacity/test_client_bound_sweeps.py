@@ -11,9 +11,11 @@ import pytest
 
 from llmtop.capacity import ceiling, load_profile_file, load_profiles, profile_from_report
 from llmtop.cli.capacity import save_probe_capacity
+from llmtop.console.probe_view import print_summary
 from llmtop.errors import ConfigError
 from llmtop.loadgen.compare import compare
-from llmtop.loadgen.report import capacity
+from llmtop.loadgen.report import capacity, to_markdown, unmet_sla_text
+from llmtop.report.html import html_report
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "probe"
 
@@ -110,3 +112,17 @@ def test_compare_shows_a_floor_as_a_floor_with_no_change():
     assert "holds ≥8.2 → 15.0 req/s (–)" in c["sentence"], c["sentence"]
     (c,) = compare([pinned, pinned], ["pinned", "again"])["comparisons"]
     assert c["capacity"]["change"] == 0.0 and "holds 15.0 → 15.0 req/s (+0%)" in c["sentence"]
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("bound-below", "no step the load generator drove met the SLO"),
+    ("bound-every-step", "not judged: the load generator was client-bound at every step")])
+def test_every_view_says_why_no_step_met_the_slo(name, text, capsys):
+    rep = _report(name)
+    assert unmet_sla_text(rep) == text
+    assert f"**SLA boundary:** {text}" in to_markdown(rep)
+    assert f"SLA boundary: {text}" in html_report([rep])
+    print_summary(rep)
+    assert f"SLA boundary: {text}" in capsys.readouterr().out
+    unjudged = {**rep, "steps": [{**s, "client_bound": False} for s in rep["steps"]]}
+    assert unmet_sla_text(unjudged) == "no step met the SLO"
