@@ -97,10 +97,9 @@ def save_probe_capacity(report: dict[str, Any]) -> None:
     from llmtop.capacity import profile_from_report
     from llmtop.loadgen.report import capacity
 
-    profile = profile_from_report(report)
-    save_capacity([profile])
-    hidden = capacity(report)["limit_hidden_at"]
-    if profile is None and hidden and report.get("sla_boundary"):
+    save_capacity([profile_from_report(report)])
+    hidden = capacity(report)["limit_hidden_at"]  # then profile_from_report found no ceiling
+    if hidden and report.get("sla_boundary"):
         print(f"llmtop probe: no capacity profile saved: the load generator was client-bound "
               f"at {', '.join(hidden)}, so no step showed the server's limit; give it CPUs the "
               "server's threads do not use (--cpu-pin) and run again", file=sys.stderr)

@@ -137,6 +137,7 @@ def _one(base: dict[str, Any], other: dict[str, Any], name: str) -> dict[str, An
     tc = [r["tokens_change"] for r in rows if r["tokens_change"] is not None]
     lc = [r["ttft_change"] for r in rows if r["ttft_change"] is not None]
     ca, cb = capacity(base), capacity(other)
+    floors = [bool(ca["limit_hidden_at"]), bool(cb["limit_hidden_at"])]
     return {
         "name": name, "load_key": key, "rows": rows,
         "at_equal_load": {"tokens_change": statistics.median(tc) if tc else None,
@@ -145,9 +146,8 @@ def _one(base: dict[str, Any], other: dict[str, Any], name: str) -> dict[str, An
         "knee": _pair(base.get("saturation"), other.get("saturation"), "knee"),
         "sla_boundary": _pair(base.get("sla_boundary"), other.get("sla_boundary"), "sla"),
         # a floor (client-bound steps hid the limit) has no change to report
-        "capacity": {"a": ca["holds_rps"], "b": cb["holds_rps"],
-                     "at_least": [ca["at_least"], cb["at_least"]],
-                     "change": None if ca["at_least"] or cb["at_least"]
+        "capacity": {"a": ca["holds_rps"], "b": cb["holds_rps"], "at_least": floors,
+                     "change": None if any(floors)
                      else _change(ca["holds_rps"], cb["holds_rps"])},
         "max_tokens_per_s": [(base.get("max_throughput") or {}).get("output_tokens_per_s"),
                              (other.get("max_throughput") or {}).get("output_tokens_per_s")],

@@ -158,14 +158,19 @@ def _load(step: dict[str, Any]) -> float:
     return step.get("concurrency") or step.get("rate") or 0
 
 
-def _loads(steps: list[dict[str, Any]]) -> str:
-    """``c=8, c=32``: the steps' loads, lowest first."""
-    return ", ".join(load_text(s) for s in sorted(steps, key=_load))
+def _loads(steps: list[dict[str, Any]]) -> list[str]:
+    """``["c=8", "c=32"]``: the steps' loads, lowest first."""
+    return [load_text(s) for s in sorted(steps, key=_load)]
+
+
+def _whole(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps that ran their whole measurement and finished a request."""
+    return [s for s in report.get("steps", []) if s.get("requests") and not s.get("partial")]
 
 
 def unmet_sla_text(report: dict[str, Any]) -> str:
     """Why no step met the SLO, in words: client-bound steps are not judged."""
-    whole = [s for s in report.get("steps", []) if s.get("requests") and not s.get("partial")]
+    whole = _whole(report)
     if whole and all(s.get("client_bound") for s in whole):
         return "not judged: the load generator was client-bound at every step"
     if any(s.get("client_bound") for s in whole):
@@ -177,16 +182,15 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
     """The capacity answer: ``sentence`` (one line people read first), ``holds_rps`` (req/s
     within the SLO, or the peak without one; None when not determined), with a
     ``target_rate`` the ``replicas`` that rate needs, and ``limit_hidden_at``: the loads whose
-    client-bound steps left the server's limit unfound (empty otherwise; ``at_least`` when
-    ``holds_rps`` is then only a floor)."""
-    steps = [s for s in report.get("steps", []) if s.get("requests") and not s.get("partial")]
+    client-bound steps left the server's limit unfound (empty otherwise; with ``holds_rps``
+    set, that figure is only a floor)."""
+    steps = _whole(report)
     sla, sat, mx = (report.get("sla_boundary"), report.get("saturation"),
                     report.get("max_throughput"))
     opts = report.get("options") or {}
     target_rate = target_rate if target_rate is not None else opts.get("target_rate")
     out: dict[str, Any] = {"holds_rps": None, "holds_tokens_per_s": None, "replicas": None,
-                           "target_rate": target_rate, "limit_hidden_at": [],
-                           "at_least": False}
+                           "target_rate": target_rate, "limit_hidden_at": []}
     cut = next((s for s in reversed(report.get("steps", [])) if s.get("partial")), None)
     if not steps:
         out["sentence"] = _no_whole_step(report, cut)
@@ -196,22 +200,19 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
     bound = [s for s in steps if s.get("client_bound")]
     usable = [s for s in steps if not s.get("client_bound")]
     above = above_boundary(steps, sla)
-    if not usable:
-        # every whole step was the generator's numbers, not the server's
+    if not usable:  # every whole step was the generator's numbers, not the server's
+        out["limit_hidden_at"] = _loads(bound)
         head = ("No capacity figure: the load generator was client-bound at every step "
-                f"({_loads(bound)})")
-        out["limit_hidden_at"] = [load_text(s) for s in sorted(bound, key=_load)]
-        sat, sweep = None, False
+                f"({', '.join(out['limit_hidden_at'])})")
     elif above and all(s.get("client_bound") for s in above):
         # the only steps past the boundary were the generator's numbers: no ceiling found
         base = sla
+        out["limit_hidden_at"] = _loads(above)
         head = (f"Holds at least {_n(sla['requests_per_s'])} req/s "
                 f"({_n(sla['output_tokens_per_s'], 0)} output tok/s) of this traffic with "
                 f"{slo_text(sla.get('slo'))}; the load generator was client-bound at "
-                f"{_loads(above)} above it, so the server's limit was not found")
-        out["limit_hidden_at"] = [load_text(s) for s in sorted(above, key=_load)]
-        out["at_least"] = True
-        sat, sweep = None, False
+                f"{', '.join(out['limit_hidden_at'])} above it, so the server's limit was "
+                "not found")
     elif sla and sla.get("met"):
         base = sla
         head = (f"Holds {_n(sla['requests_per_s'])} req/s ({_n(sla['output_tokens_per_s'], 0)} "
@@ -223,15 +224,17 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
                 f"{'–' if p95 is None else f'{p95 * 1000:,.0f} ms'}")
         below = [s for s in bound if _load(s) < _load(first)]
         if below:
-            head += (f" (the load generator was client-bound at {_loads(below)} below it, so "
-                     "those loads were not judged)")
+            head += (f" (the load generator was client-bound at {', '.join(_loads(below))} "
+                     "below it, so those loads were not judged)")
     elif mx:
         base = mx
         head = (f"Peaks at {_n(mx['requests_per_s'])} req/s ({_n(mx['output_tokens_per_s'], 0)}"
                 f" output tok/s) of this traffic at {load_text(mx)} (no SLO set)")
     else:
         head = "No capacity figure"
-    if sat:
+    if out["limit_hidden_at"]:
+        pass  # no knee or "no saturation" beside a limit the generator hid
+    elif sat:
         head += f"; saturates at {load_text(sat)}"
     elif sweep:
         top = max(steps, key=_load)
