@@ -15,13 +15,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+from llmtop.cli.commands import SUBCOMMANDS
 from llmtop.cli.monitor import build_parser
 from llmtop.cli.monitor import run_monitor as _run_monitor
 from llmtop.errors import LlmtopError
 
 __all__ = ["build_parser", "main"]
-
-SUBCOMMANDS = ("demo", "probe", "tune", "record", "replay", "export", "capacity")
 
 
 def _subcommand_first(argv: list[str]) -> list[str]:

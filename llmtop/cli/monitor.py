@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from llmtop import __version__
+from llmtop.cli.commands import listing
 
 if TYPE_CHECKING:
     from llmtop.config import Config
@@ -51,9 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The main (monitor) argument parser."""
     p = _Parser(
         prog="llmtop",
-        description="htop for LLM inference servers. Subcommands: demo serve, demo fleet, "
-        "probe, probe compare, record, replay, export (see 'llmtop SUBCOMMAND --help'). "
-        "New here? Try: llmtop --demo",
+        description=f"htop for LLM inference servers. Subcommands: {listing()} "
+        "(see 'llmtop SUBCOMMAND --help'). New here? Try: llmtop --demo",
     )
     p.add_argument(
         "targets",

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from llmtop.cli.commands import COMMANDS
 from llmtop.demo import fleet_bins
 from llmtop.demo.fleet import RunningFleet, find_binary, free_port, start_demo_fleet
 from llmtop.demo.launcher import DemoHandle, start_demo
@@ -118,9 +119,9 @@ def test_the_documents_show_commands():
 
 def test_help_of_every_command():
     subs = {" ".join(w for w in shlex.split(c.text)[1:3] if not w.startswith("-")
-                     and w in ("demo", "serve", "fleet", "probe", "compare", "record", "replay"))
+                     and w in {x for cmd in COMMANDS for x in cmd.split()})
             for c in doc_commands()}
-    for sub in sorted(subs | {"", "demo serve", "demo fleet", "probe", "record", "replay"}):
+    for sub in sorted(subs | {"", *COMMANDS}):
         argv = [sys.executable, "-m", "llmtop", *sub.split(), "--help"]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO,
                            stdin=subprocess.DEVNULL)
