@@ -1,11 +1,15 @@
-"""Make ``screenshots/bakeoff-report.png``: the bake-off HTML report in headless Chromium.
+"""Make the HTML reports' pictures in headless Chromium: ``screenshots/bakeoff-report.png``
+(the bake-off) and ``screenshots/tune-report.png`` (the tuner).
 
-    .venv/bin/python scripts/bakeoff_screenshot.py [REPORT.json] [--out PNG] [--height PX]
+    .venv/bin/python scripts/bakeoff_screenshot.py                 # both, from the fixtures
+    .venv/bin/python scripts/bakeoff_screenshot.py REPORT.json [--out PNG] [--height PX]
 
-REPORT.json defaults to ``tests/fixtures/bakeoff/from-two-probes.json`` (real runs against the
-demo vLLM and Triton engines, which differ; the bake-off command's own fixtures compare two
-engines of the same speed, a flatter picture). The
-page is written to a temporary file and opened as ``file://`` (no network); Chromium
+With no REPORT both are drawn: the bake-off from ``tests/fixtures/bakeoff/from-two-probes.json``
+(real runs against the demo vLLM and Triton engines, which differ; the bake-off command's own
+fixtures compare two engines of the same speed, a flatter picture) and the tuner from
+``tests/fixtures/tune/demo-run.json`` (a real ``llmtop tune --plan examples/tune-demo.toml``
+run; its ``made_by`` says how). A REPORT's ``kind`` (``bakeoff`` or ``tune``) picks the page.
+The page is written to a temporary file and opened as ``file://`` (no network); Chromium
 (Debian ``chromium``) runs headless with a throwaway profile and is gone when this returns.
 """
 
@@ -19,10 +23,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from llmtop.report.bakeoff import write_html
+from llmtop.report import bakeoff, tune
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "bakeoff"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+PICTURES = {
+    # kind: (report module, default report, picture, height in px: the table and a chart)
+    "bakeoff": (bakeoff, FIXTURES / "bakeoff" / "from-two-probes.json",
+                ROOT / "screenshots" / "bakeoff-report.png", 2300),
+    "tune": (tune, FIXTURES / "tune" / "demo-run.json",
+             ROOT / "screenshots" / "tune-report.png", 1480),
+}
 
 
 def chromium() -> str | None:
@@ -32,28 +44,41 @@ def chromium() -> str | None:
     return None
 
 
+def shoot(exe: str, src: Path, out: Path | None, width: int, height: int | None) -> Path:
+    """Draw ``src``'s HTML page (its ``kind`` picks bake-off or tune) to ``out`` (PNG)."""
+    report = json.loads(src.read_text(encoding="utf-8"))
+    module, _, default_out, default_height = PICTURES[report.get("kind", "bakeoff")]
+    out = (out or default_out).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "report.html"
+        module.write_html(report, str(page))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", f"--user-data-dir={tmp}/profile",
+                        f"--window-size={width},{height or default_height}",
+                        f"--screenshot={out}", page.as_uri()],
+                       check=True, timeout=120, capture_output=True)
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} from {src.name}")
+    return out
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description="screenshots/bakeoff-report.png")
+    ap = argparse.ArgumentParser(description="screenshots/bakeoff-report.png and "
+                                 "screenshots/tune-report.png")
     ap.add_argument("report", nargs="?", default=None)
-    ap.add_argument("--out", default=str(ROOT / "screenshots" / "bakeoff-report.png"))
+    ap.add_argument("--out", default=None, help="with REPORT: the PNG (default by its kind)")
     ap.add_argument("--width", type=int, default=1100)
-    ap.add_argument("--height", type=int, default=2000)
+    ap.add_argument("--height", type=int, default=None)
     a = ap.parse_args()
     exe = chromium()
     if exe is None:
         print("no chromium on PATH (apt-get install chromium)", file=sys.stderr)
         return 2
-    src = Path(a.report) if a.report else FIXTURES / "from-two-probes.json"
-    with tempfile.TemporaryDirectory() as tmp:
-        page = Path(tmp) / "bakeoff.html"
-        write_html(json.loads(src.read_text(encoding="utf-8")), str(page))
-        out = Path(a.out).resolve()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--hide-scrollbars", f"--user-data-dir={tmp}/profile",
-                        f"--window-size={a.width},{a.height}", f"--screenshot={out}",
-                        page.as_uri()], check=True, timeout=120, capture_output=True)
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} from {src.name}")
+    if a.report:
+        shoot(exe, Path(a.report), Path(a.out) if a.out else None, a.width, a.height)
+        return 0
+    for _module, src, out, _height in PICTURES.values():
+        shoot(exe, src, out, a.width, a.height)
     return 0
 
 

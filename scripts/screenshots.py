@@ -37,7 +37,10 @@ SHOTS = [
     ("gpu-detail", "ok", "dark", ("g",)),
     ("help", "ok", "dark", ("question_mark",)),
     ("probe", "ok", "dark", ("down", "down", "l")),
+    ("overview-capacity", "headroom", "dark", ("down", "down")),  # the CAP column, README
 ]
+SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24)}
+"""Shots not at ``SIZE``."""
 
 
 async def shoot(name: str, app: LlmtopApp, keys: tuple[str, ...], size: tuple[int, int],
@@ -71,7 +74,7 @@ async def main_async(demo: bool) -> None:
         config = handle.apply(Config(discover=False))
     try:
         for name, scenario, theme, keys in SHOTS:
-            size = (80, 24) if name.endswith("80x24") else SIZE
+            size = SIZES.get(name, SIZE)
             if handle is not None:
                 source, _ = make_source(config, demo=handle)
                 app = LlmtopApp(source, config, autopoll=False, theme=theme)

@@ -137,6 +137,12 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
         gpus[0].throttle = ["power cap"]
     if scenario == "down":
         triton = _triton(state="down")
+    sglang = _sglang()
+    if scenario == "headroom":  # SGLang measured too: 4.8 of 5.5 req/s, near its capacity
+        sglang.capacity_used = 0.87
+        sglang.capacity = {**_capacity(), "requests_per_s": 5.5, "output_tokens_per_s": 1400.0,
+                           "url": "http://127.0.0.1:30000", "engine": "sglang",
+                           "model": sglang.model}
     if scenario == "no_gpu":
         gpus = []
         gpu_error = reasons.LIBRARY_NOT_FOUND  # the sampler's own words
@@ -144,7 +150,7 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
         return Snapshot(time=t, window_s=10.0, gpu_error=reasons.LIBRARY_NOT_FOUND)
     if scenario == "states":
         return Snapshot(time=t, window_s=10.0, engines=_state_rows(), gpus=gpus)
-    return Snapshot(time=t, window_s=10.0, engines=[vllm, _sglang(), triton], gpus=gpus,
+    return Snapshot(time=t, window_s=10.0, engines=[vllm, sglang, triton], gpus=gpus,
                     gpu_error=gpu_error)
 
 
