@@ -45,6 +45,13 @@ REMOTE = {
 }
 """Commands not run, and why (keep this short: everything else runs here)."""
 
+CHECKED = {
+    "tune": "minutes of real time (one engine per configuration): parsed here, its plan read "
+            "and each trial's start command parsed; .ci/run's 'README tune command' step runs "
+            "it whole",
+}
+"""Subcommands whose documented commands are checked, not run, here, and why."""
+
 
 @dataclass(frozen=True)
 class DocCommand:
@@ -115,6 +122,8 @@ def test_the_documents_show_commands():
     assert any(c.startswith("llmtop probe ") and "--html" in c for c in cmds)
     assert any(c.startswith("llmtop replay ") for c in cmds)
     assert set(REMOTE) <= set(cmds), "a skipped command is no longer in the documents"
+    assert any(c.startswith("llmtop tune ") for c in cmds)  # the README's path, step 4
+    assert "llmtop capacity list" in cmds  # step 5
 
 
 def test_help_of_every_command():
@@ -258,6 +267,26 @@ def _discovering(words: list[str]) -> bool:
     return not positional
 
 
+def _check_tune(words: list[str]) -> str | None:
+    """``llmtop tune ...`` as documented: its flags parse, its plan (a path from the
+    checkout's root) reads, its ``[probe]`` table makes probe options, and each trial's start
+    command is a ``llmtop demo serve`` its own parser takes (None: all hold)."""
+    from llmtop.cli import tune
+    from llmtop.cli.demo import build_parser as demo_parser
+    from llmtop.tune.space import expand, read_tune_plan, render
+
+    ns = tune.build_parser().parse_args(words[2:])
+    plan = read_tune_plan(str(REPO / ns.plan))
+    tune._options(plan, None)
+    configs = expand(plan.space)
+    for cfg in configs:
+        start = shlex.split(render(plan.start, cfg, 8000))
+        if start[:3] != ["llmtop", "demo", "serve"]:
+            return f"a trial does not start the demo: {start}"
+        demo_parser().parse_args(start[2:])  # a bad flag exits 2: the test fails
+    return None if configs else "the plan has no configuration"
+
+
 def _run(work: Path, words: list[str]) -> str | None:
     r = subprocess.run([sys.executable, "-m", "llmtop", *words[1:]], capture_output=True,
                        text=True, timeout=180, cwd=work, stdin=subprocess.DEVNULL)
@@ -349,6 +378,9 @@ def test_documented_command_runs(cmd: DocCommand, chain: str | None, demo, reque
     if text is None:
         pytest.skip(f"{cmd}: no prometheus binary (bash scripts/fleet_servers.sh)")
     words = shlex.split(text)
-    why = (_run_in_terminal(tmp_path, work, words) if _is_tui(words)
-           else _run(work, words))
+    if words[1] in CHECKED:
+        why = _check_tune(words)
+    else:
+        why = (_run_in_terminal(tmp_path, work, words) if _is_tui(words)
+               else _run(work, words))
     assert not why, f"{cmd}\n  ran: {text}\n  {why}"
