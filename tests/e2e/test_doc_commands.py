@@ -378,7 +378,7 @@ def test_documented_command_runs(cmd: DocCommand, chain: str | None, demo, reque
     if text is None:
         pytest.skip(f"{cmd}: no prometheus binary (bash scripts/fleet_servers.sh)")
     words = shlex.split(text)
-    if words[1] in CHECKED:
+    if len(words) > 1 and words[1] in CHECKED:
         why = _check_tune(words)
     else:
         why = (_run_in_terminal(tmp_path, work, words) if _is_tui(words)
