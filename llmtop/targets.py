@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from llmtop.config import Target
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
+from llmtop.model_stack import ROUTERS
 
 __all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
            "make_target", "parse_target"]
@@ -79,9 +80,10 @@ def make_target(
 
 def _check_engine(engine: str, spec: str) -> str:
     e = engine.lower()
-    if e not in ENGINES:
+    if e not in ENGINES and e not in ROUTERS:
         raise ConfigError(
-            f"unknown engine {engine!r} in target {spec!r} (expected one of: {', '.join(ENGINES)})"
+            f"unknown engine {engine!r} in target {spec!r} (expected one of: "
+            f"{', '.join(ENGINES + ROUTERS)})"
         )
     return e
 
