@@ -34,6 +34,8 @@ ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "lmdeploy": 23333,
     "ollama": 11434,
     "dcgm": 9400,
+    "vllm-router": 29000,  # --prometheus-port (vllm-project/router router_args.py)
+    "sglang-router": 29000,  # PrometheusConfig::default (sgl-model-gateway metrics.rs)
 }
 """Where each engine listens by default (``vllm@host`` without a port uses this)."""
 
