@@ -85,21 +85,33 @@ def test_routing_quiet_on_a_calm_stack_and_when_all_are_busy():
 
 def test_routing_backend_down_in_the_routers_eyes_pd_fixture():
     router = fixture_text("routers/vllm-router-pd-SYNTHETIC-metrics-rs.txt")
-    s = store_with(target("r", 29000), target("p", 8101), target("d", 8102),
-                   target("d3", 8103))
+    s = store_with(target("r", 29000), target("p", 8101), target("d", 8102))
     calm = engine_pair("calm")
     for t, k in ((0.0, 1.0), (5.0, 2.0)):
         feed(s, "r", t, scaled(router, k))
         for name in ("p", "d"):
             feed(s, name, t, calm[int(k) - 1])
-        s.ingest(RawScrape(target="d3", url="u", t_wall=1.7e9 + t, t_mono=t, status="down",
-                           error="connection refused"))
-    found = run(s.snapshot(10.0), 5.0)
+    found = run(s.snapshot(10.0), 5.0)  # 8103 is not scraped: only the router knows it
     [f] = rules(found, "routing")
-    assert f.target == "d3" and f.severity == "critical"  # still routed 4 req/s
-    assert "unhealthy, breaker open" in f.summary and "still sends it" in f.summary
+    assert f.target == "http://127.0.0.1:8103" and f.severity == "critical"  # 4 req/s
+    assert "in the router's eyes (unhealthy, breaker open)" in f.summary
+    assert "still sends it" in f.summary
     assert "1 of 2 replicas left" in f.summary
     assert not [x for x in found if x.target in ("p", "d")]  # the survivors are not flagged
+
+
+def test_routing_engine_down_real_scrapes_agree_with_the_router():
+    s = round_robin_store("calm", "calm")
+    s.ingest(RawScrape(target="b", url="u", t_wall=1.7e9 + 6, t_mono=6.0, status="down",
+                       error="connection refused"))
+    router = fixture_text("routers/vllm-router-SYNTHETIC-metrics-rs.txt")
+    feed(s, "router", 6.0, scaled(router, 2.0, gauges={
+        'vllm_router_worker_health{worker="http://127.0.0.1:8002"}': 0.0}))
+    s.commit(6.0, 1.7e9 + 6)
+    found = run(s.snapshot(10.0), 6.0)
+    [f] = rules(found, "routing")
+    assert f.target == "b" and "unhealthy, not answering llmtop (down)" in f.summary
+    assert not [x for x in found if x.target == "a"]
 
 
 def test_routing_engine_down_while_router_counts_it_healthy_rows():
