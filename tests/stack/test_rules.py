@@ -50,8 +50,9 @@ def test_routing_round_robin_over_a_queueing_replica_real_captures():
 
 
 def _seats_case(limits, shares=(0.5, 0.5), waiting=(12.0, 0.0)):
+    pairs = zip(limits, waiting, strict=True)
     rows = [healthy(f"e{i}", max_running=lim, running=min(lim, 4.0), waiting=w,
-                    kv_cache_usage=0.3) for i, (lim, w) in enumerate(zip(limits, waiting))]
+                    kv_cache_usage=0.3) for i, (lim, w) in enumerate(pairs)]
     r = RouterRow(target="smg", engine="sglang-router", policy="round_robin",
                   requests_per_s=4.0,
                   backends=[BackendRow(f"http://h:{i}", requests_per_s=4.0 * sh, routed_share=sh)
