@@ -50,10 +50,11 @@ def _kv_transfer(pts: Points) -> dict[str, Any] | None:
     queues = {k.split(":", 1)[1]: v for k, v in last.gauges.items() if k.startswith("kv_queue:")}
     if queues:
         out["queues"] = queues
-    sources = {k.split(":", 1)[1]: _rate(pts, k) for k in last.counters
-               if k.startswith("prompt_tokens:")}
-    if sources:
-        out["prompt_tokens_by_source"] = sources
+    if last.counters.get("prompt_tokens:external_kv_transfer"):  # a P/D engine: where its
+        # prompts came from (an engine that never took KV from a transfer has hit rates)
+        out["prompt_tokens_by_source"] = {k.split(":", 1)[1]: _rate(pts, k)
+                                          for k in last.counters
+                                          if k.startswith("prompt_tokens:")}
     return out or None
 
 
@@ -84,14 +85,16 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
 def tokens_idle_s(pts: Points) -> float | None:
     """Seconds, up to the newest sample, that the engine held running or waiting requests
     while its generated-token counter did not move (0 when it moved in the newest interval
-    or nothing is held); None without a generated-token counter or with one sample."""
-    if len(pts) < 2 or any("generation_tokens" not in m.counters for _, m in pts):
+    or nothing is held); None without a generated-token counter or with one sample. Walks
+    back only as far as the counter stood still."""
+    if len(pts) < 2 or "generation_tokens" not in pts[-1][1].counters:
         return None
     t_end = pts[-1][0]
     since = t_end
     for (t0, a), (_t1, b) in zip(reversed(pts[:-1]), reversed(pts[1:]), strict=True):
         held = (b.gauges.get("running") or 0.0) + (b.gauges.get("waiting") or 0.0)
-        if b.counters["generation_tokens"] != a.counters["generation_tokens"] or held <= 0:
+        if b.counters.get("generation_tokens") != a.counters.get("generation_tokens") \
+                or held <= 0:
             break
         since = t0
     return t_end - since
