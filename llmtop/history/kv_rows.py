@@ -74,6 +74,10 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
         out["used_tokens"] = g["tier_used_tokens"]
         total = g.get("tier_total_tokens")
         out["usage"] = g["tier_used_tokens"] / total if total else None
+    if any(v for k, v in c.items() if k.startswith("cached_tokens:")
+           and not k.endswith(":device")):  # hits served from an offload tier (host, disk, p2p)
+        out["cached_tokens_per_s"] = {k.split(":", 1)[1]: _rate(pts, k) for k in c
+                                      if k.startswith("cached_tokens:")}
     for key, name in (("tier_stored_tokens", "offload_tokens_per_s"),
                       ("tier_evicted_tokens", "evicted_tokens_per_s"),
                       ("tier_load_back_tokens", "load_back_tokens_per_s")):
