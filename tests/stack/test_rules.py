@@ -67,7 +67,7 @@ def test_routing_names_capacity_shares_rows_built_in_code():
                      waiting_min={rows[0].key: 12.0, rows[1].key: 0.0})
     [f] = rules(found, "routing")
     assert f.target == "e0"
-    assert "11 % of the pool's capacity" in f.summary  # 1 of 9 seats
+    assert "11 % of the pool's running limits" in f.summary  # 1 of 9 seats
     ev = {e.signal: e.value for e in f.evidence}
     assert ev["routed_share"] == 0.5 and ev["capacity_share"] == pytest.approx(1 / 9)
 
