@@ -88,7 +88,8 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
 
 def tokens_idle_s(pts: Points) -> float | None:
     """Seconds, up to the newest sample, that the engine held running or waiting requests
-    while its generated-token counter did not move (0 when it moved in the newest interval
+    while its generated-token counter did not move (nor its prompt-token counter: a long
+    prefill is work) (0 when it moved in the newest interval
     or nothing is held); None without a generated-token counter or with one sample. Walks
     back only as far as the counter stood still."""
     if len(pts) < 2 or "generation_tokens" not in pts[-1][1].counters:
@@ -98,8 +99,9 @@ def tokens_idle_s(pts: Points) -> float | None:
     for (t0, a), (_t1, b) in zip(reversed(pts[:-1]), reversed(pts[1:]), strict=True):
         held = (b.gauges.get("running") or 0.0) + (b.gauges.get("waiting") or 0.0)
         if b.counters.get("generation_tokens") != a.counters.get("generation_tokens") \
+                or b.counters.get("prompt_tokens") != a.counters.get("prompt_tokens") \
                 or held <= 0:
-            break
+            break  # a token made, a prompt chunk prefilled, or nothing held
         since = t0
     return t_end - since
 

@@ -90,6 +90,10 @@ def test_tokens_idle_s():
     assert tokens_idle_s(empty) == 0.0  # nothing held: not idle
     assert tokens_idle_s(busy[:1]) is None
     assert tokens_idle_s([(0.0, ModelSample("m")), (1.0, ModelSample("m"))]) is None
+    prefill = [(t, _m(20, 2)) for t in (0.0, 10.0, 20.0)]
+    for i, (_t, m) in enumerate(prefill):
+        m.counters["prompt_tokens"] = 1000.0 * i  # a long prompt prefilled chunk by chunk
+    assert tokens_idle_s(prefill) == 0.0
 
 
 def test_vllm_cache_hits_by_tier():
