@@ -40,9 +40,12 @@ __all__ = [
     "sniff_engine",
 ]
 
-DEFAULT_PORTS: tuple[int, ...] = (8000, 30000, 8002, 3000, 9000, 8080, 23333, 11434, 9400)
+DEFAULT_PORTS: tuple[int, ...] = (8000, 30000, 8002, 3000, 9000, 8080, 23333, 11434, 9400,
+                                  29000)
 """vLLM/Triton HTTP/trtllm-serve, SGLang, Triton metrics, TGI, TGI Prometheus, llama.cpp,
-LMDeploy, Ollama, DCGM exporter."""
+LMDeploy, Ollama, DCGM exporter, and the vLLM / SGLang routers' Prometheus port (29000:
+``--prometheus-port`` in vllm-project/router ``router_args.py``, ``PrometheusConfig`` in
+both routers' ``metrics.rs``)."""
 
 _HEAD_CAP = 64 * 1024
 _SNIFF = (
@@ -51,6 +54,11 @@ _SNIFF = (
     ("nv_gpu_", "triton"),
     ("nv_trt_llm_", "triton"),
     ("nv_llm_", "triton"),
+    ("vllm_router_", "vllm-router"),
+    ("smg_", "sglang-router"),
+    ("sgl_router_", "sglang-router"),
+    ("vllm:current_qps", "production-stack"),  # its re-exported vllm:* are not an engine's
+    ("vllm:healthy_pods_total", "production-stack"),
     ("vllm:", "vllm"),
     ("sglang:", "sglang"),
     ("sglang_", "sglang"),
@@ -91,6 +99,10 @@ def recognise(argv: Sequence[str]) -> str | None:
         return any(n == cmd and i + 1 < len(argv) and argv[i + 1] == word
                    for i, n in enumerate(names))
 
+    if "vllm-router" in names or "vllm_router.launch_router" in joined:
+        return "vllm-router"
+    if "sglang_router.launch_router" in joined or "smg" in names:
+        return "sglang-router"
     if "vllm.entrypoints" in joined or sub("vllm", "serve"):
         return "vllm"
     if "sglang.launch_server" in joined or sub("sglang", "serve"):
@@ -145,6 +157,10 @@ def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int
     if engine == "tgi":
         prom = _port(_flag(argv, "--prometheus-port")) or 9000
         return _port(_flag(argv, "--port", "-p")), (prom,)
+    if engine in ("vllm-router", "sglang-router"):  # metrics on their own port
+        http = _port(_flag(argv, "--port"))
+        return (_port(_flag(argv, "--prometheus-port")) or 29000,
+                (http,) if http is not None else ())
     return _port(_flag(argv, "--port")), ()
 
 

@@ -364,6 +364,22 @@ class EngineRow:
     """The matching profile: capacity, SLOs, shape, ``measured_unix``, ``age_s``, ``stale``."""
     capacity_drift: list[dict[str, Any]] = field(default_factory=list)
     """How the live traffic differs from the profile's shape (``what``, ``ratio``, ``text``)."""
+    router: str | None = None
+    """The target of the router this engine is a backend of (``llmtop.topology``), else None."""
+    role: str | None = None
+    """``prefill`` | ``decode`` | ``both`` (``model_stack.ROLES``), from its router, its own
+    KV-transfer role or pod labels; None when nothing says."""
+    kv_transfer: dict[str, Any] | None = None
+    """P/D KV transfer over the window (``history.stack``): ``time_s`` (Quantiles),
+    ``bytes_per_s``, ``failures_per_s``, ``expired_per_s``, ``queues`` {name: n},
+    ``prompt_tokens_by_source`` {source: tokens/s}; None when the engine exports none."""
+    kv_tiers: dict[str, Any] | None = None
+    """KV offload tiers (vLLM ``kv_offload_*``, LMCache, SGLang HiCache): ``hit_rate``,
+    ``host_usage``, ``offload_bytes_per_s``, ``load_back_tokens_per_s``...; None when none."""
+    tokens_idle_s: float | None = None
+    """Seconds the engine has held running or waiting requests without a new generated token
+    (up to the end of the window; 0 when a token came in the newest interval); None when
+    unknown. The ``stuck`` rule reads it."""
 
     @property
     def capacity_requests_per_s(self) -> float | None:
@@ -415,6 +431,11 @@ class EngineRow:
             "capacity": ({**self.capacity, "drift": list(self.capacity_drift)}
                          if self.capacity is not None else None),
         }
+        out["router"] = self.router
+        out["role"] = self.role
+        out["kv_transfer"] = _jsonable(self.kv_transfer)
+        out["kv_tiers"] = _jsonable(self.kv_tiers)
+        out["tokens_idle_s"] = _num(self.tokens_idle_s)
         if self.rank is not None:
             out["rank"] = self.rank
         if self.labels is not None:
@@ -442,6 +463,9 @@ class Snapshot:
     engines: list[EngineRow] = field(default_factory=list)
     gpus: list[GpuRecord] = field(default_factory=list)
     gpu_error: str | None = None
+    routers: list[Any] = field(default_factory=list)
+    """``model_stack.RouterRow`` of each router target (``model_stack.ROUTERS``), with its
+    backends; a router is never among ``engines``. (``Any``: model imports no module above.)"""
 
     def to_json(self, version: str) -> dict[str, Any]:
         return {
@@ -449,6 +473,19 @@ class Snapshot:
             "time": self.time,
             "window_s": self.window_s,
             "engines": [e.to_json() for e in self.engines],
+            "routers": [r.to_json() for r in self.routers],
             "gpus": [g.to_json() for g in self.gpus],
             "gpu_error": self.gpu_error,
         }
+
+
+def _jsonable(v: Any) -> Any:
+    """Quantiles inside dicts become their JSON; NaN/Inf floats null."""
+    if isinstance(v, Quantiles):
+        return v.to_json()
+    if isinstance(v, float):
+        return _num(v)
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    return v
+

@@ -29,7 +29,7 @@ from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
-from llmtop.rediscover import Rediscovery, new_targets
+from llmtop.rediscover import Rediscovery, backend_targets, new_targets
 
 __all__ = ["THREAD_PARSE_BYTES", "Monitor"]
 
@@ -167,6 +167,7 @@ class Monitor:
             if not (found or r.searched):
                 found = await r.first()
             self._add_found([*found, *r.poll()])
+        self._add_backends()
         if raws:
             loop = asyncio.get_running_loop()
             for t in self.targets:
@@ -290,6 +291,20 @@ class Monitor:
         for t in new_targets(self.targets, found):
             self.targets.append(t)
             self.store.event("info", t.name, "found on this machine (autodiscovery)")
+
+    def _add_backends(self) -> None:
+        """Add the backends routers named that are not watched yet (``rediscover``)."""
+        try:
+            urls = self.store.backend_urls()
+        except Exception as exc:  # never take the tick down
+            self._error(None, "router backends", exc)
+            return
+        if not urls:
+            return
+        for t in backend_targets(urls, self.targets, timeout_s=self.config.timeout_s,
+                                 verify_tls=self.config.verify_tls):
+            self.targets.append(t)
+            self.store.event("info", t.name, "found behind a router (its worker URL)")
 
     async def aclose(self) -> None:
         """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""

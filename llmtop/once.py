@@ -73,6 +73,8 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
     wait = 2 * float(config.timeout_s) + 1.5  # first contact also probes identity
     try:
         first = await monitor.tick(timeout_s=wait)
+        if _brings_backends(monitor):
+            first = await monitor.tick(timeout_s=wait)  # a router's backends: first contact
         if config.gpu_required and first.gpu_error:
             raise GpuRequiredError(f"cannot read the GPUs: {first.gpu_error}")
         t0 = monitor.store.now_mono
@@ -94,12 +96,26 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         from llmtop.console.once_table import print_once
 
         print_once(snap, file=out, diagnosis=findings)
-    if not any(r.last_ok_age_s is not None for r in snap.engines):
-        if as_json or not snap.engines:
-            reasons = "; ".join(f"{r.target}: {r.error or r.state}" for r in snap.engines)
+    if not any(r.last_ok_age_s is not None for r in (*snap.engines, *snap.routers)):
+        if as_json or not (snap.engines or snap.routers):
+            reasons = "; ".join(f"{r.target}: {r.error or r.state}"
+                                for r in (*snap.engines, *snap.routers))
             print(f"llmtop: no target could be read ({reasons or 'no targets'})", file=err)
         return 1
     return 0
+
+
+def _brings_backends(monitor: Any) -> bool:
+    """True when the first tick's routers named backends: the monitor adds them at its next
+    tick (``Monitor._add_backends``), so ``--once`` gives them a first scrape before the
+    window starts."""
+    store = getattr(monitor, "store", None)
+    urls = store.backend_urls() if store is not None and hasattr(store, "backend_urls") else []
+    if not urls:
+        return False
+    from llmtop.rediscover import backend_targets
+
+    return bool(backend_targets(urls, getattr(monitor, "targets", ())))
 
 
 def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
@@ -116,7 +132,7 @@ def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
                    if r.key in before and r.waiting is not None
                    and before[r.key].waiting is not None}
     return diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s or window_s,
-                    baselines=baselines, waiting_min=waiting_min)
+                    baselines=baselines, waiting_min=waiting_min, routers=snap.routers)
 
 
 def empty_json(message: str) -> str:

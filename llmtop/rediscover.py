@@ -4,6 +4,10 @@ When no target is given, ``Monitor`` searches this machine (``llmtop.discover``)
 first tick and again every ``REDISCOVER_S`` (10) seconds in the background (never delaying a
 tick). A newly found engine is added and named in the event log. A found engine that later
 stops answering is kept and shows as DOWN, as a named target would: it is not dropped.
+
+A router brings its backends the same way (``backend_targets``): the worker URLs its metrics
+name become targets at the next tick, unless a given or found target already has that
+host:port (``localhost`` and ``127.0.0.1`` are one host).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from llmtop.config import Config, Target
 
-__all__ = ["REDISCOVER_S", "Rediscovery", "new_targets"]
+__all__ = ["REDISCOVER_S", "Rediscovery", "backend_targets", "new_targets"]
 
 REDISCOVER_S = 10.0
 """Seconds between searches after the first (each costs a few ms: /proc and 9 ports)."""
@@ -41,6 +45,53 @@ def new_targets(have: Iterable[Target], found: Sequence[Target]) -> list[Target]
         urls.add(t.base_url.rstrip("/"))
         out.append(t)
     return out
+
+
+def backend_targets(urls: Iterable[str], have: Iterable[Target], *, timeout_s: float = 2.0,
+                    verify_tls: bool = True) -> list[Target]:
+    """Targets for routers' backend URLs that no target of ``have`` already covers (by name,
+    base URL or host:port). Only a URL with an explicit port is an engine to scrape (a Dynamo
+    worker id, an EPP pod name or a LiteLLM cloud ``api_base`` is not); its path is dropped
+    (a LiteLLM ``api_base`` ends in ``/v1``: the engine's metrics are at ``/metrics``)."""
+    from llmtop.errors import ConfigError
+    from llmtop.targets import parse_target
+    from llmtop.topology.link import host_port
+
+    have = list(have)
+    addrs = {host_port(t.base_url) for t in have}
+    found: list[Target] = []
+    for url in urls:
+        base = _with_port(url)
+        if base is None:
+            continue
+        try:
+            t = parse_target(base, timeout_s=timeout_s, verify_tls=verify_tls)
+        except ConfigError:
+            continue
+        addr = host_port(t.base_url)
+        if addr is None or addr in addrs:
+            continue
+        addrs.add(addr)
+        found.append(t)
+    return new_targets(have, found)
+
+
+def _with_port(url: str) -> str | None:
+    """``scheme://host:port`` of a worker URL that names its port, else None."""
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None or not parts.hostname or parts.scheme not in ("http", "https"):
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}:{port}"
 
 
 class Rediscovery:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from llmtop.config import Target
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
+from llmtop.model_stack import ROUTERS
 
 __all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
            "make_target", "parse_target"]
@@ -33,6 +34,12 @@ ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "lmdeploy": 23333,
     "ollama": 11434,
     "dcgm": 9400,
+    "vllm-router": 29000,  # --prometheus-port (vllm-project/router router_args.py)
+    "sglang-router": 29000,  # PrometheusConfig::default (sgl-model-gateway metrics.rs)
+    "gie-epp": 9090,  # the EPP's metrics port (GIE / llm-d guides)
+    "llm-d-epp": 9090,
+    "dynamo": 8000,  # the frontend's HTTP port serves /metrics
+    "litellm": 4000,  # the LiteLLM proxy's default --port
 }
 """Where each engine listens by default (``vllm@host`` without a port uses this)."""
 
@@ -79,9 +86,10 @@ def make_target(
 
 def _check_engine(engine: str, spec: str) -> str:
     e = engine.lower()
-    if e not in ENGINES:
+    if e not in ENGINES and e not in ROUTERS:
         raise ConfigError(
-            f"unknown engine {engine!r} in target {spec!r} (expected one of: {', '.join(ENGINES)})"
+            f"unknown engine {engine!r} in target {spec!r} (expected one of: "
+            f"{', '.join(ENGINES + ROUTERS)})"
         )
     return e
 

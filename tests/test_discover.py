@@ -19,7 +19,7 @@ VLLM_TEXT = "# HELP vllm:num_requests_running x\nvllm:num_requests_running 0.0\n
 
 
 def test_default_ports_are_the_issue_list():
-    assert DEFAULT_PORTS == (8000, 30000, 8002, 3000, 9000, 8080, 23333, 11434, 9400)
+    assert DEFAULT_PORTS == (8000, 30000, 8002, 3000, 9000, 8080, 23333, 11434, 9400, 29000)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from llmtop.once import NO_TARGETS_MESSAGE, run_once
 from tests.conftest import fixture_text
 from tests.history.fakes import body, fake_detect, fake_normalize, gpu_sample
 
-TOP_KEYS = ["llmtop", "time", "window_s", "engines", "gpus", "gpu_error", "diagnosis"]
+TOP_KEYS = ["llmtop", "time", "window_s", "engines", "routers", "gpus", "gpu_error", "diagnosis"]
 ROW_KEYS = [
     "target", "engine", "engine_version", "model", "state", "error", "running", "waiting",
     "waiting_deferred",
@@ -29,7 +29,7 @@ ROW_KEYS = [
     "prompt_len", "gen_len", "iteration_tokens", "spec_accept_rate", "prompt_tokens_per_s",
     "generation_tokens_per_s",
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
-    "capacity_used", "capacity",
+    "capacity_used", "capacity", "router", "role", "kv_transfer", "kv_tiers", "tokens_idle_s",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
 

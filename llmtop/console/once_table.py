@@ -178,8 +178,12 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None,
     console.print(Text(f"llmtop --once · window {snap.window_s:.2f} s · {when}", style="bold"))
     if snap.engines:
         console.print(build_table(snap))
-    else:
+    elif not snap.routers:
         console.print("no targets")
+    from llmtop.console.once_stack import stack_lines
+
+    for line in stack_lines(snap):
+        console.print(Text(line))
     for row in snap.engines:
         if row.error and row.state != "ok":
             badge = state_badge(row).plain

@@ -20,11 +20,14 @@ from llmtop.config import Config
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
+from llmtop.history.routers import router_row
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
 from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
+from llmtop.model_stack import ROUTERS, RouterRow
 from llmtop.parse.exposition import Family, ParseError
+from llmtop.topology.link import link_stack
 
 __all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
 
@@ -99,6 +102,7 @@ class Store:
         self._prev_gpu_error: str | None = None
         self._gen = 0
         self._cache: tuple[tuple[Any, ...], Snapshot] | None = None
+        self._over: tuple[tuple[Any, ...], tuple[list[EngineRow], list[RouterRow]]] | None = None
         self.commit_hooks: list[Callable[[Snapshot, float, float], None]] = []
         """Called at the end of each ``commit`` with (10 s snapshot, t_mono, t_wall): the
         diagnosis (``llmtop.diagnose.live.attach``) runs there; the store imports no layer
@@ -313,12 +317,15 @@ class Store:
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
         engines = self._rows(window_s, t, tw)
+        routers = self.router_rows(window_s, t)
+        link_stack(engines, routers, self._urls)
         snap = Snapshot(
             time=tw,
             window_s=window_s,
             engines=engines,
             gpus=self._gpus(),
             gpu_error=self._gpu.error if self._gpu is not None else None,
+            routers=routers,
         )
         self._cache = (key, snap)
         return snap
@@ -333,6 +340,11 @@ class Store:
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
         rows = target_rows(ts, window_s, t, self.interval_s)
         annotate_rows(rows, self.profiles, self._now_wall or 0.0, urls=self._urls)
+        if self._cache is not None:  # router and role as the latest snapshot linked them
+            linked = {e.key: e for e in self._cache[1].engines}
+            for r in rows:
+                if (e := linked.get(r.key)) is not None:
+                    r.router, r.role = e.router, e.role
         for r in rows:
             if r.key == key:
                 return r
@@ -370,8 +382,8 @@ class Store:
         return snap
 
     def _state_events(self, snap: Snapshot, t_wall: float) -> None:
-        states: dict[str, EngineRow] = {}
-        for row in snap.engines:
+        states: dict[str, EngineRow | RouterRow] = {}
+        for row in (*snap.engines, *snap.routers):
             states.setdefault(row.target, row)
         for name, row in states.items():
             ts = self._targets[name]
@@ -405,15 +417,58 @@ class Store:
 
     def rows_over(self, window_s: float, t_mono: float) -> list[EngineRow]:
         """Rows of every target over ``window_s`` ending at ``t_mono``, leaving the snapshot
-        cache alone (the diagnosis' own window)."""
-        return self._rows(window_s, t_mono, self._now_wall or 0.0)
+        cache alone (the diagnosis' own window); linked to the routers over the same window
+        (``routers_over``)."""
+        return self._stack_over(window_s, t_mono)[0]
+
+    def routers_over(self, window_s: float, t_mono: float) -> list[RouterRow]:
+        """The router rows that go with ``rows_over`` (the same window, computed once)."""
+        return self._stack_over(window_s, t_mono)[1]
+
+    def _stack_over(self, window_s: float, t_mono: float
+                    ) -> tuple[list[EngineRow], list[RouterRow]]:
+        key = (window_s, t_mono, self._gen)
+        if self._over is not None and self._over[0] == key:
+            return self._over[1]
+        rows = self._rows(window_s, t_mono, self._now_wall or 0.0)
+        routers = self.router_rows(window_s, t_mono)
+        link_stack(rows, routers, self._urls)
+        self._over = (key, (rows, routers))
+        return rows, routers
 
     def _rows(self, window_s: float, t_mono: float, t_wall: float) -> list[EngineRow]:
         """Rows of every target over ``window_s``, with their capacity fields."""
-        rows = [r for ts in self._targets.values()
+        rows = [r for ts in self._targets.values() if not self._is_router(ts)
                 for r in target_rows(ts, window_s, t_mono, self.interval_s)]
         annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
         return rows
+
+    def _is_router(self, ts: TargetHistory) -> bool:
+        return ts.engine in ROUTERS
+
+    def router_rows(self, window_s: float, t_mono: float) -> list[RouterRow]:
+        """One ``RouterRow`` per router target over ``window_s`` ending at ``t_mono``."""
+        out = []
+        for ts in self._targets.values():
+            if not self._is_router(ts):
+                continue
+            state, error = ts.state(t_mono, self.interval_s)
+            row = RouterRow(target=ts.name, engine=ts.engine, engine_version=ts.version,
+                            state=state, error=error, http_status=ts.http_status,
+                            last_ok_age_s=(t_mono - ts.last_ok_mono)
+                            if ts.last_ok_mono is not None else None)
+            out.append(router_row(row, ts.window(window_s, t_mono)))
+        return out
+
+    def backend_urls(self) -> list[str]:
+        """Every worker URL the routers name in their newest sample (for rediscovery)."""
+        out: list[str] = []
+        for ts in self._targets.values():
+            rs = ts.recent[-1].sample.extra.get("router") if ts.recent else None
+            for url in getattr(rs, "backends", {}) or {}:
+                if url not in out:
+                    out.append(url)
+        return out
 
     def restart_ages(self, t_mono: float) -> dict[str, float]:
         """Seconds since each target's last restart seen by this store."""

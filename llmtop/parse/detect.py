@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["detect_engine", "engine_from_body", "engine_from_identity"]
+__all__ = ["detect_engine", "engine_from_body", "engine_from_identity", "router_from_body"]
 
 _OWNED_BY = {
     "vllm": "vllm",
@@ -92,6 +92,9 @@ def engine_from_body(body: str | None) -> str | None:
             return found
     if "Start it with `--metrics`" in body or "does not support metrics endpoint" in body:
         return "llamacpp"
+    router = router_from_body(body)
+    if router is not None:
+        return router
     nv = any(_has(body, p) for p in ("nv_inference_", "nv_gpu_", "nv_trt_llm_", "nv_llm_"))
     if _has(body, "vllm:"):
         if nv and _VLLM_TRITON_LABELS.search(body):
@@ -111,6 +114,34 @@ def engine_from_body(body: str | None) -> str | None:
         return "lmdeploy"
     if _has(body, "DCGM_FI_"):
         return "dcgm"
+    return None
+
+
+_ROUTER_PREFIXES = (
+    ("vllm_router_", "vllm-router"),
+    ("smg_", "sglang-router"),
+    ("sgl_router_", "sglang-router"),
+    ("llm_d_epp_", "llm-d-epp"),
+    ("llm_d_router_epp_", "llm-d-epp"),
+    ("inference_objective_", "gie-epp"),
+    ("inference_pool_", "gie-epp"),
+    ("inference_extension_", "gie-epp"),
+    ("inference_model_", "gie-epp"),
+    ("dynamo_frontend_", "dynamo"),
+    ("vllm:current_qps", "production-stack"),
+    ("vllm:healthy_pods_total", "production-stack"),
+    ("litellm_", "litellm"),
+)
+"""Router families by metric-name prefix, in order (llm-d's EPP also exports the
+Inference Extension's names, so it comes first; the production-stack router's re-exported
+``vllm:*{server=...}`` series must not make it an engine, so it comes before ``vllm:``)."""
+
+
+def router_from_body(body: str) -> str | None:
+    """The router family (``model_stack.ROUTERS``) a Prometheus payload names, or None."""
+    for prefix, family in _ROUTER_PREFIXES:
+        if _has(body, prefix):
+            return family
     return None
 
 

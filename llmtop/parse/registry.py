@@ -11,12 +11,26 @@ import importlib
 from typing import Any
 
 from llmtop.model import ENGINES, EngineSample
+from llmtop.model_stack import ROUTERS
 from llmtop.parse.exposition import ParseError
 
-__all__ = ["ENGINE_MODULES", "normalize"]
+__all__ = ["ENGINE_MODULES", "ROUTER_MODULES", "normalize"]
 
 ENGINE_MODULES: dict[str, str] = {e: f"llmtop.parse.{e}" for e in ENGINES}
 """Engine id -> adapter module (imported on first use)."""
+
+ROUTER_MODULES: dict[str, str] = {
+    "vllm-router": "llmtop.parse.vllm_router",
+    "sglang-router": "llmtop.parse.sglang_router",
+    "gie-epp": "llmtop.parse.epp_router",
+    "llm-d-epp": "llmtop.parse.epp_router",
+    "dynamo": "llmtop.parse.dynamo_router",
+    "production-stack": "llmtop.parse.prodstack_router",
+    "litellm": "llmtop.parse.litellm_router",
+}
+"""Router family id (``model_stack.ROUTERS``) -> adapter module, parsed like an engine."""
+assert set(ROUTER_MODULES) == set(ROUTERS)
+ENGINE_MODULES.update(ROUTER_MODULES)
 
 
 def normalize(

@@ -1,0 +1,112 @@
+"""``RouterRow`` of one router target over a window, from its kept ``RouterSample``s.
+
+Rates come from counter deltas over the window (restart-aware, ``derive.counter_rate``),
+latencies from bucket deltas (``derive.hist_delta``); health, breakers and pending are the
+newest sample's gauges. A backend the router stopped naming is dropped with its sample.
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llmtop.history.derive import counter_rate, hist_delta, hist_quantiles
+from llmtop.history.rows import Entry
+from llmtop.model import Quantiles
+from llmtop.model_stack import BackendRow, RouterRow, RouterSample
+
+__all__ = ["BREAKER_OPEN", "router_of", "router_row"]
+
+BREAKER_OPEN = 1.0
+"""``cb_state`` value of an open breaker (0 closed, 1 open, 2 half open: vllm-router and SMG
+``metrics.rs``). Half open lets trial requests through: not counted as open."""
+
+_ROUTED = {"prefill": "prefill_routed", "decode": "decode_routed"}
+
+
+def router_of(entry: Entry) -> RouterSample | None:
+    """The ``RouterSample`` an entry's sample carries, if any."""
+    rs = entry.sample.extra.get("router") if entry.sample.extra else None
+    return rs if isinstance(rs, RouterSample) else None
+
+
+def _rate(points: list[tuple[float, float]]) -> float | None:
+    return counter_rate(points) if len(points) >= 2 else None
+
+
+def _points(pairs: Sequence[tuple[float, RouterSample]], get: Any) -> list[tuple[float, float]]:
+    out = []
+    for t, rs in pairs:
+        v = get(rs)
+        if v is not None:
+            out.append((t, v))
+    return out
+
+
+def _quantiles(pairs: Sequence[tuple[float, RouterSample]], key: str) -> Quantiles | None:
+    pts = [(t, rs.hists[key]) for t, rs in pairs if key in rs.hists]
+    if not pts:
+        return None
+    d = hist_delta(pts)
+    return None if d is None else hist_quantiles(d.bounds, d.cumulative, d.sum, d.count)
+
+
+def _routed_key(role: str | None) -> str:
+    return _ROUTED.get(role or "", "routed")
+
+
+def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
+    """Fill ``row`` (target and state already set) from the window's entries."""
+    pairs = [(e.t_mono, rs) for e in window if (rs := router_of(e)) is not None]
+    if not pairs:
+        return row
+    last = pairs[-1][1]
+    row.policy = last.policy
+    row.requests_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("requests")))
+    if row.requests_per_s is None and "requests" not in last.counters:
+        row.requests_per_s = last.gauges.get("qps")  # the router's own QPS gauge
+    row.retries_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("retries")))
+    row.errors_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("errors")))
+    row.request_s = _quantiles(pairs, "request")
+    row.ttft_s = _quantiles(pairs, "ttft")
+    row.decode_pending_s = _quantiles(pairs, "decode_pending")
+    backends: list[BackendRow] = []
+    for url, b in last.backends.items():
+        key = _routed_key(b.role)
+        if key not in b.counters and "routed" in b.counters:
+            key = "routed"
+        rate = _rate(_points(pairs, lambda rs, u=url, k=key: (
+            rs.backends[u].counters.get(k) if u in rs.backends else None)))
+        if rate is None and key not in b.counters:
+            rate = b.gauges.get("qps")
+        h, cb = b.gauges.get("healthy"), b.gauges.get("breaker")
+        pending = b.gauges.get("pending", b.gauges.get("active"))
+        backends.append(BackendRow(
+            url=url, role=b.role, requests_per_s=rate, pending=pending,
+            healthy=None if h is None else h >= 0.5,
+            breaker_open=None if cb is None else cb == BREAKER_OPEN))
+    _shares(backends)
+    row.backends = backends
+    known = [b for b in backends if b.healthy is not None]
+    row.total_backends = len(backends) if backends else None
+    row.healthy_backends = sum(1 for b in known if b.healthy) if known else None
+    ready = last.gauges.get("ready_backends")
+    if row.healthy_backends is None and ready is not None:  # an EPP counts ready pods
+        row.healthy_backends = int(ready)
+    breakers = [b for b in backends if b.breaker_open is not None]
+    row.open_breakers = sum(1 for b in breakers if b.breaker_open) if breakers else None
+    return row
+
+
+def _shares(backends: list[BackendRow]) -> None:
+    """Each backend's share of the requests routed to its role's pool in the window."""
+    for role in {b.role for b in backends}:
+        group = [b for b in backends if b.role == role]
+        rates = [b.requests_per_s for b in group if b.requests_per_s is not None]
+        whole = sum(rates)
+        if whole <= 0:
+            continue
+        for b in group:
+            if b.requests_per_s is not None:
+                b.routed_share = b.requests_per_s / whole
