@@ -1,7 +1,8 @@
 """Closed-loop load through a router: C clients for S seconds (stdlib only).
 
 Usage: python load.py URL [--clients C] [--seconds S] [--max-tokens N] [--model M]
-Alternates /v1/completions and streaming /v1/chat/completions; prints counts as JSON.
+Alternates /v1/completions and streaming /v1/chat/completions (``ignore_eos``, so each
+request makes exactly ``max_tokens``); prints counts as JSON.
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ __all__ = ["run_load"]
 def _one(url: str, model: str, max_tokens: int, i: int) -> int:
     if i % 2:
         path = "/v1/chat/completions"
-        body = {"model": model, "max_tokens": max_tokens, "stream": True,
+        body = {"model": model, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
                 "messages": [{"role": "user", "content": f"Say hello number {i}"}]}
     else:
         path = "/v1/completions"
-        body = {"model": model, "max_tokens": max_tokens, "prompt": f"Count to ten, take {i}:"}
+        body = {"model": model, "max_tokens": max_tokens, "ignore_eos": True,
+                "prompt": f"Count to ten, take {i}:"}
     req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
