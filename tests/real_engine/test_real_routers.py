@@ -181,7 +181,7 @@ def test_round_robin_over_1_and_8_seats_is_named_routing(engines, tmp_path, kind
     a = engines.get("a1", "--max-num-seqs", "1")
     b = engines.get("b8", "--max-num-seqs", "8")
     with router(tmp_path / "router", kind, "rr", a, b) as (url, murl):
-        load = Load(url, clients=10, seconds=28, max_tokens=48)
+        load = Load(url, clients=10, seconds=22, max_tokens=48)
         load.start()
         time.sleep(6)
         before = series(murl)
@@ -274,10 +274,10 @@ def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
     with router(tmp_path / "router", "vllm", "rr", b, c) as (url, murl):
         recorder = subprocess.Popen(
             [sys.executable, "-m", "llmtop", "record", str(rec), "--interval", "1",
-             "--duration", "40", murl], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+             "--duration", "32", murl], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True)
         try:
-            load = Load(url, clients=2, seconds=30, max_tokens=16)
+            load = Load(url, clients=2, seconds=24, max_tokens=16)
             load.start()
             time.sleep(10)
             engines.stop("c8")
