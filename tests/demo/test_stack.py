@@ -23,19 +23,14 @@ SCALE = 12.0
 
 
 @pytest.fixture
-async def stack(monkeypatch):
+def stack(demo_factory, monkeypatch):
+    """``make(scenario, baseline_s)``: a stack scenario with its traffic, on the fast clock."""
     monkeypatch.setenv(clock.ENV, clock.env_value(SCALE))
-    servers: list[DemoServer] = []
 
-    async def make(scenario: str, baseline_s: float = 0.0, **kw) -> DemoServer:
-        s = DemoServer(scenario=scenario, baseline_s=baseline_s, **kw)
-        await s.start()
-        servers.append(s)
-        return s
+    async def make(scenario: str, baseline_s: float = 0.0) -> DemoServer:
+        return await demo_factory(scenario=scenario, baseline_s=baseline_s, background=True)
 
-    yield make
-    for s in servers:
-        await s.stop()
+    return make
 
 
 async def wait(clock_s: float) -> None:
