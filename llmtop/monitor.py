@@ -289,7 +289,9 @@ class Monitor:
             return
         for t in new_targets(self.targets, found):
             self.targets.append(t)
-            self.store.event("info", t.name, "found on this machine (autodiscovery)")
+            self.store.learn(t)
+            where = f" ({t.container.label})" if t.container is not None else ""
+            self.store.event("info", t.name, f"found on this machine{where} (autodiscovery)")
 
     async def aclose(self) -> None:
         """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""
