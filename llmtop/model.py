@@ -20,12 +20,12 @@ from typing import Any
 __all__ = [
     "COUNTER_KEYS",
     "ENGINES",
-    "Container",
     "GAUGE_KEYS",
     "HIST_KEYS",
     "LATENCY_KINDS",
     "PHASE_KINDS",
     "STATES",
+    "Container",
     "EngineRow",
     "EngineSample",
     "Event",

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from llmtop.config import Target
 from llmtop.errors import ConfigError
-from llmtop.model import ENGINES
+from llmtop.model import ENGINES, Container
 
 __all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
            "make_target", "parse_target"]
@@ -58,6 +58,7 @@ def make_target(
     verify_tls: bool = True,
     headers: tuple[tuple[str, str], ...] = (),
     api_key: str | None = None,
+    container: Container | None = None,
 ) -> Target:
     """Build a ``Target`` from parts (used by the parser and by autodiscovery)."""
     hp = format_hostport(host, port)
@@ -74,6 +75,7 @@ def make_target(
         timeout_s=timeout_s,
         host=host,
         port=port,
+        container=container,
     )
 
 
