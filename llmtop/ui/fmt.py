@@ -343,6 +343,16 @@ def compact_target(target: str) -> str:
     return short_target(target).replace("@", " ", 1)
 
 
+def row_target(r: EngineRow) -> str:
+    """The row's compact target; an engine discovery found in a container, pod or network
+    namespace is named by it: ``vllm pod prod/vllm-0``, ``vllm ctr vllm-a``, ``vllm netns
+    blue`` (its address is in the detail view)."""
+    if r.container is None:
+        return compact_target(r.target)
+    eng, at, _ = r.target.partition("@")
+    return f"{eng} {r.container.label}" if at else r.container.label
+
+
 def model_short(model: str | None) -> str:
     """The last path component: ``meta-llama/Llama-3.1-8B-Instruct`` -> ``Llama-3.1-8B-Instruct``.
     """
