@@ -136,6 +136,7 @@ class Store:
         namespace); the monitor calls it for each engine a later search adds."""
         if target.container is not None:
             self._target(target.name, target.base_url).container = target.container
+            self._urls[target.name] = target.base_url  # a pod back at a new address
 
     def targets(self) -> list[str]:
         """Target names in order of first appearance (config order first)."""
