@@ -310,6 +310,9 @@ class Monitor:
             self.store.learn(t)
             where = f" ({t.container.label})" if t.container is not None else ""
             self.store.event("info", t.name, f"found on this machine{where} (autodiscovery)")
+        set_targets = getattr(self._gpu, "set_targets", None)
+        if set_targets is not None:  # GPU memory is attributed to the engines found too
+            set_targets(self.targets)
 
     async def aclose(self) -> None:
         """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""

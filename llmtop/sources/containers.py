@@ -42,8 +42,8 @@ _SCOPES = (  # (runtime, leaf segment pattern); conmon scopes are not the contai
     ("podman", re.compile(rf"^libpod-(?:payload-)?({_HEX})(?:\.scope)?$")),
 )
 _BARE = re.compile(rf"^({_HEX})$")
-_POD_SYSTEMD = re.compile(r"^kubepods(?:-[a-z]+)*-pod([0-9a-f_]+)\.slice$")
-_POD_CGROUPFS = re.compile(r"^pod([0-9a-f-]+)$")
+_POD_SYSTEMD = re.compile(r"^kubepods(?:-[a-z]+)*-pod([0-9A-Za-z_]+)\.slice$")
+_POD_CGROUPFS = re.compile(r"^pod([0-9A-Za-z-]+)$")
 
 
 @dataclass(frozen=True, slots=True)
