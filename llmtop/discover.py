@@ -319,9 +319,11 @@ def _namespace_candidates(
                          "names (found by their command lines' ports): run as root to see "
                          "which namespace each is")
         if loopback:
-            notes.append(f"{_plural(loopback, 'engine', 'engines')} in other network "
-                         "namespaces listen on their own loopback only, which this host "
-                         "cannot reach: publish the port or give the address")
+            notes.append(("1 engine in another network namespace listens on its own "
+                          "loopback only" if loopback == 1 else f"{loopback} engines in other "
+                          "network namespaces listen on their own loopback only")
+                         + ", which this host cannot reach: publish the port or give the "
+                         "address")
         if names.unreadable:
             notes.append("container names could not be read from "
                          f"{', '.join(sorted(names.unreadable))}: run as root to see them")
