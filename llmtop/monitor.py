@@ -305,7 +305,7 @@ class Monitor:
             assert moved.container is not None
             self.store.event("info", old.name, f"{moved.container.label} is back at "
                              f"{moved.base_url} (restarted with a new address)")
-        for t in new_targets(self.targets, found):
+        for t in new_targets(self.targets, _unclash(self.targets, found)):
             self.targets.append(t)
             self.store.learn(t)
             where = f" ({t.container.label})" if t.container is not None else ""
@@ -341,6 +341,22 @@ class Monitor:
                     self._gpu.close()
             except Exception as exc:
                 self._error(None, "closing the GPU sampler", exc)
+
+
+def _unclash(have: list[Target], found: list[Target]) -> list[Target]:
+    """A new pod at the address a moved one had (whose row kept that name): a name of its
+    own (``…#2``), so it is a new row, not the old one's."""
+    names = {t.name for t in have}
+    urls = {t.base_url.rstrip("/") for t in have}
+    out = []
+    for t in found:
+        if t.container is not None and t.name in names and t.base_url.rstrip("/") not in urls:
+            n = 2
+            while f"{t.name}#{n}" in names:
+                n += 1
+            t = dataclasses.replace(t, name=f"{t.name}#{n}")
+        out.append(t)
+    return out
 
 
 async def _first_fetch(config: Config, targets: list[Target], gpu: Any, limit: float
