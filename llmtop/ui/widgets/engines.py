@@ -427,6 +427,8 @@ class EnginesTable(RowTable):
             return fmt.row_name(r)
         tw, w = self._target_w, self._name_w
         target = fmt.row_target(r)
+        if r.container is not None and len(target) > tw:  # where it runs names the row:
+            target = fmt.fit_where(r.container, tw)  # the engine is in its detail
         if len(target) > tw:  # keep the port: "sg… :30000"
             eng, _, rest = target.rpartition(" ")
             room = tw - len(rest) - 1
