@@ -173,3 +173,22 @@ def test_json_shape_of_the_container():
     assert doc["engines"][1]["container"] is None  # the host's own network
     assert Container.from_json(json.loads(json.dumps(doc["engines"][0]["container"]))) == c
     assert Container.from_json("junk") is None
+
+
+def test_once_says_what_it_could_not_read_once(monkeypatch, capsys):
+    from llmtop import once
+
+    async def found_nothing(config, notes=None, **kw):
+        notes.append("2 engine processes in other network namespaces could not be read: run "
+                     "as root, or give their addresses")
+        return []
+
+    monkeypatch.setattr(disc, "discover", found_nothing)
+    assert once.run_once(Config(), as_json=True) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["engines"] == []
+    lines = err.splitlines()
+    assert lines[0] == ("llmtop: 2 engine processes in other network namespaces could not be "
+                        "read: run as root, or give their addresses")
+    assert len([x for x in lines if "could not be read" in x]) == 1
+    assert "Traceback" not in err
