@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from llmtop.config import Config, Target
 from llmtop.model import Container
-from llmtop.sources import containers, procnet
+from llmtop.sources import containers, procnet, sockdiag
 from llmtop.targets import ENGINE_DEFAULT_PORTS, make_target
 
 __all__ = [
@@ -226,7 +226,9 @@ def _host_candidates(procs: list[EngineProcess], proc_root: str | os.PathLike[st
                      ) -> list[_Candidate]:
     if not procs:
         return []
-    table = procnet.listen_table(proc_root)
+    table = (_diag(None, proc_root) if os.fspath(proc_root) == "/proc" else None)
+    if table is None:
+        table = procnet.listen_table(proc_root)
     by_port = {s.port: s.ip for s in table.values()}
     out: list[_Candidate] = []
     skip: set[int] = set()
@@ -275,8 +277,8 @@ def _namespace_candidates(
     published = containers.docker_proxies(cmdlines)
     names = containers.Names(proc_root=proc_root, conmon=containers.conmon_names(cmdlines),
                              netns=procnet.netns_names())
-    tables: dict[object, tuple[dict[int, procnet.ListenSocket] | None, list[str]]] = {}
-    unreadable, no_root, loopback = 0, 0, 0
+    away: list[tuple[EngineProcess, int | None, object, list[str]]] = []
+    first: dict[object, int] = {}  # one process per namespace: whose tables are read
     for p in procs:
         ns = procnet.netns_of(p.pid, proc_root)
         addrs = procnet.addresses_of(p.pid, proc_root)
@@ -289,13 +291,28 @@ def _namespace_candidates(
             host_procs.append(p)
             continue
         key: object = ns if ns is not None else tuple(addrs or ())
-        if key not in tables:
-            tables[key] = (procnet.listen_table_of(p.pid, proc_root), addrs or [])
-        table, ns_addrs = tables[key]
+        if ns is not None or not (p.flag_port or ENGINE_DEFAULT_PORTS.get(p.engine)):
+            first.setdefault(key, p.pid)  # without root, a named port needs no table
+        away.append((p, ns, key, addrs or []))
+    tables = _read_tables(first, proc_root)
+    unreadable, no_root, loopback = 0, 0, 0
+    for p, ns, key, ns_addrs in away:
+        if key not in first:  # no root, its port on its command line: probed there
+            no_root += 1
+            port = p.flag_port or ENGINE_DEFAULT_PORTS[p.engine]
+            where = _reach("0.0.0.0", port, ns_addrs, published, host)
+            if where is not None:
+                out.append(_Candidate(where[0], where[1], p.engine, False,
+                                      names.identify(p.pid, ns)))
+            continue
+        table = tables[key]
         if table is None:
             unreadable += 1
             continue
         inodes = procnet.socket_inodes(p.pid, proc_root)
+        if _wants_v6(p, inodes, table):  # its socket is not an IPv4 one: read tcp6 too
+            table.update(procnet.listen_table_of(first[key], proc_root, files=("tcp6",))
+                         or {})
         if ns is None:  # its ns link is closed to us: so are its sockets (no root)
             no_root += 1
         by_port = {sk.port: sk.ip for sk in table.values()}
@@ -328,6 +345,48 @@ def _namespace_candidates(
             notes.append("container names could not be read from "
                          f"{', '.join(sorted(names.unreadable))}: run as root to see them")
     return host_procs, out
+
+
+def _read_tables(first: dict[object, int], proc_root: str | os.PathLike[str]
+                 ) -> dict[object, dict[int, procnet.ListenSocket] | None]:
+    """Each namespace's listening table: by netlink sock_diag as root (``sockdiag``), else
+    its IPv4 ``/proc/<pid>/net/tcp``, read side by side (each read walks the kernel's whole
+    socket hash: a dozen namespaces one after the other cost ~250 ms on a VM)."""
+    if os.fspath(proc_root) == "/proc":
+        fast = {k: _diag(pid, proc_root) for k, pid in first.items()}
+        if all(t is not None for t in fast.values()):
+            return fast
+    if len(first) <= 1:
+        return {k: procnet.listen_table_of(pid, proc_root, files=("tcp",))
+                for k, pid in first.items()}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(first))) as pool:
+        got = pool.map(lambda pid: procnet.listen_table_of(pid, proc_root, files=("tcp",)),
+                       first.values())
+        return dict(zip(first, got, strict=True))
+
+
+def _diag(pid: int | None, proc_root: str | os.PathLike[str]
+          ) -> dict[int, procnet.ListenSocket] | None:
+    """The listening table of ``pid``'s namespace (ours: None) by sock_diag, or None."""
+    try:
+        return sockdiag.listen_table(None if pid is None else
+                                     os.path.join(os.fspath(proc_root), str(pid), "ns", "net"))
+    except Exception:  # any surprise: /proc is read instead
+        return None
+
+
+def _wants_v6(p: EngineProcess, inodes: set[int], table: dict[int, procnet.ListenSocket]
+              ) -> bool:
+    """True when the engine's socket is not in the IPv4 table: its own socket inodes (root),
+    else the port its command line names (or its default), are missing."""
+    if any(sk.v6 for sk in table.values()):
+        return False  # read already
+    if inodes:
+        return not inodes & table.keys()
+    want = p.flag_port or ENGINE_DEFAULT_PORTS.get(p.engine)
+    return want is None or want not in {sk.port for sk in table.values()}
 
 
 def _ns_ports(p: EngineProcess, mine: set[int], by_port: dict[int, str]
