@@ -1,6 +1,6 @@
 """Discovery's cost with N engines in N network namespaces (root): docs/benchmarks.md.
 
-    sudo .venv/bin/python scripts/real_netns/bench.py [N=12] [RUNS=20]
+    sudo .venv/bin/python benchmarks/discovery_netns.py [N=12] [RUNS=20]
 
 Builds N namespaces with veth pairs, starts the demo engine on port 8000 in each, publishes
 every third through docker-proxy (scripts/real_netns/setup.sh), times ``discover()`` (no
