@@ -184,6 +184,7 @@ async def test_a_restarted_pod_keeps_its_row_and_a_new_pod_is_a_new_row(
         snap = await mon.tick()
         [row] = snap.engines
         assert row.container is not None and row.container.label == "pod prod/vllm-0"
+        mon.store.event("info", None, "another line")  # the log drops only a direct repeat
         found[:] = [_in_pod(f"vllm@127.0.0.1:{b}", f"http://127.0.0.1:{b}", "vllm-0")]
         clock.t += REDISCOVER_S
         for _ in range(40):
