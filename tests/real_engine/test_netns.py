@@ -250,3 +250,76 @@ def _as_nobody(pods: Pods, home: Path) -> None:
     assert notes[0].startswith("llmtop: 2 engine processes in other network namespaces were "
                                "read without their sockets and namespace names")
     assert notes[0].endswith("run as root to see which namespace each is")
+
+
+VLLM_VENV = Path(os.environ.get("LLMTOP_VLLM_VENV", Path.home() / ".cache/llmtop/vllm-venv"))
+VLLM_MODEL = Path(os.environ.get("LLMTOP_VLLM_MODEL", Path.home() / ".cache/llmtop/tiny-llama"))
+
+
+@pytest.fixture(scope="module")
+def vllm_pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
+    """A real vLLM (CPU, the tiny model of scripts/real_vllm) in a namespace of its own,
+    started with its launcher's real command line on 0.0.0.0:8000 (VLLM_HOST_IP: the
+    namespace's address)."""
+    need_env("LLMTOP_REAL_NETNS_VLLM", "1 runs it: a real vLLM CPU in a network namespace")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: ip netns add and veth pairs (CI runs as root)")
+    if not (VLLM_VENV / ".llmtop-ready").exists() or not VLLM_MODEL.exists():
+        pytest.skip("no vLLM venv or tiny model: run scripts/real_vllm/setup.sh")
+    n = (os.getpid() + 500) % 1000
+    while f"lt{n}v" in ip("netns", "list", check=False).stdout:
+        n = (n + 1) % 1000
+    ns, addr, gw = f"lt{n}v", f"10.251.{n % 250}.10", f"10.251.{n % 250}.9"
+    pod = Pods([ns], [addr], 0)
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    try:
+        ip("netns", "add", ns)
+        pod.veths.append(f"lt{n}hv")
+        ip("link", "add", f"lt{n}hv", "type", "veth", "peer", "name", f"lt{n}cv")
+        ip("link", "set", f"lt{n}cv", "netns", ns)
+        ip("addr", "add", f"{gw}/30", "dev", f"lt{n}hv")
+        ip("link", "set", f"lt{n}hv", "up")
+        for cmd in (("ip", "addr", "add", f"{addr}/30", "dev", f"lt{n}cv"),
+                    ("ip", "link", "set", f"lt{n}cv", "up"), ("ip", "link", "set", "lo", "up")):
+            ip("netns", "exec", ns, *cmd)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "VLLM_HOST_IP": addr}
+        with open(log, "wb") as out:
+            pod.procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, str(VLLM_VENV / "bin/python"), "-m",
+                 "vllm.entrypoints.openai.api_server", "--model", str(VLLM_MODEL),
+                 "--served-model-name", "tiny-llama", "--host", "0.0.0.0", "--port", "8000",
+                 "--max-model-len", "1024", "--dtype", "float32", "--enforce-eager",
+                 "--max-num-seqs", "4"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True))
+        import httpx
+
+        for _ in range(480):  # from the host, at the namespace's address
+            if pod.procs[0].poll() is not None:
+                raise AssertionError(f"vLLM exited: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"http://{addr}:8000/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            raise AssertionError(f"vLLM not healthy in 8 min: {log.read_text()[-2000:]}")
+        yield pod
+    finally:
+        for p in pod.procs:  # vLLM's engine core is a child: end the whole session
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        _teardown(pod)
+
+
+def test_a_real_vllm_in_a_namespace_is_found_with_no_target(vllm_pod: Pods) -> None:
+    run = _once()
+    assert run.returncode == 0, run.stderr
+    mine = _ours(json.loads(run.stdout), vllm_pod)
+    assert [(e["target"], e["engine"], e["state"], e["model"], e["container"]["netns"])
+            for e in mine] == [(f"vllm@{vllm_pod.addrs[0]}:8000", "vllm", "ok", "tiny-llama",
+                                vllm_pod.names[0])], run.stdout
