@@ -192,3 +192,32 @@ def test_once_says_what_it_could_not_read_once(monkeypatch, capsys):
                         "read: run as root, or give their addresses")
     assert len([x for x in lines if "could not be read" in x]) == 1
     assert "Traceback" not in err
+
+
+def _pod_row() -> EngineRow:
+    c = Container("containerd", "1207db63", "vllm", "vllm-0", "prod", "4026532178")
+    return EngineRow(key="vllm@10.0.0.5:8000|m", target="vllm@10.0.0.5:8000", engine="vllm",
+                     engine_version="0.32.0", model="m", container=c)
+
+
+def test_once_table_shows_where_it_runs():
+    import io
+
+    from llmtop.console.once_table import print_once
+
+    out = io.StringIO()
+    print_once(Snapshot(time=1.0, window_s=1.0, engines=[_pod_row()]), file=out)
+    text = out.getvalue()
+    assert "vllm@10.0.0.5:8000" in text and "pod prod/vllm-0" in text
+
+
+def test_exporter_info_carries_the_identity():
+    from llmtop.export.view import View, build
+
+    snap = Snapshot(time=1.0, window_s=10.0, engines=[_pod_row()])
+    [info] = [m for m in build(View("x", "direct", snap)) if m.name == "llmtop_engine_info"]
+    [sample] = info.samples
+    assert sample.labels == {"target": "vllm@10.0.0.5:8000", "engine": "vllm", "model": "m",
+                             "version": "0.32.0", "container_runtime": "containerd",
+                             "container": "vllm", "pod": "vllm-0", "pod_namespace": "prod",
+                             "netns": "4026532178"}
