@@ -154,6 +154,8 @@ def _port(value: str | None) -> int | None:
 
 
 def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int, ...]]:
+    if _demo_engines(argv) is not None:  # its one engine serves metrics on its one port
+        return _port((_flag(argv, "--ports") or "").split(",")[0] or None), ()
     if engine == "triton":
         if (_flag(argv, "--allow-metrics") or "").lower() in ("false", "0"):
             return None, ()
@@ -165,8 +167,6 @@ def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int
     if engine == "tgi":
         prom = _port(_flag(argv, "--prometheus-port")) or 9000
         return _port(_flag(argv, "--port", "-p")), (prom,)
-    if _demo_engines(argv) is not None:
-        return _port((_flag(argv, "--ports") or "").split(",")[0] or None), ()
     return _port(_flag(argv, "--port")), ()
 
 

@@ -148,6 +148,8 @@ def test_demo_engine_is_recognised():
     assert disc.recognise(argv) == "vllm"
     assert disc.recognise([*argv[:4], "--engines", "vllm,sglang"]) is None
     assert disc.recognise(["python3", "-m", "llmtop", "demo", "serve"]) is None  # three
+    triton = [*argv[:4], "--engines", "triton", "--ports", "18002"]
+    assert disc._flag_ports("triton", triton) == (18002, ())  # not tritonserver's 8002
 
 
 async def test_discover_carries_the_identity_onto_the_target(tmp_path, names):
