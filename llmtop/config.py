@@ -8,6 +8,10 @@ environment) lives in ``llmtop.targets`` / ``llmtop.settings``. Secrets are kept
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmtop.model import Container
 
 __all__ = ["DEFAULT_INTERVAL_S", "Config", "PrometheusConfig", "Target", "Thresholds"]
 
@@ -35,6 +39,9 @@ class Target:
     host: str = "127.0.0.1"
     """Host part, used to name remote GPUs and to decide loopback-only actions."""
     port: int | None = None
+    container: Container | None = None
+    """Where discovery found the engine: its container, pod or network namespace (None: the
+    host's own network, or a target the user named)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,13 @@ Two sources, run concurrently inside one total budget (0.5 s by default):
    ``--metrics-port`` for tritonserver, ``-a :9400`` for dcgm-exporter), else the engine's
    default port, else the only listening port; when several are left they are probed.
 
+3. **Other network namespaces** (containers, pods): an engine process whose ``/proc/<pid>/ns/net``
+   differs from ours (or, without root, whose addresses differ) is read in its own namespace
+   (``/proc/<pid>/net/tcp{,6}``, ``fib_trie``) and scraped where the host reaches it: the host
+   port that publishes it (``docker-proxy``) first, else its namespace address. Its identity
+   (``llmtop.sources.containers``) travels on the target. What cannot be read is said once, in
+   ``notes`` (``docs/discovery.md``).
+
 Targets carry engine hints where known and are deduplicated by (host, port). Nothing here
 raises for a missing ``/proc``, other users' processes or a slow port: the result is just
 shorter. The port list, ``/proc`` root and host are injectable for tests.
@@ -28,7 +35,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from llmtop.config import Config, Target
-from llmtop.sources import procnet
+from llmtop.model import Container
+from llmtop.sources import containers, procnet, sockdiag
 from llmtop.targets import ENGINE_DEFAULT_PORTS, make_target
 
 __all__ = [
@@ -92,6 +100,9 @@ def recognise(argv: Sequence[str]) -> str | None:
     """Engine id for a command line, or None. Child helpers (Ollama runners) are not engines."""
     if not argv:
         return None
+    demo = _demo_engines(argv)
+    if demo is not None:
+        return demo[0] if len(demo) == 1 else None
     names = [_base(a) for a in argv[:4]]
     joined = " ".join(argv[:12])
 
@@ -124,6 +135,15 @@ def recognise(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _demo_engines(argv: Sequence[str]) -> list[str] | None:
+    """``llmtop demo serve --engines vllm ...``: the engines it serves (None: not the demo)."""
+    for i, a in enumerate(argv[:3]):
+        if _base(a) == "llmtop" and list(argv[i + 1:i + 3]) == ["demo", "serve"]:
+            value = _flag(argv, "--engines") or "vllm,sglang,triton"
+            return [e.strip() for e in value.split(",") if e.strip()]
+    return None
+
+
 def _flag(argv: Sequence[str], *names: str) -> str | None:
     for i, a in enumerate(argv):
         for n in names:
@@ -146,6 +166,8 @@ def _port(value: str | None) -> int | None:
 
 
 def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int, ...]]:
+    if _demo_engines(argv) is not None:  # its one engine serves metrics on its one port
+        return _port((_flag(argv, "--ports") or "").split(",")[0] or None), ()
     if engine == "triton":
         if (_flag(argv, "--allow-metrics") or "").lower() in ("false", "0"):
             return None, ()
@@ -164,14 +186,17 @@ def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int
     return _port(_flag(argv, "--port")), ()
 
 
-def engine_processes(proc_root: str | os.PathLike[str] = "/proc") -> list[EngineProcess]:
-    """Visible processes whose command line is a known engine launcher."""
+def engine_processes(proc_root: str | os.PathLike[str] = "/proc",
+                     cmdlines: dict[int, list[str]] | None = None) -> list[EngineProcess]:
+    """Visible processes whose command line is a known engine launcher (``cmdlines``: the
+    command lines already read, ``{pid: argv}``)."""
     me = os.getpid()
     out = []
-    for pid in procnet.pids(proc_root):
+    if cmdlines is None:
+        cmdlines = {pid: procnet.cmdline(pid, proc_root) for pid in procnet.pids(proc_root)}
+    for pid, argv in cmdlines.items():
         if pid == me:
             continue
-        argv = procnet.cmdline(pid, proc_root)
         engine = recognise(argv)
         if engine is None:
             continue
@@ -189,6 +214,8 @@ class _Candidate:
     engine: str | None
     certain: bool
     """Known to be the engine's listening HTTP port (no probe needed)."""
+    container: Container | None = None
+    """Its container, pod or namespace (engines outside the host's network)."""
 
 
 def _connect_host(ip: str | None, host: str) -> str:
@@ -199,12 +226,25 @@ def _connect_host(ip: str | None, host: str) -> str:
     return ip
 
 
-def _process_candidates(proc_root: str | os.PathLike[str], host: str) -> list[_Candidate]:
-    """Sync: engine processes -> candidate (host, port, engine)."""
-    procs = engine_processes(proc_root)
+def _process_candidates(proc_root: str | os.PathLike[str], host: str,
+                        notes: list[str] | None = None) -> list[_Candidate]:
+    """Sync: engine processes -> candidate (host, port, engine); what could not be read is
+    appended to ``notes``."""
+    cmdlines = {pid: procnet.cmdline(pid, proc_root) for pid in procnet.pids(proc_root)}
+    procs = engine_processes(proc_root, cmdlines)
     if not procs:
         return []
-    table = procnet.listen_table(proc_root)
+    procs, out = _namespace_candidates(procs, cmdlines, proc_root, host, notes)
+    return out + _host_candidates(procs, proc_root, host)
+
+
+def _host_candidates(procs: list[EngineProcess], proc_root: str | os.PathLike[str], host: str
+                     ) -> list[_Candidate]:
+    if not procs:
+        return []
+    table = (_diag(None, proc_root) if os.fspath(proc_root) == "/proc" else None)
+    if table is None:
+        table = procnet.listen_table(proc_root)
     by_port = {s.port: s.ip for s in table.values()}
     out: list[_Candidate] = []
     skip: set[int] = set()
@@ -233,6 +273,170 @@ def _process_candidates(proc_root: str | os.PathLike[str], host: str) -> list[_C
         elif default is not None:
             out.append(_Candidate(host, default, p.engine, certain=False))
     return out
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _namespace_candidates(
+    procs: list[EngineProcess], cmdlines: dict[int, list[str]],
+    proc_root: str | os.PathLike[str], host: str, notes: list[str] | None,
+) -> tuple[list[EngineProcess], list[_Candidate]]:
+    """Split off the engine processes in other network namespaces and make their candidates:
+    each engine's port in its own namespace, at the host port that publishes it (preferred)
+    or at its namespace address. Returns (processes on the host's network, candidates)."""
+    own_ns = procnet.netns_of("self", proc_root)
+    own_addrs = procnet.addresses_of("self", proc_root)
+    host_procs: list[EngineProcess] = []
+    out: list[_Candidate] = []
+    published = containers.docker_proxies(cmdlines)
+    names = containers.Names(proc_root=proc_root, conmon=containers.conmon_names(cmdlines),
+                             netns=procnet.netns_names())
+    away: list[tuple[EngineProcess, int | None, object, list[str]]] = []
+    first: dict[object, int] = {}  # one process per namespace: whose tables are read
+    for p in procs:
+        ns = procnet.netns_of(p.pid, proc_root)
+        addrs = procnet.addresses_of(p.pid, proc_root)
+        if ns is not None and own_ns is not None:
+            other = ns != own_ns
+        else:  # no root: another user's ns link is closed; its addresses still tell
+            other = (addrs is not None and own_addrs is not None
+                     and sorted(addrs) != sorted(own_addrs))
+        if not other:
+            host_procs.append(p)
+            continue
+        key: object = ns if ns is not None else tuple(addrs or ())
+        if ns is not None or not (p.flag_port or ENGINE_DEFAULT_PORTS.get(p.engine)):
+            first.setdefault(key, p.pid)  # without root, a named port needs no table
+        away.append((p, ns, key, addrs or []))
+    tables = _read_tables(first, proc_root)
+    unreadable, no_root, loopback = 0, 0, 0
+    for p, ns, key, ns_addrs in away:
+        if key not in first:  # no root, its port on its command line: probed there
+            no_root += 1
+            port = p.flag_port or ENGINE_DEFAULT_PORTS[p.engine]
+            where = _reach("0.0.0.0", port, ns_addrs, published, host)
+            if where is not None:
+                out.append(_Candidate(where[0], where[1], p.engine, False,
+                                      names.identify(p.pid, ns)))
+            continue
+        table = tables[key]
+        if table is None:
+            unreadable += 1
+            continue
+        inodes = procnet.socket_inodes(p.pid, proc_root)
+        if _wants_v6(p, inodes, table):  # its socket is not an IPv4 one: read tcp6 too
+            table.update(procnet.listen_table_of(first[key], proc_root, files=("tcp6",))
+                         or {})
+        if ns is None:  # its ns link is closed to us: so are its sockets (no root)
+            no_root += 1
+        by_port = {sk.port: sk.ip for sk in table.values()}
+        mine = {table[i].port for i in inodes if i in table} - set(p.extra_ports)
+        ports, certain = _ns_ports(p, mine, by_port)
+        ident = names.identify(p.pid, ns)
+        for port in ports:
+            where = _reach(by_port[port], port, ns_addrs, published, host)
+            if where is None:
+                loopback += 1
+                continue
+            out.append(_Candidate(where[0], where[1], p.engine, certain, ident))
+    if notes is not None:
+        if unreadable:
+            notes.append(f"{_plural(unreadable, 'engine process', 'engine processes')} in "
+                         "other network namespaces could not be read: run as root, or give "
+                         "their addresses")
+        if no_root:
+            notes.append(f"{_plural(no_root, 'engine process', 'engine processes')} in other "
+                         "network namespaces were read without their sockets and namespace "
+                         "names (found by their command lines' ports): run as root to see "
+                         "which namespace each is")
+        if loopback:
+            notes.append(("1 engine in another network namespace listens on its own "
+                          "loopback only" if loopback == 1 else f"{loopback} engines in other "
+                          "network namespaces listen on their own loopback only")
+                         + ", which this host cannot reach: publish the port or give the "
+                         "address")
+        if names.unreadable:
+            notes.append("container names could not be read from "
+                         f"{', '.join(sorted(names.unreadable))}: run as root to see them")
+    return host_procs, out
+
+
+def _read_tables(first: dict[object, int], proc_root: str | os.PathLike[str]
+                 ) -> dict[object, dict[int, procnet.ListenSocket] | None]:
+    """Each namespace's listening table: by netlink sock_diag as root (``sockdiag``), else
+    its IPv4 ``/proc/<pid>/net/tcp``, read side by side (each read walks the kernel's whole
+    socket hash: a dozen namespaces one after the other cost ~250 ms on a VM)."""
+    if os.fspath(proc_root) == "/proc":
+        fast = {k: _diag(pid, proc_root) for k, pid in first.items()}
+        if all(t is not None for t in fast.values()):
+            return fast
+    if len(first) <= 1:
+        return {k: procnet.listen_table_of(pid, proc_root, files=("tcp",))
+                for k, pid in first.items()}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(first))) as pool:
+        got = pool.map(lambda pid: procnet.listen_table_of(pid, proc_root, files=("tcp",)),
+                       first.values())
+        return dict(zip(first, got, strict=True))
+
+
+def _diag(pid: int | None, proc_root: str | os.PathLike[str]
+          ) -> dict[int, procnet.ListenSocket] | None:
+    """The listening table of ``pid``'s namespace (ours: None) by sock_diag, or None."""
+    try:
+        return sockdiag.listen_table(None if pid is None else
+                                     os.path.join(os.fspath(proc_root), str(pid), "ns", "net"))
+    except Exception:  # any surprise: /proc is read instead
+        return None
+
+
+def _wants_v6(p: EngineProcess, inodes: set[int], table: dict[int, procnet.ListenSocket]
+              ) -> bool:
+    """True when the engine's socket is not in the IPv4 table: its own socket inodes (root),
+    else the port its command line names (or its default), are missing."""
+    if any(sk.v6 for sk in table.values()):
+        return False  # read already
+    if inodes:
+        return not inodes & table.keys()
+    want = p.flag_port or ENGINE_DEFAULT_PORTS.get(p.engine)
+    return want is None or want not in {sk.port for sk in table.values()}
+
+
+def _ns_ports(p: EngineProcess, mine: set[int], by_port: dict[int, str]
+              ) -> tuple[list[int], bool]:
+    """The engine's HTTP port(s) in its namespace and whether they are sure (its own
+    socket) or to be probed (found by its command line, without root)."""
+    listening = set(by_port) - set(p.extra_ports)
+    default = ENGINE_DEFAULT_PORTS.get(p.engine)
+    for port in (p.flag_port, default):
+        if port is not None and port in (mine or listening):
+            return [port], port in mine
+    pool = mine or listening
+    if len(pool) == 1:
+        return sorted(pool), bool(mine)
+    return sorted(pool), False
+
+
+def _reach(bound: str, port: int, addrs: list[str], published: list[containers.Published],
+           host: str) -> tuple[str, int] | None:
+    """Where the host reaches a socket bound to ``bound:port`` in a namespace with
+    ``addrs``: the publishing host port first, else the namespace address (None: the
+    socket listens on the namespace's loopback only)."""
+    wild = bound in ("0.0.0.0", "::", "::ffff:0.0.0.0")
+    for pub in published:
+        if pub.container_port == port and pub.container_ip in addrs and (
+                wild or pub.container_ip == bound):
+            return _connect_host(pub.host_ip, host), pub.host_port
+    if bound.startswith("127.") or bound == "::1":
+        return None
+    if wild:
+        v4 = [a for a in addrs if ":" not in a]
+        pick = (v4 or addrs or [None])[0]
+        return (pick, port) if pick is not None else None
+    return bound, port
 
 
 def sniff_engine(head: str) -> str | None:
@@ -288,25 +492,27 @@ async def _probe(c: _Candidate, key: str | None) -> _Candidate | None:
     if status == 200 and not html:
         engine = sniff_engine(text) or c.engine
         if engine is not None:
-            return _Candidate(c.host, c.port, c.engine or engine, True)
+            return _Candidate(c.host, c.port, c.engine or engine, True, c.container)
     elif status == 501 and "--metrics" in text:
-        return _Candidate(c.host, c.port, "llamacpp", True)  # shows the hint as its error
+        # shows the hint as its error
+        return _Candidate(c.host, c.port, "llamacpp", True, c.container)
     elif status == 404:
         with contextlib.suppress(OSError, ValueError, asyncio.IncompleteReadError):
             status, _, body = await _get_head(c.host, c.port, "/api/version", key)
             if status == 200:
                 obj = json.loads(body.decode("utf-8", "replace"))
                 if isinstance(obj, dict) and "version" in obj:
-                    return _Candidate(c.host, c.port, "ollama", True)
+                    return _Candidate(c.host, c.port, "ollama", True, c.container)
     if c.certain or (c.engine is not None and status in (200, 401, 403)):
         return c
     return None
 
 
 async def _from_processes(
-    proc_root: str | os.PathLike[str], host: str, key: str | None, results: list[_Candidate]
+    proc_root: str | os.PathLike[str], host: str, key: str | None, results: list[_Candidate],
+    notes: list[str] | None = None,
 ) -> None:
-    cands = await asyncio.to_thread(_process_candidates, proc_root, host)
+    cands = await asyncio.to_thread(_process_candidates, proc_root, host, notes)
     sure = [c for c in cands if c.certain]
     results.extend(sure)
     probed = await asyncio.gather(*(_probe(c, key) for c in cands if not c.certain))
@@ -324,7 +530,10 @@ def _merge(found: Iterable[_Candidate], config: Config) -> list[Target]:
     for c in found:
         k = (c.host, c.port)
         if k not in best or (best[k].engine is None and c.engine is not None):
-            best[k] = c
+            best[k] = _Candidate(c.host, c.port, c.engine, c.certain,
+                                 c.container or (best[k].container if k in best else None))
+        elif best[k].container is None and c.container is not None:
+            best[k].container = c.container  # the port probe found a published container
     # TGI serves the same metrics on its main port and on its Prometheus port (9000)
     tgi_hosts = {h for (h, p), c in best.items() if c.engine == "tgi" and p != 9000}
     for h in tgi_hosts:
@@ -337,6 +546,7 @@ def _merge(found: Iterable[_Candidate], config: Config) -> list[Target]:
             engine=c.engine,
             timeout_s=config.timeout_s,
             verify_tls=config.verify_tls,
+            container=c.container,
         )
         for c in best.values()
     ]
@@ -350,15 +560,18 @@ async def discover(
     host: str = "127.0.0.1",
     timeout_s: float = 0.5,
     proc_root: str | os.PathLike[str] = "/proc",
+    notes: list[str] | None = None,
 ) -> list[Target]:
-    """Engines on this machine, found within ``timeout_s`` in total (never raises)."""
+    """Engines on this machine, found within ``timeout_s`` in total (never raises). What
+    could not be read (other users' namespaces without root) is appended to ``notes``, one
+    sentence each, saying what to do."""
     results: list[_Candidate] = []
     key = config.api_key
     tasks = [
         asyncio.ensure_future(_from_port(_Candidate(host, p, None, False), key, results))
         for p in dict.fromkeys(ports)
     ]
-    tasks.append(asyncio.ensure_future(_from_processes(proc_root, host, key, results)))
+    tasks.append(asyncio.ensure_future(_from_processes(proc_root, host, key, results, notes)))
     try:
         # keep a little of the budget for cancelling what is still running
         _done, pending = await asyncio.wait(tasks, timeout=max(0.0, timeout_s - 0.02))

@@ -25,6 +25,7 @@ __all__ = [
     "LATENCY_KINDS",
     "PHASE_KINDS",
     "STATES",
+    "Container",
     "EngineRow",
     "EngineSample",
     "Event",
@@ -380,6 +381,9 @@ class EngineRow:
     """Seconds the engine has held running or waiting requests without a new generated token
     (up to the end of the window; 0 when a token came in the newest interval); None when
     unknown. The ``stuck`` rule reads it."""
+    container: Container | None = None
+    """The container, pod or network namespace the engine runs in (None: the host's own
+    network, or not known); from discovery (``llmtop.sources.containers``)."""
 
     @property
     def capacity_requests_per_s(self) -> float | None:
@@ -440,6 +444,7 @@ class EngineRow:
             out["rank"] = self.rank
         if self.labels is not None:
             out["labels"] = dict(self.labels)
+        out["container"] = self.container.to_json() if self.container is not None else None
         return out
 
 
@@ -489,3 +494,44 @@ def _jsonable(v: Any) -> Any:
         return {k: _jsonable(x) for k, x in v.items()}
     return v
 
+@dataclass(frozen=True, slots=True)
+class Container:
+    """Where an engine found by discovery runs, in names an operator knows. Every field may
+    be None: what the box did not tell (``docs/discovery.md``)."""
+
+    runtime: str | None = None
+    """``docker`` | ``containerd`` | ``cri-o`` | ``podman`` | None (a bare namespace)."""
+    id: str | None = None
+    """Full container id, from the cgroup path."""
+    name: str | None = None
+    """Container name (Docker's, Podman's, or the pod's container)."""
+    pod: str | None = None
+    namespace: str | None = None
+    """Kubernetes namespace of the pod."""
+    netns: str | None = None
+    """Network namespace: its ``ip netns`` name, else its inode (None: not readable)."""
+    pid: int | None = field(default=None, compare=False)
+    """The engine's process id on this machine (GPU attribution; not shown, not recorded)."""
+
+    @property
+    def label(self) -> str:
+        """Short words for a row: ``pod prod/vllm-0``, ``ctr vllm-a``, ``netns blue``."""
+        if self.pod:
+            return f"pod {self.namespace}/{self.pod}" if self.namespace else f"pod {self.pod}"
+        if self.name:
+            return f"ctr {self.name}"
+        if self.id:
+            return f"ctr {self.id[:12]}"
+        return f"netns {self.netns or '?'}"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"runtime": self.runtime, "id": self.id, "name": self.name, "pod": self.pod,
+                "namespace": self.namespace, "netns": self.netns}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Container | None:
+        """The value ``to_json`` wrote (None for anything else: an old or bad recording)."""
+        if not isinstance(obj, dict):
+            return None
+        keys = ("runtime", "id", "name", "pod", "namespace", "netns")
+        return cls(**{k: str(obj[k]) if obj.get(k) is not None else None for k in keys})

@@ -29,7 +29,7 @@ from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
-from llmtop.rediscover import Rediscovery, backend_targets, new_targets
+from llmtop.rediscover import Rediscovery, backend_targets, moved_targets, new_targets
 
 __all__ = ["THREAD_PARSE_BYTES", "Monitor"]
 
@@ -76,6 +76,8 @@ class Monitor:
         for engines, again every 10 s (``llmtop.rediscover``); None where targets were named."""
         self._found_first: list[Target] = []
         """What ``prefetch``'s search found, added by the next tick."""
+        self._said: set[str] = set()
+        """Discovery's notes already in the event log (each is said once)."""
 
     @classmethod
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
@@ -285,12 +287,33 @@ class Monitor:
     # ------------------------------------------------------------------ shutdown
 
     def _add_found(self, found: list[Target]) -> None:
-        """Add the engines a search found that are not watched yet, each named in the log."""
+        """Add the engines a search found that are not watched yet, each named in the log;
+        a watched engine in a pod or container now at a new address keeps its row (it is
+        scraped there); what the search could not read is said once."""
+        for note in self.rediscovery.notes if self.rediscovery is not None else ():
+            if note not in self._said:
+                self._said.add(note)
+                self.store.event("warn", None, note)
         if not found:
             return
-        for t in new_targets(self.targets, found):
+        for old, new in moved_targets(self.targets, found):
+            moved = dataclasses.replace(new, name=old.name)
+            self.targets[self.targets.index(old)] = moved
+            self.store.learn(moved)
+            reid = getattr(self.scraper, "reidentify", None)
+            if reid is not None:
+                reid(old.name)
+            assert moved.container is not None
+            self.store.event("info", old.name, f"{moved.container.label} is back at "
+                             f"{moved.base_url} (restarted with a new address)")
+        for t in new_targets(self.targets, _unclash(self.targets, found)):
             self.targets.append(t)
-            self.store.event("info", t.name, "found on this machine (autodiscovery)")
+            self.store.learn(t)
+            where = f" ({t.container.label})" if t.container is not None else ""
+            self.store.event("info", t.name, f"found on this machine{where} (autodiscovery)")
+        set_targets = getattr(self._gpu, "set_targets", None)
+        if set_targets is not None:  # GPU memory is attributed to the engines found too
+            set_targets(self.targets)
 
     def _add_backends(self) -> None:
         """Add the backends routers named that are not watched yet (``rediscover``)."""
@@ -333,6 +356,22 @@ class Monitor:
                     self._gpu.close()
             except Exception as exc:
                 self._error(None, "closing the GPU sampler", exc)
+
+
+def _unclash(have: list[Target], found: list[Target]) -> list[Target]:
+    """A new pod at the address a moved one had (whose row kept that name): a name of its
+    own (``…#2``), so it is a new row, not the old one's."""
+    names = {t.name for t in have}
+    urls = {t.base_url.rstrip("/") for t in have}
+    out = []
+    for t in found:
+        if t.container is not None and t.name in names and t.base_url.rstrip("/") not in urls:
+            n = 2
+            while f"{t.name}#{n}" in names:
+                n += 1
+            t = dataclasses.replace(t, name=f"{t.name}#{n}")
+        out.append(t)
+    return out
 
 
 async def _first_fetch(config: Config, targets: list[Target], gpu: Any, limit: float

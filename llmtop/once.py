@@ -50,7 +50,10 @@ async def _targets(config: Config) -> Config:
         from llmtop.discover import discover
     except ImportError:  # discovery not available in this build
         return config
-    found = await discover(config)
+    notes: list[str] = []
+    found = await discover(config, notes=notes)
+    for note in notes:  # what could not be read (other namespaces without root), said once
+        print(f"llmtop: {note}", file=sys.stderr)
     return dataclasses.replace(config, targets=tuple(found))
 
 

@@ -8,6 +8,11 @@ stops answering is kept and shows as DOWN, as a named target would: it is not dr
 A router brings its backends the same way (``backend_targets``): the worker URLs its metrics
 name become targets at the next tick, unless a given or found target already has that
 host:port (``localhost`` and ``127.0.0.1`` are one host).
+
+An engine in a container or pod that comes back at a new address (a restarted pod gets a new
+IP) is the same engine when its identity says so (the same pod, container name, or named
+network namespace): ``moved_targets`` pairs it with the watched target, which keeps its row
+and is scraped at the new address. A new pod is a new row.
 """
 
 from __future__ import annotations
@@ -18,18 +23,12 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from llmtop.config import Config, Target
 
-__all__ = ["REDISCOVER_S", "Rediscovery", "backend_targets", "new_targets"]
+__all__ = ["REDISCOVER_S", "Rediscovery", "backend_targets", "moved_targets", "new_targets"]
 
 REDISCOVER_S = 10.0
 """Seconds between searches after the first (each costs a few ms: /proc and 9 ports)."""
 
 Find = Callable[[Config], Awaitable[list[Target]]]
-
-
-async def _discover(config: Config) -> list[Target]:
-    from llmtop.discover import discover
-
-    return await discover(config)
 
 
 def new_targets(have: Iterable[Target], found: Sequence[Target]) -> list[Target]:
@@ -92,6 +91,39 @@ def _with_port(url: str) -> str | None:
         return None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{parts.scheme}://{host}:{port}"
+def _same_engine_key(t: Target) -> tuple[str | None, ...] | None:
+    """What names an engine across restarts: its pod and container, its container name, or
+    its ``ip netns`` name (None: nothing stable, e.g. only a namespace inode)."""
+    c = t.container
+    if c is None:
+        return None
+    if c.pod or c.name:
+        return (c.runtime, c.namespace, c.pod, c.name)
+    if c.netns and not c.netns.isdigit():
+        return ("netns", c.netns)
+    return None
+
+
+def moved_targets(have: Iterable[Target], found: Sequence[Target]
+                  ) -> list[tuple[Target, Target]]:
+    """``(watched, found)`` pairs: the same engine by its container identity, now at another
+    address (its pod restarted with a new IP)."""
+    have = list(have)
+    by_key: dict[tuple[str | None, ...], Target] = {}
+    for t in have:
+        k = _same_engine_key(t)
+        if k is not None:
+            by_key.setdefault(k, t)
+    urls = {t.base_url.rstrip("/") for t in have}
+    out: list[tuple[Target, Target]] = []
+    for t in found:
+        k = _same_engine_key(t)
+        old = by_key.get(k) if k is not None else None
+        if old is not None and t.base_url.rstrip("/") not in urls and (
+                old.base_url.rstrip("/") != t.base_url.rstrip("/")):
+            out.append((old, t))
+            by_key.pop(k)  # type: ignore[arg-type]
+    return out
 
 
 class Rediscovery:
@@ -102,11 +134,21 @@ class Rediscovery:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.every_s = every_s
-        self._find = find or _discover
+        self._find = find or self._discover_noting
         self._clock = clock
         self._task: asyncio.Task[list[Target]] | None = None
         self._last: float | None = None
         """When the last search finished (None: none has)."""
+        self.notes: list[str] = []
+        """What the latest search could not read (``discover``'s notes), newest search's."""
+
+    async def _discover_noting(self, config: Config) -> list[Target]:
+        from llmtop.discover import discover
+
+        notes: list[str] = []
+        found = await discover(config, notes=notes)
+        self.notes = notes
+        return found
 
     @property
     def searched(self) -> bool:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from llmtop.config import Target
 from llmtop.errors import ConfigError
-from llmtop.model import ENGINES
+from llmtop.model import ENGINES, Container
 from llmtop.model_stack import ROUTERS
 
 __all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
@@ -65,6 +65,7 @@ def make_target(
     verify_tls: bool = True,
     headers: tuple[tuple[str, str], ...] = (),
     api_key: str | None = None,
+    container: Container | None = None,
 ) -> Target:
     """Build a ``Target`` from parts (used by the parser and by autodiscovery)."""
     hp = format_hostport(host, port)
@@ -81,6 +82,7 @@ def make_target(
         timeout_s=timeout_s,
         host=host,
         port=port,
+        container=container,
     )
 
 

@@ -154,3 +154,71 @@ def test_router_backends_become_targets_once():
     assert [t.base_url for t in got] == ["http://127.0.0.1:8002", "http://10.0.0.5:8000",
                                          "http://10.0.0.7:8000", "http://[::1]:8003"]
     assert all(t.metrics_path is None for t in got)  # /v1 of an api_base is not metrics
+def _in_pod(name: str, url: str, pod: str) -> Target:
+    from llmtop.model import Container
+
+    return Target(name, url, engine="vllm", container=Container(
+        "containerd", None, "vllm", pod, "prod", None))
+
+
+def test_moved_targets_pair_the_same_pod_at_a_new_address():
+    from llmtop.rediscover import moved_targets
+
+    old = _in_pod("vllm@10.0.0.5:8000", "http://10.0.0.5:8000", "vllm-0")
+    back = _in_pod("vllm@10.0.0.9:8000", "http://10.0.0.9:8000", "vllm-0")
+    other = _in_pod("vllm@10.0.0.7:8000", "http://10.0.0.7:8000", "vllm-1")
+    plain = _t("vllm@127.0.0.1:8000", "http://127.0.0.1:8000")
+    assert moved_targets([old, plain], [back, other, plain]) == [(old, back)]
+    assert moved_targets([old], [old]) == []  # same address: nothing moved
+    assert new_targets([old, plain], [back, other]) == [back, other]  # moved is not new
+
+
+async def test_a_restarted_pod_keeps_its_row_and_a_new_pod_is_a_new_row(
+        engine):  # noqa: F811
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    second = ThreadingHTTPServer(("127.0.0.1", 0), engine.RequestHandlerClass)
+    second.metrics_gets = 0  # type: ignore[attr-defined]
+    threading.Thread(target=second.serve_forever, daemon=True).start()
+    a, b = _port(engine), _port(second)
+    found = [_in_pod(f"vllm@127.0.0.1:{a}", f"http://127.0.0.1:{a}", "vllm-0")]
+    clock = Clock()
+
+    async def find(config: Config) -> list[Target]:
+        return list(found)
+
+    r = Rediscovery(Config(), find=find, clock=clock)
+    r.notes = ["2 engine processes in other network namespaces could not be read: run as "
+               "root, or give their addresses"]
+    mon = Monitor(Config(), rediscover=r, tick_timeout_s=0.2)
+    try:
+        snap = await mon.tick()
+        [row] = snap.engines
+        assert row.container is not None and row.container.label == "pod prod/vllm-0"
+        mon.store.event("info", None, "another line")  # the log drops only a direct repeat
+        found[:] = [_in_pod(f"vllm@127.0.0.1:{b}", f"http://127.0.0.1:{b}", "vllm-0")]
+        clock.t += REDISCOVER_S
+        for _ in range(40):
+            await asyncio.sleep(0.01)
+            await mon.tick()
+            if mon.targets[0].base_url.endswith(str(b)):
+                break
+        assert [(t.name, t.base_url) for t in mon.targets] == [
+            (f"vllm@127.0.0.1:{a}", f"http://127.0.0.1:{b}")]  # same row, new address
+        assert any("pod prod/vllm-0 is back at" in e.text for e in mon.store.events)
+        found.append(_in_pod(f"vllm@127.0.0.1:{a}", f"http://127.0.0.1:{a}", "vllm-1"))
+        clock.t += REDISCOVER_S
+        for _ in range(40):
+            await asyncio.sleep(0.01)
+            snap = await mon.tick()
+            if len(mon.targets) == 2 and all(r.container for r in snap.engines):
+                break
+        labels = sorted(r.container.label for r in snap.engines if r.container)
+        assert labels == ["pod prod/vllm-0", "pod prod/vllm-1"]  # a new pod: a new row
+        said = [e for e in mon.store.events if "could not be read" in e.text]
+        assert len(said) == 1 and said[0].level == "warn"  # said once, not every search
+    finally:
+        await mon.aclose()
+        second.shutdown()
+        second.server_close()

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "spec-decode-drop; serving stacks (a simulated vLLM router in front of "
                    "demo vLLMs): stack | routing | routing-down | pd-balance | kv-transfer | "
                    "stuck (docs/demo.md)")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; 0.0.0.0 inside a network "
+                   "namespace or container, as an engine there would)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--profile", default=None, help="h100-llama3-8b (default) | a100-llama3-8b")
     s.add_argument("--no-background", action="store_true",
@@ -214,7 +217,7 @@ async def _serve(args: argparse.Namespace) -> int:
                         background=not args.no_background, profile=args.profile,
                         fault_after=args.fault_after, fault_every=args.fault_every,
                         gpu_port=args.gpu_port, settings=_settings(args),
-                        gpu_used_gib=args.gpu_memory_used_gib)
+                        gpu_used_gib=args.gpu_memory_used_gib, host=args.host)
     try:
         await server.start()
     except ValueError as exc:  # the engine refuses these settings, as the real one does

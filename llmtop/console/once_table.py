@@ -110,7 +110,9 @@ def build_table(snap: Snapshot) -> Table:
             _rate(row.requests_per_s), capacity_text(row), _rate(row.preemptions_per_s),
             _rate(row.errors_per_s),
         ]
-        t.add_row(row.target, engine, row.model or DASH, state_badge(row),
+        # an engine found in a container, pod or network namespace: its name under the target
+        where = f"{row.target}\n{row.container.label}" if row.container else row.target
+        t.add_row(where, engine, row.model or DASH, state_badge(row),
                   *(Text(c, style=dim) for c in cells))
     return t
 

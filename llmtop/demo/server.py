@@ -53,10 +53,10 @@ _GARBAGE = (b"\x00\x01garbage ::: {{ not prometheus }} 12 34\n%%%% demo scenario
             b"%%%%\n}{ \xff\xfe junk=\n")
 
 
-def _bind(port: int) -> socket.socket:
+def _bind(port: int, host: str = "127.0.0.1") -> socket.socket:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
+    s.bind((host, port))
     s.listen(256)
     s.setblocking(False)
     return s
@@ -70,6 +70,8 @@ class _EngineSite:
         self.port = port
         self.http: HttpServer | None = None
         self.fault: str | None = None
+        self.host = "127.0.0.1"
+        """Where it listens (``llmtop demo serve --host``)."""
 
     @property
     def target(self) -> str:
@@ -85,7 +87,7 @@ class _EngineSite:
 
     async def listen(self, sock: socket.socket | None = None) -> None:
         assert self.http is not None
-        sock = sock or _bind(self.port)
+        sock = sock or _bind(self.port, self.host)
         self.port = sock.getsockname()[1]
         await self.http.listen(sock)
 
@@ -135,7 +137,8 @@ class DemoServer:
                  profile: str | None = None, fault_after: float = 10.0,
                  fault_every: float = 30.0, gpu_port: int = 0,
                  baseline_s: float | None = None, anomaly_s: float | None = None,
-                 settings: dict[str, Any] | None = None, gpu_used_gib: float = 0.5):
+                 settings: dict[str, Any] | None = None, gpu_used_gib: float = 0.5,
+                 host: str = "127.0.0.1"):
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
@@ -166,6 +169,9 @@ class DemoServer:
         ``kv_tokens`` sets the pool in tokens)."""
         self.gpu_used_gib = gpu_used_gib
         """GiB of the simulated GPU held by others (and the CUDA context) at start."""
+        self.host = host
+        """The address every engine and the GPU endpoint listen on (loopback unless told:
+        0.0.0.0 inside a network namespace, as a container's engine would)."""
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -198,8 +204,9 @@ class DemoServer:
             fmt = _FORMATS[kind]
             engine = Engine(kind, settings, self.profile, fmt.HIST_BOUNDS,
                             split=getattr(fmt, "SPLIT", frozenset()), seed=self.seed + i)
-            sock = _bind(self.ports[i])
+            sock = _bind(self.ports[i], self.host)
             es = _EngineSite(kind, engine, None, sock.getsockname()[1])
+            es.host = self.host
             es.gpu = SimGpu(i, engine, es.target)
             if i == 0 and sc.name in ("garbage", "slow"):
                 es.fault = sc.name
@@ -213,7 +220,7 @@ class DemoServer:
         grouter.add_get("/gpus", self._gpus)
         grouter.add_get("/", self._gpus)
         self._gpu_http = HttpServer(grouter)
-        gsock = _bind(self.gpu_port)
+        gsock = _bind(self.gpu_port, self.host)
         await self._gpu_http.listen(gsock)
         self.gpu_url = f"http://127.0.0.1:{gsock.getsockname()[1]}/gpus"
         loop = asyncio.get_running_loop()

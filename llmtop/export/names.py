@@ -75,8 +75,11 @@ def _engine() -> list[Series]:
         Series("llmtop_engine_state", "gauge", (*ENGINE_LABELS[:3], "state"),
                "1 for the target's state (ok, down, http_error, unauthorized, bad_payload, "
                "stale, restarted), 0 for the others."),
-        Series("llmtop_engine_info", "gauge", (*ENGINE_LABELS[:3], "version"),
-               "The engine and its version, as detected."),
+        Series("llmtop_engine_info", "gauge", (*ENGINE_LABELS[:3], "version",
+                                                "container_runtime", "container", "pod",
+                                                "pod_namespace", "netns"),
+               "The engine and its version, as detected; where discovery found it in a "
+               "container, pod or network namespace, which."),
         Series("llmtop_engine_last_ok_age_seconds", "gauge", ENGINE_LABELS[:3],
                "Seconds since the target's last good scrape."),
     ]

@@ -102,7 +102,10 @@ def _state(out: _Out, target: str, engine: str | None, model: str | None, row: E
         out.add("llmtop_engine_state", {**labels, "state": s}, 1.0 if row.state == s else 0.0)
     out.add("llmtop_engine_last_ok_age_seconds", labels, row.last_ok_age_s)
     if engine:
-        out.add("llmtop_engine_info", {**labels, "version": row.engine_version}, 1.0)
+        c = row.container  # where discovery found it (a container, pod or network namespace)
+        out.add("llmtop_engine_info", {**labels, "version": row.engine_version, **(
+            {"container_runtime": c.runtime, "container": c.name, "pod": c.pod,
+             "pod_namespace": c.namespace, "netns": c.netns} if c is not None else {})}, 1.0)
 
 
 def _engines(out: _Out, rows: Iterable[EngineRow],

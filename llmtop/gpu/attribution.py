@@ -4,7 +4,9 @@ Rules, in order; the first that decides wins, and an ambiguous answer leaves Non
 
 1. **Socket + parent chain.** For each target on this host (loopback, ``localhost`` or this
    hostname) the pid(s) listening on its port are found from ``/proc/net/tcp{,6}`` and the
-   socket inodes in ``/proc/<pid>/fd``. A GPU process belongs to the target when it or its
+   socket inodes in ``/proc/<pid>/fd``; for an engine discovery found in a container or pod
+   (another network namespace) its process is the one discovery saw (``Container.pid``).
+   A GPU process belongs to the target when it or its
    nearest listening ancestor listens on that port (vLLM's ``VLLM::EngineCore`` is a child
    of the API server). Two targets at the same nearest level -> None.
 2. **Engine root.** When no ancestor listens (TGI: shards and router are siblings under
@@ -262,16 +264,23 @@ class Attributor:
 
     def _attribute(self, processes: list[GpuProcess], targets: list[Target]) -> None:
         todo = [p for p in processes if p.pid and p.visible and p.engine_target is None]
+        # engines discovery found in another network namespace: their process is known (NVML
+        # reports host pids), their socket is not in this namespace's table
+        in_ns = [(t, t.container.pid) for t in targets if t.container is not None
+                 and t.container.pid and os.path.isdir(f"{self.proc}/{t.container.pid}")]
         local = [
             (t, port)
             for t in targets
             if (port := target_port(t)) and is_local_host(t.host, self.hostname)
+            and not any(t is n for n, _ in in_ns)
         ]
-        if not todo or not local:
+        if not todo or not (local or in_ns):
             return
         scan = _Scan(self.proc)
-        state = self._resolve({port for _, port in local})
+        state = self._resolve({port for _, port in local}) if local else {}
         listeners: dict[int, set[str]] = {}
+        for t, pid in in_ns:
+            listeners.setdefault(pid, set()).add(t.name)
         unresolved: list[Target] = []  # a socket listens, but its owner could not be read
         for t, port in local:
             is_listening, pids = state[port]

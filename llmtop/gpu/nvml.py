@@ -282,6 +282,10 @@ class NvmlSampler:
         return GpuSample(t_wall=t_wall, t_mono=t_mono, gpus=[], error=held,
                          cost_s=time.perf_counter() - t0)
 
+    def set_targets(self, targets: Sequence[Target]) -> None:
+        """The targets GPU processes are attributed to (engines a later search found)."""
+        self._targets = tuple(targets)
+
     def _held_error(self, now: float) -> str | None:
         """The error ``sample`` would answer at ``now`` without calling NVML, or None."""
         if self._lock.locked():

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtop.capacity import annotate_rows, load_profiles
-from llmtop.config import Config
+from llmtop.config import Config, Target
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
@@ -115,6 +115,8 @@ class Store:
             self.profiles = []
         """Capacity profiles the rows are matched to (``llmtop.capacity``)."""
         self._urls = {t.name: t.base_url for t in config.targets}
+        for t in config.targets:
+            self.learn(t)
 
     # ------------------------------------------------------------------ targets
 
@@ -132,6 +134,13 @@ class Store:
                 ts.engine, ts.hinted = hint, True
             self._targets[name] = ts
         return ts
+
+    def learn(self, target: Target) -> None:
+        """Keep what discovery knows of a target that the rows show (its container, pod or
+        namespace); the monitor calls it for each engine a later search adds."""
+        if target.container is not None:
+            self._target(target.name, target.base_url).container = target.container
+            self._urls[target.name] = target.base_url  # a pod back at a new address
 
     def targets(self) -> list[str]:
         """Target names in order of first appearance (config order first)."""

@@ -13,7 +13,7 @@ from itertools import chain
 from typing import Any
 
 from llmtop.history.rows import Entry, build_model_row
-from llmtop.model import EngineRow
+from llmtop.model import Container, EngineRow
 from llmtop.parse.exposition import Family, ParseError
 
 __all__ = ["FULL_KEEP_S", "THIN_STEP_S", "TargetHistory", "identity_version", "state_word",
@@ -52,6 +52,8 @@ class TargetHistory:
     """Models in order of first appearance."""
     prev_state: str | None = None
     seen: bool = False
+    container: Container | None = None
+    """Where discovery found the engine (shown on its rows; ``llmtop.discover``)."""
 
     def set_status(self, status: str, error: str | None, http: int | None) -> None:
         """Status of the latest scrape after parsing."""
@@ -155,6 +157,7 @@ def target_rows(
         "error": error,
         "http_status": ts.http_status,
         "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
+        "container": ts.container,
     }
     window = ts.window(window_s, t)
     if not window:

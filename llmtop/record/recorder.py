@@ -121,7 +121,8 @@ class Recorder:
             "k": "header", "schema": SCHEMA, "llmtop": __version__,
             "host": socket.gethostname(), "interval": config.interval_s,
             "started": clock(),
-            "targets": [{"name": t.name, "url": safe_url(t.base_url), "engine": t.engine}
+            "targets": [{"name": t.name, "url": safe_url(t.base_url), "engine": t.engine,
+                         **({"container": t.container.to_json()} if t.container else {})}
                         for t in config.targets],
         }
         if header:  # fleet mode: schema 2, mode "fleet", the server (llmtop/fleet/record.py)

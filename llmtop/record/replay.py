@@ -20,7 +20,7 @@ from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.errors import RecordingError
 from llmtop.history.store import SERIES_WINDOW_S, Store
-from llmtop.model import GpuSample, RawScrape, Snapshot
+from llmtop.model import Container, GpuSample, RawScrape, Snapshot
 from llmtop.record.reader import Item, Recording, Tick
 
 __all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "parse_when",
@@ -49,7 +49,8 @@ def config_from_header(rec: Recording, base: Config | None = None) -> Config:
 
     base = base or Config()
     targets = tuple(
-        Target(name=t["name"], base_url=t.get("url") or "", engine=t.get("engine"))
+        Target(name=t["name"], base_url=t.get("url") or "", engine=t.get("engine"),
+               container=Container.from_json(t.get("container")))
         for t in rec.header.get("targets", [])
     )
     interval = float(rec.header.get("interval") or base.interval_s)

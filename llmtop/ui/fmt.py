@@ -12,7 +12,7 @@ from rich.text import Text
 
 from llmtop.capacity.annotate import capacity_text
 from llmtop.config import Thresholds
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import Container, EngineRow, Quantiles
 from llmtop.verdict import short_target
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "clock",
     "compact_target",
     "fit_model",
+    "fit_where",
     "fmt_age",
     "fmt_bytes",
     "fmt_num",
@@ -38,6 +39,7 @@ __all__ = [
     "model_short",
     "quantile_text",
     "row_name",
+    "row_target",
     "set_palette",
     "spark_bounds",
     "spark_cells",
@@ -341,6 +343,26 @@ def badge(row: EngineRow, *, width: int | None = None) -> Text:
 def compact_target(target: str) -> str:
     """``vllm@127.0.0.1:8000`` -> ``vllm :8000``; ``vllm@gpu-3:8000`` -> ``vllm gpu-3:8000``."""
     return short_target(target).replace("@", " ", 1)
+
+
+def row_target(r: EngineRow) -> str:
+    """The row's compact target; an engine discovery found in a container, pod or network
+    namespace is named by it: ``vllm pod prod/vllm-0``, ``vllm ctr vllm-a``, ``vllm netns
+    blue`` (its address is in the detail view)."""
+    if r.container is None:
+        return compact_target(r.target)
+    eng, at, _ = r.target.partition("@")
+    return f"{eng} {r.container.label}" if at else r.container.label
+
+
+def fit_where(c: Container, width: int) -> str:
+    """``c.label`` in ``width`` cells: ``pod prod/vllm-0``, else ``pod vllm-0`` (the pod
+    without its namespace), else cut with ``…``."""
+    label = c.label
+    if len(label) > width:
+        kind, _, rest = label.partition(" ")
+        label = f"{kind} {rest.rsplit('/', 1)[-1]}"
+    return label if len(label) <= width else label[: max(width - 1, 0)] + "…"
 
 
 def model_short(model: str | None) -> str:

@@ -190,3 +190,25 @@ def test_a_stop_during_compaction_leaves_no_half_copy(tmp_path, monkeypatch):
         _record(path, _items(30)[36:], segment_s=5.0, max_bytes=1)
     assert sorted(os.listdir(tmp_path)) == ["r.llrec"]
     assert Recording.open(path).end >= before
+
+
+def test_container_identity_is_recorded_and_replayed(tmp_path):
+    import dataclasses
+
+    from llmtop.model import Container
+    from llmtop.record.replay import config_from_header, snapshot_at
+
+    pod = Container("containerd", "1207db63", "vllm", "vllm-0", "prod", "4026532178", pid=9)
+    cfg = _config()
+    cfg = dataclasses.replace(cfg, targets=(dataclasses.replace(cfg.targets[0], container=pod),))
+    path = tmp_path / "r.llrec"
+    rec = Recorder(path, cfg, clock=lambda: 1000.0)
+    for it in _items(4):
+        rec.tick(it.t_mono, it.t_wall) if isinstance(it, Tick) else rec(it)
+    rec.close()
+    back = Recording.open(path)
+    assert back.header["targets"][0]["container"] == pod.to_json()  # no pid recorded
+    [t] = config_from_header(back).targets
+    assert t.container == pod  # pid is not compared: it is this machine's, not the record's
+    snap = snapshot_at(back, 1003.0, 10.0)
+    assert [r.container.label for r in snap.engines] == ["pod prod/vllm-0"]

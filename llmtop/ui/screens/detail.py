@@ -179,6 +179,13 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
     head.append_text(fmt.badge(row))
     if row.error:
         head.append(f"  {row.error}", style=fmt.S("gauge-crit"))
+    if row.container is not None:  # where discovery found it: container, pod or namespace
+        c = row.container
+        where = "  ".join(f"{k} {v}" for k, v in (
+            ("runtime", c.runtime), ("pod", f"{c.namespace}/{c.pod}" if c.pod else None),
+            ("container", c.name), ("id", c.id[:12] if c.id else None),
+            ("netns", c.netns)) if v)
+        head.append(f"\n{c.label}  ·  {where or 'netns ? (needs root)'}", style="")
     fields_t = Table(title="Fields (window of the overview)", title_justify="left", box=None,
                      show_header=False, padding=(0, 1))
     fields_t.add_column(style="bold", no_wrap=True)

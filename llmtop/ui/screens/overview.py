@@ -147,7 +147,7 @@ class OverviewScreen(Screen):
         self.view = view
         self.collapsed: set[str] = set()
         """Fleet mode: models whose instance rows are folded under their total row."""
-        self._empty_problem: tuple[str | None, float | None] | None = None
+        self._empty_problem: tuple[Any, ...] | None = None
         """The source problem the empty hint shows (None: the direct mode's hint)."""
 
     def compose(self) -> ComposeResult:
@@ -226,9 +226,10 @@ class OverviewScreen(Screen):
             text = problem() if problem else None
             search = getattr(getattr(view.source, "monitor", None), "rediscovery", None)
             every = getattr(search, "every_s", None)
-            if (text, every) != self._empty_problem:  # repainted only when it changes
-                self._empty_problem = (text, every)
-                self.query_one("#empty-hint", Static).update(empty_hint(text, every))
+            notes = tuple(getattr(search, "notes", ()) or ())  # what it could not read
+            if (text, every, notes) != self._empty_problem:  # repainted only when it changes
+                self._empty_problem = (text, every, notes)
+                self.query_one("#empty-hint", Static).update(empty_hint(text, every, notes))
         table = self.query_one(EnginesTable)
         if force:
             table.repaint_all()
@@ -381,10 +382,12 @@ FLEET_HINTS = (
 """What to check when a fleet source gives no rows (the problem is shown above them)."""
 
 
-def empty_hint(problem: str | None = None, search_every_s: float | None = None) -> Align:
+def empty_hint(problem: str | None = None, search_every_s: float | None = None,
+               notes: Sequence[str] = ()) -> Align:
     """What to do when no engine was found, centred under the (empty) engines table; with
     ``problem`` (fleet mode: the server's failure), that failure and what to check; with
-    ``search_every_s`` (no TARGET given), that the search goes on."""
+    ``search_every_s`` (no TARGET given), that the search goes on; ``notes``: what the search
+    could not read (other network namespaces without root) and what to do."""
     t = Table.grid(padding=(0, 3))
     t.add_column(style="bold", no_wrap=True)
     t.add_column(style="dim")
@@ -396,6 +399,7 @@ def empty_hint(problem: str | None = None, search_every_s: float | None = None) 
         lines.append(Align.center(Text(
             f"Looking again every {search_every_s:g} s: an engine that starts shows up here.",
             style="dim")))
+    lines += [Align.center(Text(n, style=fmt.S("gauge-warn"))) for n in notes]
     return Align.center(Group(*lines, Text(""), t))
 
 

@@ -124,7 +124,9 @@ def row_matches(row: EngineRow, text: str) -> bool:
     """The ``/`` filter: a case-insensitive substring of target, engine, model or state."""
     if not text:
         return True
-    hay = " ".join(x or "" for x in (row.target, row.engine, row.model, row.state)).lower()
+    where = row.container.label if row.container is not None else None
+    hay = " ".join(x or "" for x in (row.target, row.engine, row.model, row.state,
+                                      where)).lower()
     return text.lower() in hay
 
 
@@ -332,7 +334,7 @@ class EnginesTable(RowTable):
         least: ``sglang :30000`` whole at 80 columns) and the name column's width (what the
         full names need, at most what the terminal leaves)."""
         self._layout_dirty = False
-        targets = [len(fmt.compact_target(r.target)) for r in flat]
+        targets = [len(fmt.row_target(r)) for r in flat]
         tw = min(max(targets, default=0), max(13, self._avail_w // 2))
         self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
         nw = self._fit_width()
@@ -424,7 +426,9 @@ class EnginesTable(RowTable):
         if r.rank is not None:
             return fmt.row_name(r)
         tw, w = self._target_w, self._name_w
-        target = fmt.compact_target(r.target)
+        target = fmt.row_target(r)
+        if r.container is not None and len(target) > tw:  # where it runs names the row:
+            target = fmt.fit_where(r.container, tw)  # the engine is in its detail
         if len(target) > tw:  # keep the port: "sg… :30000"
             eng, _, rest = target.rpartition(" ")
             room = tw - len(rest) - 1
