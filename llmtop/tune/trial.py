@@ -51,6 +51,7 @@ def empty_trial(params: dict[str, Any], command: str, status: str = "measured",
             "cost_per_mtok_usd": None, "levels": [], "start": None, "gpus": None,
             "log": None,
             "log_tail": None, "url": None, "gpu_set": None, "duration_s": None,
+            "trial_command": None, "port": None,
             "alone": True}
 
 
