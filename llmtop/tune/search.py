@@ -275,6 +275,9 @@ def run_tune(plan: TunePlan, options: ProbeOptions, *, log_dir: str | None = Non
 def _warnings(trials: list[dict[str, Any]]) -> list[str]:
     out = []
     for t in trials:
+        bad = [w for lv in t["levels"] for w in lv.get("counts_warnings") or []]
+        if t.get("counts_ok") is False and not t.get("resumed"):
+            out.append(f"{_short(t['params'])}: counts do not add up: " + "; ".join(bad))
         a = t.get("applied") or {}
         for k, v in t["params"].items():
             if k in SEAT_PARAMS and a.get("max_running") and isinstance(v, (int, float)) \

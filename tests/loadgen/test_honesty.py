@@ -167,7 +167,7 @@ async def test_counts_add_up_when_the_run_cuts_requests_off(counting_mock):
     assert rec["cancelled_tokens"] > 0
     assert rec["server_generation_tokens"] >= rec["cancelled_tokens"]
     # the server received exactly the requests the probe sent (plus its setup requests)
-    setup = report["setup"]["requests"]
+    setup = report["preflight"]["requests"]
     assert after["streams"] - before["streams"] <= rec["sent"] + setup
 
 
@@ -203,7 +203,8 @@ async def test_counts_add_up_on_a_server_that_closes_after_each_stream():
                                                  output_tokens=16, prompt_tokens=16))
             rec = report["reconciliation"]
             assert rec["ok"] and rec["finished"] == 8 and rec["output_tokens"] == 128, rec
-            assert rec["server_generation_tokens"] == 128
+            # the server's counter covers the 2 one-token preflight requests too
+            assert rec["server_generation_tokens"] == 128 + rec["preflight_output_tokens"] == 130
             assert sum(s["output_tokens"] for s in report["steps"]) == 128
 
 
