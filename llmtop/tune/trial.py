@@ -94,7 +94,7 @@ class _Watchdog:
                 tok = lat.get("generation_tokens")
                 if tok is not None and tok != last_tok:
                     last_tok, t_tok = tok, now
-                elif tok is not None and now - t_tok > HUNG_S and (
+                elif self.dead is None and tok is not None and now - t_tok > HUNG_S and (
                         (lat.get("running") or 0) + (lat.get("waiting") or 0)) > 0:
                     self.dead = why = (
                         f"the engine generated no token for {HUNG_S:g} s with "

@@ -60,22 +60,26 @@ def _level(load, met, client_bound=False):
 class Fake:
     """``run_trial`` stand-in: records each call and fills the trial as a measured one."""
 
-    def __init__(self, *, meet_barrier: int = 0, starve: set[int] | frozenset[int] = frozenset()
-                 ) -> None:
+    def __init__(self, *, meet: frozenset[int] = frozenset(),
+                 starve: frozenset[int] = frozenset()) -> None:
         self.calls: list[dict] = []
         self.lock = threading.Lock()
-        self.barrier = threading.Barrier(meet_barrier) if meet_barrier else None
+        self.meet = set(meet)
+        """Configurations (by seats) whose first runs must be inside ``run_trial`` at once."""
+        self.barrier = threading.Barrier(len(meet)) if meet else None
         self.starve = set(starve)
+        """Configurations whose first run is client-bound (the generators starved)."""
         self.starved_once: set[int] = set()
 
     def __call__(self, run: TrialRun, spec, trial, k, n):
         seqs = trial["params"]["max_num_seqs"]
         with self.lock:
+            first = all(c["seqs"] != seqs for c in self.calls)
             self.calls.append({"seqs": seqs, "gpu_set": spec.cuda_visible_devices,
                                "start": spec.start, "url": spec.url,
                                "thread": threading.current_thread().name})
-        if self.barrier is not None:
-            # both trials of a batch must be inside run_trial at once, or this breaks
+        if self.barrier is not None and first and seqs in self.meet:
+            # run one after another, the first waits here alone and the barrier breaks
             self.barrier.wait(timeout=5)
         run.fixed = run.fixed or {"calibration": {"tokens_per_word": 1.0}}
         starved = seqs in self.starve and seqs not in self.starved_once
@@ -172,3 +176,40 @@ def _fixed_ports(monkeypatch):
 def _ports():
     it = iter(range(47001, 48000))
     return lambda: next(it)
+
+
+# -- part 5: parallel trials: the thread pool, the gpu_sets slots, the starved re-run ------
+
+PARALLEL = 'parallel = 2\ngpu_sets = ["0", "1"]'
+
+
+def test_parallel_trials_run_at_once_each_on_its_own_gpu_set_and_port(tmp_path, monkeypatch):
+    fake = Fake(meet=frozenset({8, 16}))
+    report = _run(tmp_path, monkeypatch, fake, plan=_plan("[4, 8, 16]", PARALLEL))
+    first, *pair = fake.calls
+    # the first runs alone (it fixes the prompt calibration), on slot 0
+    assert (first["seqs"], first["gpu_set"]) == (4, "0")
+    # then two at once (the barrier above held both), each on its own slot and port
+    assert sorted(c["seqs"] for c in pair) == [8, 16]
+    assert sorted(c["gpu_set"] for c in pair) == ["0", "1"]
+    assert len({c["thread"] for c in pair}) == 2 and len({c["url"] for c in pair}) == 2
+    by = {t["params"]["max_num_seqs"]: t for t in report["trials"]}
+    assert {by[8]["gpu_set"], by[16]["gpu_set"]} == {"0", "1"}
+    assert by[4]["alone"] is True and by[8]["alone"] is False and by[16]["alone"] is False
+    assert not any("starved" in w for w in report["warnings"])
+
+
+def test_a_starved_parallel_trial_runs_again_alone(tmp_path, monkeypatch):
+    fake = Fake(meet=frozenset({8, 16}), starve=frozenset({16}))
+    report = _run(tmp_path, monkeypatch, fake, plan=_plan("[4, 8, 16]", PARALLEL))
+    runs16 = [c for c in fake.calls if c["seqs"] == 16]
+    assert len(runs16) == 2 and len([c for c in fake.calls if c["seqs"] == 8]) == 1
+    assert runs16[1]["gpu_set"] == "0" and fake.calls[-1]["seqs"] == 16  # alone, slot 0
+    by = {t["params"]["max_num_seqs"]: t for t in report["trials"]}
+    assert by[16]["alone"] is True and by[8]["alone"] is False
+    assert not any(lv["client_bound"] for lv in by[16]["levels"])  # the re-run's numbers
+    assert any("max_num_seqs=16" in w and "starved each other" in w
+               for w in report["warnings"])
+    # the state file holds each configuration once: the starved run was not kept
+    state = (tmp_path / "logs" / "tune-state.jsonl").read_text().splitlines()
+    assert sum('"kind": "trial"' in ln for ln in state) == 3
