@@ -150,7 +150,9 @@ def test_headroom_from_a_measured_capacity(measured, share, fires):
           f"replay {got['replay']['engines'][0]['capacity_used']:.3f}, "
           f"exporter {got['export']:.3f}; TTFT p95 "
           f"{got['once']['engines'][0]['ttft_s']['p95']}")
-    if abs(truth - share) >= 0.2:  # the drive did not hold its rate: nothing to judge
+    # the drive did not hold its rate (a lagging generator sends unevenly, so windows of
+    # the same stretch disagree, once by 13 %): nothing to judge
+    if abs(truth - share) >= TOLERANCE:
         pytest.skip(f"inconclusive: asked {share:.0%} of the capacity ({share * cap:.2f} "
                     f"req/s), the server counted {got['rate']:.2f} req/s = {truth:.0%} (the "
                     "load generator lagged on this box)")
