@@ -113,3 +113,16 @@ def test_a_tuner_trial_adds_every_levels_preflight_and_its_cold_start(monkeypatc
     assert t["preflight"] == {"requests": 4, "output_tokens": 4, "prompt_tokens": 45}
     assert t["counts_ok"] is False
     assert any("counts do not add up" in w and "99 generated" in w for w in _warnings([t]))
+
+
+def test_a_bakeoff_engine_says_every_request_it_was_sent():
+    from llmtop.loadgen.bakeoff_summary import books_text
+
+    e = {"requests_sent": 80, "preflight": {"requests": 2, "output_tokens": 2},
+         "cold_start_requests": {"requests": 1, "output_tokens": 1},
+         "reconciliation": {"ok": True}}
+    assert books_text(e) == ("83 sent: 80 in the run, 2 preflight (2 tokens), 1 for the cold "
+                             "start; counts add up with the server's counters")
+    e["reconciliation"]["ok"] = False
+    assert books_text(e).endswith("counts do NOT add up")
+    assert books_text({"requests_sent": 3}).endswith("not reconciled")  # an old report
