@@ -105,7 +105,7 @@ def trial_port_text(best: dict[str, Any]) -> str | None:
     port = best.get("trial_port")
     if port is None or "{port}" not in (best.get("command") or ""):
         return None
-    return f"the trial ran it on port {port} (a free port picked for the trial)"
+    return f"the trial ran it on port {port}, a free port picked for the trial"
 
 
 def table_rows(report: dict[str, Any]) -> list[dict[str, str]]:
