@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from llmtop.tune.summary import COLUMNS, table_rows
+from llmtop.tune.summary import COLUMNS, table_rows, trial_port_text
 
 __all__ = ["print_tune", "tune_table"]
 
@@ -39,6 +39,9 @@ def print_tune(report: dict[str, Any], file: IO[str] | None = None) -> None:
     if best:
         con.print(f"Recommended: {best['why']}")
         con.print(f"Start command: {best['command']}", soft_wrap=True)
+        port = trial_port_text(best)
+        if port:
+            con.print(f"({port})", soft_wrap=True)
     else:
         con.print("No configuration met the SLOs at any load tried.")
     tr = report.get("traffic") or {}

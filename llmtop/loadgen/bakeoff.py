@@ -37,6 +37,7 @@ from llmtop.loadgen.engines import (
 from llmtop.loadgen.fairness import engine_info, fairness_warnings, short_fraction
 from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.plan import EngineSpec
+from llmtop.loadgen.reconcile import Preflight
 from llmtop.loadgen.report import load_text
 from llmtop.loadgen.server_side import ServerWatch, empty_server
 
@@ -89,7 +90,8 @@ def _entry(spec: EngineSpec) -> dict[str, Any]:
             "engine_version": None, "error": None, "cold_start_s": None, "ready_s": None,
             "log": None, "started_by_llmtop": spec.start is not None, "settings": None,
             "server": empty_server("not run"), "cost_per_mtok_usd": None,
-            "short_outputs": None, "comparable": True, "steps": [], "gpu_release": None}
+            "short_outputs": None, "comparable": True, "steps": [], "gpu_release": None,
+            "cold_start_requests": Preflight().to_json()}
 
 
 class EngineRun:
@@ -160,8 +162,10 @@ class EngineRun:
         except LaunchError:
             e["log_tail"] = proc.child.tail()
             raise
+        books = Preflight()  # sent before the probe reads the server's counters
         t = first_token(spec.url, self.o.model, api_key=self.o.api_key,
-                        endpoint=self.o.endpoint, insecure=self.o.insecure)
+                        endpoint=self.o.endpoint, insecure=self.o.insecure, books=books)
+        e["cold_start_requests"] = books.to_json()
         proc.t_first_token = t
         e["ready_s"] = proc.ready_s
         e["cold_start_s"] = proc.cold_start_s

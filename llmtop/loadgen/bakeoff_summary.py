@@ -12,8 +12,8 @@ from typing import Any
 
 from llmtop.loadgen.report import capacity, knee_text, load_text, slo_text
 
-__all__ = ["DASH", "METRICS", "engine_lines", "engine_name", "engine_what", "is_bakeoff",
-           "level_key", "levels", "table_rows", "traffic_text"]
+__all__ = ["DASH", "METRICS", "books_text", "engine_lines", "engine_name", "engine_what",
+           "is_bakeoff", "level_key", "levels", "table_rows", "traffic_text"]
 
 DASH = "\u2013"
 METRICS = (
@@ -168,6 +168,19 @@ def _cold(e: dict[str, Any]) -> str:
     return f"{DASH} (not started by llmtop)"
 
 
+def books_text(e: dict[str, Any]) -> str:
+    """Every request llmtop sent the engine: the run, its preflight and the cold start's
+    first token, and whether the server's counters agree."""
+    pf, cold = e.get("preflight") or {}, e.get("cold_start_requests") or {}
+    rec = e.get("reconciliation") or {}
+    n = (e.get("requests_sent") or 0) + pf.get("requests", 0) + cold.get("requests", 0)
+    agree = ("counts add up with the server's counters" if rec.get("ok") else
+             "counts do NOT add up" if rec else "not reconciled")
+    return (f"{n:,} sent: {e.get('requests_sent') or 0:,} in the run, "
+            f"{pf.get('requests', 0)} preflight ({pf.get('output_tokens', 0)} tokens), "
+            f"{cold.get('requests', 0)} for the cold start; {agree}")
+
+
 def _usd(v: float | None) -> str:
     return DASH if v is None else f"${v:,.3f}" if v < 1 else f"${v:,.2f}"
 
@@ -211,6 +224,7 @@ def engine_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{_usd(cost.get('sla'))} at the SLA boundary, {_usd(cost.get('max'))} at "
                 "max throughput"))
     out.append(("server peaks", _peaks(e.get("server"))))
+    out.append(("requests", books_text(e)))
     short = e.get("short_outputs")
     if short is not None:
         out.append(("short outputs", f"{short:.0%} of requests ended before their max tokens"

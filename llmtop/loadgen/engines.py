@@ -24,6 +24,7 @@ import httpx
 
 from llmtop.children import Child, spawn
 from llmtop.loadgen.options import split_url
+from llmtop.loadgen.reconcile import Preflight
 
 __all__ = ["EngineProcess", "LaunchError", "first_token", "gpu_memory_used_mib",
            "wait_gpu_released", "wait_ready"]
@@ -141,9 +142,10 @@ def wait_ready(url: str, *, timeout_s: float, api_key: str | None = None,
 
 def first_token(url: str, model: str | None, *, api_key: str | None = None,
                 endpoint: str | None = None, insecure: bool = False,
-                timeout_s: float = 300.0) -> float | None:
+                timeout_s: float = 300.0, books: Preflight | None = None) -> float | None:
     """Stream one 1-token request (completions, else chat, unless the URL or ``endpoint``
-    says which); the monotonic time of its first content event, or None."""
+    says which); the monotonic time of its first content event, or None. Each request sent
+    is counted in ``books`` (it is load on the server outside any run)."""
     base, _host, ep = split_url(url)
     headers = {"Content-Type": "application/json"}
     if api_key:
@@ -156,6 +158,8 @@ def first_token(url: str, model: str | None, *, api_key: str | None = None,
             path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "Hi"}]
         else:
             path, body["prompt"] = "/v1/completions", "Hi"
+        if books is not None:
+            books.requests += 1
         try:
             with httpx.Client(timeout=timeout_s, verify=not insecure, trust_env=False) as c, \
                     c.stream("POST", base + path, json=body, headers=headers) as r:
@@ -164,7 +168,11 @@ def first_token(url: str, model: str | None, *, api_key: str | None = None,
                 for line in r.iter_lines():
                     if line.startswith("data:") and "[DONE]" not in line and (
                             '"text"' in line or '"content"' in line):
-                        return time.monotonic()
+                        t = time.monotonic()
+                        if books is not None:
+                            books.ok += 1
+                            books.output_tokens += 1
+                        return t
         except httpx.HTTPError:
             return None
     return None

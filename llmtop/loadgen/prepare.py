@@ -4,13 +4,15 @@ Runs in the worker process. The model comes from ``/v1/models`` unless given; th
 from the URL path or ``--endpoint``, else a one-token probe of ``/v1/completions`` (falling
 back to ``/v1/chat/completions`` on 404/405/400). A 400/422 with ``ignore_eos`` set is retried
 without it. Prompt length is calibrated with ``/tokenize`` where it answers, else from
-``usage.prompt_tokens`` of two probe requests. The JSON requests go through httpx, the
+``usage.prompt_tokens`` of two probe requests. These one-token requests are the run's
+``preflight``: counted, and the server's counters are read before them (``reconcile``).
+The JSON requests go through httpx, the
 probe requests through the raw client (``rawhttp``): no aiohttp unless ``client=aiohttp``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ from llmtop.loadgen.client import ClientUnavailable, _loads, dumps, require_aioh
 from llmtop.loadgen.options import ProbeOptions, split_url
 from llmtop.loadgen.prompts import Calibration, sample_text
 from llmtop.loadgen.rawhttp import RawStreamClient
+from llmtop.loadgen.reconcile import Counters, Preflight, read_counters
 
 __all__ = ["ENDPOINT_PATHS", "Prepared", "ProbeSetupError", "prepare"]
 
@@ -42,10 +45,11 @@ class Prepared:
     model: str
     ignore_eos: bool
     calibration: Calibration
-    setup_requests: int = 0
-    """Requests sent while preparing (endpoint detection, calibration): not in any step."""
-    setup_output_tokens: int = 0
-    """Tokens the server generated for those requests, so totals reconcile exactly."""
+    preflight: Preflight = field(default_factory=Preflight)
+    """Requests sent while preparing (endpoint detection, calibration): in no step, but on
+    the books (the server counted them)."""
+    counters_before: Counters | None = None
+    """The server's counters before the preflight (``reconcile.read_counters``)."""
     context: int | None = None
     """The model's context (``max_model_len`` of /v1/models) when the server says."""
 
@@ -153,6 +157,7 @@ async def prepare(options: ProbeOptions) -> Prepared:
             require_aiohttp()
         except ClientUnavailable as exc:
             raise ProbeSetupError(str(exc)) from None
+    before = await read_counters(options.url, options.api_key, options.insecure)
     timeout = httpx.Timeout(min(30.0, options.request_timeout))
     async with httpx.AsyncClient(timeout=timeout, verify=not options.insecure,
                                  trust_env=False) as session:
@@ -216,6 +221,8 @@ async def prepare(options: ProbeOptions) -> Prepared:
                               float(c.get("overhead", 0.0)))
         else:
             cal = await _calibrate(session, base, options, model, chosen, texts, usage_counts)
-    tokens = sum(r.tokens for r in sent if r.ok)
+    done = [r for r in sent if r.ok]
+    pre = Preflight(len(sent), len(done), sum(r.tokens for r in done),
+                    sum(r.prompt_tokens or 0 for r in done))
     return Prepared(base, chosen, base + ENDPOINT_PATHS[chosen], model, ignore_eos, cal,
-                    setup_requests=len(sent), setup_output_tokens=tokens, context=context)
+                    preflight=pre, counters_before=before, context=context)

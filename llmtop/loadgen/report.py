@@ -345,10 +345,17 @@ def honesty_lines(report: dict[str, Any]) -> list[str]:
     rec = report.get("reconciliation")
     if rec:
         srv = rec.get("server_generation_tokens")
+        reqs = rec.get("server_requests")
+        pf = report.get("preflight") or {}
         line = (f"{rec['sent']} requests sent: {rec['finished']} finished, {rec['failed']} "
                 f"failed, {rec['cancelled']} cancelled ({rec['cancelled_tokens']:,} tokens "
-                f"received before the cut); {rec['output_tokens']:,} output tokens; server "
-                f"counted {'–' if srv is None else f'{srv:,}'}")
+                f"received before the cut); {rec['output_tokens']:,} output tokens; "
+                + (f"preflight (before the load: endpoint and calibration) "
+                   f"{pf.get('requests', 0)} requests, {pf.get('output_tokens', 0):,} output "
+                   f"tokens, {pf.get('prompt_tokens', 0):,} prompt tokens; " if pf else "")
+                + f"server counted {'–' if srv is None else f'{srv:,}'} tokens"
+                + ("" if reqs is None else f" and {reqs:,} finished requests")
+                + (" (preflight included)" if rec.get("preflight_requests") else ""))
         if rec.get("ok"):
             out.append("Counts add up: " + line)
         else:

@@ -37,7 +37,7 @@ from llmtop.loadgen.options import ProbeOptions, redact_url
 from llmtop.loadgen.prepare import Prepared
 from llmtop.loadgen.prompts import PromptFactory, new_digest
 from llmtop.loadgen.rawhttp import RawStreamClient
-from llmtop.loadgen.reconcile import Tally, read_generation_tokens, settled_generation_tokens
+from llmtop.loadgen.reconcile import Preflight, Tally, read_counters, settled_counters
 from llmtop.loadgen.report import capacity
 from llmtop.loadgen.stats import STALL_BOUND_S, error_rate, percentiles, summarize_step
 from llmtop.loadgen.traffic import dists
@@ -470,8 +470,13 @@ class Runner(FixedSteps):
         loop = asyncio.get_running_loop()
         aux = [loop.create_task(self._lag_monitor()), loop.create_task(self._progress())]
         plan = ladder(self.o)
-        counter0 = await read_generation_tokens(self.p.endpoint_url, self.o.api_key,
-                                                self.o.insecure)
+        counter0 = self.p.counters_before
+        self.tally.preflight = self.p.preflight
+        if counter0 is None:  # not read before the preflight: the books hold the run alone
+            counter0 = await read_counters(self.p.endpoint_url, self.o.api_key,
+                                           self.o.insecure)
+            if counter0 is not None:
+                self.tally.preflight = Preflight()
         try:
             for idx, (conc, rate) in enumerate(plan):
                 if self.stop_reason is not None:
@@ -524,9 +529,10 @@ class Runner(FixedSteps):
             await asyncio.gather(*self._workers, *self._tasks, *aux, return_exceptions=True)
             await self.client.aclose()
         if counter0 is not None:
-            self.tally.server_delta(counter0, await settled_generation_tokens(
-                self.p.endpoint_url, counter0, self.tally.received, self.o.api_key,
-                self.o.insecure))
+            pf = self.tally.preflight
+            self.tally.server_delta(counter0, await settled_counters(
+                self.p.endpoint_url, counter0, self.tally.received + pf.output_tokens,
+                self.tally.finished + pf.ok, self.o.api_key, self.o.insecure))
         return self.report()
 
     def report(self) -> dict[str, Any]:
@@ -546,8 +552,7 @@ class Runner(FixedSteps):
             "duration_s": _perf() - self._t0,
             "options": self.o.to_json(),
             "prompt_calibration": self.p.calibration.to_json(),
-            "setup": {"requests": self.p.setup_requests,
-                      "output_tokens": self.p.setup_output_tokens},
+            "preflight": self.p.preflight.to_json(),
             "ignore_eos": self.p.ignore_eos,
             "client": {"library": "raw-asyncio" if self.o.client == "raw" else "aiohttp",
                        "json": JSON_LIB, "loop": _loop_name(),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtop.tune.limiter import is_rate, load_text
-from llmtop.tune.summary import COLUMNS, table_rows
+from llmtop.tune.summary import COLUMNS, table_rows, trial_port_text
 
 __all__ = ["to_csv_text", "tune_html", "write_csv", "write_html"]
 
@@ -31,9 +31,10 @@ def to_csv_text(report: dict[str, Any]) -> str:
     """The table as CSV (text cells; ``–`` where nothing was measured)."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["trial", *(k for k, _ in COLUMNS)])
+    w.writerow(["trial", *(k for k, _ in COLUMNS), "command", "trial_port"])
     for row in table_rows(report):
-        w.writerow([row["index"], *(row[k] for k, _ in COLUMNS)])
+        w.writerow([row["index"], *(row[k] for k, _ in COLUMNS), row["command"],
+                    row["trial_port"]])
     return buf.getvalue()
 
 
@@ -94,6 +95,9 @@ def tune_html(report: dict[str, Any]) -> str:
     if best:
         body += [f"<p>{_e(best['why'])}</p>",
                  f"<pre class='cmd'>{_e(best['command'])}</pre>"]
+        port = trial_port_text(best)
+        if port:
+            body.append(f"<p>{_e(port[0].upper() + port[1:])}.</p>")
     else:
         body.append("<p>No configuration met the SLOs at any load tried.</p>")
     body += [f"<p class='warn'>{_e(w)}</p>" for w in report.get("warnings") or []]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import urlsplit
 
 from llmtop.loadgen.bakeoff import StopFlag, bakeoff_options, default_log_dir
 from llmtop.loadgen.options import ProbeOptions
@@ -30,7 +31,7 @@ from llmtop.tune.hint import start_hint
 from llmtop.tune.limiter import load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS, skip_reason
-from llmtop.tune.space import TunePlan, expand, gpus_of, render, trial_key
+from llmtop.tune.space import TunePlan, expand, gpus_of, render, trial_key, user_command
 from llmtop.tune.state import StateFile, read_state
 from llmtop.tune.summary import ranked, score, summarize
 from llmtop.tune.trial import TrialRun, empty_trial
@@ -100,7 +101,7 @@ class _Search:
         self.count += 1
         port = _free_port() if "{port}" in self.plan.start + self.plan.url else None
         cmd = render(self.plan.start, params, port)
-        trial = empty_trial(params, cmd, rate=self.plan.rate)
+        trial = empty_trial(params, user_command(self.plan.start, params), rate=self.plan.rate)
         gset = self.plan.gpu_sets[slot] if self.plan.gpu_sets else None
         name = f"trial{self.count:02d}-" + "-".join(f"{k}={v}" for k, v in params.items())
         left = None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
@@ -109,7 +110,8 @@ class _Search:
                           ready_timeout_s=min(self.plan.ready_timeout_s, left or 1e9),
                           gpus=gpus_of(self.plan.gpus, params), stop_timeout_s=
                           self.plan.stop_timeout_s, cuda_visible_devices=gset)
-        trial.update(gpus=spec.gpus, url=spec.url, gpu_set=gset)
+        trial.update(gpus=spec.gpus, url=spec.url, gpu_set=gset, trial_command=cmd,
+                     port=port if port is not None else urlsplit(spec.url).port)
         if self.plan.strategy == "adaptive":
             hint = start_hint(params, self.results.values(), self.plan.max_load,
                               rate=self.plan.rate)
@@ -127,10 +129,8 @@ class _Search:
                 continue
             why = skip_reason(p, done)
             if why:
-                self.results[key] = empty_trial(p, render(self.plan.start, p, 0)
-                                                if "{port}" in self.plan.start
-                                                else render(self.plan.start, p), "skipped", why,
-                                                rate=self.plan.rate)
+                self.results[key] = empty_trial(p, user_command(self.plan.start, p),
+                                                "skipped", why, rate=self.plan.rate)
                 self.say(f"skip {_short(p)}: {why}")
                 self._progress()
 
@@ -144,7 +144,7 @@ class _Search:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 for p in pending:
                     self.results[trial_key(p)] = empty_trial(
-                        p, render(self.plan.start, p, 0), "skipped",
+                        p, user_command(self.plan.start, p), "skipped",
                         "not run: the budget (budget_s) was spent", rate=self.plan.rate)
                 self.warnings.append(f"the budget of {self.plan.budget_s:g} s was spent; "
                                      f"{len(pending)} configuration(s) not run")
@@ -241,7 +241,7 @@ def run_tune(plan: TunePlan, options: ProbeOptions, *, log_dir: str | None = Non
     say(f"state file: {state_path}" + (f" ({resumed} trial(s) resumed)" if resume_path else ""))
     s.loop(StateFile(state_path, h))
     trials = [s.results.get(trial_key(p)) or empty_trial(
-        p, render(plan.start, p, 0), "skipped", "not run: the search was stopped (Ctrl-C)",
+        p, user_command(plan.start, p), "skipped", "not run: the search was stopped (Ctrl-C)",
         rate=plan.rate)
         for p in s.grid]
     slo = s.run.slo
@@ -275,6 +275,9 @@ def run_tune(plan: TunePlan, options: ProbeOptions, *, log_dir: str | None = Non
 def _warnings(trials: list[dict[str, Any]]) -> list[str]:
     out = []
     for t in trials:
+        bad = [w for lv in t["levels"] for w in lv.get("counts_warnings") or []]
+        if t.get("counts_ok") is False and not t.get("resumed"):
+            out.append(f"{_short(t['params'])}: counts do not add up: " + "; ".join(bad))
         a = t.get("applied") or {}
         for k, v in t["params"].items():
             if k in SEAT_PARAMS and a.get("max_running") and isinstance(v, (int, float)) \

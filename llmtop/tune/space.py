@@ -19,7 +19,7 @@ from llmtop.errors import ConfigError
 from llmtop.loadgen.plan import DEFAULT_READY_TIMEOUT_S, load_toml, probe_table, read_text
 
 __all__ = ["OBJECTIVES", "TunePlan", "expand", "gpus_of", "parse_tune_plan", "read_tune_plan",
-           "render", "trial_key"]
+           "render", "trial_key", "user_command"]
 
 OBJECTIVES = ("goodput", "cost", "throughput")
 _KEYS = {"url", "start", "ready_timeout_s", "gpus", "objective", "budget_s", "strategy",
@@ -56,7 +56,7 @@ def trial_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def render(template: str, params: dict[str, Any], port: int | None = None) -> str:
+def render(template: str, params: dict[str, Any], port: int | str | None = None) -> str:
     """``template`` with ``{name}`` replaced by the parameter's value and ``{port}`` by
     ``port``; other braces are left alone. Raises ``ConfigError`` on an unknown name."""
     values = {k: _text(v) for k, v in params.items()}
@@ -70,6 +70,12 @@ def render(template: str, params: dict[str, Any], port: int | None = None) -> st
         return values[m.group(1)]
 
     return _FIELD.sub(one, template)
+
+
+def user_command(template: str, params: dict[str, Any]) -> str:
+    """The start command a user runs: ``{name}`` replaced, ``{port}`` kept as written (the
+    free port a trial picked means nothing after it); a plan's fixed port stays as it is."""
+    return render(template, params, "{port}")  # type: ignore[arg-type]
 
 
 def _text(v: Any) -> str:

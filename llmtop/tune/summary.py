@@ -8,7 +8,7 @@ from typing import Any
 from llmtop.tune.limiter import is_rate, load_text
 
 __all__ = ["COLUMNS", "LIMITER_WORDS", "capacity_sentence", "pareto", "ranked", "score",
-           "summarize", "table_rows"]
+           "summarize", "table_rows", "trial_port_text"]
 
 LIMITER_WORDS = {"kv": "KV-bound", "seats": "seat-bound", "compute": "compute-bound",
                  "errors": "errors", "client": "client-bound", "under_driven": "under-driven",
@@ -79,6 +79,7 @@ def summarize(trials: list[dict[str, Any]], objective: str, slo: dict[str, float
     if order:
         b = order[0]
         best = {"params": b["params"], "command": b["command"], "trial": idx[0],
+                "trial_port": b.get("port"), "trial_command": b.get("trial_command"),
                 "score": b["score"], "sla_boundary": b.get("sla_boundary"),
                 "why": (f"best {objective} per GPU of {len(order)} measured configurations: "
                         f"{b['capacity']}")}
@@ -98,6 +99,15 @@ def _fmt(v: float | None, digits: int = 1, scale: float = 1.0) -> str:
     return "–" if v is None else f"{v * scale:.{digits}f}"
 
 
+def trial_port_text(best: dict[str, Any]) -> str | None:
+    """"the trial ran it on port 45187" where the trial's port differs from the command's
+    (a ``{port}`` the tuner filled in), else None."""
+    port = best.get("trial_port")
+    if port is None or "{port}" not in (best.get("command") or ""):
+        return None
+    return f"the trial ran it on port {port}, a free port picked for the trial"
+
+
 def table_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     """One row of text per trial: measured ones by rank, then failed, then skipped."""
     trials = report["trials"]
@@ -111,7 +121,8 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         lim = t["limiter"]
         measured = t["status"] == "measured"
         out.append({
-            "index": str(i), "rank": str(rank.get(i, "–")),
+            "index": str(i), "rank": str(rank.get(i, "–")), "command": t["command"],
+            "trial_port": "–" if t.get("port") is None else str(t["port"]),
             "params": ", ".join(f"{k}={v}" for k, v in t["params"].items()),
             "status": t["status"] + (" (resumed)" if t.get("resumed") else ""),
             "sla_load": load_text(t.get("sla_load"), is_rate(t)),

@@ -21,6 +21,7 @@ from llmtop.loadgen.engines import EngineProcess
 from llmtop.loadgen.fairness import engine_info
 from llmtop.loadgen.options import ProbeOptions
 from llmtop.loadgen.plan import EngineSpec
+from llmtop.loadgen.reconcile import Preflight
 from llmtop.loadgen.server_side import ServerWatch
 from llmtop.loadgen.stats import p95_lost
 from llmtop.tune.boundary import level_met, next_level, start_level
@@ -51,6 +52,7 @@ def empty_trial(params: dict[str, Any], command: str, status: str = "measured",
             "cost_per_mtok_usd": None, "levels": [], "start": None, "gpus": None,
             "log": None,
             "log_tail": None, "url": None, "gpu_set": None, "duration_s": None,
+            "trial_command": None, "port": None, "preflight": None, "counts_ok": None,
             "alone": True}
 
 
@@ -92,7 +94,7 @@ class _Watchdog:
                 tok = lat.get("generation_tokens")
                 if tok is not None and tok != last_tok:
                     last_tok, t_tok = tok, now
-                elif tok is not None and now - t_tok > HUNG_S and (
+                elif self.dead is None and tok is not None and now - t_tok > HUNG_S and (
                         (lat.get("running") or 0) + (lat.get("waiting") or 0)) > 0:
                     self.dead = why = (
                         f"the engine generated no token for {HUNG_S:g} s with "
@@ -165,6 +167,11 @@ class TrialRun(EngineRun):
         trial["exit_status"] = e.get("exit_status")
         trial["pid"] = e.get("pid")
         trial["gpu_release"] = e.get("gpu_release")
+        books = Preflight.from_json(e.get("cold_start_requests"))
+        for lv in trial["levels"]:
+            books = books.add(Preflight.from_json(lv.get("preflight")))
+        trial["preflight"] = books.to_json()
+        trial["counts_ok"] = all(lv.get("counts_ok") is not False for lv in trial["levels"])
         if e.get("error") and trial["status"] == "measured" and not any(
                 lv["requests"] for lv in trial["levels"]):
             trial["status"] = "failed"
@@ -249,6 +256,11 @@ class TrialRun(EngineRun):
             rate=self.rate)
         lv = _level_record(load, step, server, met, dog.early)
         lv["request_list_sha256"] = report.get("request_list_sha256")
+        rec = report.get("reconciliation") or {}
+        lv["preflight"] = report.get("preflight")
+        lv["requests_sent"] = report.get("requests_sent")
+        lv["counts_ok"] = rec.get("ok")
+        lv["counts_warnings"] = rec.get("warnings") or []
         return lv
 
     def _conclude(self, trial: dict[str, Any], seats_param: float | None) -> None:

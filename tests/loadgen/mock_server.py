@@ -18,7 +18,8 @@ Endpoints: ``GET /v1/models``, ``POST /v1/completions``, ``POST /v1/chat/complet
 wrote the first content event: its own share of any TTFT over-read; what it received and
 sent: streams asked for and completed, content events written), ``GET /metrics`` (with
 ``--metrics``: ``vllm:generation_tokens_total``, every content event written, as a server
-counts tokens it generated, also for streams the client cut off). Binds 127.0.0.1 only.
+counts tokens it generated, also for streams the client cut off; and
+``vllm:request_success_total``, the streams written to the end). Binds 127.0.0.1 only.
 
 ``--late-crlf S``: a stream's last chunk ``0\r\n`` is written, then its final ``\r\n`` S
 seconds later in a packet of its own, and the connection is closed (as llama-server does).
@@ -237,7 +238,10 @@ async def _route(writer: asyncio.StreamWriter, method: str, path: str, body: byt
     if method == "GET" and path == "/metrics" and cfg.metrics:
         body = (b"# TYPE vllm:generation_tokens_total counter\n"
                 b'vllm:generation_tokens_total{model_name="%s"} %d\n' % (MODEL.encode(),
-                                                                         st.tokens))
+                                                                         st.tokens)
+                + b"# TYPE vllm:request_success_total counter\n"
+                b'vllm:request_success_total{finished_reason="length",model_name="%s"} %d\n'
+                % (MODEL.encode(), st.streams_done))
         writer.write(_head("200 OK", b"text/plain; version=0.0.4", length=len(body)) + body)
         return True
     if method == "POST" and path == "/tokenize" and cfg.tokenize:

@@ -109,7 +109,7 @@ def test_every_engine_got_the_identical_request_list(bakeoff):
     assert len(sent) == 1 and report["traffic"]["hash"] in sent
     assert report["traffic"]["identical"] is True
     for e, c in zip(report["endpoints"], counted, strict=True):
-        assert c["requests"] == e["requests_sent"] + e["setup"]["requests"]
+        assert c["requests"] == e["requests_sent"] + e["preflight"]["requests"]
         # every level a fixed list: max(N, 4 x c) measured, plus one warm-up per slot
         assert e["requests_sent"] == sum(max(PER_STEP, 4 * c) + c for c in LEVELS)
         assert [s["requests"] for s in e["steps"]] == [max(PER_STEP, 4 * c) for c in LEVELS]
@@ -143,7 +143,7 @@ def test_numbers_agree_with_what_the_engines_counted(bakeoff):
 def test_an_engine_that_ignores_max_tokens_is_flagged(bakeoff):
     report, counted, _h, _u = bakeoff
     fast, _slow, short = report["endpoints"]
-    assert counted[2]["short"] == counted[2]["requests"] - short["setup"]["requests"]
+    assert counted[2]["short"] == counted[2]["requests"] - short["preflight"]["requests"]
     assert short["short_outputs"] == 1.0 and short["comparable"] is False
     assert fast["short_outputs"] == 0.0 and fast["comparable"] is True
     flagged = [w for w in report["warnings"] if "before their max tokens" in w]

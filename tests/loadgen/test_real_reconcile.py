@@ -36,7 +36,11 @@ async def test_every_request_and_token_is_accounted_for(env):
         rec = report["reconciliation"]
         assert rec["ok"], (i, rec)
         assert (rec["finished"], rec["output_tokens"]) == (8, 128), (i, rec)
-        assert rec["server_generation_tokens"] == 128, (i, rec)
+        # the server's counters are read before the preflight: it is on the books too
+        assert rec["server_generation_tokens"] == 128 + rec["preflight_output_tokens"], (i, rec)
+        assert rec["preflight_requests"] == report["preflight"]["requests"] >= 1, (i, rec)
+        if rec["server_requests"] is not None:  # vLLM counts finished requests
+            assert rec["server_requests"] == 8 + rec["preflight_requests"], (i, rec)
 
 
 @pytest.mark.parametrize("env", ["LLMTOP_REAL_VLLM_URL", "LLMTOP_REAL_LLAMACPP_URL"])

@@ -37,9 +37,9 @@ async def test_token_count_matches_generation_tokens_total():
     counted = sum(s["output_tokens"] for s in report["steps"])
     assert report["steps"][0]["errors"] == {}
     assert counted == 12 * 16
-    # prepare()'s one-token probes are reported under "setup", so the delta is exact
-    assert report["setup"]["requests"] >= 1
-    assert after - before == counted + report["setup"]["output_tokens"]
+    # prepare()'s one-token probes are reported under "preflight", so the delta is exact
+    assert report["preflight"]["requests"] >= 1
+    assert after - before == counted + report["preflight"]["output_tokens"]
 
 
 async def test_short_sweep_completes():

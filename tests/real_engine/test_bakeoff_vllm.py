@@ -96,7 +96,7 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
         # (setup probes + one warm-up per slot + the measured lists)
         counted = sum(s["output_tokens"] for s in e["steps"])
         warm = sum(LEVELS) * OUT
-        assert e["server"]["generation_tokens"] == counted + warm + e["setup"]["output_tokens"]
+        assert e["server"]["generation_tokens"] == counted + warm + e["preflight"]["output_tokens"]
         assert group_gone(e["pid"])
     assert rep["traffic"]["identical"] is True
     # what the counters say: 2 at most in the batch and a queue, against up to 8

@@ -77,7 +77,7 @@ def test_real_vllm_against_real_sglang_from_one_plan(tmp_path):
         # once inside the run)
         counted = sum(s["output_tokens"] for s in e["steps"])
         assert e["server"]["generation_tokens"] == (
-            counted + sum(LEVELS) * OUT + e["setup"]["output_tokens"])
+            counted + sum(LEVELS) * OUT + e["preflight"]["output_tokens"])
         # the run's own tally against the counter: "ready" waits for SGLang's warm-up (it
         # once fell inside the run: "counts do not add up", 8 tokens too many)
         assert e["reconciliation"]["ok"], e["reconciliation"]

@@ -189,7 +189,7 @@ def test_probe_token_count_matches_tokens_predicted_total(url, tmp_path):
     assert probe_tokens == 8 * 16
     assert all(not s["errors"] for s in data["steps"])
     # endpoint detection and calibration requests are reported apart, so totals reconcile
-    assert probe_tokens + data["setup"]["output_tokens"] == c1 - c0
+    assert probe_tokens + data["preflight"]["output_tokens"] == c1 - c0
 
 
 def test_llmtop_without_a_target_finds_the_real_llama_server(url):

@@ -195,7 +195,7 @@ def test_probe_token_count_matches_generation_tokens_total(url, tmp_path):
     data = json.loads(report.read_text())
     probe_tokens = sum(s["output_tokens"] for s in data["steps"])
     assert probe_tokens == 8 * 16
-    assert probe_tokens + data["setup"]["output_tokens"] == (
+    assert probe_tokens + data["preflight"]["output_tokens"] == (
         b["generation_tokens"] - a["generation_tokens"])
 
 

@@ -159,7 +159,7 @@ def test_probe_token_count_matches_counter_delta(tmp_path):
     probe_tokens = sum(s["output_tokens"] for s in data["steps"])
     assert probe_tokens == 16 * 32
     # endpoint detection and calibration requests are reported apart, so totals reconcile
-    assert probe_tokens + data["setup"]["output_tokens"] == c1 - c0
+    assert probe_tokens + data["preflight"]["output_tokens"] == c1 - c0
 
 
 def test_probe_short_sweep_completes(tmp_path):

@@ -222,6 +222,10 @@ def test_ctrl_c_keeps_done_trials_and_resume_runs_only_the_rest(tmp_path, fast):
 
 
 def test_parallel_trials_each_get_their_gpus_and_port(tmp_path, fast):
+    """End to end: each engine really sees its CUDA_VISIBLE_DEVICES and its own port. Two
+    configurations here may well run one after the other (the first alone fixes the
+    calibration); the thread pool, the slot -> gpu_sets mapping and the re-run of a starved
+    trial are tested in test_tune_search_fake.py, where they cannot pass by accident."""
     plan = parse_tune_plan(plan_text(
         "max_num_seqs = [4, 8]\nkv_tokens = [2048]",
         'strategy = "grid"\nparallel = 2\ngpu_sets = ["0", "1"]',
@@ -231,7 +235,6 @@ def test_parallel_trials_each_get_their_gpus_and_port(tmp_path, fast):
                       new_monitor=_new_monitor, watch_interval_s=0.5, stop=StopFlag())
     trials = report["trials"]
     assert all(t["status"] == "measured" for t in trials)
-    # the first runs alone (it fixes the calibration); a re-run alone is allowed
     ports = {t["url"] for t in trials}
     assert len(ports) == 2
     for t in trials:

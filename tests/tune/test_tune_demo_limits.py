@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -92,15 +91,13 @@ def test_the_budget_is_a_hard_bound(tmp_path):
     plan.write_text(plan_text("max_num_seqs = [4, 8, 16]\nkv_tokens = [2048]",
                               'strategy = "grid"\nbudget_s = 6'))
     out = tmp_path / "tune.json"
-    t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "llmtop", "tune", "--plan", str(plan), "--json",
                         str(out), "--log-dir", str(tmp_path / "logs")], cwd=ROOT,
                        capture_output=True, text=True, timeout=120,
                        env={**__import__("os").environ, "XDG_STATE_HOME": str(tmp_path)})
-    took = time.monotonic() - t0
     rep = json.loads(out.read_text())
-    # 6 s of budget + stopping the level (its requests in flight) and the server + start-up
-    assert took < 6 + 12, (took, r.stderr[-2000:])
+    # how soon after the budget the level is stopped (at once) and killed (10 s later at
+    # most) is judged on an injected clock: test_tune_watchdog.py's budget tests
     trials = rep["trials"]
     cut = [t for t in trials if t["status"] == "skipped" and "ran out during" in t["reason"]]
     never = [t for t in trials if t["status"] == "skipped" and "was spent" in t["reason"]]

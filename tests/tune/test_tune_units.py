@@ -151,7 +151,13 @@ def test_summary_ranks_by_goodput_per_gpu_and_builds_the_front():
     skipped = empty_trial({"max_num_seqs": 16, "kv_tokens": 1}, "x", "skipped", "why")
     s = summarize([a, b, skipped], "goodput", {"ttft": 0.5})
     assert s["ranking"] == [0, 1] and s["best"]["params"]["max_num_seqs"] == 4
-    assert "holds c=" not in a["capacity"] or "limited by" in a["capacity"]
+    # a's sla_load is unset: no load met the SLOs, said so with its limiter
+    assert a["capacity"] == ("meets the SLOs at no load tried (TTFT p95 ≤ 500 ms); "
+                             "limited by seats evidence")
+    a["sla_load"] = 4
+    assert summarize([a, b, skipped], "goodput", {"ttft": 0.5})["best"]["why"].endswith(
+        "holds c=4 (10.00 req/s, 100 output tok/s) at TTFT p95 ≤ 500 ms; "
+        "limited by seats evidence")
     assert pareto([a, b], "ttft_p95_s") == [0, 1]
     b["ttft_p95_s"] = 0.05
     assert pareto([a, b], "ttft_p95_s") == [1]
@@ -390,9 +396,16 @@ def test_start_hint_scales_a_seat_bound_neighbour_and_says_from_what():
     # the same seats with other memory: the same load (memory did not limit it)
     load, why = start_hint({"max_num_seqs": 8, "kv_tokens": 4096}, [seat8], 256)
     assert load == 12 and "kv_tokens=2048" in why
-    # the closest seat limit wins; max_load caps it
-    seat2 = _measured({"max_num_seqs": 2, "kv_tokens": 2048}, "seats", 3.0)
-    assert start_hint({"max_num_seqs": 4, "kv_tokens": 2048}, [seat8, seat2], 256)[0] == 6
+    # the closest seat limit wins, in either order: 8 seats (2x away) held 12, predicting 6
+    # for 4 seats; 1 seat (4x away) held 5, predicting 20
+    seat1 = _measured({"max_num_seqs": 1, "kv_tokens": 2048}, "seats", 5.0)
+    for done in ([seat8, seat1], [seat1, seat8]):
+        load, why = start_hint({"max_num_seqs": 4, "kv_tokens": 2048}, done, 256)
+        assert load == 6 and "max_num_seqs=8 was seat-bound and held c=12" in why
+    # ... and a neighbour closer than the first one seen also wins over it
+    seat2 = _measured({"max_num_seqs": 2, "kv_tokens": 2048}, "seats", 5.0)  # 2 seats held 5
+    assert start_hint({"max_num_seqs": 3, "kv_tokens": 2048}, [seat8, seat2], 256)[0] == 8
+    # max_load caps it
     assert start_hint({"max_num_seqs": 16, "kv_tokens": 2048}, [seat8], 20)[0] == 20
 
 
