@@ -76,6 +76,9 @@ class Monitor:
         for engines, again every 10 s (``llmtop.rediscover``); None where targets were named."""
         self._found_first: list[Target] = []
         """What ``prefetch``'s search found, added by the next tick."""
+        self.spans: Any = None
+        """An ``sources.otlp.OtlpReceiver`` (``--otlp-listen``): each tick takes its queued
+        span bodies to the sink and the store's request window; ``aclose`` closes it."""
 
     @classmethod
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
@@ -215,6 +218,10 @@ class Monitor:
         if sample is not None:
             await self._feed(sample, self.store.ingest_gpus)
             t_mono, t_wall = _later(t_mono, t_wall, sample.t_mono, sample.t_wall)
+        if self.spans is not None:
+            for body in self.spans.drain():
+                await self._feed(body, self.store.ingest_spans)
+            self.store.requests.receiver = self.spans.stats()
         if t_mono is None or t_wall is None:
             t_mono, t_wall = clock.monotonic(), clock.time()
         try:
@@ -253,7 +260,7 @@ class Monitor:
             return None
         return task.result()
 
-    async def _feed(self, item: RawScrape | GpuSample, ingest: Callable[[Any], None]) -> None:
+    async def _feed(self, item: Any, ingest: Callable[[Any], None]) -> None:
         target = item.target if isinstance(item, RawScrape) else None
         if self.sink is not None:
             try:
@@ -293,6 +300,11 @@ class Monitor:
 
     async def aclose(self) -> None:
         """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""
+        if self.spans is not None:
+            try:
+                await asyncio.to_thread(self.spans.close)
+            except Exception as exc:
+                self._error(None, "closing the OTLP receiver", exc)
         if self.rediscovery is not None:
             await self.rediscovery.aclose()
         pending = list(self._pending.values())

@@ -20,10 +20,20 @@ from llmtop.config import Config
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
+from llmtop.history.requests import RequestWindow, ingest_body
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
-from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
+from llmtop.model import (
+    EngineRow,
+    EngineSample,
+    Event,
+    GpuRecord,
+    GpuSample,
+    RawScrape,
+    RawSpans,
+    Snapshot,
+)
 from llmtop.parse.exposition import Family, ParseError
 
 __all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
@@ -111,6 +121,8 @@ class Store:
             self.profiles = []
         """Capacity profiles the rows are matched to (``llmtop.capacity``)."""
         self._urls = {t.name: t.base_url for t in config.targets}
+        self.requests = RequestWindow()
+        """Single requests from the engines' spans, in-flight ones, cold starts."""
 
     # ------------------------------------------------------------------ targets
 
@@ -278,6 +290,14 @@ class Store:
         ts.set_status("ok", None, raw.http_status)
         ts.last_ok_mono = raw.t_mono
 
+    def ingest_spans(self, raw: RawSpans) -> None:
+        """One OTLP trace body into the request window, each request matched to its
+        target (``history.requests``). Never raises for bad input (it is counted)."""
+        self._gen += 1
+        self._tick_time(raw.t_mono, raw.t_wall)
+        targets = [(ts.name, ts.host, ts.engine) for ts in self._targets.values()]
+        ingest_body(self.requests, raw, targets)
+
     def ingest_gpus(self, sample: GpuSample) -> None:
         """Keep the latest GPU sample (NVML, demo, or its error)."""
         self._gen += 1
@@ -320,6 +340,8 @@ class Store:
             gpus=self._gpus(),
             gpu_error=self._gpu.error if self._gpu is not None else None,
         )
+        if self.requests.active:
+            snap.requests, snap.requests_window = self.requests.snapshot(window_s, tw)
         self._cache = (key, snap)
         return snap
 
@@ -347,6 +369,7 @@ class Store:
         """End of a tick: append sparkline values (10 s window), emit state-change events.
         Returns the 10 s snapshot it computed (also cached for ``snapshot``)."""
         self._tick_time(t_mono, t_wall)
+        self.requests.trim(t_wall)
         snap = self.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
         values: dict[tuple[str, str], float | None] = {}
         for row in snap.engines:
