@@ -137,6 +137,9 @@ class RequestWindow:
         self.bad_bodies = 0
         """Recorded bodies that did not decode (replay of a damaged recording)."""
         self.last_error: str | None = None
+        self.slots_errors = 0
+        """``/slots`` answers that were not a slot list."""
+        self._slot_seen: dict[str, dict[tuple[Any, Any], float]] = {}
 
     @property
     def active(self) -> bool:
@@ -170,6 +173,32 @@ class RequestWindow:
         self.cold_starts[key] = cs
 
     def set_inflight(self, target: str, reqs: list[InflightRequest]) -> None:
+        self.inflight[target] = reqs
+
+    def set_slots(self, target: str, t_wall: float, body: str | None) -> None:
+        """llama-server's reduced ``/slots`` (``sources.slots``) -> the target's in-flight
+        requests; a task's age counts from the first poll that saw it. A body that is
+        not a slot list clears nothing and is counted."""
+        import json
+
+        try:
+            slots = json.loads(body or "")
+            busy = [s for s in slots if s.get("is_processing") and s.get("id_task") is not None]
+        except (ValueError, TypeError, AttributeError):
+            self.slots_errors += 1
+            return
+        seen = self._slot_seen.setdefault(target, {})
+        now = {}
+        reqs = []
+        for s in busy:
+            key = (s.get("id"), s["id_task"])
+            first = now[key] = seen.get(key, t_wall)
+            reqs.append(InflightRequest(
+                target=target, engine="llamacpp", id=str(s["id_task"]), slot=s.get("id"),
+                age_s=max(0.0, t_wall - first), prompt_tokens=s.get("n_prompt_tokens"),
+                output_tokens=s.get("n_decoded"),
+                remaining_tokens=s.get("n_remain") if (s.get("n_remain") or 0) >= 0 else None))
+        self._slot_seen[target] = now
         self.inflight[target] = reqs
 
     def trim(self, t_wall: float) -> None:
@@ -241,7 +270,8 @@ class RequestWindow:
             "inflight": [r.to_json() for r in self.inflight_list()],
             "cold_starts": [c.to_json() for c in self.cold_starts.values()],
             "spans": self.spans_seen, "unknown_spans": self.unknown_spans,
-            "bad_bodies": self.bad_bodies, "receiver": self.receiver,
+            "bad_bodies": self.bad_bodies, "slots_errors": self.slots_errors,
+            "receiver": self.receiver,
         }
         return self.slowest(window_s, t_wall), extra
 

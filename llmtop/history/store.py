@@ -150,6 +150,11 @@ class Store:
         ts = self._targets.get(target)
         return ts is None or ts.wants_identity
 
+    def engine_of(self, target: str) -> str | None:
+        """The engine id a target was detected (or hinted) as; None while unknown."""
+        ts = self._targets.get(target)
+        return ts.engine if ts is not None else None
+
     def latest_sample(self, target: str) -> EngineSample | None:
         """The newest good ``EngineSample`` of a target (cache config, extra, ...)."""
         ts = self._targets.get(target)
@@ -214,6 +219,12 @@ class Store:
         """Parse and keep one scrape. Never raises for bad input (it becomes a state).
         ``parsed`` is ``parse_raw(raw)`` computed beforehand (e.g. in a thread)."""
         self._gen += 1
+        if raw.url.endswith("/slots"):  # llama-server's in-flight requests, not metrics
+            if raw.status == "ok":
+                self.requests.set_slots(raw.target, raw.t_wall, raw.body)
+            else:
+                self.requests.slots_errors += 1
+            return
         ts = self._target(raw.target, raw.url)
         self._tick_time(raw.t_mono, raw.t_wall)
         ts.last_raw_mono = raw.t_mono
