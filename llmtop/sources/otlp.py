@@ -27,10 +27,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from llmtop.model import RawSpans
-from llmtop.sources.otlp_decode import SpanDecodeError, decode, empty_response
+from llmtop.sources.otlp_decode import (
+    OverBudget,
+    SpanDecodeError,
+    decode,
+    empty_response,
+    partial_response,
+)
 
 __all__ = ["DEFAULT_OTLP_LISTEN", "MAX_BODY", "MAX_CONNECTIONS", "MAX_PENDING_SPANS",
-           "OtlpReceiver"]
+           "MAX_SPANS_PER_S", "OtlpReceiver"]
 
 DEFAULT_OTLP_LISTEN = "127.0.0.1:4318"
 MAX_BODY = 8 * 1024 * 1024
@@ -38,13 +44,17 @@ MAX_BODY = 8 * 1024 * 1024
 well under 1 MiB)."""
 MAX_PENDING_SPANS = 50_000
 """Spans waiting for the next ``drain()``; beyond this, bodies are refused (429)."""
+MAX_SPANS_PER_S = 2_000
+"""Spans converted per second at most (a 1 s bucket): beyond it a body is parsed only far
+enough to count its spans, answered as rejected (OTLP partial success: the sender does not
+retry) and counted as dropped. It keeps a flood's CPU bounded (``docs/benchmarks.md``)."""
 MAX_CONNECTIONS = 32
 """Connections served at once; more are closed unanswered."""
 READ_TIMEOUT_S = 10.0
 _TYPES = {"application/x-protobuf": "protobuf", "application/protobuf": "protobuf",
           "application/json": "json"}
 _COUNTERS = ("bodies", "spans", "bad", "too_large", "unauthorized", "wrong_type",
-             "dropped_bodies", "dropped_bytes", "truncated")
+             "dropped_bodies", "dropped_bytes", "dropped_spans", "truncated")
 
 
 def gunzip(body: bytes, limit: int) -> bytes | None:
@@ -65,10 +75,14 @@ class OtlpReceiver:
                  allows: Callable[[str | None], bool] | None = None,
                  tls: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
                  max_pending_spans: int = MAX_PENDING_SPANS,
+                 max_spans_per_s: float = MAX_SPANS_PER_S,
                  clock: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.max_body = max_body
         self.max_pending_spans = max_pending_spans
+        self.max_spans_per_s = max_spans_per_s
+        self._bucket = float(max_spans_per_s)
+        self._bucket_t = mono()
         self.allows = allows
         self._clock, self._mono = clock, mono
         self._lock = threading.Lock()
@@ -114,10 +128,41 @@ class OtlpReceiver:
             self.counts["dropped_bytes"] += nbytes
             self.last_error = "flood: queue full, bodies dropped"
 
-    def accept(self, body: bytes, kind: str, peer: str | None, transport: str) -> str | None:
-        """Decode ``body`` and queue it; the reason it is bad, or None when queued."""
+    def _drop_flood(self, nbytes: int, spans: int) -> None:
+        with self._lock:
+            self.counts["dropped_bodies"] += 1
+            self.counts["dropped_bytes"] += nbytes
+            self.counts["dropped_spans"] += spans
+            self.last_error = f"flood: over {self.max_spans_per_s:g} spans/s, spans dropped"
+
+    def _admit(self, n: int) -> bool:
+        """Take ``n`` spans from the rate bucket (refilled at ``max_spans_per_s``); with
+        ``n == 0``: whether there is at least one span left."""
+        with self._lock:
+            now = self._mono()
+            self._bucket = min(float(self.max_spans_per_s),
+                               self._bucket + (now - self._bucket_t) * self.max_spans_per_s)
+            self._bucket_t = now
+            if n == 0:
+                return self._bucket >= 1.0
+            if n > self._bucket and self._bucket < self.max_spans_per_s:
+                return False  # a body bigger than the whole bucket passes only when full
+            self._bucket -= n
+            return True
+
+    def accept(self, body: bytes, kind: str, peer: str | None, transport: str
+               ) -> str | int | None:
+        """Decode ``body`` and queue it: None when queued, the number of spans refused over
+        the rate budget (0: not even counted, the bucket was empty), or the reason it is
+        bad."""
+        if self._admit(0) is False:  # empty bucket: not even parsed
+            self._drop_flood(len(body), 0)
+            return 0
         try:
-            spans = decode(body, kind)
+            spans = decode(body, kind, self._admit)
+        except OverBudget as exc:
+            self._drop_flood(len(body), exc.spans)
+            return exc.spans
         except SpanDecodeError as exc:
             self.count("bad", str(exc))
             return str(exc)
@@ -248,6 +293,10 @@ def _handler(rx: OtlpReceiver) -> type:
                     self._send(413, b"body too large once gunzipped\n")
                     return
             why = rx.accept(body, kind, self.client_address[0], "http")
+            if isinstance(why, int):  # over the rate budget: rejected, not to be retried
+                self._send(200, partial_response(why, "llmtop: over its span rate budget, "
+                                                 "spans dropped", kind), ctype=ctype)
+                return
             if why is not None:
                 self._send(400, f"{why}\n".encode())
                 return

@@ -11,11 +11,12 @@ never returns a partial batch.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MAX_SPANS_PER_BODY", "Span", "SpanDecodeError", "decode", "decode_json",
-           "decode_protobuf", "empty_response", "partial_response"]
+__all__ = ["MAX_SPANS_PER_BODY", "OverBudget", "Span", "SpanDecodeError", "decode",
+           "decode_json", "decode_protobuf", "empty_response", "partial_response"]
 
 MAX_SPANS_PER_BODY = 100_000
 """A body claiming more spans than this is refused whole (an exporter batches 512)."""
@@ -23,6 +24,17 @@ MAX_SPANS_PER_BODY = 100_000
 
 class SpanDecodeError(ValueError):
     """The body is not an OTLP trace export this module can read."""
+
+
+class OverBudget(Exception):
+    """``admit`` refused the body's spans (a flood): nothing was converted."""
+
+    def __init__(self, spans: int) -> None:
+        super().__init__(f"{spans} spans over the rate budget")
+        self.spans = spans
+
+
+Admit = Callable[[int], bool] | None
 
 
 @dataclass(slots=True)
@@ -62,8 +74,10 @@ def _pb_attrs(kvs: Any) -> dict[str, Any]:
     return {kv.key: _pb_value(kv.value) for kv in kvs}
 
 
-def decode_protobuf(body: bytes) -> list[Span]:
-    """Spans of a protobuf ``ExportTraceServiceRequest``."""
+def decode_protobuf(body: bytes, admit: Admit = None) -> list[Span]:
+    """Spans of a protobuf ``ExportTraceServiceRequest``. ``admit(n)`` is asked with the
+    span count once the message is parsed (cheap), before the spans are converted (dear);
+    False raises ``OverBudget``."""
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -75,13 +89,16 @@ def decode_protobuf(body: bytes) -> list[Span]:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise SpanDecodeError(f"not an OTLP protobuf trace export ({exc or 'truncated'})"
                               ) from None
+    n = sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+    if n > MAX_SPANS_PER_BODY:
+        raise SpanDecodeError(f"more than {MAX_SPANS_PER_BODY} spans in one body")
+    if admit is not None and n and not admit(n):
+        raise OverBudget(n)
     out: list[Span] = []
     for rs in req.resource_spans:
         resource = _pb_attrs(rs.resource.attributes)
         for ss in rs.scope_spans:
             scope = ss.scope.name
-            if len(out) + len(ss.spans) > MAX_SPANS_PER_BODY:
-                raise SpanDecodeError(f"more than {MAX_SPANS_PER_BODY} spans in one body")
             for s in ss.spans:
                 out.append(Span(
                     name=s.name, trace_id=s.trace_id.hex(), span_id=s.span_id.hex(),
@@ -115,10 +132,14 @@ def _js_attrs(kvs: Any) -> dict[str, Any]:
             if isinstance(kv, dict) and isinstance(kv.get("key"), str)}
 
 
-def decode_json(body: bytes) -> list[Span]:
-    """Spans of a JSON-encoded OTLP trace export."""
+def decode_json(body: bytes, admit: Admit = None) -> list[Span]:
+    """Spans of a JSON-encoded OTLP trace export (``admit`` as for ``decode_protobuf``)."""
     try:
         doc = json.loads(body)
+        n = sum(len(ss.get("spans") or []) for rs in doc.get("resourceSpans") or []
+                for ss in rs.get("scopeSpans") or [])
+        if admit is not None and n and not admit(n):
+            raise OverBudget(n)
         out: list[Span] = []
         for rs in doc.get("resourceSpans") or []:
             resource = _js_attrs((rs.get("resource") or {}).get("attributes"))
@@ -139,18 +160,18 @@ def decode_json(body: bytes) -> list[Span]:
                                  _js_attrs(e.get("attributes"))) for e in s.get("events") or []],
                         resource=resource, scope=scope,
                         status=int((s.get("status") or {}).get("code") or 0)))
-    except SpanDecodeError:
+    except (SpanDecodeError, OverBudget):
         raise
     except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
         raise SpanDecodeError(f"not an OTLP JSON trace export ({type(exc).__name__})") from None
     return out
 
 
-def decode(body: bytes, kind: str) -> list[Span]:
+def decode(body: bytes, kind: str, admit: Admit = None) -> list[Span]:
     """Spans of ``body``; ``kind`` is ``protobuf`` or ``json``."""
     if kind == "json":
-        return decode_json(body)
-    return decode_protobuf(body)
+        return decode_json(body, admit)
+    return decode_protobuf(body, admit)
 
 
 def empty_response(kind: str = "protobuf") -> bytes:

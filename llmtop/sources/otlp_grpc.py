@@ -14,6 +14,7 @@ import concurrent.futures
 from typing import Any
 
 from llmtop.errors import ConfigError
+from llmtop.sources.otlp_decode import partial_response
 
 __all__ = ["GRPC_INSTALL", "SERVICE", "start_grpc"]
 
@@ -50,6 +51,8 @@ def start_grpc(rx: Any, host: str, port: int, *, tls_cert: bytes | None = None,
             rx.dropped(len(body))
             context.abort(grpc.StatusCode.UNAVAILABLE, "busy: queue full")
         why = rx.accept(body, "protobuf", _peer(context), "grpc")
+        if isinstance(why, int):  # over the rate budget: rejected, not to be retried
+            return partial_response(why, "llmtop: over its span rate budget")
         if why is not None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
         return b""

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.real_engine.incidents import ROOT, serve, vllm_ready
+from tests.real_engine.incidents import ROOT, served, vllm_ready
 
 ENABLED = os.environ.get("LLMTOP_REAL_VLLM_SPANS") == "1"
 pytestmark = [
@@ -79,11 +79,15 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
          "0.5", "--otlp-listen", f"127.0.0.1:{port}"], cwd=ROOT, stderr=subprocess.PIPE,
         text=True)
     env = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
-           "OTEL_BSP_SCHEDULE_DELAY": "1000", "OTEL_SERVICE_NAME": "vllm-ci"}
-    os.environ.update(env)  # serve.sh's vLLM inherits them
+           "OTEL_BSP_SCHEDULE_DELAY": "1000", "OTEL_SERVICE_NAME": "vllm-ci",
+           "LLMTOP_SERVE_WAIT_S": os.environ.get("LLMTOP_SERVE_WAIT_S", "240")}
     try:
-        with serve(tmp_path / "vllm", "--max-num-seqs", "2", "--otlp-traces-endpoint",
-                   f"http://127.0.0.1:{port}/v1/traces") as url:
+        with served("scripts/real_vllm/serve.sh", tmp_path / "vllm", "--max-num-seqs", "2",
+                    "--otlp-traces-endpoint", f"http://127.0.0.1:{port}/v1/traces", env=env,
+                    timeout_s=float(env["LLMTOP_SERVE_WAIT_S"]) + 60) as st:
+            url = (st / "url").read_text().strip()
+            _stream(url, 8, 2)  # warm-up: a fresh server's first answer is slow outside the
+            # engine (API server, tokenizer), where no span can see it
             known = [_stream(url, 20, 8), _stream(url, 120, 16), _stream(url, 5, 4)]
             with cf.ThreadPoolExecutor(6) as ex:
                 burst = list(ex.map(lambda i: _stream(url, 10 + i, 48), range(6)))
@@ -94,8 +98,6 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
             assert probe.returncode == 0, probe.stderr[-2000:]
             time.sleep(4)  # vLLM exports every second; the recorder ticks every 0.5 s
     finally:
-        for k in env:
-            os.environ.pop(k, None)
         recorder.send_signal(signal.SIGTERM)
         _out, err = recorder.communicate(timeout=60)
     assert recorder.returncode == 0, err[-2000:]

@@ -164,3 +164,28 @@ def test_a_corrupted_real_body_never_raises_anything_else(pos, junk):
         decode(bytes(b), "protobuf")
     except SpanDecodeError:
         pass
+
+
+def test_a_flood_over_the_span_rate_is_rejected_unconverted():
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    now = [100.0]
+    r = OtlpReceiver("127.0.0.1", 0, max_spans_per_s=5, mono=lambda: now[0])
+    try:
+        b = bodies("requests")[0]  # 3 spans; the bucket holds 5 a second
+        assert _post(r, b).content == b""
+        over = _post(r, b)  # 2 left: rejected, answered so that the sender does not retry
+        assert over.status_code == 200
+        resp = ExportTraceServiceResponse()
+        resp.ParseFromString(over.content)
+        assert resp.partial_success.rejected_spans == 3
+        st_ = r.stats()
+        assert (st_["bodies"], st_["dropped_spans"], st_["dropped_bodies"]) == (1, 3, 1)
+        assert "spans/s" in st_["last_error"]
+        now[0] += 1.0  # refilled
+        assert _post(r, b).content == b""
+        assert len(r.drain()) == 2
+    finally:
+        r.close()
