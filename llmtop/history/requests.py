@@ -30,6 +30,52 @@ SORT_KEYS = ("ttft_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "prompt_toke
              "output_tokens")
 SLOW_SHARE = 0.1
 """The slowest tenth of a window (at least one request) is compared with the rest."""
+SNAPSHOT_LIMIT = 1000
+"""A snapshot (``--once --json``, each TUI refresh) lists at most this many, the slowest."""
+REORDER_S = 60.0
+"""Spans come in batches (vLLM's default: every 5 s), so end times arrive out of order by
+up to this much."""
+
+
+def _ranked(reqs: list[RequestRecord], by: str, n: int | None) -> list[RequestRecord]:
+    """``reqs`` slowest first by ``by``; those without it last, in their order; ``n`` first."""
+    if by not in SORT_KEYS:
+        raise ValueError(f"cannot sort requests by {by!r} (one of {', '.join(SORT_KEYS)})")
+    have = [r for r in reqs if getattr(r, by) is not None]
+    if n is not None and n < len(have):
+        import heapq
+
+        return heapq.nlargest(n, have, key=lambda r: getattr(r, by))
+    have.sort(key=lambda r: getattr(r, by), reverse=True)
+    out = have + [r for r in reqs if getattr(r, by) is None]
+    return out if n is None else out[:n]
+
+
+def _summary(reqs: list[RequestRecord], window_s: float, by: str) -> RequestSummary:
+    s = RequestSummary(window_s=window_s, by=by, count=len(reqs))
+    s.probe = sum(1 for r in reqs if r.source == "probe")
+    s.traffic = s.count - s.probe
+    ttft, e2e = _vals(reqs, "ttft_s"), _vals(reqs, "e2e_s")
+    s.ttft_p50_s, s.ttft_p95_s = _rank(ttft, 0.5), _rank(ttft, 0.95)
+    s.e2e_p50_s, s.e2e_p95_s = _rank(e2e, 0.5), _rank(e2e, 0.95)
+    ranked = [r for r in _ranked(reqs, by, None) if getattr(r, by) is not None]
+    if not ranked:
+        return s
+    k = max(1, math.ceil(len(ranked) * SLOW_SHARE))
+    slow, rest = ranked[:k], ranked[k:]
+    s.slow_count, s.slow_min_s = k, float(getattr(slow[-1], by))
+    s.slow_prompt_median = _median(_vals(slow, "prompt_tokens"))
+    s.rest_prompt_median = _median(_vals(rest, "prompt_tokens"))
+    s.slow_queue_median_s = _median(_vals(slow, "queue_s"))
+    s.rest_queue_median_s = _median(_vals(rest, "queue_s"))
+    both = [(r.queue_s, r.ttft_s) for r in slow if r.queue_s is not None and r.ttft_s is not None]
+    total = sum(t for _q, t in both)
+    if both and total > 0:
+        s.slow_queue_share = min(1.0, sum(q for q, _t in both) / total)
+    for group, into in ((slow, s.slow_targets), (rest, s.rest_targets)):
+        for r in group:
+            into[r.target or "?"] = into.get(r.target or "?", 0) + 1
+    return s
 
 
 def _loopback(host: str | None) -> bool:
@@ -208,72 +254,54 @@ class RequestWindow:
             self._ids.discard((old.target, old.engine, old.id))
 
     def window(self, window_s: float, t_wall: float) -> list[RequestRecord]:
-        """Requests that ended in ``(t_wall - window_s, t_wall]``, oldest first."""
-        lo = t_wall - window_s
-        return [r for r in self._done if r.t_end is not None and lo < r.t_end <= t_wall + 1e-6]
+        """Requests that ended in ``(t_wall - window_s, t_wall]``, oldest first (in the order
+        they came: exporters batch, so that is end order give or take ``REORDER_S``)."""
+        lo, hi = t_wall - window_s, t_wall + 1e-6
+        out = []
+        for r in reversed(self._done):  # newest first: stop well before the window opens
+            end = r.t_end
+            if end is None:
+                continue
+            if end < lo - REORDER_S:
+                break
+            if lo < end <= hi:
+                out.append(r)
+        out.reverse()
+        return out
 
     def slowest(self, window_s: float, t_wall: float, *, by: str = "ttft_s",
                 n: int | None = None, source: str | None = None,
                 target: str | None = None) -> list[RequestRecord]:
         """The window's requests, slowest first by ``by`` (``SORT_KEYS``); those without
         that value last (in end order). ``source``/``target`` filter."""
-        if by not in SORT_KEYS:
-            raise ValueError(f"cannot sort requests by {by!r} (one of {', '.join(SORT_KEYS)})")
         reqs = [r for r in self.window(window_s, t_wall)
                 if (source is None or r.source == source)
                 and (target is None or r.target == target)]
-        have = sorted((r for r in reqs if r.get(by) is not None), key=lambda r: -r.get(by))
-        out = have + [r for r in reqs if r.get(by) is None]
-        return out if n is None else out[:n]
+        return _ranked(reqs, by, n)
 
     def summary(self, window_s: float, t_wall: float, by: str = "ttft_s") -> RequestSummary:
         """The window summed up (see ``RequestSummary``)."""
+        return _summary(self.window(window_s, t_wall), window_s, by)
+
+    def snapshot(self, window_s: float, t_wall: float, limit: int = SNAPSHOT_LIMIT
+                 ) -> tuple[list[RequestRecord], dict[str, Any]]:
+        """What a ``Snapshot`` carries: the window's ``limit`` slowest requests by TTFT, and
+        the rest (``requests_window`` in ``docs/json-schema.md``)."""
         reqs = self.window(window_s, t_wall)
-        s = RequestSummary(window_s=window_s, by=by, count=len(reqs))
-        s.probe = sum(1 for r in reqs if r.source == "probe")
-        s.traffic = s.count - s.probe
-        ttft, e2e = _vals(reqs, "ttft_s"), _vals(reqs, "e2e_s")
-        s.ttft_p50_s, s.ttft_p95_s = _rank(ttft, 0.5), _rank(ttft, 0.95)
-        s.e2e_p50_s, s.e2e_p95_s = _rank(e2e, 0.5), _rank(e2e, 0.95)
-        ranked = self.slowest(window_s, t_wall, by=by)
-        ranked = [r for r in ranked if r.get(by) is not None]
-        if not ranked:
-            return s
-        k = max(1, math.ceil(len(ranked) * SLOW_SHARE))
-        slow, rest = ranked[:k], ranked[k:]
-        s.slow_count, s.slow_min_s = k, float(slow[-1].get(by))
-        s.slow_prompt_median = _median(_vals(slow, "prompt_tokens"))
-        s.rest_prompt_median = _median(_vals(rest, "prompt_tokens"))
-        s.slow_queue_median_s = _median(_vals(slow, "queue_s"))
-        s.rest_queue_median_s = _median(_vals(rest, "queue_s"))
-        both = [(r.queue_s, r.ttft_s) for r in slow
-                if r.queue_s is not None and r.ttft_s is not None]
-        total = sum(t for _q, t in both)
-        if both and total > 0:
-            s.slow_queue_share = min(1.0, sum(q for q, _t in both) / total)
-        for group, into in ((slow, s.slow_targets), (rest, s.rest_targets)):
-            for r in group:
-                into[r.target or "?"] = into.get(r.target or "?", 0) + 1
-        return s
-
-    def inflight_list(self) -> list[InflightRequest]:
-        """Every in-flight request, oldest first (unknown ages last)."""
-        out = [r for reqs in self.inflight.values() for r in reqs]
-        return sorted(out, key=lambda r: -(r.age_s if r.age_s is not None else -1.0))
-
-    def snapshot(self, window_s: float, t_wall: float) -> tuple[list[RequestRecord],
-                                                                 dict[str, Any]]:
-        """What a ``Snapshot`` carries: the window's requests slowest TTFT first, and the
-        rest (``requests_window`` in ``docs/json-schema.md``)."""
         extra = {
-            "summary": self.summary(window_s, t_wall).to_json(),
+            "summary": _summary(reqs, window_s, "ttft_s").to_json(),
             "inflight": [r.to_json() for r in self.inflight_list()],
             "cold_starts": [c.to_json() for c in self.cold_starts.values()],
             "spans": self.spans_seen, "unknown_spans": self.unknown_spans,
             "bad_bodies": self.bad_bodies, "slots_errors": self.slots_errors,
             "receiver": self.receiver,
         }
-        return self.slowest(window_s, t_wall), extra
+        return _ranked(reqs, "ttft_s", limit), extra
+
+    def inflight_list(self) -> list[InflightRequest]:
+        """Every in-flight request, oldest first (unknown ages last)."""
+        out = [r for reqs in self.inflight.values() for r in reqs]
+        return sorted(out, key=lambda r: -(r.age_s if r.age_s is not None else -1.0))
 
 
 def ingest_body(window: RequestWindow, raw: Any,
