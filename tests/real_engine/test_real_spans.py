@@ -91,7 +91,7 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
             # engine (API server, tokenizer), where no span can see it
             known = [_stream(url, 20, 8), _stream(url, 120, 16), _stream(url, 5, 4)]
             with cf.ThreadPoolExecutor(6) as ex:
-                burst = list(ex.map(lambda i: _stream(url, 10 + i, 48), range(6)))
+                burst = list(ex.map(lambda i: _stream(url, 10 + i, 160), range(6)))
             probe = subprocess.run(
                 [sys.executable, "-m", "llmtop", "probe", url, "--duration", "4",
                  "--concurrency", "1", "--prompt-tokens", "16", "--output-tokens", "8"],
