@@ -10,10 +10,16 @@ Only commands that run vLLM are changed, and not when they trace already or the 
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
-__all__ = ["STAGE_WORDS", "describe", "stages", "traced"]
+__all__ = ["RUNS_VLLM", "STAGE_WORDS", "describe", "stages", "traced"]
+
+RUNS_VLLM = re.compile(r"(?:^|[\s/'\"])vllm\s+serve\b|\bvllm\.entrypoints\b|real_vllm/serve_fg\.sh")
+"""A start command that runs vLLM: ``vllm serve``, ``python -m vllm.entrypoints...``, or this
+project's ``scripts/real_vllm/serve_fg.sh`` (which passes its flags on). ``llmtop demo serve
+--engines vllm`` is not one."""
 
 STAGE_WORDS = (("weights", "weights"), ("kv_cache", "KV cache"), ("model_init", "model init"),
                ("total", "loading in all"))
@@ -22,7 +28,7 @@ STAGE_WORDS = (("weights", "weights"), ("kv_cache", "KV cache"), ("model_init", 
 def traced(spec: Any) -> tuple[str | None, dict[str, str], Any]:
     """(start command, env, receiver or None) for ``spec`` (an ``EngineSpec``)."""
     cmd, env = spec.start, dict(spec.env)
-    if (not getattr(spec, "traces", True) or not cmd or "vllm" not in cmd
+    if (not getattr(spec, "traces", True) or not cmd or not RUNS_VLLM.search(cmd)
             or "--otlp-traces-endpoint" in cmd):
         return cmd, env, None
     from llmtop.sources.otlp import OtlpReceiver

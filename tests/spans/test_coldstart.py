@@ -34,12 +34,22 @@ def test_a_vllm_command_gets_tracing_and_its_start_is_read():
 
 @pytest.mark.parametrize("start", [
     "python -m sglang.launch_server --port 30000",  # not vLLM
+    "python -m llmtop demo serve --engines vllm --ports 8000",  # the demo's, not vLLM
     "vllm serve m --otlp-traces-endpoint http://collector:4318/v1/traces",  # traces already
     None,  # not started by llmtop
 ])
 def test_other_commands_are_left_as_written(start):
     spec = EngineSpec(name="x", url="http://127.0.0.1:1", start=start)
     assert traced(spec) == (start, {}, None)
+
+
+@pytest.mark.parametrize("start", [
+    "/opt/venv/bin/vllm serve m", "python3 -m vllm.entrypoints.openai.api_server --model m",
+    "taskset -c 0 bash /x/scripts/real_vllm/serve_fg.sh 8000 --max-num-seqs 2"])
+def test_what_runs_vllm(start):
+    cmd, _env, rx = traced(EngineSpec(name="x", url="http://127.0.0.1:1", start=start))
+    rx.close()
+    assert cmd.startswith(start + " --otlp-traces-endpoint http://127.0.0.1:")
 
 
 def test_the_plan_can_turn_it_off():
