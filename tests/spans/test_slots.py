@@ -48,3 +48,14 @@ def test_slots_become_in_flight_requests_with_their_age():
     assert store.requests.slots_errors == 2
     # the /slots answers never touch the target's metrics state
     assert store.snapshot(10).engines[0].state != "bad_payload"
+
+
+def test_the_real_llama_server_answer():
+    real = (FIXTURES / "spans" / "llamacpp-real-11434.0.0-slots.txt").read_text()
+    red = reduce_slots(real.split("\n", 1)[1])
+    assert "hello" not in red  # the prompt text is gone
+    store = Store(CFG)
+    store.ingest(_raw(red, 10.0))
+    [r] = store.requests.inflight_list()  # slot 0 holds a finished task: not in flight
+    assert (r.slot, r.id, r.prompt_tokens, r.output_tokens, r.remaining_tokens) == (
+        1, "414", 219, 128, 172)
