@@ -21,8 +21,9 @@ def test_a_vllm_command_gets_tracing_and_its_start_is_read():
         assert env == {"A": "1", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
                        "OTEL_BSP_SCHEDULE_DELAY": "1000"}
         assert stages(rx, wait_s=0.0) is None  # nothing sent yet
-        for b in bodies("startup"):  # what the real vLLM sent at start-up
-            httpx.post(rx.url, content=b, headers={"Content-Type": "application/x-protobuf"})
+        with httpx.Client(timeout=5) as c:
+            for b in bodies("startup"):  # what the real vLLM sent at start-up
+                c.post(rx.url, content=b, headers={"Content-Type": "application/x-protobuf"})
         st = stages(rx, wait_s=2.0)
         assert st["weights"] == pytest.approx(0.028105) and st["total"] > st["kv_cache"] > 4
         line = describe(st)
