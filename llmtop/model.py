@@ -36,6 +36,7 @@ __all__ = [
     "ModelSample",
     "Quantiles",
     "RawScrape",
+    "RawSpans",
     "Snapshot",
 ]
 
@@ -111,6 +112,24 @@ class RawScrape:
     """What identity endpoints said (``/version``, ``/v1/models``, ``/v2``, ...), when probed."""
     engine_hint: str | None = None
     """Engine id known for this target (from the user's hint or detection)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawSpans:
+    """One OTLP trace export body as received (gunzipped), from an engine's tracer. This is
+    what recordings store; replay decodes ``body`` again (``sources.otlp_decode``)."""
+
+    t_wall: float
+    t_mono: float
+    body: bytes
+    kind: str = "protobuf"
+    """``protobuf`` or ``json`` (the OTLP encoding of ``body``)."""
+    peer: str | None = None
+    """The sender's address (host only): matches spans to an engine row on that host."""
+    transport: str = "http"
+    """``http`` or ``grpc``."""
+    spans: Any = None
+    """The decoded spans when the receiver decoded them already (never recorded)."""
 
 
 @dataclass(slots=True)
@@ -471,9 +490,14 @@ class Snapshot:
     routers: list[Any] = field(default_factory=list)
     """``model_stack.RouterRow`` of each router target (``model_stack.ROUTERS``), with its
     backends; a router is never among ``engines``. (``Any``: model imports no module above.)"""
+    requests: list[Any] | None = None
+    """The window's finished requests (``request.RequestRecord``), slowest TTFT first; None
+    when llmtop receives no spans (``history.requests``)."""
+    requests_window: dict[str, Any] | None = None
+    """The requests' summary, in-flight requests, cold starts and receiver counters."""
 
     def to_json(self, version: str) -> dict[str, Any]:
-        return {
+        out = {
             "llmtop": version,
             "time": self.time,
             "window_s": self.window_s,
@@ -482,6 +506,10 @@ class Snapshot:
             "gpus": [g.to_json() for g in self.gpus],
             "gpu_error": self.gpu_error,
         }
+        if self.requests is not None:  # only where spans are received (docs/requests.md)
+            out["requests"] = [r.to_json() for r in self.requests]
+            out["requests_window"] = self.requests_window
+        return out
 
 
 def _jsonable(v: Any) -> Any:
@@ -493,6 +521,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     return v
+
 
 @dataclass(frozen=True, slots=True)
 class Container:

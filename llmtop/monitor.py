@@ -65,6 +65,8 @@ class Monitor:
         self._own_scraper = scraper is None
         self._gpu = gpu_sampler
         self._pending: dict[str, asyncio.Task[RawScrape]] = {}
+        self._slots: dict[str, asyncio.Future[RawScrape]] = {}
+        """llama-server ``/slots`` polls in flight (its in-flight requests)."""
         self._gpu_task: asyncio.Future[GpuSample] | None = None
         self.ticks = 0
         self._lock = asyncio.Lock()
@@ -78,6 +80,9 @@ class Monitor:
         """What ``prefetch``'s search found, added by the next tick."""
         self._said: set[str] = set()
         """Discovery's notes already in the event log (each is said once)."""
+        self.spans: Any = None
+        """An ``sources.otlp.OtlpReceiver`` (``--otlp-listen``): each tick takes its queued
+        span bodies to the sink and the store's request window; ``aclose`` closes it."""
 
     @classmethod
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
@@ -194,7 +199,8 @@ class Monitor:
                 run = getattr(self._gpu, "sample_async", None)
                 self._gpu_task = asyncio.ensure_future(
                     run() if run is not None else asyncio.to_thread(self._gpu.sample))
-        waiting: list[asyncio.Future[Any]] = list(self._pending.values())
+        self._poll_slots()
+        waiting: list[asyncio.Future[Any]] = [*self._pending.values(), *self._slots.values()]
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
         if waiting:
@@ -211,6 +217,12 @@ class Monitor:
             if raw is not None:
                 await self._feed(raw, self.store.ingest)
                 t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
+        for name, task in list(self._slots.items()):
+            if task.done():
+                del self._slots[name]
+                raw = self._result(task, name, what="/slots poll")
+                if raw is not None:
+                    await self._feed(raw, self.store.ingest)
         sample = gpu_now
         if self._gpu_task is not None and self._gpu_task.done():
             task, self._gpu_task = self._gpu_task, None
@@ -218,6 +230,10 @@ class Monitor:
         if sample is not None:
             await self._feed(sample, self.store.ingest_gpus)
             t_mono, t_wall = _later(t_mono, t_wall, sample.t_mono, sample.t_wall)
+        if self.spans is not None:
+            for body in self.spans.drain():
+                await self._feed(body, self.store.ingest_spans)
+            self.store.requests.receiver = self.spans.stats()
         if t_mono is None or t_wall is None:
             t_mono, t_wall = clock.monotonic(), clock.time()
         try:
@@ -228,6 +244,15 @@ class Monitor:
                 return self.store.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
             except Exception:
                 return Snapshot(time=t_wall, window_s=SERIES_WINDOW_S)
+
+    def _poll_slots(self) -> None:
+        """Start a ``/slots`` poll of each llama-server target that has none in flight."""
+        slots = getattr(self.scraper, "slots", None)
+        if slots is None:
+            return
+        for t in self.targets:
+            if t.name not in self._slots and self.store.engine_of(t.name) == "llamacpp":
+                self._slots[t.name] = asyncio.ensure_future(slots(t))
 
     async def _scrape_one(self, target: Target) -> RawScrape:
         raw = await self.scraper.scrape(target)
@@ -256,7 +281,7 @@ class Monitor:
             return None
         return task.result()
 
-    async def _feed(self, item: RawScrape | GpuSample, ingest: Callable[[Any], None]) -> None:
+    async def _feed(self, item: Any, ingest: Callable[[Any], None]) -> None:
         target = item.target if isinstance(item, RawScrape) else None
         if self.sink is not None:
             try:
@@ -331,10 +356,16 @@ class Monitor:
 
     async def aclose(self) -> None:
         """Cancel scrapes in flight, close the scraper (if ours or real) and the sampler."""
+        if self.spans is not None:
+            try:
+                await asyncio.to_thread(self.spans.close)
+            except Exception as exc:
+                self._error(None, "closing the OTLP receiver", exc)
         if self.rediscovery is not None:
             await self.rediscovery.aclose()
-        pending = list(self._pending.values())
+        pending = [*self._pending.values(), *self._slots.values()]
         self._pending.clear()
+        self._slots.clear()
         if self._gpu_task is not None:
             pending.append(self._gpu_task)
             self._gpu_task = None

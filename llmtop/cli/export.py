@@ -24,7 +24,9 @@ __all__ = ["add_listen_options", "build_parser", "main", "start_server"]
 log = logging.getLogger("llmtop.export")
 
 _SHARED = {"targets", "interval", "timeout", "config", "api_key", "insecure",
-           "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo", "capacity"}
+           "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo", "capacity",
+           "otlp_listen", "otlp_grpc_listen", "otlp_token_file", "otlp_no_auth",
+           "otlp_tls_cert", "otlp_tls_key"}
 _FLEET = {"prometheus", "match", "group_by", "prometheus_token_file", "prometheus_user",
           "prometheus_password_file", "prometheus_header", "prometheus_param",
           "prometheus_ca_file"}
@@ -143,6 +145,9 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
         return 1
     window = args.window if args.window is not None else SERIES_WINDOW_S
     state = ExportState("direct", diag_window_s=DIAG_WINDOW_S)
+    from llmtop.cli.otlp import attach_receiver, start_receiver
+
+    spans = start_receiver(args)  # --otlp-listen: requests in the store (docs/requests.md)
     server = start_server(state, args)
     # discovered targets: the search goes on every 10 s, so an engine started later is exported
     monitor = Monitor.from_config(config, demo, store=direct_store(config),
@@ -150,6 +155,7 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
     if monitor.rediscovery is not None:
         monitor.rediscovery.mark_searched()  # just searched above: the next in 10 s
     monitor.sink = state.observe
+    attach_receiver(monitor, spans)
     log.info("exporting %d target(s) every %gs, window %gs: %s", len(config.targets),
              config.interval_s, window, ", ".join(t.name for t in config.targets))
 

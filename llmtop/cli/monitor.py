@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --record: keep at most this many hours")
     p.add_argument("--max-size", default=None, metavar="SIZE",
                    help="with --record: cap the recording size (e.g. 200M)")
+    from llmtop.cli.otlp import add_otlp_options
+
+    add_otlp_options(p)  # --otlp-listen: the engines' request spans (docs/requests.md)
     return p
 
 
@@ -169,10 +172,14 @@ def run_monitor(args: argparse.Namespace) -> int:
 
             demo = start_demo(scenario=args.demo_scenario, config=config)
             config = demo.apply(config)
+        from llmtop.cli.otlp import attach_receiver, start_receiver
+
+        spans = start_receiver(args)  # --otlp-listen (a bad address stops here)
         if args.once:
             from llmtop.once import run_once
 
-            monitor = _recording_monitor(config, demo, args) if args.record else None
+            monitor = _recording_monitor(config, demo, args) if args.record or spans else None
+            attach_receiver(monitor, spans)
             window = args.window if args.window is not None else 1.0
             return run_once(config, window_s=window, as_json=args.json, demo=demo,
                             monitor=monitor)
@@ -182,6 +189,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 
         prepared = make_source(config, demo=demo, record_path=args.record, args=args,
                                prefetch=True)
+        attach_receiver(prepared[0], spans)
         from llmtop.ui.app import run_tui
 
         return run_tui(config, demo=demo, record_path=args.record, args=args,
@@ -192,7 +200,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 
 
 def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -> object:
-    """A Monitor that also records to ``--record FILE`` (for ``--once``)."""
+    """A Monitor that also records to ``--record FILE`` when asked (for ``--once``)."""
     import asyncio
     import dataclasses
 
@@ -205,6 +213,8 @@ def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -
 
         found = asyncio.run(discover(config))
         config = dataclasses.replace(config, targets=tuple(found))
+    if not args.record:
+        return Monitor.from_config(config, demo)
     retention = args.retention * 3600 if args.retention is not None else None
     return attach(Monitor.from_config(config, demo), args.record, config,
                   retention_s=retention, max_bytes=parse_size(args.max_size))

@@ -56,6 +56,9 @@ def _record_parser() -> argparse.ArgumentParser:
     from llmtop.cli.export import add_listen_options
 
     add_listen_options(p, required=False)  # --listen: also serve /metrics (docs/exporter.md)
+    from llmtop.cli.otlp import add_otlp_options
+
+    add_otlp_options(p)  # --otlp-listen: record the engines' request spans too
     return p
 
 
@@ -81,7 +84,12 @@ def record_main(argv: Sequence[str]) -> int:
 
             demo = start_demo(scenario=args.demo_scenario, config=config)
             config = demo.apply(config)
-        listen = {"listen": args} if args.listen else {}  # --listen: also serve /metrics
+        listen: dict[str, Any] = {"listen": args} if args.listen else {}  # also /metrics
+        from llmtop.cli.otlp import start_receiver
+
+        spans = start_receiver(args)  # --otlp-listen: the spans go to the recording too
+        if spans is not None:
+            listen["spans"] = spans
         return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
                                    demo, **listen))
     finally:
@@ -90,7 +98,8 @@ def record_main(argv: Sequence[str]) -> int:
 
 
 async def _record(config: Any, path: str, retention_s: float | None, max_bytes: int | None,
-                  duration: float | None, demo: Any, listen: Any = None) -> int:
+                  duration: float | None, demo: Any, listen: Any = None,
+                  spans: Any = None) -> int:
     from llmtop.monitor import Monitor
     from llmtop.record.live import RecordingMonitor
     from llmtop.record.recorder import Recorder
@@ -99,7 +108,7 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
         from llmtop.discover import discover
 
         config = dataclasses.replace(config, targets=tuple(await discover(config)))
-    if not config.targets:
+    if not config.targets and spans is None:
         log.error("no inference engines found on localhost; give a TARGET")
         return 1
     recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes)
@@ -108,6 +117,9 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
         config, demo, store=exporter.store if exporter else None), recorder)
     if exporter is not None:  # the scrapes go to the recording and to the exporter's counts
         monitor.monitor.sink = exporter.sink(recorder)
+    from llmtop.cli.otlp import attach_receiver
+
+    attach_receiver(monitor, spans)
     stop = stop_event()
     log.info("recording %d target(s) every %gs to %s: %s", len(config.targets),
              config.interval_s, path, ", ".join(t.name for t in config.targets))

@@ -20,11 +20,21 @@ from llmtop.config import Config, Target
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
+from llmtop.history.requests import RequestWindow, ingest_body
 from llmtop.history.routers import router_row
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
-from llmtop.model import EngineRow, EngineSample, Event, GpuRecord, GpuSample, RawScrape, Snapshot
+from llmtop.model import (
+    EngineRow,
+    EngineSample,
+    Event,
+    GpuRecord,
+    GpuSample,
+    RawScrape,
+    RawSpans,
+    Snapshot,
+)
 from llmtop.model_stack import ROUTERS, RouterRow
 from llmtop.parse.exposition import Family, ParseError
 from llmtop.topology.link import link_stack
@@ -117,6 +127,8 @@ class Store:
         self._urls = {t.name: t.base_url for t in config.targets}
         for t in config.targets:
             self.learn(t)
+        self.requests = RequestWindow()
+        """Single requests from the engines' spans, in-flight ones, cold starts."""
 
     # ------------------------------------------------------------------ targets
 
@@ -150,6 +162,11 @@ class Store:
         """True until identity has been attached after the first contact or a restart."""
         ts = self._targets.get(target)
         return ts is None or ts.wants_identity
+
+    def engine_of(self, target: str) -> str | None:
+        """The engine id a target was detected (or hinted) as; None while unknown."""
+        ts = self._targets.get(target)
+        return ts.engine if ts is not None else None
 
     def latest_sample(self, target: str) -> EngineSample | None:
         """The newest good ``EngineSample`` of a target (cache config, extra, ...)."""
@@ -215,6 +232,12 @@ class Store:
         """Parse and keep one scrape. Never raises for bad input (it becomes a state).
         ``parsed`` is ``parse_raw(raw)`` computed beforehand (e.g. in a thread)."""
         self._gen += 1
+        if raw.url.endswith("/slots"):  # llama-server's in-flight requests, not metrics
+            if raw.status == "ok":
+                self.requests.set_slots(raw.target, raw.t_wall, raw.body)
+            else:
+                self.requests.slots_errors += 1
+            return
         ts = self._target(raw.target, raw.url)
         self._tick_time(raw.t_mono, raw.t_wall)
         ts.last_raw_mono = raw.t_mono
@@ -291,6 +314,14 @@ class Store:
         ts.set_status("ok", None, raw.http_status)
         ts.last_ok_mono = raw.t_mono
 
+    def ingest_spans(self, raw: RawSpans) -> None:
+        """One OTLP trace body into the request window, each request matched to its
+        target (``history.requests``). Never raises for bad input (it is counted)."""
+        self._gen += 1
+        self._tick_time(raw.t_mono, raw.t_wall)
+        targets = [(ts.name, ts.host, ts.engine) for ts in self._targets.values()]
+        ingest_body(self.requests, raw, targets)
+
     def ingest_gpus(self, sample: GpuSample) -> None:
         """Keep the latest GPU sample (NVML, demo, or its error)."""
         self._gen += 1
@@ -336,6 +367,8 @@ class Store:
             gpu_error=self._gpu.error if self._gpu is not None else None,
             routers=routers,
         )
+        if self.requests.active:
+            snap.requests, snap.requests_window = self.requests.snapshot(window_s, tw)
         self._cache = (key, snap)
         return snap
 
@@ -368,6 +401,7 @@ class Store:
         """End of a tick: append sparkline values (10 s window), emit state-change events.
         Returns the 10 s snapshot it computed (also cached for ``snapshot``)."""
         self._tick_time(t_mono, t_wall)
+        self.requests.trim(t_wall)
         snap = self.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
         values: dict[tuple[str, str], float | None] = {}
         for row in snap.engines:

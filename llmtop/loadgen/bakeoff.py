@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmtop.loadgen.api import ProbeHandle, start_probe
+from llmtop.loadgen.coldstart import describe, stages, traced
 from llmtop.loadgen.cost import cost_per_mtok
 from llmtop.loadgen.engines import (
     EngineProcess,
@@ -88,6 +89,7 @@ def _drive_plain(spec: EngineSpec, options: ProbeOptions, handle: ProbeHandle,
 def _entry(spec: EngineSpec) -> dict[str, Any]:
     return {"name": spec.name, "url": redact_url(spec.url), "engine": None,
             "engine_version": None, "error": None, "cold_start_s": None, "ready_s": None,
+            "cold_start_stages": None,
             "log": None, "started_by_llmtop": spec.start is not None, "settings": None,
             "server": empty_server("not run"), "cost_per_mtok_usd": None,
             "short_outputs": None, "comparable": True, "steps": [], "gpu_release": None,
@@ -118,12 +120,12 @@ class EngineRun:
             e["error"] = "not run: the bake-off was stopped (Ctrl-C)"
             return e
         self.say(f"[{i + 1}/{n}] {spec.name} ({redact_url(spec.url)})")
-        proc = None
+        proc = spans = None
         gpu_before = gpu_memory_used_mib() if spec.start else None
         try:
             if spec.start:
-                proc = self._launch(spec, e)
-                self._cold_start(spec, e, proc)
+                proc, spans = self._launch(spec, e)
+                self._cold_start(spec, e, proc, spans)
             self._measure(spec, e, proc)
         except LaunchError as exc:
             e["error"] = str(exc)
@@ -136,6 +138,8 @@ class EngineRun:
             e["error"] = f"{type(exc).__name__}: {exc}"
             self.say(f"  {spec.name}: {e['error']}")
         finally:
+            if spans is not None:
+                spans.close()
             if proc is not None:
                 status = proc.stop(spec.stop_timeout_s)
                 e["exit_status"] = status
@@ -143,18 +147,27 @@ class EngineRun:
                 self.say(f"  stopped {spec.name} (exit status {status}); {e['gpu_release']}")
         return e
 
-    def _launch(self, spec: EngineSpec, e: dict[str, Any]) -> EngineProcess:
+    def _launch(self, spec: EngineSpec, e: dict[str, Any]) -> tuple[EngineProcess, Any]:
+        """Start the engine (a vLLM with its tracing on: ``coldstart.traced``); the process
+        and the receiver of its start-up spans (None when not traced)."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in spec.name)
         log = os.path.join(self.log_dir, f"{safe}.log")
-        proc = EngineProcess.start(spec.start or "", env=spec.env, log_path=log,
-                                   gpus=spec.cuda_visible_devices)
+        cmd, env, spans = traced(spec)
+        try:
+            proc = EngineProcess.start(cmd or "", env=env, log_path=log,
+                                       gpus=spec.cuda_visible_devices)
+        except BaseException:
+            if spans is not None:
+                spans.close()
+            raise
         e["log"] = log
         e["pid"] = proc.child.pid
         self.say(f"  started: pid {proc.child.pid}, log {log}")
-        return proc
+        return proc, spans
 
-    def _cold_start(self, spec: EngineSpec, e: dict[str, Any], proc: EngineProcess) -> None:
-        """Wait until ready, then time the first token."""
+    def _cold_start(self, spec: EngineSpec, e: dict[str, Any], proc: EngineProcess,
+                    spans: Any = None) -> None:
+        """Wait until ready, then time the first token (and read where the start went)."""
         try:
             wait_ready(spec.url, timeout_s=spec.ready_timeout_s, api_key=self.o.api_key,
                        proc=proc, insecure=self.o.insecure,
@@ -171,6 +184,9 @@ class EngineRun:
         e["cold_start_s"] = proc.cold_start_s
         cs = f"{proc.cold_start_s:.1f} s" if proc.cold_start_s is not None else "no token"
         self.say(f"  ready after {proc.ready_s:.1f} s; cold start (to the first token) {cs}")
+        if spans is not None:
+            e["cold_start_stages"] = st = stages(spans)
+            self.say(f"  where the start went: {describe(st)}")
 
     def _measure(self, spec: EngineSpec, e: dict[str, Any], proc: EngineProcess | None
                  ) -> None:

@@ -139,7 +139,10 @@ class StreamClient:
                  timeout_s: float = 300.0) -> None:
         aiohttp = self._aiohttp = require_aiohttp()
         self.endpoint_url = endpoint_url
-        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        from llmtop.request import probe_traceparent
+
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                         "traceparent": probe_traceparent()}  # marks the probe's requests
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._connector = aiohttp.TCPConnector(limit=0, ssl=False if insecure else None,

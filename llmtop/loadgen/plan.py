@@ -39,7 +39,7 @@ __all__ = ["DEFAULT_READY_TIMEOUT_S", "EngineSpec", "Plan", "engines_from_urls",
 
 DEFAULT_READY_TIMEOUT_S = 600.0
 _ENGINE_KEYS = {"name", "url", "start", "env", "ready_timeout_s", "gpus", "gpu_hour_price",
-                "stop_timeout_s", "cuda_visible_devices"}
+                "stop_timeout_s", "cuda_visible_devices", "traces"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,9 @@ class EngineSpec:
     gpu_hour_price: float | None = None
     stop_timeout_s: float = 30.0
     cuda_visible_devices: str | None = None
+    traces: bool = True
+    """A vLLM that llmtop starts sends its start-up spans to the bake-off (its cold start
+    broken down, ``loadgen/coldstart.py``); false: its command is left as written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +105,16 @@ def _engine(e: Any, i: int, seen: set[str]) -> EngineSpec:
     if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
         raise ConfigError(f"{where}: env must be a table of NAME = \"value\"")
     cvd = e.get("cuda_visible_devices")
+    traces = e.get("traces", True)
+    if not isinstance(traces, bool):
+        raise ConfigError(f"{where}: traces must be true or false")
     return EngineSpec(
         name=name, url=url, start=start, env={k: str(v) for k, v in env.items()},
         ready_timeout_s=_num(e, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S, where) or 1.0,
         gpus=_num(e, "gpus", 1.0, where) or 0.0,
         gpu_hour_price=_num(e, "gpu_hour_price", None, where),
         stop_timeout_s=_num(e, "stop_timeout_s", 30.0, where) or 0.0,
-        cuda_visible_devices=None if cvd is None else str(cvd))
+        cuda_visible_devices=None if cvd is None else str(cvd), traces=traces)
 
 
 def load_toml(text: str, source: str = "plan") -> dict[str, Any]:

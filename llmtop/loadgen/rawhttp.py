@@ -21,6 +21,7 @@ import time
 from urllib.parse import urlsplit
 
 from llmtop.loadgen.client import Result, SSEReader, parse_retry_after
+from llmtop.request import probe_traceparent
 
 __all__ = ["RawStreamClient"]
 
@@ -271,7 +272,8 @@ class RawStreamClient:
             host_hdr += f":{u.port}"
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         head = (f"POST {path} HTTP/1.1\r\nHost: {host_hdr}\r\nUser-Agent: llmtop-probe\r\n"
-                "Content-Type: application/json\r\nAccept: text/event-stream\r\n")
+                "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                f"traceparent: {probe_traceparent()}\r\n")  # marks the probe's requests
         if api_key:
             head += f"Authorization: Bearer {api_key}\r\n"
         self._head = head.encode("latin-1") + b"Content-Length: "

@@ -7,6 +7,7 @@ opens up to its last complete frame; ``Recording.problem`` says where and why it
 
 from __future__ import annotations
 
+import base64
 import bisect
 import os
 import time
@@ -15,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.errors import RecordingError
-from llmtop.model import GpuProcess, GpuRecord, GpuSample, RawScrape
+from llmtop.model import GpuProcess, GpuRecord, GpuSample, RawScrape, RawSpans
 from llmtop.record import delta
 from llmtop.record.frames import FrameScan, scan_frames
 
-__all__ = ["Recording", "Tick"]
+__all__ = ["Recording", "Tick", "spans_item"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,17 @@ class Tick:
     t_wall: float
 
 
-Item = RawScrape | GpuSample | Tick
+Item = RawScrape | GpuSample | Tick | RawSpans
+
+
+def spans_item(rec: dict[str, Any]) -> RawSpans:
+    """The ``RawSpans`` of a recorded ``o`` record."""
+    try:
+        body = base64.b64decode(rec.get("b") or "", validate=True)
+    except (ValueError, TypeError):
+        body = b"\x00bad recording"  # decodes as no OTLP body: counted, not raised
+    return RawSpans(t_wall=rec["w"], t_mono=rec["m"], body=body, kind=rec.get("ok", "protobuf"),
+                    peer=rec.get("p"), transport=rec.get("tr", "http"))
 
 
 def _gpu(rec: dict[str, Any]) -> GpuSample:
@@ -161,3 +172,5 @@ class Recording:
                 yield _gpu(r)
             elif kind == "tick":
                 yield Tick(t_mono=r["m"], t_wall=r["w"])
+            elif kind == "o":
+                yield spans_item(r)

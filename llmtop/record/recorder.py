@@ -12,6 +12,7 @@ credentials, and engine; request headers and API keys never reach this module.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
@@ -25,13 +26,16 @@ from llmtop import __version__
 from llmtop.capacity import load_profiles
 from llmtop.config import Config
 from llmtop.errors import ConfigError, RecordingError
-from llmtop.model import GpuSample, RawScrape
+from llmtop.model import GpuSample, RawScrape, RawSpans
 from llmtop.record import delta
 from llmtop.record.frames import MAGIC, FrameScan, append_frame, encode_frame, scan_frames
 
 __all__ = ["SCHEMA", "Recorder", "parse_size", "safe_url"]
 
 SCHEMA = 1
+SPAN_BYTES_PER_SEGMENT = 32 * 1024 * 1024
+"""Span bodies kept per segment (5 min), before compression; a flood beyond it is counted
+(a ``od`` record at the segment's end), not written."""
 
 
 def safe_url(url: str) -> str:
@@ -117,6 +121,10 @@ class Recorder:
         self._segments: list[_Segment] = []
         self._last_flush: float | None = None
         self.bytes_written = 0
+        self.span_bytes = 0
+        """Span body bytes written in the current segment."""
+        self.spans_dropped = 0
+        """Span bodies not written in the current segment (over ``SPAN_BYTES_PER_SEGMENT``)."""
         self._header = {
             "k": "header", "schema": SCHEMA, "llmtop": __version__,
             "host": socket.gethostname(), "interval": config.interval_s,
@@ -170,14 +178,19 @@ class Recorder:
             raise RecordingError(f"cannot write {self.path}: {exc.strerror}") from exc
 
     # -- input --------------------------------------------------------------------------
-    def __call__(self, item: RawScrape | GpuSample) -> None:
+    def __call__(self, item: RawScrape | GpuSample | RawSpans) -> None:
         if isinstance(item, RawScrape):
             self.scrape(item)
         elif isinstance(item, GpuSample):
             self.gpus(item)
+        elif isinstance(item, RawSpans):
+            self.spans(item)
 
     def _maybe_roll(self, t_wall: float) -> None:
         if not self._segments or t_wall - self._segments[-1].t_wall >= self.segment_s:
+            if self.spans_dropped:
+                self._buf.append({"k": "od", "w": t_wall, "n": self.spans_dropped})
+            self.span_bytes = self.spans_dropped = 0
             self.flush()
             self._enforce_bounds(t_wall)
             self._segments.append(_Segment(os.path.getsize(self.path), t_wall))
@@ -197,6 +210,20 @@ class Recorder:
             else:
                 rec["d"] = d
             self._prev[raw.target] = lines
+        self._buf.append(rec)
+        self._after(raw.t_wall)
+
+    def spans(self, raw: RawSpans) -> None:
+        """Record one OTLP trace body as received (base64), within the segment's budget."""
+        self._maybe_roll(raw.t_wall)
+        if self.span_bytes + len(raw.body) > SPAN_BYTES_PER_SEGMENT:
+            self.spans_dropped += 1
+            return
+        self.span_bytes += len(raw.body)
+        rec: dict[str, Any] = {"k": "o", "w": raw.t_wall, "m": raw.t_mono, "ok": raw.kind,
+                               "tr": raw.transport, "b": base64.b64encode(raw.body).decode()}
+        if raw.peer is not None:
+            rec["p"] = raw.peer
         self._buf.append(rec)
         self._after(raw.t_wall)
 

@@ -20,8 +20,8 @@ from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.errors import RecordingError
 from llmtop.history.store import SERIES_WINDOW_S, Store
-from llmtop.model import Container, GpuSample, RawScrape, Snapshot
-from llmtop.record.reader import Item, Recording, Tick
+from llmtop.model import Container, GpuSample, RawScrape, RawSpans, Snapshot
+from llmtop.record.reader import Item, Recording, Tick, spans_item
 
 __all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "parse_when",
            "snapshot_at"]
@@ -106,6 +106,8 @@ def _feed(store: Store, item: Item) -> None:
         store.ingest_gpus(item)
     elif isinstance(item, Tick):
         store.commit(item.t_mono, item.t_wall)
+    elif isinstance(item, RawSpans):
+        store.ingest_spans(item)
 
 
 def _identities(rec: Recording, stop: int) -> dict[str, dict]:
@@ -147,6 +149,9 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     ids = _identities(rec, prev_a + 1)
     for item in rec.items(prev_a + 1, a_idx + 1):
         _feed(store, _with_identity(item, ids))
+    for i in range(a_idx + 1, prev_b + 1):  # the spans received between the two ticks
+        if rec.records[i].get("k") == "o":
+            _feed(store, spans_item(rec.records[i]))
     for item in rec.items(prev_b + 1, b_idx + 1):
         _feed(store, _with_identity(item, ids))
     elapsed = b["m"] - a["m"]

@@ -248,6 +248,29 @@ class Scraper:
             engine_hint=target.engine or engine_from_identity(st.identity),
         )
 
+    async def slots(self, target: Target) -> RawScrape:
+        """llama-server's ``/slots`` (in-flight requests), reduced to numbers
+        (``sources.slots``: no prompt text); never raises."""
+        from llmtop.sources.slots import reduce_slots
+
+        url = target.base_url.rstrip("/") + "/slots"
+        try:
+            res, elapsed = await self._http.fetch(target, url)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # pragma: no cover - defensive
+            return RawScrape(target=target.name, url=url, t_wall=clock.time(),
+                             t_mono=clock.monotonic(), status="down",
+                             error=f"internal error: {type(exc).__name__}")
+        body = reduce_slots(res.body) if res.status == "ok" else None
+        status, error = res.status, res.error
+        if status == "ok" and body is None:
+            status, error = "bad_payload", "not a /slots list"
+        return RawScrape(target=target.name, url=url, t_wall=clock.time(),
+                         t_mono=clock.monotonic(), status=status, http_status=res.http_status,
+                         content_type=res.content_type, body=body, error=error,
+                         elapsed_s=elapsed, engine_hint="llamacpp")
+
     async def _probe_identity(self, target: Target, st: _State) -> dict[str, Any]:
         """``identify`` and keep the answer when anything answered (besides ``host``)."""
         st.ident_tried = time.monotonic()

@@ -163,6 +163,7 @@ class TrialRun(EngineRun):
             self.progress.running.pop(words, None)
         trial["duration_s"] = time.monotonic() - t0
         trial["cold_start_s"] = e.get("cold_start_s")
+        trial["cold_start_stages"] = e.get("cold_start_stages")  # vLLM's start-up spans
         trial["log"] = e.get("log")
         trial["exit_status"] = e.get("exit_status")
         trial["pid"] = e.get("pid")

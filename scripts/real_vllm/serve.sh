@@ -18,11 +18,12 @@ export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TR
 pid=$!
 echo "$pid" >"$state/pid"
 url="http://127.0.0.1:$port"
-for _ in $(seq 1 240); do
+wait_s="${LLMTOP_SERVE_WAIT_S:-240}"  # a loaded machine may need longer
+for _ in $(seq 1 "$wait_s"); do
   if curl -fsS "$url/health" >/dev/null 2>&1; then echo "$url" >"$state/url"; echo "$url"; exit 0; fi
   if ! kill -0 "$pid" 2>/dev/null; then echo "vLLM exited; see $state/server.log" >&2; tail -20 "$state/server.log" >&2; exit 1; fi
   sleep 1
 done
-echo "vLLM did not become healthy in 240 s; see $state/server.log" >&2
+echo "vLLM did not become healthy in $wait_s s; see $state/server.log" >&2
 kill "$pid" 2>/dev/null || true
 exit 1

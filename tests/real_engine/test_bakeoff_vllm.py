@@ -89,6 +89,9 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
         assert e["error"] is None, e.get("log_tail")
         assert e["engine"] == "vllm" and e["engine_version"]
         assert e["cold_start_s"] is not None and e["cold_start_s"] > 0
+        # where it went, from the start-up spans the vLLM llmtop started sent it
+        assert {"weights", "kv_cache", "model_init", "total"} <= set(e["cold_start_stages"])
+        assert e["cold_start_stages"]["total"] <= e["cold_start_s"]
         assert [s["concurrency"] for s in e["steps"]] == list(LEVELS)
         assert all(s["errors"] == {} for s in e["steps"])
         assert e["short_outputs"] == 0.0 and e["comparable"]
@@ -99,6 +102,7 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
         assert e["server"]["generation_tokens"] == counted + warm + e["preflight"]["output_tokens"]
         assert group_gone(e["pid"])
     assert rep["traffic"]["identical"] is True
+    assert (run.stdout + run.stderr).count("where the start went: weights") == 2
     # what the counters say: 2 at most in the batch and a queue, against up to 8
     assert two["server"]["running_peak"] <= 2 and two["server"]["waiting_peak"] >= 1
     assert 2 < eight["server"]["running_peak"] <= 8

@@ -1,0 +1,331 @@
+"""The window of single requests beside the rows: finished ones from the engines' spans,
+in-flight ones from engines that show them live, and the cold starts.
+
+``RequestWindow`` keeps at most ``max_requests`` finished requests and none older than
+``keep_s`` (by their end time), answers "the slowest by TTFT or end-to-end" over any
+window ending at any time (live and replay share it), and sums a window up
+(``RequestSummary``): how many, and how the slowest differ from the rest. The store owns one
+(``Store.requests``) and matches each request to its row (``match_target``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtop.request import ColdStart, InflightRequest, RequestRecord
+
+__all__ = ["KEEP_S", "MAX_REQUESTS", "SORT_KEYS", "RequestSummary", "RequestWindow",
+           "match_target"]
+
+KEEP_S = 600.0
+"""Finished requests older than this (by end time) are dropped."""
+MAX_REQUESTS = 20_000
+"""At most this many finished requests are kept (the oldest go first)."""
+SORT_KEYS = ("ttft_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "prompt_tokens",
+             "output_tokens")
+SLOW_SHARE = 0.1
+"""The slowest tenth of a window (at least one request) is compared with the rest."""
+SNAPSHOT_LIMIT = 1000
+"""A snapshot (``--once --json``, each TUI refresh) lists at most this many, the slowest."""
+REORDER_S = 60.0
+"""Spans come in batches (vLLM's default: every 5 s), so end times arrive out of order by
+up to this much."""
+
+
+def _ranked(reqs: list[RequestRecord], by: str, n: int | None) -> list[RequestRecord]:
+    """``reqs`` slowest first by ``by``; those without it last, in their order; ``n`` first."""
+    if by not in SORT_KEYS:
+        raise ValueError(f"cannot sort requests by {by!r} (one of {', '.join(SORT_KEYS)})")
+    have = [r for r in reqs if getattr(r, by) is not None]
+    if n is not None and n < len(have):
+        import heapq
+
+        return heapq.nlargest(n, have, key=lambda r: getattr(r, by))
+    have.sort(key=lambda r: getattr(r, by), reverse=True)
+    out = have + [r for r in reqs if getattr(r, by) is None]
+    return out if n is None else out[:n]
+
+
+def _summary(reqs: list[RequestRecord], window_s: float, by: str) -> RequestSummary:
+    s = RequestSummary(window_s=window_s, by=by, count=len(reqs))
+    s.probe = sum(1 for r in reqs if r.source == "probe")
+    s.traffic = s.count - s.probe
+    ttft, e2e = _vals(reqs, "ttft_s"), _vals(reqs, "e2e_s")
+    s.ttft_p50_s, s.ttft_p95_s = _rank(ttft, 0.5), _rank(ttft, 0.95)
+    s.e2e_p50_s, s.e2e_p95_s = _rank(e2e, 0.5), _rank(e2e, 0.95)
+    ranked = [r for r in _ranked(reqs, by, None) if getattr(r, by) is not None]
+    if not ranked:
+        return s
+    k = max(1, math.ceil(len(ranked) * SLOW_SHARE))
+    slow, rest = ranked[:k], ranked[k:]
+    s.slow_count, s.slow_min_s = k, float(getattr(slow[-1], by))
+    s.slow_prompt_median = _median(_vals(slow, "prompt_tokens"))
+    s.rest_prompt_median = _median(_vals(rest, "prompt_tokens"))
+    s.slow_queue_median_s = _median(_vals(slow, "queue_s"))
+    s.rest_queue_median_s = _median(_vals(rest, "queue_s"))
+    both = [(r.queue_s, r.ttft_s) for r in slow if r.queue_s is not None and r.ttft_s is not None]
+    total = sum(t for _q, t in both)
+    if both and total > 0:
+        s.slow_queue_share = min(1.0, sum(q for q, _t in both) / total)
+    for group, into in ((slow, s.slow_targets), (rest, s.rest_targets)):
+        for r in group:
+            into[r.target or "?"] = into.get(r.target or "?", 0) + 1
+    return s
+
+
+def _loopback(host: str | None) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return False
+
+
+def _same_host(a: str | None, b: str | None) -> bool:
+    return a == b or (_loopback(a) and _loopback(b))
+
+
+def match_target(engine: str, service: str | None, peer: str | None,
+                 targets: Sequence[tuple[str, str, str | None]]) -> str | None:
+    """The target (name) a request of ``engine`` from ``service`` at ``peer`` belongs to:
+    the target named like the service (``OTEL_SERVICE_NAME=<target name>``); else the one
+    target of that engine on the sender's host; else the one target of that engine. None
+    when it stays ambiguous. ``targets``: (name, host, engine or None) per target."""
+    for name, _host, _eng in targets:
+        if service and name == service:
+            return name
+    same = [t for t in targets if t[2] in (engine, None)]
+    if peer is not None:
+        on_host = [t for t in same if _same_host(t[1], peer)]
+        if len(on_host) == 1:
+            return on_host[0][0]
+        if on_host:
+            same = on_host
+    exact = [t for t in same if t[2] == engine]
+    if len(exact) == 1:
+        return exact[0][0]
+    return same[0][0] if len(same) == 1 else None
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def _rank(xs: list[float], q: float) -> float | None:
+    """Nearest-rank quantile of the values (None when there are none)."""
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[max(0, math.ceil(q * len(xs)) - 1)]
+
+
+def _vals(reqs: Iterable[RequestRecord], key: str) -> list[float]:
+    return [float(v) for r in reqs if (v := getattr(r, key)) is not None]
+
+
+@dataclass(slots=True)
+class RequestSummary:
+    """One window of requests summed up: counts, quantiles, and the slowest against the rest
+    (by ``by``). ``None`` where no request in that group said the value."""
+
+    window_s: float
+    by: str
+    count: int = 0
+    probe: int = 0
+    traffic: int = 0
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p95_s: float | None = None
+    slow_count: int = 0
+    """The slowest tenth by ``by`` (at least one) among requests that have it."""
+    slow_min_s: float | None = None
+    """The fastest of the slow ones: the line between slow and the rest."""
+    slow_prompt_median: float | None = None
+    rest_prompt_median: float | None = None
+    slow_queue_median_s: float | None = None
+    rest_queue_median_s: float | None = None
+    slow_queue_share: float | None = None
+    """Of the slow requests' summed TTFT, the part spent queued (0..1)."""
+    slow_targets: dict[str, int] = field(default_factory=dict)
+    """Target -> how many of the slow requests it served (``?`` when unmatched)."""
+    rest_targets: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+class RequestWindow:
+    """Finished and in-flight requests and cold starts; see the module docstring."""
+
+    def __init__(self, keep_s: float = KEEP_S, max_requests: int = MAX_REQUESTS) -> None:
+        self.keep_s = keep_s
+        self._done: deque[RequestRecord] = deque(maxlen=max_requests)
+        self._ids: set[tuple[str | None, str, str]] = set()
+        self.inflight: dict[str, list[InflightRequest]] = {}
+        """Target -> its requests running now (replaced at each poll of that target)."""
+        self.cold_starts: dict[str, ColdStart] = {}
+        """Target (or ``engine:service`` when unmatched) -> its latest cold start."""
+        self.receiver: dict[str, Any] | None = None
+        """The receiver's counters (``OtlpReceiver.stats()``) when one runs; None in replay."""
+        self.spans_seen = 0
+        self.unknown_spans = 0
+        self.bad_bodies = 0
+        """Recorded bodies that did not decode (replay of a damaged recording)."""
+        self.last_error: str | None = None
+        self.slots_errors = 0
+        """``/slots`` answers that were not a slot list."""
+        self._slot_seen: dict[str, dict[tuple[Any, Any], float]] = {}
+
+    @property
+    def active(self) -> bool:
+        """True once there is anything to show (a receiver runs, or requests came)."""
+        return bool(self.receiver is not None or self._done or self.inflight
+                    or self.cold_starts or self.spans_seen)
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def add(self, reqs: Iterable[RequestRecord]) -> None:
+        """Keep finished requests (a request already kept, by target, engine and id, once)."""
+        for r in reqs:
+            key = (r.target, r.engine, r.id)
+            if key in self._ids:
+                continue
+            if len(self._done) == self._done.maxlen:
+                old = self._done[0]
+                self._ids.discard((old.target, old.engine, old.id))
+            self._done.append(r)
+            self._ids.add(key)
+
+    def add_cold_start(self, cs: ColdStart) -> None:
+        key = cs.target or f"{cs.engine}:?"
+        prev = self.cold_starts.get(key)
+        if prev is not None and prev.t_wall is not None and cs.t_wall is not None \
+                and cs.t_wall - prev.t_wall < 600:  # stages of one start, in several bodies
+            prev.stages.update(cs.stages)
+            prev.t_wall = max(prev.t_wall, cs.t_wall)
+            return
+        self.cold_starts[key] = cs
+
+    def set_inflight(self, target: str, reqs: list[InflightRequest]) -> None:
+        self.inflight[target] = reqs
+
+    def set_slots(self, target: str, t_wall: float, body: str | None) -> None:
+        """llama-server's reduced ``/slots`` (``sources.slots``) -> the target's in-flight
+        requests; a task's age counts from the first poll that saw it. A body that is
+        not a slot list clears nothing and is counted."""
+        import json
+
+        try:
+            slots = json.loads(body or "")
+            busy = [s for s in slots if s.get("is_processing") and s.get("id_task") is not None]
+        except (ValueError, TypeError, AttributeError):
+            self.slots_errors += 1
+            return
+        seen = self._slot_seen.setdefault(target, {})
+        now = {}
+        reqs = []
+        for s in busy:
+            key = (s.get("id"), s["id_task"])
+            first = now[key] = seen.get(key, t_wall)
+            reqs.append(InflightRequest(
+                target=target, engine="llamacpp", id=str(s["id_task"]), slot=s.get("id"),
+                age_s=max(0.0, t_wall - first), prompt_tokens=s.get("n_prompt_tokens"),
+                output_tokens=s.get("n_decoded"),
+                remaining_tokens=s.get("n_remain") if (s.get("n_remain") or 0) >= 0 else None))
+        self._slot_seen[target] = now
+        self.inflight[target] = reqs
+
+    def trim(self, t_wall: float) -> None:
+        """Drop what ended more than ``keep_s`` before ``t_wall``."""
+        while self._done and (self._done[0].t_end or t_wall) < t_wall - self.keep_s:
+            old = self._done.popleft()
+            self._ids.discard((old.target, old.engine, old.id))
+
+    def window(self, window_s: float, t_wall: float) -> list[RequestRecord]:
+        """Requests that ended in ``(t_wall - window_s, t_wall]``, oldest first (in the order
+        they came: exporters batch, so that is end order give or take ``REORDER_S``)."""
+        lo, hi = t_wall - window_s, t_wall + 1e-6
+        out = []
+        for r in reversed(self._done):  # newest first: stop well before the window opens
+            end = r.t_end
+            if end is None:
+                continue
+            if end < lo - REORDER_S:
+                break
+            if lo < end <= hi:
+                out.append(r)
+        out.reverse()
+        return out
+
+    def slowest(self, window_s: float, t_wall: float, *, by: str = "ttft_s",
+                n: int | None = None, source: str | None = None,
+                target: str | None = None) -> list[RequestRecord]:
+        """The window's requests, slowest first by ``by`` (``SORT_KEYS``); those without
+        that value last (in end order). ``source``/``target`` filter."""
+        reqs = [r for r in self.window(window_s, t_wall)
+                if (source is None or r.source == source)
+                and (target is None or r.target == target)]
+        return _ranked(reqs, by, n)
+
+    def summary(self, window_s: float, t_wall: float, by: str = "ttft_s") -> RequestSummary:
+        """The window summed up (see ``RequestSummary``)."""
+        return _summary(self.window(window_s, t_wall), window_s, by)
+
+    def snapshot(self, window_s: float, t_wall: float, limit: int = SNAPSHOT_LIMIT
+                 ) -> tuple[list[RequestRecord], dict[str, Any]]:
+        """What a ``Snapshot`` carries: the window's ``limit`` slowest requests by TTFT, and
+        the rest (``requests_window`` in ``docs/json-schema.md``)."""
+        reqs = self.window(window_s, t_wall)
+        extra = {
+            "summary": _summary(reqs, window_s, "ttft_s").to_json(),
+            "inflight": [r.to_json() for r in self.inflight_list()],
+            "cold_starts": [c.to_json() for c in self.cold_starts.values()],
+            "spans": self.spans_seen, "unknown_spans": self.unknown_spans,
+            "bad_bodies": self.bad_bodies, "slots_errors": self.slots_errors,
+            "receiver": self.receiver,
+        }
+        return _ranked(reqs, "ttft_s", limit), extra
+
+    def inflight_list(self) -> list[InflightRequest]:
+        """Every in-flight request, oldest first (unknown ages last)."""
+        out = [r for reqs in self.inflight.values() for r in reqs]
+        return sorted(out, key=lambda r: -(r.age_s if r.age_s is not None else -1.0))
+
+
+def ingest_body(window: RequestWindow, raw: Any,
+                targets: Sequence[tuple[str, str, str | None]]) -> None:
+    """One ``RawSpans`` (live, or from a recording) into ``window``: decoded (unless the
+    receiver did), parsed per engine shape, each request matched to its target. Never
+    raises: a body that does not decode is counted."""
+    from llmtop.parse.spans import parse_spans
+    from llmtop.sources.otlp_decode import SpanDecodeError, decode
+
+    spans = raw.spans
+    if spans is None:
+        try:
+            spans = decode(raw.body, raw.kind)
+        except SpanDecodeError as exc:
+            window.bad_bodies += 1
+            window.last_error = str(exc)
+            return
+    parsed = parse_spans(spans)
+    window.spans_seen += len(spans)
+    window.unknown_spans += parsed.unknown
+    for r in parsed.requests:
+        r.target = match_target(r.engine, r.service, raw.peer, targets)
+    window.add(parsed.requests)
+    for cs in parsed.cold_starts:
+        cs.target = match_target(cs.engine, None, raw.peer, targets)
+        window.add_cold_start(cs)
