@@ -27,7 +27,7 @@ RANK: dict[str, int] = {
     "probe_start": 1, "speed": 1, "seek": 1, "why": 1, "details": 1, "raw": 1,
     # other screens, the screen's own tools
     "filter": 2, "raw_filter": 2, "gpus": 2, "probe": 2, "probe_form": 2, "probe_chart": 3,
-    "travel": 2, "requests": 2, "requests_filter": 2, "requests_window": 3,
+    "travel": 2, "requests": 3, "requests_filter": 2, "requests_window": 3,
     # table tools (also in help)
     "sort": 3, "ranks": 4, "sort_reverse": 5, "requests_sort": 1, "requests_order": 5,
 }
