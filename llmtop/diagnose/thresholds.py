@@ -205,3 +205,15 @@ QUEUE_DEFERRED_SHARE = 0.5
 """vLLM: when at least this share of the waiting requests is *deferred* (LoRA budget, KV
 transfer, a blocked request: ``num_requests_waiting_by_reason``), the queue is not load, and
 a replica or a higher ``--max-num-seqs`` is not the fix."""
+
+# ---------------------------------------------------------------- requests cited as examples
+CITE_QUEUE_SLOWEST = 10
+"""``queueing`` cites the share of TTFT the window's this-many slowest requests (by TTFT)
+spent queued (issue 44's example: "the 10 slowest requests spent 88 % of their TTFT
+queued")."""
+CITE_PROMPT_SLOWEST = 3
+"""``long_prompts`` cites the prompt tokens of the this-many slowest (issue 44: "the 3 slowest
+had 61k-90k prompt tokens, the window's median 1.2k")."""
+CITE_MIN_REQUESTS = 3
+"""Requests with the values in the window below this: no citation (one or two requests say
+nothing about "the slowest" against the rest)."""
