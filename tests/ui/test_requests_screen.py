@@ -192,3 +192,23 @@ def test_layout_drops_finish_then_source_and_bar_splits_the_time():
 def test_demo_requests_are_deterministic():
     a, b = demo_requests(), demo_requests()
     assert [r.id for r in a.slowest(60, T)] == [r.id for r in b.slowest(60, T)]
+
+
+async def test_replay_of_a_recording_with_real_spans(tmp_path):
+    """A recording with the real vLLM's span bodies, replayed: the screen lists them."""
+    from llmtop.config import Config
+    from llmtop.record.reader import Recording
+    from llmtop.record.replay import ReplaySource
+    from llmtop.ui.app import LlmtopApp
+    from llmtop.ui.source import MonitorSource
+    from tests.spans.test_record_replay import _record
+
+    path = tmp_path / "rec.llmtop"
+    await _record(path)
+    replay = ReplaySource(Recording.open(path))
+    replay.step(10)  # to the end: the spans came at the third tick
+    app = LlmtopApp(MonitorSource(replay, host="replay"), Config(), autopoll=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        assert {r.prompt_tokens for r in scr.shown} == {60, 150, 15}
+        assert "3 requests in 1 min" in _text(app)
