@@ -37,6 +37,8 @@ SHOTS = [
     ("gpu-detail", "ok", "dark", ("g",)),
     ("help", "ok", "dark", ("question_mark",)),
     ("probe", "ok", "dark", ("down", "down", "l")),
+    ("requests", "requests", "dark", ("r",)),
+    ("requests-80x24", "requests", "dark", ("r",)),
 ]
 
 
