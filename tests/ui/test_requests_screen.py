@@ -212,3 +212,24 @@ async def test_replay_of_a_recording_with_real_spans(tmp_path):
         scr = await _open(app, pilot)
         assert {r.prompt_tokens for r in scr.shown} == {60, 150, 15}
         assert "3 requests in 1 min" in _text(app)
+
+
+async def test_the_window_is_read_at_most_every_refresh_min_s_unless_a_key_changes_it():
+    from llmtop.ui.screens.requests import REFRESH_MIN_S
+
+    w = _window(_req("cmpl-a-0", 1.0, 2.0))
+    reads = []
+    summary = w.summary
+    w.summary = lambda *a, **k: reads.append(k.get("by")) or summary(*a, **k)
+    app = make_app(source=FakeSource.demo("ok", requests=w))
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        n = len(reads)
+        w.add([_req("cmpl-b-0", 5.0, 6.0)])
+        app.paint()  # a tick within REFRESH_MIN_S: not read again
+        assert len(reads) == n and [r.id for r in scr.shown] == ["cmpl-a-0"]
+        scr._read = (scr._read[0], scr._read[1] - REFRESH_MIN_S)  # time passed
+        app.paint()
+        assert len(reads) == n + 1 and [r.id for r in scr.shown] == ["cmpl-b-0", "cmpl-a-0"]
+        await pilot.press("s")  # a key: at once
+        assert reads[-1] == "e2e_s"
