@@ -305,7 +305,8 @@ class LlmtopApp(ReplayActions, App):
         does not is refused, left out of the footer and out of help (``?``): replay keys
         need a replay; time travel and folding a model need fleet mode; the load probe needs
         a live engine's API URL, which neither a replay nor Prometheus gives; the raw
-        metrics browser needs kept scrapes, which fleet mode has not."""
+        metrics browser needs kept scrapes, and the requests screen the engines' spans, which
+        fleet mode has not."""
         name = action.split("(")[0]
         fleet = hasattr(self.source, "travel")
         if name in REPLAY_ACTIONS:
@@ -314,8 +315,8 @@ class LlmtopApp(ReplayActions, App):
             return fleet
         if name == "probe":
             return self.replay is None and not fleet
-        if name == "raw":  # fleet mode reads series from Prometheus: no raw scrape kept
-            return not fleet
+        if name in ("raw", "requests"):  # fleet mode reads series from Prometheus: no raw
+            return not fleet  # scrape kept, no span received
         return True
 
     def action_fleet_travel(self) -> None:

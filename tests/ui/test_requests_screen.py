@@ -233,3 +233,15 @@ async def test_the_window_is_read_at_most_every_refresh_min_s_unless_a_key_chang
         assert len(reads) == n + 1 and [r.id for r in scr.shown] == ["cmpl-b-0", "cmpl-a-0"]
         await pilot.press("s")  # a key: at once
         assert reads[-1] == "e2e_s"
+
+
+async def test_fleet_mode_offers_no_requests_screen():
+    from tests.ui.test_mode_keys import _source
+
+    app = make_app(source=_source("fleet"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await first_paint(app, pilot)
+        assert "Requests" not in screen_lines(app)[-1]
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen)
