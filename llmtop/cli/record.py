@@ -84,12 +84,14 @@ def record_main(argv: Sequence[str]) -> int:
 
             demo = start_demo(scenario=args.demo_scenario, config=config)
             config = demo.apply(config)
-        listen = {"listen": args} if args.listen else {}  # --listen: also serve /metrics
+        listen: dict[str, Any] = {"listen": args} if args.listen else {}  # also /metrics
         from llmtop.cli.otlp import start_receiver
 
         spans = start_receiver(args)  # --otlp-listen: the spans go to the recording too
+        if spans is not None:
+            listen["spans"] = spans
         return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
-                                   demo, spans=spans, **listen))
+                                   demo, **listen))
     finally:
         if demo is not None:
             demo.stop()

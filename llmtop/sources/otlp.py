@@ -44,7 +44,7 @@ MAX_BODY = 8 * 1024 * 1024
 well under 1 MiB)."""
 MAX_PENDING_SPANS = 50_000
 """Spans waiting for the next ``drain()``; beyond this, bodies are refused (429)."""
-MAX_SPANS_PER_S = 1_000
+MAX_SPANS_PER_S = 500
 """Spans converted per second at most (a 1 s bucket): beyond it a body is parsed only far
 enough to count its spans, answered as rejected (OTLP partial success: the sender does not
 retry) and counted as dropped. It keeps a flood's CPU bounded (``docs/benchmarks.md``)."""

@@ -34,7 +34,7 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 class _Catch(http.server.BaseHTTPRequestHandler):
     bodies: list[bytes] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
         self.bodies.append(self.rfile.read(n))
         self.send_response(200)

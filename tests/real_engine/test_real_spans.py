@@ -91,7 +91,7 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
             # engine (API server, tokenizer), where no span can see it
             known = [_stream(url, 20, 8), _stream(url, 120, 16), _stream(url, 5, 4)]
             with cf.ThreadPoolExecutor(6) as ex:
-                burst = list(ex.map(lambda i: _stream(url, 10 + i, 48), range(6)))
+                burst = list(ex.map(lambda i: _stream(url, 10 + i, 160), range(6)))
             probe = subprocess.run(
                 [sys.executable, "-m", "llmtop", "probe", url, "--duration", "4",
                  "--concurrency", "1", "--prompt-tokens", "16", "--output-tokens", "8"],
@@ -116,8 +116,6 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
         print(f"{k['id']}: client TTFT {k['ttft'] * 1e3:.1f} ms, span {r['ttft_s'] * 1e3:.1f} "
               f"ms, queue {r['queue_s'] * 1e3:.1f} ms")
         assert r["source"] == "traffic" and r["engine"] == "vllm"
-    for k in known:  # one at a time: the span's TTFT is the client's, less the HTTP hops
-        assert abs(got[k["id"]]["ttft_s"] - k["ttft"]) <= TTFT_TOLERANCE_S
     queued = [got[k["id"]]["queue_s"] for k in burst]
     assert sum(q > 0.05 for q in queued) >= 3, queued  # 2 seats, 6 at once: 4 wait
     probes = [r for r in doc["requests"] if r["source"] == "probe"]
@@ -125,3 +123,8 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
     [cold] = doc["requests_window"]["cold_starts"]
     assert {"weights", "kv_cache", "model_init", "total"} <= set(cold["stages"])
     assert doc["requests_window"]["bad_bodies"] == 0
+    # one at a time: the span's TTFT is the client's, less the HTTP hops (a starved box
+    # stretches the client's side: LLMTOP_SPANS_TTFT_TOLERANCE_S there, never in CI)
+    tol = float(os.environ.get("LLMTOP_SPANS_TTFT_TOLERANCE_S", TTFT_TOLERANCE_S))
+    for k in known:
+        assert abs(got[k["id"]]["ttft_s"] - k["ttft"]) <= tol, (got[k["id"]], k)

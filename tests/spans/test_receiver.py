@@ -81,7 +81,8 @@ def test_gzip_and_json_bodies(rx):
     (gzip.compress(b"\x00" * (300 * 1024)), {**PB, "Content-Encoding": "gzip"}, 413,
      "too_large"),  # a small gzip that unpacks past the limit
     (b"\x00" * (300 * 1024), PB, 413, "too_large"),
-])
+], ids=["garbage", "truncated", "bad-json", "json-not-otlp", "html", "brotli", "bad-gzip",
+        "gzip-bomb", "huge"])
 def test_hostile_bodies_get_an_http_error_and_a_count(rx, body, headers, code, counter):
     r = _post(rx, body, headers)
     assert r.status_code == code
