@@ -158,8 +158,11 @@ class RequestsScreen(Screen):
             title += f" \u00b7 /{self.filter_text}"
         self.query_one(".title", Static).update(title)
         inflight = sum(1 for r in rows if isinstance(r, InflightRequest))
-        self.query_one("#requests-shape", Static).update(shape_text(
-            summary.to_json() if summary is not None else None, label, inflight))
+        shape = shape_text(summary.to_json() if summary is not None else None, label,
+                           inflight)
+        box = self.query_one("#requests-shape", Static)
+        box.display = bool(shape.plain)
+        box.update(shape)
         empty = not rows
         self.set_class(empty, "-empty")
         if empty:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 
 from llmtop.request import InflightRequest, RequestRecord
@@ -241,38 +243,41 @@ SETUP = (
 """What makes each engine send spans (``docs/requests.md``)."""
 
 
-def empty_text(window: Any, window_label: str, *, replay: bool, filtered: str = "") -> Text:
+def empty_text(window: Any, window_label: str, *, replay: bool, filtered: str = ""
+               ) -> Text | Group:
     """Why the table is empty: no receiver (how to turn it on), a receiver and no spans yet
     (what sends them), no request in the window, or the filter."""
     if filtered:
         return Text(f"No request matches {filtered!r} (esc clears the filter).", style="dim")
-    out = Text()
+    head = Text()
     receiver = getattr(window, "receiver", None) if window is not None else None
     seen = getattr(window, "spans_seen", 0) if window is not None else 0
-    if window is not None and getattr(window, "active", False) and seen:
-        out.append(f"No request finished in the last {window_label} ({seen} spans received "
-                   "so far). v widens the window.", style="bold")
-        return out
-    if replay and not (window is not None and getattr(window, "active", False)):
-        out.append("This recording holds no request spans: it was recorded without "
-                   "--otlp-listen.", style="bold")
-        out.append("\nRecord with llmtop record FILE --otlp-listen 127.0.0.1:4318 "
-                   "(docs/requests.md).")
-        return out
+    active = window is not None and getattr(window, "active", False)
+    if active and seen:
+        head.append(f"No request finished in the last {window_label} ({seen} spans received "
+                    "so far). v widens the window.", style="bold")
+        return head
+    if replay and not active:
+        head.append("This recording holds no request spans: it was recorded without "
+                    "--otlp-listen.", style="bold")
+        head.append("\nRecord with llmtop record FILE --otlp-listen 127.0.0.1:4318 "
+                    "(docs/requests.md).")
+        return head
     if receiver is None:
-        out.append("llmtop receives no request spans.", style="bold")
-        out.append("\nStart it with --otlp-listen 127.0.0.1:4318 and point the engines at "
-                   "it:\n")
+        head.append("llmtop receives no request spans.", style="bold")
+        head.append("\nStart it with --otlp-listen 127.0.0.1:4318 and point the engines at "
+                    "it:")
     else:
         url = receiver.get("url") or "the receiver"
-        out.append(f"Listening on {url}: no spans yet.", style="bold")
+        head.append(f"Listening on {url}: no spans yet.", style="bold")
         bad = receiver.get("bad") or 0
         if bad or receiver.get("last_error"):
-            out.append(f" {bad} bad bodies; last error: {receiver.get('last_error')}",
-                       style="yellow")
-        out.append("\nThe engines send them when started with:\n")
+            head.append(f" {bad} bad bodies; last error: {receiver.get('last_error')}",
+                        style="yellow")
+        head.append("\nThe engines send them when started with:")
+    grid = Table.grid(padding=(0, 1))  # a hanging indent: wrapped flags stay in their column
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(ratio=1)
     for engine, how in SETUP:
-        out.append(f"  {engine}: ", style="bold")
-        out.append(f"{how}\n")
-    out.append("See docs/requests.md.", style="dim")
-    return out
+        grid.add_row(f"  {engine}", how)
+    return Group(head, grid, Text("See docs/requests.md.", style="dim"))
