@@ -38,8 +38,10 @@ SHOTS = [
     ("help", "ok", "dark", ("question_mark",)),
     ("probe", "ok", "dark", ("down", "down", "l")),
     ("overview-capacity", "headroom", "dark", ("down", "down")),  # the CAP column, README
+    ("requests", "requests", "dark", ("r",)),
+    ("requests-80x24", "requests", "dark", ("r",)),
 ]
-SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24)}
+SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24), "requests-80x24": (80, 24)}
 """Shots not at ``SIZE``."""
 
 

@@ -10,6 +10,7 @@ from llmtop.diagnose.baseline import Baseline, gpu_key
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import signal
 from llmtop.model import EngineRow, GpuRecord
+from llmtop.request import RequestRecord
 
 GAUGES = frozenset({"kv", "waiting", "running", "waiting_deferred"})
 """Signals read from the newest sample (evidence window ``now``), not over the window."""
@@ -69,6 +70,9 @@ class RowCtx:
     """Other replicas of the same model (other targets), good state only."""
     restarted_ago_s: float | None = None
     """Seconds since llmtop saw this engine restart (None: not seen)."""
+    requests: Sequence[RequestRecord] = ()
+    """This row's single requests that ended in the window, from the engines' spans
+    (``diagnose.requests``); empty without spans."""
 
     @property
     def window(self) -> str:

@@ -27,6 +27,7 @@ from llmtop.diagnose.thresholds import (
     END_HOLD_S,
 )
 from llmtop.model import EngineRow, GpuRecord
+from llmtop.request import RequestRecord
 
 __all__ = ["Diagnoser", "Transition", "kin"]
 
@@ -125,10 +126,11 @@ class Diagnoser:
         restarted_ago_s: Mapping[str, float] | None = None,
         force: bool = False,
         routers: Sequence[Any] | Callable[[], Sequence[Any]] = (),
+        requests: Sequence[RequestRecord] | Callable[[], Sequence[RequestRecord]] = (),
     ) -> list[Transition]:
         """Re-run the rules if due (or ``force``); returns what started, worsened or ended.
-        ``rows`` (and ``routers``, ``model_stack.RouterRow``) may be functions, called only
-        when the rules run."""
+        ``rows``, ``routers`` (``model_stack.RouterRow``) and ``requests`` (the window's single
+        requests, cited as examples) may be functions, called only when the rules run."""
         if not force and not self.due(t):
             return []
         self._last_run = t
@@ -136,12 +138,15 @@ class Diagnoser:
             rows = rows()
         if callable(routers):
             routers = routers()
+        if callable(requests):
+            requests = requests()
         keys = [r.key for r in rows]
         row_keys = {(r.target, r.model): r.key for r in rows}
         now = diagnose(rows, baselines=self._baselines(keys, t),
                        gpus=gpus, gpu_baselines=self.tracker.gpu_baselines(t, self.window_s),
                        window_s=self.window_s, waiting_min=waiting_min,
-                       restarted_ago_s=restarted_ago_s, routers=routers)
+                       restarted_ago_s=restarted_ago_s, routers=routers,
+                       requests=requests)
         out: list[Transition] = []
         seen = set()
         for f in now:

@@ -261,3 +261,14 @@ STUCK_IDLE_S = 15.0
 still answering: vLLM issue #53130's admission stall (``/health`` 200, ~0.5 tok/s). Half the
 diagnosis window: named long before a latency histogram can show it (stuck requests never
 finish, so TTFT and e2e stay empty)."""
+# ---------------------------------------------------------------- requests cited as examples
+CITE_QUEUE_SLOWEST = 10
+"""``queueing`` cites the share of TTFT the window's this-many slowest requests (by TTFT)
+spent queued (issue 44's example: "the 10 slowest requests spent 88 % of their TTFT
+queued")."""
+CITE_PROMPT_SLOWEST = 3
+"""``long_prompts`` cites the prompt tokens of the this-many slowest (issue 44: "the 3 slowest
+had 61k-90k prompt tokens, the window's median 1.2k")."""
+CITE_MIN_REQUESTS = 3
+"""Requests with the values in the window below this: no citation (one or two requests say
+nothing about "the slowest" against the rest)."""

@@ -53,7 +53,7 @@ counting frees; at 700 the collector ran 3 times a second and cost more CPU than
 engines table. Little of what we make is cyclic garbage, so collecting rarely keeps memory
 the same (``benchmarks/tui_cost.py`` RSS)."""
 
-_OPENS = {"probe": "ProbeScreen", "gpus": "GpuScreen"}
+_OPENS = {"probe": "ProbeScreen", "gpus": "GpuScreen", "requests": "RequestsScreen"}
 """Action -> the screen it opens (and that screen's footer does not offer it again)."""
 
 
@@ -112,7 +112,9 @@ class LlmtopApp(ReplayActions, App):
         Binding("space", "pause", "Pause", show=False, id="pause_space"),
         Binding("plus", "interval(1)", "Slower", key_display="+", show=False, id="slower"),
         Binding("minus", "interval(-1)", "Faster", key_display="-", show=False, id="faster"),
-        Binding("r", "refresh_now", "Refresh", show=False, id="refresh"),
+        Binding("R", "refresh_now", "Refresh", show=False, id="refresh"),
+        Binding("r", "requests", "Requests", tooltip="the window's requests, slowest first, "
+                "and where each spent its time", id="requests"),
         Binding("g", "gpus", "GPUs", id="gpus"),
         Binding("l", "probe", "Probe", id="probe"),
         Binding("t", "cycle_theme", "Theme", show=False, id="theme"),
@@ -303,7 +305,8 @@ class LlmtopApp(ReplayActions, App):
         does not is refused, left out of the footer and out of help (``?``): replay keys
         need a replay; time travel and folding a model need fleet mode; the load probe needs
         a live engine's API URL, which neither a replay nor Prometheus gives; the raw
-        metrics browser needs kept scrapes, which fleet mode has not."""
+        metrics browser needs kept scrapes, and the requests screen the engines' spans, which
+        fleet mode has not."""
         name = action.split("(")[0]
         fleet = hasattr(self.source, "travel")
         if name in REPLAY_ACTIONS:
@@ -312,8 +315,8 @@ class LlmtopApp(ReplayActions, App):
             return fleet
         if name == "probe":
             return self.replay is None and not fleet
-        if name == "raw":  # fleet mode reads series from Prometheus: no raw scrape kept
-            return not fleet
+        if name in ("raw", "requests"):  # fleet mode reads series from Prometheus: no raw
+            return not fleet  # scrape kept, no span received
         return True
 
     def action_fleet_travel(self) -> None:
@@ -360,6 +363,12 @@ class LlmtopApp(ReplayActions, App):
 
         if not isinstance(self.screen, GpuScreen):
             self.push_screen(GpuScreen(self))
+
+    def action_requests(self) -> None:
+        from llmtop.ui.screens.requests import RequestsScreen
+
+        if not isinstance(self.screen, RequestsScreen):
+            self.push_screen(RequestsScreen(self))
 
     def action_why(self) -> None:
         from llmtop.ui.screens.why import WhyScreen

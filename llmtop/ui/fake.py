@@ -2,8 +2,9 @@
 
 ``FakeSource.demo(scenario)`` gives fixed, deterministic data for vLLM + SGLang + Triton and
 two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"``, ``"empty"``
-(no engine, no GPU) or ``"states"`` (one row in each bad state: BAD PAYLOAD, RESTARTED,
-STALE, HTTP 503, UNAUTHORIZED, DOWN).
+(no engine, no GPU), ``"states"`` (one row in each bad state: BAD PAYLOAD, RESTARTED,
+STALE, HTTP 503, UNAUTHORIZED, DOWN) or ``"requests"`` (``pressure`` with a window of single
+requests, ``demo_requests``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from dataclasses import replace
 from typing import Any
 
 from llmtop.gpu import reasons
+from llmtop.history.requests import RequestWindow
 from llmtop.model import EngineRow, Event, GpuProcess, GpuRecord, Quantiles, Snapshot
 from llmtop.parse.exposition import Family, Sample
+from llmtop.request import PROBE_TRACE_PREFIX, RequestRecord
 
-__all__ = ["FROZEN_TIME", "FakeSource", "demo_snapshot"]
+__all__ = ["FROZEN_TIME", "FakeSource", "demo_requests", "demo_snapshot"]
 
 FROZEN_TIME = 1_795_000_000.0
 """A fixed wall clock (2026-11-18 11:06:40 UTC) for deterministic screens."""
@@ -173,6 +176,50 @@ def _state_rows() -> list[EngineRow]:
     return out
 
 
+def demo_requests(t: float = FROZEN_TIME) -> RequestWindow:
+    """A minute of single requests shaped like the engines' spans (``parse/spans.py``):
+    vLLM's (ids ``cmpl-<hex>-0``, tokens, queue/prefill/decode, no finish reason) with a
+    queue building behind a few long prompts and the probe's requests among them; SGLang's
+    (no tokens); Triton's (queue and compute, no TTFT). Deterministic; SYNTHETIC values."""
+    import random
+
+    rnd = random.Random(44)
+    w = RequestWindow()
+    reqs = []
+    for i in range(60):
+        long = i % 17 == 3
+        prompt = rnd.randint(61_000, 90_000) if long else rnd.randint(600, 2400)
+        queue = rnd.uniform(4.0, 7.9) if long or i % 7 == 0 else rnd.uniform(0.005, 0.3)
+        prefill = prompt / 30_000 + rnd.uniform(0.01, 0.05)
+        out = rnd.randint(40, 512)
+        decode = out * rnd.uniform(0.021, 0.035)
+        probe = i % 11 == 5
+        reqs.append(RequestRecord(
+            id=f"cmpl-{rnd.getrandbits(64):016x}-0", engine="vllm",
+            target="vllm@127.0.0.1:8000", prompt_tokens=prompt, output_tokens=out,
+            queue_s=queue, prefill_s=prefill, decode_s=decode, ttft_s=queue + prefill,
+            e2e_s=queue + prefill + decode + 0.004, source="probe" if probe else "traffic",
+            trace_id=(PROBE_TRACE_PREFIX + f"{rnd.getrandbits(80):020x}") if probe else None,
+            t_start=t - 50 + i * 0.8 - (queue + prefill + decode), t_end=t - 50 + i * 0.8))
+    for i in range(25):
+        queue, prefill, decode = rnd.uniform(0.002, 0.02), rnd.uniform(0.03, 0.09), \
+            rnd.uniform(0.8, 3.0)
+        reqs.append(RequestRecord(
+            id=f"{rnd.getrandbits(128):032x}", engine="sglang",
+            target="sglang@127.0.0.1:30000", queue_s=queue, prefill_s=prefill,
+            decode_s=decode, ttft_s=queue + prefill, e2e_s=queue + prefill + decode,
+            t_end=t - 40 + i * 1.5))
+    for i in range(8):
+        queue, compute = rnd.uniform(0.01, 0.2), rnd.uniform(1.2, 2.4)
+        reqs.append(RequestRecord(
+            id=str(9100 + i), engine="triton", target="triton@127.0.0.1:8002", queue_s=queue,
+            prefill_s=compute, e2e_s=queue + compute + 0.002, model="ensemble",
+            t_end=t - 30 + i * 3.0))
+    w.add(sorted(reqs, key=lambda r: r.t_end or 0.0))
+    w.spans_seen = len(reqs)
+    return w
+
+
 SERIES_POINTS = 120
 """Points in every fake series (two minutes at one a second)."""
 
@@ -227,6 +274,7 @@ class FakeSource:
         events: list[Event] | None = None,
         fail_on: set[int] | None = None,
         replay: Any = None,
+        requests: RequestWindow | None = None,
     ) -> None:
         self._snap = snapshot or demo_snapshot()
         self._snapshots = snapshots
@@ -234,6 +282,8 @@ class FakeSource:
         self.ticks = 0
         self._fail_on = fail_on or set()
         self.replay = replay
+        self.requests = requests
+        """The request window ``request_window`` answers (None: no spans, no receiver)."""
         self._events: list[Event] = list(events) if events is not None else [
             Event(FROZEN_TIME - 60, "info", "vllm@127.0.0.1:8000", "up: vllm 0.11.0"),
             Event(FROZEN_TIME - 42, "info", "sglang@127.0.0.1:30000", "up: sglang 0.5.3"),
@@ -243,6 +293,9 @@ class FakeSource:
 
     @classmethod
     def demo(cls, scenario: str = "ok", **kw: Any) -> FakeSource:
+        if scenario == "requests":
+            kw.setdefault("requests", demo_requests())
+            scenario = "pressure"
         return cls(demo_snapshot(scenario), **kw)
 
     async def tick(self) -> Snapshot:
@@ -291,6 +344,9 @@ class FakeSource:
         if not target.startswith("vllm"):
             return {}, {}, 0.0
         return self.now_families, self.prev_families, 1.0
+
+    def request_window(self) -> RequestWindow | None:
+        return self.requests
 
     async def aclose(self) -> None:
         return None

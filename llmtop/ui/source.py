@@ -78,6 +78,8 @@ class Source(Protocol):
     def events(self) -> list[Event]: ...
     def event(self, level: str, target: str | None, text: str) -> None: ...
     def raw_families(self, target: str) -> tuple[dict, dict, float]: ...
+    def request_window(self) -> Any:
+        """The single requests (``history.requests.RequestWindow``), or None without one."""
     async def aclose(self) -> None: ...
 
 
@@ -232,6 +234,11 @@ class MonitorSource:
         if fn is None:
             return {}, {}, 0.0
         return fn(target)
+
+    def request_window(self) -> Any:
+        """The store's request window (looked up each time: a replay seeking back starts a
+        fresh store); None where the store keeps none (fleet mode)."""
+        return getattr(self.store, "requests", None)
 
     async def aclose(self) -> None:
         fn = getattr(self.monitor, "aclose", None)

@@ -110,3 +110,15 @@ def test_queue_shares_read_as_percentages():
     for name in ("queue_share_of_ttft", "queue_share_of_e2e"):
         e = Evidence(name, 0.94, "5s", None, 0.5)
         assert fmt_evidence(e) == f"{name} 94% (limit 50%) [5s]"
+
+
+def test_request_citations_read_in_their_units():
+    """The evidence of single requests (``diagnose.requests``): seconds, tokens, a share."""
+    from llmtop.diagnose.findings import Evidence
+    from llmtop.ui.screens.why import fmt_evidence
+
+    assert fmt_evidence(Evidence("longest_queue_s", 7.9, "30s")) == "longest_queue_s 7.90 s [30s]"
+    assert fmt_evidence(Evidence("slowest_prompt_max", 90_000.0, "30s")) == \
+        "slowest_prompt_max 90000 tok [30s]"
+    assert fmt_evidence(Evidence("slowest_queue_share_of_ttft", 0.88, "30s")) == \
+        "slowest_queue_share_of_ttft 88% [30s]"

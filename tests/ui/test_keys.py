@@ -120,7 +120,7 @@ async def test_refresh_now_ticks():
     async with app.run_test() as pilot:
         await first_paint(app, pilot)
         before = app.source.ticks
-        await pilot.press("r")
+        await pilot.press("R")  # r opens the requests screen
         await pilot.pause()
         await pilot.pause()
         assert app.source.ticks == before + 1

@@ -107,3 +107,9 @@ def test_gpu_throttled(snap_compare, size):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_gpu_unavailable(snap_compare, size):
     assert snap_compare(make_app("no_gpu"), terminal_size=size, run_before=_run("g"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_requests(snap_compare, size):
+    """The window's requests slowest TTFT first, the shape above, FINISH folded at 80."""
+    assert snap_compare(make_app("requests"), terminal_size=size, run_before=_run("r"))

@@ -27,6 +27,7 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
     from llmtop.ui.screens.overview import OverviewScreen
     from llmtop.ui.screens.probe import ProbeScreen
     from llmtop.ui.screens.raw import RawMetricsScreen
+    from llmtop.ui.screens.requests import RequestsScreen
     from llmtop.ui.screens.why import WhyScreen
     from llmtop.ui.widgets.rowtable import RowTable
 
@@ -42,6 +43,8 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
         ("Raw metrics", list(Binding.make_bindings(RawMetricsScreen.BINDINGS))),
         ("GPUs (up/down selects a GPU)", list(Binding.make_bindings(GpuScreen.BINDINGS))),
         ("Load probe", list(Binding.make_bindings(ProbeScreen.BINDINGS))),
+        ("Requests (r: the window's requests, slowest first; up/down selects one)",
+         list(Binding.make_bindings(RequestsScreen.BINDINGS))),
         ("Why (findings: cause, evidence, action)",
          list(Binding.make_bindings(WhyScreen.BINDINGS))),
         ("Replay only (llmtop replay FILE; p/space play/pause)", replay),

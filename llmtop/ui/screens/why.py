@@ -29,7 +29,10 @@ SEVERITY_STYLE = {"critical": "bold red", "warn": "bold yellow", "info": "cyan"}
 DASH = "\u2013"
 
 _PCT = ("kv", "hit_rate", "spec_accept", "share", "error_share", "abort_share")
-_TOKENS = ("prompt_p50", "prompt_p90", "iter_p50")
+_TOKENS = ("prompt_p50", "prompt_p90", "iter_p50", "slowest_prompt_min", "slowest_prompt_max",
+           "window_prompt_median")
+_SECONDS = ("longest_queue_s",)
+"""Evidence of single requests (``diagnose.requests``) in seconds."""
 
 
 def _val(name: str, v: float | str | None) -> str:
@@ -42,7 +45,7 @@ def _val(name: str, v: float | str | None) -> str:
         return f"{v * 100:.0f}%"
     if base in _TOKENS:
         return f"{v:.0f} tok"
-    if base.endswith(("_p50", "_p95", "_mean")):
+    if base.endswith(("_p50", "_p95", "_mean")) or base in _SECONDS:
         return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
     if abs(v) >= 100 or v == int(v):
         return f"{v:.0f}"

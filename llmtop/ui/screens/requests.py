@@ -1,0 +1,249 @@
+"""Requests (``r``): the window's single requests, slowest first, and where each spent its
+time (queue / prefill / decode), from the engines' spans (``history.requests``); requests in
+flight (llama-server ``/slots``) on top with their age. Above them, the window's shape (the
+history's summary: how the slowest differ from the rest). ``s``/``S`` sort, ``/`` filters,
+``v`` widens the window, ``esc`` goes back. Works in replay: the recording's spans.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
+
+from llmtop.history.requests import KEEP_S, SORT_KEYS
+from llmtop.request import InflightRequest, RequestRecord
+from llmtop.ui.screens.requests_cells import (
+    PHASES,
+    SORT_LABELS,
+    Col,
+    empty_text,
+    inflight_cells,
+    matches,
+    request_cells,
+    request_layout,
+    selected_text,
+    shape_text,
+)
+from llmtop.ui.view import LiveView
+from llmtop.ui.widgets.footer import FitFooter
+
+__all__ = ["REFRESH_MIN_S", "SHOW_MAX", "WINDOWS", "RequestsScreen", "request_window"]
+
+WINDOWS = (60.0, 300.0, KEEP_S)
+"""The windows ``v`` steps through (seconds): 1 min, 5 min, all that is kept (10 min)."""
+
+SHOW_MAX = 200
+"""At most this many rows in the table (the slowest, after the filter): the title says how
+many there were."""
+
+REFRESH_MIN_S = 2.0
+"""The window is re-read (ranked, summed up, the table rebuilt) at most this often unless a
+key changed what is shown: 20,000 requests in 10 minutes cost tens of ms to rank and sum."""
+
+
+def request_window(view: Any) -> Any:
+    """The source's request window (``history.requests.RequestWindow``), or None: a source
+    that has none (fleet mode), or whose store keeps none."""
+    fn = getattr(view.source, "request_window", None)
+    try:
+        return fn() if fn is not None else None
+    except Exception:
+        return None
+
+
+def _label(window_s: float) -> str:
+    return f"{window_s / 60:g} min" if window_s >= 60 else f"{window_s:g} s"
+
+
+def _title(by: str, reverse: bool, label: str) -> str:
+    arrow = "\u25b2" if reverse else "\u25bc"
+    return (f"Requests \u00b7 last {label} \u00b7 by {SORT_LABELS[by]} {arrow} \u00b7 "
+            + "  ".join(f"{g} {w}" for _f, g, _c, w in PHASES))
+
+
+class RequestsScreen(Screen):
+    """The requests of the window (see the module doc)."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", tooltip="clear the filter, else go back",
+                id="requests_back"),
+        Binding("s", "sort_next", "Sort", tooltip="sort by the next of TTFT, e2e, queue, "
+                "prefill, decode, prompt and output tokens", id="requests_sort"),
+        Binding("S", "sort_reverse", "Order", tooltip="slowest or fastest first",
+                id="requests_order"),
+        Binding("slash", "filter", "Filter", key_display="/",
+                tooltip="engine, request id, probe/traffic or finish reason",
+                id="requests_filter"),
+        Binding("v", "next_window", "Window", tooltip="1 min, 5 min, 10 min",
+                id="requests_window"),
+    ]
+
+    def __init__(self, view: LiveView) -> None:
+        super().__init__()
+        self.view = view
+        self.by = "ttft_s"
+        self.reverse = False
+        self.window_s = WINDOWS[0]
+        self.filter_text = ""
+        self.shown: list[RequestRecord | InflightRequest] = []
+        """The table's rows, in order (in-flight first)."""
+        self.total = 0
+        """Rows before the ``SHOW_MAX`` cut (after the filter)."""
+        self._layout: list[Col] | None = None
+        self._keys: list[tuple[str, str]] = []
+        self._read: tuple[Any, ...] | None = None
+        """What the last read showed (window object, sort, window, filter) and when."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("Requests", classes="title")
+        yield Static(id="requests-shape")
+        yield Input(placeholder="/ filter: engine, request id, probe/traffic, finish reason",
+                    id="requests-filter")
+        yield DataTable(id="requests-table", cursor_type="row", cell_padding=0)
+        yield Static(id="requests-empty")
+        yield Static(id="requests-selected")
+        yield FitFooter()
+
+    def on_mount(self) -> None:
+        self.refresh_data(force=True)
+        self.query_one("#requests-table", DataTable).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self.refresh_data(force=True)
+
+    # -- data ---------------------------------------------------------------------------------
+    def _rows(self, window: Any, t_wall: float, count: int
+              ) -> tuple[list[RequestRecord | InflightRequest], int]:
+        """The rows to show (in flight first, at most ``SHOW_MAX``) and how many matched.
+        Unfiltered and slowest first, only the ``SHOW_MAX`` slowest are ranked."""
+        needle = self.filter_text
+        live = [r for r in window.inflight_list() if matches(r, needle)]
+        if not needle and not self.reverse:
+            done = window.slowest(self.window_s, t_wall, by=self.by, n=SHOW_MAX)
+            return [*live, *done][:SHOW_MAX], len(live) + count
+        done = [r for r in window.slowest(self.window_s, t_wall, by=self.by)
+                if matches(r, needle)]
+        if self.reverse:
+            have = [r for r in done if r.get(self.by) is not None]
+            done = have[::-1] + done[len(have):]
+        rows = [*live, *done]
+        return rows[:SHOW_MAX], len(rows)
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        snap = self.view.snapshot
+        window = request_window(self.view)
+        what = (id(window), self.by, self.reverse, self.window_s, self.filter_text)
+        now = time.monotonic()
+        if (not force and self._read is not None and self._read[0] == what
+                and now - self._read[1] < REFRESH_MIN_S):
+            return
+        self._read = (what, now)
+        t_wall = snap.time if snap is not None else self.view.clock()
+        summary = window.summary(self.window_s, t_wall, by=self.by) \
+            if window is not None and len(window) else None
+        rows, self.total = self._rows(window, t_wall, summary.count if summary else 0) \
+            if window is not None else ([], 0)
+        label = _label(self.window_s)
+        title = _title(self.by, self.reverse, label)
+        if self.total > len(rows):
+            title += f" \u00b7 {len(rows)} of {self.total}"
+        if self.filter_text:
+            title += f" \u00b7 /{self.filter_text}"
+        self.query_one(".title", Static).update(title)
+        inflight = sum(1 for r in rows if isinstance(r, InflightRequest))
+        shape = shape_text(summary.to_json() if summary is not None else None, label,
+                           inflight)
+        box = self.query_one("#requests-shape", Static)
+        box.display = bool(shape.plain)
+        box.update(shape)
+        empty = not rows
+        self.set_class(empty, "-empty")
+        if empty:
+            self.query_one("#requests-empty", Static).update(empty_text(
+                window, label, replay=getattr(self.view, "replay", None) is not None,
+                filtered=self.filter_text if window is not None and len(window) else ""))
+        self._paint_table(rows, force)
+        self._show_selected()
+
+    def _paint_table(self, rows: list[RequestRecord | InflightRequest], force: bool) -> None:
+        t = self.query_one("#requests-table", DataTable)
+        cols = request_layout(self.size.width or self.app.size.width)
+        keys = [(r.target or "", r.id) for r in rows]
+        if not force and cols == self._layout and keys == self._keys and rows == self.shown:
+            return
+        selected = self._selected()
+        if cols != self._layout:
+            t.clear(columns=True)
+            for c in cols:
+                t.add_column(c.label.rjust(c.width) if c.right else " " + c.label,
+                             width=c.width, key=c.key)
+        else:
+            t.clear()
+        for i, r in enumerate(rows):
+            cells = (inflight_cells(r, cols) if isinstance(r, InflightRequest)
+                     else request_cells(r, cols))
+            t.add_row(*cells, key=str(i))
+        self._layout, self._keys, self.shown = cols, keys, rows
+        if selected is not None:
+            key = (selected.target or "", selected.id)
+            if key in keys:
+                t.move_cursor(row=keys.index(key), animate=False)
+
+    def _selected(self) -> RequestRecord | InflightRequest | None:
+        t = self.query_one("#requests-table", DataTable)
+        if not self.shown or not 0 <= t.cursor_row < len(self.shown):
+            return None
+        return self.shown[t.cursor_row]
+
+    @on(DataTable.RowHighlighted, "#requests-table")
+    def _row_highlighted(self) -> None:
+        self._show_selected()
+
+    def _show_selected(self) -> None:
+        self.query_one("#requests-selected", Static).update(selected_text(self._selected()))
+
+    # -- keys ---------------------------------------------------------------------------------
+    def action_sort_next(self) -> None:
+        self.by = SORT_KEYS[(SORT_KEYS.index(self.by) + 1) % len(SORT_KEYS)]
+        self.refresh_data(force=True)
+
+    def action_sort_reverse(self) -> None:
+        self.reverse = not self.reverse
+        self.refresh_data(force=True)
+
+    def action_next_window(self) -> None:
+        i = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else -1
+        self.window_s = WINDOWS[(i + 1) % len(WINDOWS)]
+        self.refresh_data(force=True)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#requests-filter", Input)
+        box.add_class("-open")
+        box.focus()
+
+    @on(Input.Changed, "#requests-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.refresh_data(force=True)
+
+    @on(Input.Submitted, "#requests-filter")
+    def _filter_done(self) -> None:
+        self.query_one("#requests-table", DataTable).focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#requests-filter", Input)
+        if box.has_focus or self.filter_text:
+            box.value = ""
+            self.filter_text = ""
+            box.remove_class("-open")
+            self.query_one("#requests-table", DataTable).focus()
+            self.refresh_data(force=True)
+            return
+        self.app.pop_screen()
