@@ -107,3 +107,9 @@ def test_gpu_throttled(snap_compare, size):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_gpu_unavailable(snap_compare, size):
     assert snap_compare(make_app("no_gpu"), terminal_size=size, run_before=_run("g"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_stack_overview(snap_compare, size):
+    """Two routers with their backends (and P/D pools) under them (issue 42)."""
+    assert snap_compare(make_app("stack"), terminal_size=size, run_before=_run())
