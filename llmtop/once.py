@@ -132,7 +132,7 @@ def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
                    if r.key in before and r.waiting is not None
                    and before[r.key].waiting is not None}
     return diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s or window_s,
-                    baselines=baselines, waiting_min=waiting_min)
+                    baselines=baselines, waiting_min=waiting_min, routers=snap.routers)
 
 
 def empty_json(message: str) -> str:

@@ -36,6 +36,10 @@ ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "dcgm": 9400,
     "vllm-router": 29000,  # --prometheus-port (vllm-project/router router_args.py)
     "sglang-router": 29000,  # PrometheusConfig::default (sgl-model-gateway metrics.rs)
+    "gie-epp": 9090,  # the EPP's metrics port (GIE / llm-d guides)
+    "llm-d-epp": 9090,
+    "dynamo": 8000,  # the frontend's HTTP port serves /metrics
+    "litellm": 4000,  # the LiteLLM proxy's default --port
 }
 """Where each engine listens by default (``vllm@host`` without a port uses this)."""
 

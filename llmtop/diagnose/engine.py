@@ -12,9 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from llmtop.diagnose.baseline import Baseline
 from llmtop.diagnose.context import RowCtx
 from llmtop.diagnose.findings import EXPLAINS, Finding, order_findings
-from llmtop.diagnose.rules import ROW_RULES
+from llmtop.diagnose.rules import ROW_RULES, STACK_RULES
+from llmtop.diagnose.stack_ctx import stack_ctx
 from llmtop.diagnose.thresholds import DIAG_WINDOW_S
 from llmtop.model import EngineRow, GpuRecord
+from llmtop.model_stack import RouterRow
 
 __all__ = ["GOOD_STATES", "diagnose", "gpus_by_target"]
 
@@ -51,8 +53,11 @@ def diagnose(
     window_s: float = DIAG_WINDOW_S,
     waiting_min: Mapping[str, float] | None = None,
     restarted_ago_s: Mapping[str, float] | None = None,
+    routers: Sequence[RouterRow] = (),
 ) -> list[Finding]:
-    """Findings for every good row (see the module doc); ``[]`` when all is well."""
+    """Findings for every good row (see the module doc); ``[]`` when all is well.
+    ``routers``: the routers over the same window (rows linked to them by the store): the
+    stack rules (``rules.STACK_RULES``) run over them and every row."""
     baselines = baselines or {}
     waiting_min = waiting_min or {}
     restarted_ago_s = restarted_ago_s or {}
@@ -78,5 +83,12 @@ def diagnose(
             mine.extend(rule(ctx))
         fired = {f.rule for f in mine}
         found.extend(f for f in mine if not (SUPPRESSED_BY.get(f.rule, frozenset()) & fired))
-    targets = list(dict.fromkeys(r.target for r in rows))
+    if routers or any(r.role is not None for r in rows):
+        ctx = stack_ctx(rows, routers, window_s, waiting_min)
+        stacked = [f for rule in STACK_RULES for f in rule(ctx)]
+        routed = {f.target for f in stacked if f.rule == "routing"}
+        # the router's policy is the cause of a replica's imbalance: one finding, not two
+        found = [f for f in found if not (f.rule == "imbalance" and f.target in routed)]
+        found += stacked
+    targets = list(dict.fromkeys([*(r.target for r in rows), *(r.target for r in routers)]))
     return order_findings(found, targets)

@@ -23,12 +23,16 @@ __all__ = [
 SEVERITIES = ("info", "warn", "critical")
 
 RULE_IDS = (
+    "stuck",
     "warming_up",
     "gpu_throttle",
     "kv_pressure",
     "long_prompts",
     "prefix_cache_miss",
     "spec_decode_drop",
+    "routing",
+    "pd_balance",
+    "kv_transfer",
     "imbalance",
     "errors",
     "near_capacity",
@@ -52,6 +56,11 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "queueing": frozenset({"ttft_rise", "aborts"}),
     "decode_slowdown": frozenset({"aborts"}),
     "errors": frozenset(),
+    "stuck": frozenset({"queueing", "ttft_rise", "near_capacity", "decode_slowdown",
+                        "aborts", "imbalance", "routing"}),
+    "routing": frozenset({"imbalance", "queueing", "ttft_rise", "errors"}),
+    "pd_balance": frozenset({"queueing", "ttft_rise", "decode_slowdown", "kv_pressure"}),
+    "kv_transfer": frozenset({"ttft_rise", "queueing", "errors"}),
 }
 """cause -> the findings it explains (on the same engine). An explained finding follows its
 cause whatever their severities. A prefix-cache collapse explains a decode slowdown as longer

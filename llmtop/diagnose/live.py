@@ -48,7 +48,7 @@ class LiveDiagnosis:
                 waiting_min[row.key] = min(vals)
         for tr in d.update(t, lambda: store.rows_over(d.window_s, t), snap.gpus,
                            waiting_min=waiting_min, restarted_ago_s=store.restart_ages(t),
-                           force=force):
+                           force=force, routers=lambda: store.routers_over(d.window_s, t)):
             store.event(*event_line(tr), t_wall=t_wall)
 
 

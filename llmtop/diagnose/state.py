@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from llmtop.diagnose.baseline import Baseline, BaselineTracker
 from llmtop.diagnose.engine import SUPPRESSED_BY, diagnose
@@ -123,20 +124,24 @@ class Diagnoser:
         waiting_min: Mapping[str, float] | None = None,
         restarted_ago_s: Mapping[str, float] | None = None,
         force: bool = False,
+        routers: Sequence[Any] | Callable[[], Sequence[Any]] = (),
     ) -> list[Transition]:
         """Re-run the rules if due (or ``force``); returns what started, worsened or ended.
-        ``rows`` may be a function, called only when the rules run."""
+        ``rows`` (and ``routers``, ``model_stack.RouterRow``) may be functions, called only
+        when the rules run."""
         if not force and not self.due(t):
             return []
         self._last_run = t
         if callable(rows):
             rows = rows()
+        if callable(routers):
+            routers = routers()
         keys = [r.key for r in rows]
         row_keys = {(r.target, r.model): r.key for r in rows}
         now = diagnose(rows, baselines=self._baselines(keys, t),
                        gpus=gpus, gpu_baselines=self.tracker.gpu_baselines(t, self.window_s),
                        window_s=self.window_s, waiting_min=waiting_min,
-                       restarted_ago_s=restarted_ago_s)
+                       restarted_ago_s=restarted_ago_s, routers=routers)
         out: list[Transition] = []
         seen = set()
         for f in now:
@@ -165,6 +170,7 @@ class Diagnoser:
             if explained or t - a.last_fired >= self.hold_s or t < a.last_fired:
                 del self._active[k]
                 out.append(Transition("end", a.finding, t - a.since))
-        targets = list(dict.fromkeys(r.target for r in rows))
+        targets = list(dict.fromkeys([*(r.target for r in rows),
+                                      *(r.target for r in routers)]))
         self.findings = order_findings((a.finding for a in self._active.values()), targets)
         return out

@@ -40,9 +40,15 @@ __all__ = [
     "IMB_RUNNING_X",
     "IMB_WAITING_MIN",
     "KV_CRIT",
+    "KV_FAIL_CRIT_PER_S",
+    "KV_FAIL_MIN",
     "KV_FULL",
+    "KV_XFER_MIN_S",
+    "KV_XFER_SHARE",
     "MIN_REQUESTS",
     "MIN_TOKENS",
+    "PD_ROOM_KV",
+    "PD_WAITING_MIN",
     "PREEMPT_CRIT_PER_S",
     "PREEMPT_MIN_EVENTS",
     "PROMPT_ABS_TOKENS",
@@ -55,10 +61,17 @@ __all__ = [
     "QUEUE_SERVICE_X",
     "QUEUE_SHARE",
     "QUEUE_WAITING_MIN",
+    "ROUTER_OVERHEAD_MIN_S",
+    "ROUTER_OVERHEAD_SHARE",
+    "ROUTE_FAIR_X",
+    "ROUTE_MIN_REQUESTS",
+    "ROUTE_OVER_CAPACITY_X",
+    "ROUTE_WAITING_MIN",
     "RUNNING_AT_LIMIT",
     "SLOWER_X",
     "SPEC_ABS_DROP",
     "SPEC_REL",
+    "STUCK_IDLE_S",
     "TTFT_ABS_S",
     "TTFT_X",
     "WARMUP_S",
@@ -205,3 +218,46 @@ QUEUE_DEFERRED_SHARE = 0.5
 """vLLM: when at least this share of the waiting requests is *deferred* (LoRA budget, KV
 transfer, a blocked request: ``num_requests_waiting_by_reason``), the queue is not load, and
 a replica or a higher ``--max-num-seqs`` is not the fix."""
+
+# ---------------------------------------------------------------- serving stack (issue 42)
+ROUTE_WAITING_MIN = 4.0
+"""``routing``: a backend the router keeps feeding has at least this many waiting, all window
+long, while a sibling of its pool has none and KV below ``IMB_KV_ROOM`` (half of
+``IMB_WAITING_MIN``: here the router's own share is evidence too; vLLM's real CPU capture
+``queueing`` held 10 waiting on 2 seats, ``calm`` 0)."""
+ROUTE_FAIR_X = 0.8
+"""...and its routed share is at least this x an equal share (1/n of its pool): the policy
+still sends it its part (a router that already steers away is doing its job)."""
+ROUTE_OVER_CAPACITY_X = 1.5
+"""Where the pool's capacity is known (running limits, else KV tokens): a routed share this x
+its capacity share is more than it can hold (round robin over 1 and 8 seats: 0.5 vs 0.11)."""
+ROUTE_MIN_REQUESTS = 10.0
+"""Routed requests in the window (router rate x window) before shares are judged."""
+ROUTER_OVERHEAD_SHARE = 0.3
+"""``routing``: the router's own added latency (its TTFT or request time minus its backends')
+at least this share of the TTFT path..."""
+ROUTER_OVERHEAD_MIN_S = 0.05
+"""...and at least this much (vllm-router's overhead benchmark measures ~1 ms; 50 ms is a
+router in trouble: retries, a queue at its rate limiter, a slow tokenizer)."""
+PD_WAITING_MIN = 4.0
+"""``pd_balance``: a pool is saturated with at least this many waiting, all window long
+(summed over its engines), or more running + waiting than its running limit."""
+PD_ROOM_KV = 0.8
+"""The other pool has room: nothing waiting and KV below this (``IMB_KV_ROOM``'s GAIE
+headroom)."""
+KV_XFER_SHARE = 0.3
+"""``kv_transfer``: transfer / decode-pending time at least this share of the TTFT path
+(means) ... (llm-d's runbook lists "KV cache transfer times" among what operators miss)"""
+KV_XFER_MIN_S = 0.05
+"""... and at least this long on average (NIXL's own buckets put a healthy transfer in
+5-100 ms: ``NixlPromMetrics`` buckets 0.005..0.1 s)."""
+KV_FAIL_MIN = 1.0
+"""Failed transfers / notifications or expired KV (vLLM NIXL), bootstrap or transfer failures
+(SGLang) in the window: any is a finding (vLLM documents the baseline as zero)."""
+KV_FAIL_CRIT_PER_S = 0.1
+"""Failures at this rate or more are critical."""
+STUCK_IDLE_S = 15.0
+"""``stuck``: requests running or waiting, no generated token for this long, and the server
+still answering: vLLM issue #53130's admission stall (``/health`` 200, ~0.5 tok/s). Half the
+diagnosis window: named long before a latency histogram can show it (stuck requests never
+finish, so TTFT and e2e stay empty)."""

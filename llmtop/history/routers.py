@@ -64,6 +64,8 @@ def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
     last = pairs[-1][1]
     row.policy = last.policy
     row.requests_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("requests")))
+    if row.requests_per_s is None and "requests" not in last.counters:
+        row.requests_per_s = last.gauges.get("qps")  # the router's own QPS gauge
     row.retries_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("retries")))
     row.errors_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("errors")))
     row.request_s = _quantiles(pairs, "request")
@@ -76,6 +78,8 @@ def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
             key = "routed"
         rate = _rate(_points(pairs, lambda rs, u=url, k=key: (
             rs.backends[u].counters.get(k) if u in rs.backends else None)))
+        if rate is None and key not in b.counters:
+            rate = b.gauges.get("qps")
         h, cb = b.gauges.get("healthy"), b.gauges.get("breaker")
         pending = b.gauges.get("pending", b.gauges.get("active"))
         backends.append(BackendRow(
@@ -87,6 +91,9 @@ def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
     known = [b for b in backends if b.healthy is not None]
     row.total_backends = len(backends) if backends else None
     row.healthy_backends = sum(1 for b in known if b.healthy) if known else None
+    ready = last.gauges.get("ready_backends")
+    if row.healthy_backends is None and ready is not None:  # an EPP counts ready pods
+        row.healthy_backends = int(ready)
     breakers = [b for b in backends if b.breaker_open is not None]
     row.open_breakers = sum(1 for b in breakers if b.breaker_open) if breakers else None
     return row

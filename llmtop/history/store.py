@@ -102,6 +102,7 @@ class Store:
         self._prev_gpu_error: str | None = None
         self._gen = 0
         self._cache: tuple[tuple[Any, ...], Snapshot] | None = None
+        self._over: tuple[tuple[Any, ...], tuple[list[EngineRow], list[RouterRow]]] | None = None
         self.commit_hooks: list[Callable[[Snapshot, float, float], None]] = []
         """Called at the end of each ``commit`` with (10 s snapshot, t_mono, t_wall): the
         diagnosis (``llmtop.diagnose.live.attach``) runs there; the store imports no layer
@@ -411,8 +412,24 @@ class Store:
 
     def rows_over(self, window_s: float, t_mono: float) -> list[EngineRow]:
         """Rows of every target over ``window_s`` ending at ``t_mono``, leaving the snapshot
-        cache alone (the diagnosis' own window)."""
-        return self._rows(window_s, t_mono, self._now_wall or 0.0)
+        cache alone (the diagnosis' own window); linked to the routers over the same window
+        (``routers_over``)."""
+        return self._stack_over(window_s, t_mono)[0]
+
+    def routers_over(self, window_s: float, t_mono: float) -> list[RouterRow]:
+        """The router rows that go with ``rows_over`` (the same window, computed once)."""
+        return self._stack_over(window_s, t_mono)[1]
+
+    def _stack_over(self, window_s: float, t_mono: float
+                    ) -> tuple[list[EngineRow], list[RouterRow]]:
+        key = (window_s, t_mono, self._gen)
+        if self._over is not None and self._over[0] == key:
+            return self._over[1]
+        rows = self._rows(window_s, t_mono, self._now_wall or 0.0)
+        routers = self.router_rows(window_s, t_mono)
+        link_stack(rows, routers, self._urls)
+        self._over = (key, (rows, routers))
+        return rows, routers
 
     def _rows(self, window_s: float, t_mono: float, t_wall: float) -> list[EngineRow]:
         """Rows of every target over ``window_s``, with their capacity fields."""

@@ -57,6 +57,7 @@ from typing import Any
 from llmtop.model import EngineSample, ModelSample
 from llmtop.parse.common import assemble, identity_version, parse_engine_text
 from llmtop.parse.exposition import Family
+from llmtop.parse.kv_series import SGLANG_FAMILIES, read_sglang
 from llmtop.parse.vllm import Key, group_hists, group_values
 
 __all__ = ["HIST_FAMILIES", "WANTED", "hist_key", "normalize", "normalize_families", "want"]
@@ -104,7 +105,7 @@ WANTED = frozenset(
         _STAGES,
         *(n for names in _HISTS.values() for n in names),
     )
-)
+) | SGLANG_FAMILIES
 """Family names this adapter reads."""
 
 want = WANTED.__contains__
@@ -190,6 +191,7 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
         put("hists", hkey, group_hists(_first(families, names), _key))
     put("hists", "prefill", group_hists(families.get(_P + _STAGES), _prefill_key))
     put("gauges", "spec_accept_rate_gauge", _spec_rate(families))
+    read_sglang(families, _key, put, group_values, group_hists)
 
     return assemble("sglang", parts)
 

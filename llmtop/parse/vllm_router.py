@@ -4,10 +4,12 @@
 Per worker (``worker`` label = its URL): ``processed_requests_total`` (routed),
 ``worker_health`` (1/0), ``cb_state`` (0 closed, 1 open, 2 half open), ``cb_outcomes_total
 {outcome}``, ``running_requests`` / ``worker_load``; P/D mode: ``pd_prefill_requests_total``,
-``pd_decode_requests_total`` (which give the roles), ``pd_pending_decode_requests{rank}``.
+``pd_decode_requests_total`` (which give the roles), ``pd_pending_decode_requests`` and
+``pd_active_decode_requests`` (``{worker, rank="aggregate"}`` in 0.1.17).
 Router level: ``requests_total{route}``, ``request_duration_seconds`` /
-``pd_request_duration_seconds``, ``retries_total``, ``request_errors_total``,
-``policy_decisions_total{policy,worker}``, ``active_workers``, ``pd_decode_pending_seconds``.
+``pd_request_duration_seconds`` / ``generate_duration_seconds`` (0.1.17 outside P/D),
+``retries_total``, ``request_errors_total``, ``policy_decisions_total{policy,worker}``,
+``active_workers``, ``pd_decode_pending_seconds`` (a summary: its mean only).
 
 The older SGLang router (``sgl_router_*``, which the vLLM router was forked from) has the same
 names under its prefix: ``read`` takes the prefix.
@@ -40,6 +42,14 @@ _BACKEND_COUNTERS = {"processed_requests": "routed", "pd_prefill_requests": "pre
                      "pd_decode_requests": "decode_routed"}
 
 
+def _ranked(index: Index, name: str) -> dict[str, float]:
+    """Per worker; where the router also writes a ``rank="aggregate"`` series (0.1.17 P/D
+    gauges), that one alone (the per-rank ones would count twice)."""
+    if any(s.labels.get("rank") == "aggregate" for s in index.get(name, ())):
+        return by_label(index, name, where={"rank": "aggregate"})
+    return by_label(index, name)
+
+
 def read(index: Index, p: str) -> RouterSample:
     """The ``RouterSample`` of a fork of the SGLang router whose names start with ``p``."""
     rs = RouterSample(policy=policy_of(index, p + "policy_decisions"))
@@ -49,8 +59,10 @@ def read(index: Index, p: str) -> RouterSample:
     for name, key in _BACKEND_COUNTERS.items():
         for url, v in by_label(index, p + name).items():
             put_backend(rs, url, counters={key: v})
-    for url, v in by_label(index, p + "pd_pending_decode_requests").items():
-        put_backend(rs, url, gauges={"pending": v})
+    for name, key in (("pd_pending_decode_requests", "pending"),
+                      ("pd_active_decode_requests", "active")):
+        for url, v in _ranked(index, p + name).items():
+            put_backend(rs, url, gauges={key: v})
     for url, v in by_label(index, p + "cb_outcomes", where={"outcome": "failure"}).items():
         put_backend(rs, url, counters={"failures": v})
     decisions = by_label(index, p + "policy_decisions")
@@ -75,7 +87,8 @@ def read(index: Index, p: str) -> RouterSample:
     if active is not None:
         rs.gauges["active_workers"] = active
     for key, names in (("request", (p + "pd_request_duration_seconds",
-                                    p + "request_duration_seconds")),
+                                    p + "request_duration_seconds",
+                                    p + "generate_duration_seconds")),
                        ("decode_pending", (p + "pd_decode_pending_seconds",))):
         h = first_hist(index, *names)
         if h is not None:

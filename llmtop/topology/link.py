@@ -3,7 +3,8 @@
 A backend URL names its engine (``http://10.0.0.5:8000``); an engine row's target has a base
 URL. Loopback spellings (``localhost``, ``127.0.0.1``, ``[::1]``, ``0.0.0.0``) are one host.
 Role order: the router's (P/D series), else the engine's own KV-transfer role
-(``info["kv_role"]``), else pod labels (``roles.role_from_labels``, fleet mode).
+(``info["kv_role"]``: SGLang's ``engine_type``), else pod labels (``roles.role_from_labels``,
+fleet mode), else a vLLM engine whose prompt tokens come from the KV transfer is ``decode``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from llmtop.model import EngineRow
 from llmtop.model_stack import BackendRow, RouterRow
 from llmtop.topology.roles import role_from_labels
 
-__all__ = ["host_port", "link_stack"]
+__all__ = ["DECODE_BY_SOURCE", "host_port", "link_stack"]
+
+DECODE_BY_SOURCE = 0.5
+"""A vLLM engine whose prompt tokens over the window came more than half from
+``external_kv_transfer`` (``vllm:prompt_tokens_by_source``) is a decode instance."""
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", "ip6-localhost"}
 
@@ -43,7 +48,15 @@ def _engine_role(row: EngineRow) -> str | None:
     role = (row.info or {}).get("kv_role")
     if role in ("prefill", "decode", "both"):
         return role
-    return role_from_labels(row.labels) if row.labels else None
+    if row.labels and (role := role_from_labels(row.labels)) is not None:
+        return role
+    # vLLM names no role, but a decode instance takes its prompts' KV from the transfer
+    src = (row.kv_transfer or {}).get("prompt_tokens_by_source") or {}
+    known = {k: v for k, v in src.items() if v is not None}
+    total = sum(known.values())
+    if total > 0 and known.get("external_kv_transfer", 0.0) / total > DECODE_BY_SOURCE:
+        return "decode"
+    return None
 
 
 def _capacity(row: EngineRow) -> float | None:

@@ -18,7 +18,12 @@ from llmtop.model import EngineRow, Quantiles
 from llmtop.model_stack import RouterRow
 from llmtop.topology.pools import mean_of
 
-__all__ = ["STAGES", "Stage", "ttft_path"]
+__all__ = ["COUNT_MATCH", "STAGES", "Stage", "ttft_path"]
+
+COUNT_MATCH = 0.25
+"""The router's and its backends' request counts in the window must agree within this share
+before their means are subtracted: otherwise they measured different requests (the router
+also proxies other routes, or its window saw a burst the engines' did not)."""
 
 STAGES = ("router", "prefill_queue", "prefill", "transfer", "decode_queue", "first_token")
 
@@ -34,6 +39,11 @@ class Stage:
 
 def _mean(q: Quantiles | None) -> float | None:
     return q.mean if q is not None and q.count and q.mean is not None else None
+
+
+def _same_requests(a: Quantiles | None, rows: Sequence[EngineRow], attr: str) -> bool:
+    n = sum(q.count for r in rows if (q := getattr(r, attr)) is not None)
+    return a is not None and n > 0 and abs(a.count - n) <= COUNT_MATCH * max(a.count, n)
 
 
 def _left(total: float | None, *parts: float | None) -> float | None:
@@ -52,9 +62,10 @@ def ttft_path(router: RouterRow, engines: Sequence[EngineRow]) -> list[Stage]:
     backend_ttft = mean_of(r.ttft_s for r in (dec or pre))
     queue = mean_of(r.queue_s for r in pre)
     prefill = mean_of(r.prefill_s for r in pre)
-    if _mean(router.ttft_s) is not None:
+    if _mean(router.ttft_s) is not None and _same_requests(router.ttft_s, dec or pre, "ttft_s"):
         vals["router"] = (_left(_mean(router.ttft_s), backend_ttft), "router TTFT − backends'")
-    elif _mean(router.request_s) is not None and not pd:
+    elif (_mean(router.request_s) is not None and not pd
+          and _same_requests(router.request_s, rows, "e2e_s")):
         e2e = mean_of(r.e2e_s for r in rows)
         vals["router"] = (_left(_mean(router.request_s), e2e), "router request − backends' e2e")
     vals["prefill_queue"] = (queue, "prefill pool queue time")

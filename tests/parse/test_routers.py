@@ -75,3 +75,52 @@ def test_nan_backend_values_are_not_reported():
 def test_engines_are_not_routers():
     assert detect.router_from_body(fixture_text("vllm-docs-usage-metrics.txt")) is None
     assert detect.detect_engine(fixture_text("vllm-docs-usage-metrics.txt")) == "vllm"
+
+
+def test_gie_epp_from_its_testdata():
+    engine, rs = sample("gie-epp-testdata.txt")
+    assert engine == "gie-epp" and rs.policy is None
+    assert rs.counters == {"requests": 4.0}  # inference_model_request_total (older name)
+    assert rs.backends["pod1-rank-0"].gauges == {"pending": 100.0}
+    assert rs.gauges["ready_backends"] == 2.0
+    assert rs.hists["request"].count == 1 and rs.hists["request"].sum == pytest.approx(0.06)
+
+
+def test_llm_d_epp_endpoints():
+    engine, rs = sample("llm-d-epp-test-SYNTHETIC.txt")
+    assert engine == "llm-d-epp"
+    assert set(rs.backends) == {"pod1-rank-0", "10.0.0.7:8000"}
+
+
+def test_dynamo_frontend_workers_and_roles():
+    engine, rs = sample("dynamo-frontend-SYNTHETIC.txt")
+    assert engine == "dynamo"
+    assert rs.backends["123"].role == "decode" and rs.backends["456"].role == "prefill"
+    assert rs.backends["456"].gauges["pending"] == 5.0
+    assert rs.counters["requests"] == 1523.0 and rs.hists["ttft"].count == 1523
+
+
+def test_production_stack_router_is_never_an_engine():
+    body = fixture_text("routers/production-stack-SYNTHETIC.txt")
+    assert detect.detect_engine(body) == "production-stack"  # not "vllm": its vllm:* are
+    rs = registry.normalize("production-stack", body).extra["router"]  # the router's view
+    assert rs.gauges["qps"] == 8.0
+    assert rs.backends["http://10.0.0.5:8000"].gauges["pending"] == 3.0
+    assert registry.normalize("production-stack", body).models == []
+
+
+def test_litellm_deployments():
+    engine, rs = sample("litellm-SYNTHETIC.txt")
+    assert engine == "litellm"
+    down = rs.backends["http://10.0.0.6:8000/v1"]
+    assert down.gauges == {"healthy": 0.0, "breaker": 1.0}  # complete outage
+    assert down.counters == {"routed": 100.0, "failures": 40.0}
+    assert rs.counters == {"requests": 400.0}
+
+
+@pytest.mark.parametrize("engine", ["gie-epp", "llm-d-epp", "dynamo", "production-stack",
+                                    "litellm"])
+def test_other_families_refuse_other_payloads(engine):
+    for body in ("", "<html></html>", "vllm_router_requests_total 1\n"):
+        with pytest.raises(ParseError):
+            registry.normalize(engine, body)

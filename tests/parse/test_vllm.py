@@ -48,6 +48,10 @@ def test_generated_v0_33():
         "aborted": 1.0,
         "errors": 0.0,
         "rejected": 0.0,
+        # vllm:prompt_tokens_by_source (kv_series: where prompt tokens came from)
+        "prompt_tokens:local_compute": 1024.0,
+        "prompt_tokens:local_cache_hit": 2048.0,
+        "prompt_tokens:external_kv_transfer": 0.0,
     }
     assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len",
                             "prefill", "decode", "inference", "iteration_tokens"}
@@ -313,7 +317,9 @@ def test_bad_payloads_raise(name):
 
 def test_want_lists_only_vllm_and_process_start():
     assert "process_start_time_seconds" in vllm.WANTED
-    assert all(n.startswith("vllm:") for n in vllm.WANTED - {"process_start_time_seconds"})
+    # and LMCache's lmcache:* which it serves on vLLM's port (parse/kv_series.py)
+    assert all(n.startswith(("vllm:", "lmcache:"))
+               for n in vllm.WANTED - {"process_start_time_seconds"})
 
 
 def test_group_hists_reuses_labels_dicts_across_calls_and_keys():

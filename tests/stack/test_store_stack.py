@@ -96,3 +96,31 @@ def test_router_counter_reset_gives_no_negative_rate():
     [r] = s.snapshot(10.0).routers
     assert r.requests_per_s is not None and r.requests_per_s >= 0
     assert all(b.requests_per_s is None or b.requests_per_s >= 0 for b in r.backends)
+
+
+def test_gauge_only_router_rates_and_links_to_engines():
+    """The production-stack router: QPS gauges are its rates; its servers link to engines."""
+    body = fixture_text("routers/production-stack-SYNTHETIC.txt").replace(
+        "10.0.0.5:8000", "127.0.0.1:8001").replace("10.0.0.6:8000", "127.0.0.1:8002")
+    s = store_with(target("ps", 8080), target("a", 8001), target("b", 8002))
+    calm = fixture_text("vllm-real-cpu-v0.32.0-calm-a.txt")
+    for t in (0.0, 1.0):
+        feed(s, "ps", t, body)
+        feed(s, "a", t, calm)
+        feed(s, "b", t, calm)
+    snap = s.snapshot(10.0)
+    [r] = snap.routers
+    assert r.engine == "production-stack" and r.requests_per_s == 8.0
+    assert [b.routed_share for b in r.backends] == [pytest.approx(0.75), pytest.approx(0.25)]
+    assert {e.target: e.router for e in snap.engines} == {"a": "ps", "b": "ps"}
+    assert (r.healthy_backends, r.total_backends) == (2, 2)
+
+
+def test_epp_counts_ready_pods():
+    s = store_with(target("epp", 9090))
+    body = fixture_text("routers/gie-epp-testdata.txt")
+    feed(s, "epp", 0.0, body)
+    feed(s, "epp", 1.0, scaled(body, 3.0))
+    [r] = s.snapshot(10.0).routers
+    assert r.engine == "gie-epp" and r.healthy_backends == 2 and r.total_backends == 2
+    assert r.requests_per_s == pytest.approx(8.0)

@@ -1,0 +1,106 @@
+"""The serving-stack fields of an engine row over a window: KV transfer, KV tiers and how
+long it has held requests without a new token (``tokens_idle_s``). Pure: no I/O, no clock.
+
+Rates and quantiles come from counter and bucket deltas over the window (``derive``); a
+counter reset clips the series, never giving a negative rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llmtop.history.derive import counter_delta, counter_rate, hist_delta, hist_quantiles
+from llmtop.model import EngineRow, ModelSample
+
+__all__ = ["fill_stack", "tokens_idle_s"]
+
+Points = Sequence[tuple[float, ModelSample]]
+
+
+def _pts(pts: Points, kind: str, key: str) -> list[tuple[float, float]]:
+    return [(t, v) for t, m in pts if (v := getattr(m, kind).get(key)) is not None]
+
+
+def _rate(pts: Points, key: str) -> float | None:
+    p = _pts(pts, "counters", key)
+    return counter_rate(p) if len(p) >= 2 else None
+
+
+def _delta(pts: Points, key: str) -> float | None:
+    p = _pts(pts, "counters", key)
+    d = counter_delta(p) if len(p) >= 2 else None
+    return d[0] if d is not None else None
+
+
+def _kv_transfer(pts: Points) -> dict[str, Any] | None:
+    last = pts[-1][1]
+    out: dict[str, Any] = {}
+    hp = [(t, h) for t, m in pts if (h := m.hists.get("kv_xfer")) is not None]
+    if hp:
+        d = hist_delta(hp)
+        out["time_s"] = None if d is None else hist_quantiles(d.bounds, d.cumulative, d.sum,
+                                                              d.count)
+    if "kv_xfer_latency_s" in last.gauges:
+        out["latency_now_s"] = last.gauges["kv_xfer_latency_s"]
+    for key, name in (("kv_xfer_bytes", "bytes_per_s"), ("kv_xfer_failed", "failures_per_s"),
+                      ("kv_expired", "expired_per_s")):
+        if key in last.counters:
+            out[name] = _rate(pts, key)
+    queues = {k.split(":", 1)[1]: v for k, v in last.gauges.items() if k.startswith("kv_queue:")}
+    if queues:
+        out["queues"] = queues
+    sources = {k.split(":", 1)[1]: _rate(pts, k) for k in last.counters
+               if k.startswith("prompt_tokens:")}
+    if sources:
+        out["prompt_tokens_by_source"] = sources
+    return out or None
+
+
+def _kv_tiers(pts: Points) -> dict[str, Any] | None:
+    last = pts[-1][1]
+    g, c = last.gauges, last.counters
+    out: dict[str, Any] = {}
+    if "tier_hit_tokens" in c and "tier_queried_tokens" in c:
+        hit, asked = _delta(pts, "tier_hit_tokens"), _delta(pts, "tier_queried_tokens")
+        out["hit_rate"] = (min(1.0, hit / asked) if hit is not None and asked
+                           else g.get("tier_hit_rate"))
+    elif "tier_hit_rate" in g:
+        out["hit_rate"] = g["tier_hit_rate"]
+    if "tier_used_bytes" in g:
+        out["used_bytes"] = g["tier_used_bytes"]
+    if "tier_used_tokens" in g:
+        out["used_tokens"] = g["tier_used_tokens"]
+        total = g.get("tier_total_tokens")
+        out["usage"] = g["tier_used_tokens"] / total if total else None
+    for key, name in (("tier_stored_tokens", "offload_tokens_per_s"),
+                      ("tier_evicted_tokens", "evicted_tokens_per_s"),
+                      ("tier_load_back_tokens", "load_back_tokens_per_s")):
+        if key in c:
+            out[name] = _rate(pts, key)
+    return out or None
+
+
+def tokens_idle_s(pts: Points) -> float | None:
+    """Seconds, up to the newest sample, that the engine held running or waiting requests
+    while its generated-token counter did not move (0 when it moved in the newest interval
+    or nothing is held); None without a generated-token counter or with one sample."""
+    if len(pts) < 2 or any("generation_tokens" not in m.counters for _, m in pts):
+        return None
+    t_end = pts[-1][0]
+    since = t_end
+    for (t0, a), (_t1, b) in zip(reversed(pts[:-1]), reversed(pts[1:]), strict=True):
+        held = (b.gauges.get("running") or 0.0) + (b.gauges.get("waiting") or 0.0)
+        if b.counters["generation_tokens"] != a.counters["generation_tokens"] or held <= 0:
+            break
+        since = t0
+    return t_end - since
+
+
+def fill_stack(row: EngineRow, pts: Points) -> None:
+    """Set ``kv_transfer``, ``kv_tiers`` and ``tokens_idle_s`` of ``row``."""
+    if not pts:
+        return
+    row.kv_transfer = _kv_transfer(pts)
+    row.kv_tiers = _kv_tiers(pts)
+    row.tokens_idle_s = tokens_idle_s(pts)
