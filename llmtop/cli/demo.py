@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "queue-spike | prefix-thrash; diagnosis, a healthy baseline (30 s or "
                    "$LLMTOP_DEMO_BASELINE_S) then the anomaly: queueing | long-prompts | "
                    "prefix-miss | decode-slowdown | gpu-throttle | errors | imbalance | "
-                   "spec-decode-drop (docs/demo.md)")
+                   "spec-decode-drop; serving stacks (a simulated vLLM router in front of "
+                   "demo vLLMs): stack | routing | routing-down | pd-balance | kv-transfer | "
+                   "stuck (docs/demo.md)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--profile", default=None, help="h100-llama3-8b (default) | a100-llama3-8b")
     s.add_argument("--no-background", action="store_true",
@@ -227,6 +229,11 @@ async def _serve(args: argparse.Namespace) -> int:
         for e in info["engines"]:
             print(f"  {e['target']:<26} metrics {e['metrics_url']}  OpenAI {e['api_base']}  "
                   f"model {e['model']}")
+        r = info.get("router")
+        if r:
+            print(f"  {r['target']:<26} metrics {r['metrics_url']}  OpenAI {r['base_url']}/v1  "
+                  f"{'P/D' if r['pd'] else r['policy']} over "
+                  + ", ".join(f"{b['url']} ({b['role']})" for b in r["backends"]))
         print(f"  GPUs (JSON)                {info['gpu_url']}")
         print("Ctrl-C to stop.", flush=True)
     stop = asyncio.Event()

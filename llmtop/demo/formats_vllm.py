@@ -32,6 +32,8 @@ _LAT = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50
 _ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
         10.0, 20.0, 40.0, 80.0)
 
+_NIXL_TIME = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+
 HIST_BOUNDS: dict[str, tuple[float, ...]] = {
     "prompt_len": _125,
     "gen_len": _125,
@@ -50,6 +52,11 @@ HIST_BOUNDS: dict[str, tuple[float, ...]] = {
     "decode": _LAT,
     "num_preemptions": (1, 2, 3, 4, 5, 10, 20),
     "prefill_kv_computed": _125,
+    # the NIXL connector's (P/D engines only, ``Engine.kv_role``)
+    "nixl_xfer": _NIXL_TIME[1:],
+    "nixl_post": _NIXL_TIME,
+    "nixl_bytes": tuple(2 ** (10 + i) for i in range(1, 25, 2)),
+    "nixl_descs": (10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000),
 }
 
 # (family, sim histogram key, HELP) in the order vLLM registers them
@@ -141,10 +148,10 @@ class _Collector:
         yield _gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
                      base, len(e.running))
         yield _gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                     base, len(e.waiting))
+                     base, len(e.waiting) + e.kv_pending)
         m = Metric("vllm:num_requests_waiting_by_reason", _H_WAITING_BY_REASON, "gauge")
         m.add_sample(m.name, {**base, "reason": "capacity"}, len(e.waiting))
-        m.add_sample(m.name, {**base, "reason": "deferred"}, 0)
+        m.add_sample(m.name, {**base, "reason": "deferred"}, e.kv_pending)
         yield m
         m = Metric("vllm:engine_sleep_state", _H_SLEEP, "gauge")
         for state, v in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
@@ -174,10 +181,11 @@ class _Collector:
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
                       [(base, c["prompt_tokens"])])
         cached = c["prompt_tokens_cached"]
+        external = c["prompt_tokens_external"]
         yield counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", [
-            ({**base, "source": "local_compute"}, c["prompt_tokens"] - cached),
+            ({**base, "source": "local_compute"}, c["prompt_tokens"] - cached - external),
             ({**base, "source": "local_cache_hit"}, cached),
-            ({**base, "source": "external_kv_transfer"}, 0.0),
+            ({**base, "source": "external_kv_transfer"}, external),
         ])
         yield counter("vllm:prompt_tokens_cached",
                       "Number of cached prompt tokens (local + external).", [(base, cached)])
@@ -224,6 +232,37 @@ class _Collector:
             "sliding_window": "None",
             "user_specified_block_size": "False",
         }, 1.0)
+        if e.kv_role is not None:  # a P/D engine: the NIXL connector's families
+            yield from _nixl(base, st, counter, created)
+
+
+# (family, sim key, HELP) of NixlPromMetrics (vllm/distributed/kv_transfer/kv_connector/v1/
+# nixl_connector.py), in the order it declares them
+_NIXL_HISTS = (
+    ("vllm:nixl_xfer_time_seconds", "nixl_xfer",
+     "Histogram of transfer duration for NIXL KV Cache transfers."),
+    ("vllm:nixl_post_time_seconds", "nixl_post",
+     "Histogram of transfer post time for NIXL KV Cache transfers."),
+    ("vllm:nixl_bytes_transferred", "nixl_bytes",
+     "Histogram of bytes transferred per NIXL KV Cache transfers."),
+    ("vllm:nixl_num_descriptors", "nixl_descs",
+     "Histogram of number of descriptors per NIXL  KV Cache transfers."),
+)
+_NIXL_COUNTERS = (
+    ("vllm:nixl_num_failed_transfers", "nixl_failed", "Number of failed NIXL KV Cache transfers."),
+    ("vllm:nixl_num_failed_notifications", "nixl_failed_notifications",
+     "Number of failed NIXL KV Cache notifications."),
+    ("vllm:nixl_num_kv_expired_reqs", "nixl_expired",
+     "Number of requests that had their KV expire. NOTE: This metric is tracked on the P "
+     "instance."),
+)
+
+
+def _nixl(base: dict[str, str], st: Any, counter: Any, created: float) -> Iterator[Metric]:
+    for name, key, doc in _NIXL_HISTS:
+        yield _hist(name, doc, base, st.hist(key), created)
+    for name, key, doc in _NIXL_COUNTERS:
+        yield counter(name, doc, [(base, st.c[key])])
 
 
 def _spec_counters(counter: Any, base: dict[str, str], c: Any) -> Iterator[Metric]:

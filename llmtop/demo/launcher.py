@@ -46,6 +46,12 @@ class DemoHandle:
             for e in info["engines"]
         ]
         self.api_urls: dict[str, str] = {e["target"]: e["base_url"] for e in info["engines"]}
+        router = info.get("router")
+        if router:  # a serving stack: the router is a target too (its engine found by its names)
+            self.targets.append(Target(name=router["target"], base_url=router["base_url"],
+                                       metrics_path="/metrics", timeout_s=timeout_s,
+                                       host="127.0.0.1", port=router["port"]))
+            self.api_urls[router["target"]] = router["base_url"]
 
     def apply(self, config: Config) -> Config:
         """``config`` with the demo targets added and autodiscovery off."""

@@ -58,6 +58,8 @@ from typing import Any
 
 from llmtop import clock
 from llmtop.demo.sim import Engine, Rejected
+from llmtop.demo.stack_scenarios import RULES as _STACK_RULES
+from llmtop.demo.stack_scenarios import STACKS
 
 __all__ = [
     "ANOMALY_ENV",
@@ -133,6 +135,9 @@ class Scenario:
     """Engine kinds the effect applies to (``gpu-throttle``: the first engine of the kind)."""
     rule: str | None = None
     """The diagnosis rule the scenario is meant to trigger (documentation, tests)."""
+    stack: Any = None
+    """A serving stack (:class:`~llmtop.demo.stack_scenarios.StackSpec`): a simulated router
+    in front of demo vLLM engines instead of the three engines (:mod:`llmtop.demo.stack`)."""
 
     def shape(self, kind: str, anomaly: bool = False) -> Scenario:
         """This scenario's traffic for one engine kind, in the baseline or the anomaly."""
@@ -206,6 +211,9 @@ SCENARIOS: dict[str, Scenario] = {
 }
 for _f in FAULTS:
     SCENARIOS[_f] = Scenario(_f, rule="warming_up" if _f == "restart" else None)
+for _name, _spec in STACKS.items():
+    SCENARIOS[_name] = Scenario(_name, stack=_spec, rule=_STACK_RULES.get(_name),
+                                baseline_s=30.0 if _spec.anomaly is not None else 0.0)
 
 DIAGNOSIS = {name: sc.rule for name, sc in SCENARIOS.items() if sc.rule}
 """Scenario name -> the diagnosis rule it is meant to trigger."""

@@ -36,6 +36,7 @@ from llmtop.demo.scenarios import (
     get_scenario,
 )
 from llmtop.demo.sim import Engine
+from llmtop.demo.stack import Stack
 
 __all__ = ["ENGINE_KINDS", "DemoServer"]
 
@@ -138,9 +139,13 @@ class DemoServer:
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
-        self.kinds = list(engines)
-        self.ports = list(ports) + [0] * (len(self.kinds) - len(ports))
         self.scenario = get_scenario(scenario)
+        if self.scenario.stack is not None:  # a serving stack: demo vLLMs behind a router
+            engines = ["vllm"] * len(self.scenario.stack.backends)
+        self.kinds = list(engines)
+        self.ports = list(ports) + [0] * (len(self.kinds) + 1 - len(ports))
+        """One per engine, then (a stack scenario) the router's; 0: any free port."""
+        self.stack: Stack | None = None
         self.seed = seed
         self.background = background
         self.profile = PROFILES[profile] if profile else DEFAULT_PROFILE
@@ -177,6 +182,11 @@ class DemoServer:
             changes: dict[str, Any] = dict(sc.settings.get(kind, {})) if sized else {}
             if kind in sc.kv_blocks and sized:
                 changes["num_gpu_blocks"] = sc.kv_blocks[kind]
+            if sc.stack is not None:  # each backend's own seats and token budget
+                b = sc.stack.backends[i]
+                changes["max_num_seqs"] = b.max_num_seqs
+                if b.max_num_batched_tokens:
+                    changes["max_num_batched_tokens"] = b.max_num_batched_tokens
             changes.update(self.settings)
             kv_tokens = changes.pop("kv_tokens", None)
             settings = engine_settings(kind, **changes)
@@ -207,13 +217,16 @@ class DemoServer:
         await self._gpu_http.listen(gsock)
         self.gpu_url = f"http://127.0.0.1:{gsock.getsockname()[1]}/gpus"
         loop = asyncio.get_running_loop()
-        if self.background:
+        if sc.stack is not None:
+            self.stack = Stack(sc.stack, self.sites, self.seed)
+            await self.stack.start(_bind(self.ports[len(self.kinds)]), self.background)
+        elif self.background:
             self.traffic = BackgroundTraffic([s.engine for s in self.sites], sc, self.seed)
             self.traffic.start()
         self._tasks.append(loop.create_task(self._gpu_loop()))
         if sc.name in ("restart", "down") and self.sites:
             self._tasks.append(loop.create_task(self._fault_loop(sc.name)))
-        if sc.anomaly or sc.effect:
+        if sc.anomaly or sc.effect or (sc.stack is not None and sc.stack.anomaly is not None):
             self._tasks.append(loop.create_task(self._anomaly_after(self.baseline_s)))
 
     async def stop(self) -> None:
@@ -227,6 +240,8 @@ class DemoServer:
         self._tasks.clear()
         if self.traffic is not None:
             await self.traffic.close()
+        if self.stack is not None:
+            await self.stack.stop()
         for s in self.sites:
             await s.engine.close()
             if s.http is not None:
@@ -252,7 +267,9 @@ class DemoServer:
                 "api_base": s.base_url + "/v1",
                 "model": s.engine.model,
                 "max_num_seqs": s.engine.settings.max_num_seqs,
+                "role": s.engine.kv_role or ("both" if self.stack else None),
             } for s in self.sites],
+            "router": self.stack.info() if self.stack is not None else None,
         }
 
     # -- background loops -------------------------------------------------------------------
@@ -277,6 +294,11 @@ class DemoServer:
         self.anomaly_ended = clock.time()
         if self.traffic is not None:
             self.traffic.anomaly = False
+        if self.stack is not None and self.scenario.stack is not None:
+            self.stack.end_anomaly(self.scenario.stack)
+            for s in self.sites:
+                if not s.listening:
+                    asyncio.get_running_loop().create_task(s.listen())
         for s in self.sites:
             if s.kind not in self.scenario.effect_engines:
                 continue
@@ -295,6 +317,8 @@ class DemoServer:
         sc = self.scenario
         if self.traffic is not None:
             self.traffic.anomaly = True
+        if self.stack is not None:
+            self.stack.start_anomaly()
         throttled: set[str] = set()
         for s in self.sites:
             if s.kind not in sc.effect_engines:

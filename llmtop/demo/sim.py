@@ -50,7 +50,8 @@ class Request:
 
     __slots__ = (
         "admitted_t", "anon", "arrival", "background", "cached_tokens", "computed",
-        "counted_prompt", "fail_at", "failed", "finish_reason", "finish_t", "first_token_t",
+        "counted_prompt", "external", "fail_at", "failed", "finish_reason", "finish_t",
+        "first_token_t",
         "hashes",
         "ignore_eos", "last_token_t", "max_tokens", "n_preempt", "output", "prefill_target",
         "prompt_len", "refs", "rid", "stream", "target_len", "waiter",
@@ -76,6 +77,8 @@ class Request:
         self.failed = False
         self.fail_at: int | None = None
         """Output length at which the engine fails this request (``finished_reason=error``)."""
+        self.external = False
+        """Its prompt's KV came from a prefill engine (P/D): only the last token is computed."""
         self.output = 0
         self.computed = 0
         self.prefill_target = prompt_len
@@ -160,6 +163,12 @@ class Engine:
         """Speculative decoding on (SGLang gauges): draft acceptance rate; None: off."""
         self.error_share = 0.0
         """Share of new requests that fail with ``finished_reason=error`` (``errors``)."""
+        self.kv_role: str | None = None
+        """``prefill`` / ``decode`` in a P/D stack (``demo/stack.py``): NIXL series shown."""
+        self.kv_pending = 0
+        """Requests waiting on a KV transfer into this engine (vLLM's ``deferred``)."""
+        self.stalled = False
+        """``stuck``: the scheduler makes no step (requests stay, no token), /health 200."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.closed = False
@@ -190,8 +199,9 @@ class Engine:
 
     def submit(self, words: Sequence[str] | int, max_tokens: int, *, stream: bool = True,
                ignore_eos: bool = False, background: bool = False,
-               hashes: list[int] | None = None) -> Request:
-        """Queue a request. ``words`` is the prompt (or just its length, for no caching)."""
+               hashes: list[int] | None = None, external: bool = False) -> Request:
+        """Queue a request. ``words`` is the prompt (or just its length, for no caching);
+        ``external``: its KV was transferred in (P/D decode), so its prefill is one token."""
         if isinstance(words, int):
             plen, hs = words, (hashes or [])
         else:
@@ -205,6 +215,7 @@ class Engine:
         self.next_rid += 1
         r = Request(self.next_rid, max(1, plen), hs, max_tokens, max(1, target), stream=stream,
                     ignore_eos=ignore_eos, background=background, arrival=self.clock())
+        r.external = external
         if background:
             self.bg_inflight += 1
         if self.error_share and self.rng.random() < self.error_share:
@@ -256,6 +267,10 @@ class Engine:
     async def _loop(self) -> None:
         next_t = timebase.monotonic()
         while not self.closed:
+            if self.stalled:  # admission stall: nothing scheduled, nothing generated
+                await timebase.sleep(0.25)
+                next_t = timebase.monotonic()
+                continue
             if not self.running and not self.waiting:
                 self._wake.clear()
                 self.last_batch = 0
@@ -358,6 +373,11 @@ class Engine:
             r.refs = list(r.hashes[:hit])
             r.anon = need
             r.computed = hit * bs
+            if r.external:  # transferred KV (P/D): only the last prompt token is computed
+                if r.admitted_t is None:
+                    self.stats.inc("prompt_tokens_external",
+                                   max(0, r.prefill_target - 1 - r.computed))
+                r.computed = max(r.computed, r.prefill_target - 1)
             if r.admitted_t is None:
                 r.admitted_t = now
                 r.cached_tokens = hit * bs
