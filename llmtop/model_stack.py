@@ -66,6 +66,8 @@ class BackendRow:
     """Requests the router holds for it (decode-pending, active), when it says."""
     capacity_share: float | None = None
     """Its share of the pool's capacity (running limit, else KV tokens), from its engine row."""
+    capacity_basis: str | None = None
+    """What ``capacity_share`` compares: ``seats`` (running limits) or ``kv`` (KV tokens)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class BackendRow:
             "requests_per_s": _num(self.requests_per_s),
             "pending": _num(self.pending),
             "capacity_share": _num(self.capacity_share),
+            "capacity_basis": self.capacity_basis,
         }
 
 

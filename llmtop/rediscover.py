@@ -50,7 +50,9 @@ def new_targets(have: Iterable[Target], found: Sequence[Target]) -> list[Target]
 def backend_targets(urls: Iterable[str], have: Iterable[Target], *, timeout_s: float = 2.0,
                     verify_tls: bool = True) -> list[Target]:
     """Targets for routers' backend URLs that no target of ``have`` already covers (by name,
-    base URL or host:port). A URL that is not a target string is skipped."""
+    base URL or host:port). Only a URL with an explicit port is an engine to scrape (a Dynamo
+    worker id, an EPP pod name or a LiteLLM cloud ``api_base`` is not); its path is dropped
+    (a LiteLLM ``api_base`` ends in ``/v1``: the engine's metrics are at ``/metrics``)."""
     from llmtop.errors import ConfigError
     from llmtop.targets import parse_target
     from llmtop.topology.link import host_port
@@ -59,8 +61,11 @@ def backend_targets(urls: Iterable[str], have: Iterable[Target], *, timeout_s: f
     addrs = {host_port(t.base_url) for t in have}
     found: list[Target] = []
     for url in urls:
+        base = _with_port(url)
+        if base is None:
+            continue
         try:
-            t = parse_target(url.rstrip("/"), timeout_s=timeout_s, verify_tls=verify_tls)
+            t = parse_target(base, timeout_s=timeout_s, verify_tls=verify_tls)
         except ConfigError:
             continue
         addr = host_port(t.base_url)
@@ -69,6 +74,24 @@ def backend_targets(urls: Iterable[str], have: Iterable[Target], *, timeout_s: f
         addrs.add(addr)
         found.append(t)
     return new_targets(have, found)
+
+
+def _with_port(url: str) -> str | None:
+    """``scheme://host:port`` of a worker URL that names its port, else None."""
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None or not parts.hostname or parts.scheme not in ("http", "https"):
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}:{port}"
 
 
 class Rediscovery:

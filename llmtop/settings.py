@@ -23,6 +23,7 @@ from typing import Any
 from llmtop.config import DEFAULT_INTERVAL_S, Config, Target, Thresholds
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
+from llmtop.model_stack import ROUTERS
 from llmtop.targets import parse_target
 
 if sys.version_info >= (3, 11):
@@ -151,9 +152,10 @@ def _file_target(
     changes: dict[str, Any] = {}
     if "engine" in raw:
         engine = _str(where, "engine", raw["engine"]).lower()
-        if engine not in ENGINES:
+        if engine not in ENGINES and engine not in ROUTERS:  # a router is a target too
             raise ConfigError(
-                f"{where}: unknown engine {raw['engine']!r} (expected one of: {', '.join(ENGINES)})"
+                f"{where}: unknown engine {raw['engine']!r} (expected one of: "
+                f"{', '.join(ENGINES + ROUTERS)})"
             )
         if t.engine is not None and t.engine != engine:
             raise ConfigError(f"{where}: engine {engine!r} contradicts the hint in 'url'")

@@ -140,3 +140,17 @@ async def test_named_targets_never_search(engine):  # noqa: F811
         assert mon.rediscovery is None and [t.name for t in mon.targets] == ["mine"]
     finally:
         await mon.aclose()
+
+
+def test_router_backends_become_targets_once():
+    from llmtop.rediscover import backend_targets
+
+    have = [Target(name="localhost:8001", base_url="http://localhost:8001", host="localhost",
+                   port=8001)]
+    urls = ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8002/",
+            "123", "pod1-rank-0", "https://api.openai.com", "http://10.0.0.5:8000/v1",
+            "10.0.0.7:8000", "http://[::1]:8003", "garbage://x:1"]
+    got = backend_targets(urls, have)
+    assert [t.base_url for t in got] == ["http://127.0.0.1:8002", "http://10.0.0.5:8000",
+                                         "http://10.0.0.7:8000", "http://[::1]:8003"]
+    assert all(t.metrics_path is None for t in got)  # /v1 of an api_base is not metrics

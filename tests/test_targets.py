@@ -112,3 +112,9 @@ def test_roundtrip_parts(host, port, engine, path):
     assert (t.host, t.port, t.engine) == (host, port, engine)
     assert t.metrics_path == (path or None)
     assert t.name == (f"{engine}@{hp}" if engine else hp)
+
+
+def test_router_hints_and_default_ports():
+    t = parse_target("vllm-router@127.0.0.1")
+    assert (t.engine, t.port, t.name) == ("vllm-router", 29000, "vllm-router@127.0.0.1:29000")
+    assert parse_target("litellm@10.0.0.2").port == 4000

@@ -50,10 +50,11 @@ def _kv_transfer(pts: Points) -> dict[str, Any] | None:
     queues = {k.split(":", 1)[1]: v for k, v in last.gauges.items() if k.startswith("kv_queue:")}
     if queues:
         out["queues"] = queues
-    sources = {k.split(":", 1)[1]: _rate(pts, k) for k in last.counters
-               if k.startswith("prompt_tokens:")}
-    if sources:
-        out["prompt_tokens_by_source"] = sources
+    if last.counters.get("prompt_tokens:external_kv_transfer"):  # a P/D engine: where its
+        # prompts came from (an engine that never took KV from a transfer has hit rates)
+        out["prompt_tokens_by_source"] = {k.split(":", 1)[1]: _rate(pts, k)
+                                          for k in last.counters
+                                          if k.startswith("prompt_tokens:")}
     return out or None
 
 
@@ -73,6 +74,10 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
         out["used_tokens"] = g["tier_used_tokens"]
         total = g.get("tier_total_tokens")
         out["usage"] = g["tier_used_tokens"] / total if total else None
+    if any(v for k, v in c.items() if k.startswith("cached_tokens:")
+           and not k.endswith(":device")):  # hits served from an offload tier (host, disk, p2p)
+        out["cached_tokens_per_s"] = {k.split(":", 1)[1]: _rate(pts, k) for k in c
+                                      if k.startswith("cached_tokens:")}
     for key, name in (("tier_stored_tokens", "offload_tokens_per_s"),
                       ("tier_evicted_tokens", "evicted_tokens_per_s"),
                       ("tier_load_back_tokens", "load_back_tokens_per_s")):
@@ -83,16 +88,20 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
 
 def tokens_idle_s(pts: Points) -> float | None:
     """Seconds, up to the newest sample, that the engine held running or waiting requests
-    while its generated-token counter did not move (0 when it moved in the newest interval
-    or nothing is held); None without a generated-token counter or with one sample."""
-    if len(pts) < 2 or any("generation_tokens" not in m.counters for _, m in pts):
+    while its generated-token counter did not move (nor its prompt-token counter: a long
+    prefill is work) (0 when it moved in the newest interval
+    or nothing is held); None without a generated-token counter or with one sample. Walks
+    back only as far as the counter stood still."""
+    if len(pts) < 2 or "generation_tokens" not in pts[-1][1].counters:
         return None
     t_end = pts[-1][0]
     since = t_end
     for (t0, a), (_t1, b) in zip(reversed(pts[:-1]), reversed(pts[1:]), strict=True):
         held = (b.gauges.get("running") or 0.0) + (b.gauges.get("waiting") or 0.0)
-        if b.counters["generation_tokens"] != a.counters["generation_tokens"] or held <= 0:
-            break
+        if b.counters.get("generation_tokens") != a.counters.get("generation_tokens") \
+                or b.counters.get("prompt_tokens") != a.counters.get("prompt_tokens") \
+                or held <= 0:
+            break  # a token made, a prompt chunk prefilled, or nothing held
         since = t0
     return t_end - since
 

@@ -340,6 +340,11 @@ class Store:
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
         rows = target_rows(ts, window_s, t, self.interval_s)
         annotate_rows(rows, self.profiles, self._now_wall or 0.0, urls=self._urls)
+        if self._cache is not None:  # router and role as the latest snapshot linked them
+            linked = {e.key: e for e in self._cache[1].engines}
+            for r in rows:
+                if (e := linked.get(r.key)) is not None:
+                    r.router, r.role = e.router, e.role
         for r in rows:
             if r.key == key:
                 return r

@@ -9,7 +9,8 @@ Keys put on ``ModelSample`` (absent = not exported, never 0):
   sum), ``kv_xfer_failed`` (``vllm:nixl_num_failed_transfers`` + ``..._notifications``;
   ``sglang:num_bootstrap_failed_reqs`` + ``num_transfer_failed_reqs``), ``kv_expired``
   (``vllm:nixl_num_kv_expired_reqs``), ``prompt_tokens:<source>``
-  (``vllm:prompt_tokens_by_source``);
+  (``vllm:prompt_tokens_by_source``), ``cached_tokens:<tier>`` (device, host, disk, p2p:
+  ``vllm:prompt_tokens_cached_by_source``, vLLM 0.33: which KV tier served the cache hits);
 - gauges ``kv_queue:<name>`` (SGLang's P/D queues: prefill bootstrap/prealloc/inflight, decode
   prealloc/transfer);
 - tiers: LMCache (``lmcache:*`` on vLLM's port) gauges ``tier_hit_rate``, ``tier_used_bytes``,
@@ -40,7 +41,8 @@ _LMC_COUNTERS = {"lmcache:num_hit_tokens": "tier_hit_tokens",
                  "lmcache:num_stored_tokens": "tier_stored_tokens"}
 VLLM_FAMILIES = frozenset({"vllm:nixl_xfer_time_seconds", "vllm:nixl_bytes_transferred",
                            *_NIXL_FAILED, "vllm:nixl_num_kv_expired_reqs",
-                           "vllm:prompt_tokens_by_source", *_LMC_GAUGES, *_LMC_COUNTERS})
+                           "vllm:prompt_tokens_by_source", "vllm:prompt_tokens_cached_by_source",
+                           *_LMC_GAUGES, *_LMC_COUNTERS})
 """Families the vLLM adapter keeps for this module."""
 
 _SG_QUEUES = ("num_prefill_bootstrap_queue_reqs", "num_prefill_prealloc_queue_reqs",
@@ -88,10 +90,13 @@ def read_vllm(families: dict[str, Family], key: Callable[..., Any], put: Put,
     if any(get(n) is not None for n in _NIXL_FAILED):
         put("counters", "kv_xfer_failed", _sum(*(values(get(n), key) for n in _NIXL_FAILED)))
     put("counters", "kv_expired", values(get("vllm:nixl_num_kv_expired_reqs"), key))
-    src = get("vllm:prompt_tokens_by_source")
-    if src is not None:
+    for fam_name, prefix in (("vllm:prompt_tokens_by_source", "prompt_tokens:"),
+                             ("vllm:prompt_tokens_cached_by_source", "cached_tokens:")):
+        src = get(fam_name)
+        if src is None:
+            continue
         for source in {s.labels.get("source", "") for s in src.samples} - {""}:
-            put("counters", f"prompt_tokens:{source}", values(
+            put("counters", prefix + source, values(
                 src, lambda lb, s=source: key(lb) if lb.get("source") == s else None))
     for name, gkey in _LMC_GAUGES.items():
         put("gauges", gkey, _everywhere(values, get(name), keys, ""))

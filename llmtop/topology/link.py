@@ -59,8 +59,10 @@ def _engine_role(row: EngineRow) -> str | None:
     return None
 
 
-def _capacity(row: EngineRow) -> float | None:
-    return row.max_running if row.max_running is not None else row.kv_capacity_tokens
+def _capacity(row: EngineRow | None, basis: str) -> float | None:
+    if row is None:
+        return None
+    return row.max_running if basis == "seats" else row.kv_capacity_tokens
 
 
 def link_stack(engines: Sequence[EngineRow], routers: Sequence[RouterRow],
@@ -92,16 +94,16 @@ def link_stack(engines: Sequence[EngineRow], routers: Sequence[RouterRow],
 
 
 def _capacity_shares(backends: list[BackendRow], engines: Sequence[EngineRow]) -> None:
-    """Each backend's share of its role pool's capacity (running limit, else KV tokens),
-    when every backend of the pool has a known capacity."""
+    """Each backend's share of its role pool's capacity: running limits (``seats``) when
+    every backend of the pool has one, else KV tokens (``kv``) when every one has those."""
     rows = {r.target: r for r in engines if r.rank is None}
     for role in {b.role for b in backends}:
         group = [b for b in backends if b.role == role]
-        caps = [_capacity(rows[b.target]) if b.target in rows else None for b in group]
-        if any(c is None for c in caps):
-            continue
-        whole = sum(c for c in caps if c is not None)
-        if whole <= 0:
-            continue
-        for b, c in zip(group, caps, strict=True):
-            b.capacity_share = (c or 0.0) / whole
+        for basis in ("seats", "kv"):
+            caps = [_capacity(rows.get(b.target or ""), basis) for b in group]
+            whole = sum(c for c in caps if c is not None)
+            if any(c is None for c in caps) or whole <= 0:
+                continue
+            for b, c in zip(group, caps, strict=True):
+                b.capacity_share, b.capacity_basis = (c or 0.0) / whole, basis
+            break

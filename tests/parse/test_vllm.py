@@ -52,6 +52,12 @@ def test_generated_v0_33():
         "prompt_tokens:local_compute": 1024.0,
         "prompt_tokens:local_cache_hit": 2048.0,
         "prompt_tokens:external_kv_transfer": 0.0,
+        # vllm:prompt_tokens_cached_by_source: the KV tier that served the hits
+        "cached_tokens:device": 2048.0,
+        "cached_tokens:host": 0.0,
+        "cached_tokens:p2p": 0.0,
+        "cached_tokens:disk": 0.0,
+        "cached_tokens:external_unspecified": 0.0,
     }
     assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len",
                             "prefill", "decode", "inference", "iteration_tokens"}

@@ -90,3 +90,23 @@ def test_tokens_idle_s():
     assert tokens_idle_s(empty) == 0.0  # nothing held: not idle
     assert tokens_idle_s(busy[:1]) is None
     assert tokens_idle_s([(0.0, ModelSample("m")), (1.0, ModelSample("m"))]) is None
+    prefill = [(t, _m(20, 2)) for t in (0.0, 10.0, 20.0)]
+    for i, (_t, m) in enumerate(prefill):
+        m.counters["prompt_tokens"] = 1000.0 * i  # a long prompt prefilled chunk by chunk
+    assert tokens_idle_s(prefill) == 0.0
+
+
+def test_vllm_cache_hits_by_tier():
+    """vLLM 0.33's prompt_tokens_cached_by_source: which tier served the hits. Its generated
+    fixture has device hits only (no offload tier: no kv_tiers); with host hits it has."""
+    text = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    m = registry.normalize("vllm", text).models[0]
+    assert m.counters["cached_tokens:device"] == 2048.0
+    assert _row("vllm-generated-v0.33.0-loggers.txt", "vllm").kv_tiers is None
+    host = text.replace('source="host"} 0.0', 'source="host"} 1000.0')
+    s = store_with(target("e", 8000, "vllm"))
+    feed(s, "e", 0.0, host)
+    feed(s, "e", 10.0, scaled(host, 2.0))
+    [row] = s.snapshot(30.0).engines
+    assert row.kv_tiers["cached_tokens_per_s"]["host"] == pytest.approx(100.0)
+    assert row.kv_tiers["cached_tokens_per_s"]["device"] == pytest.approx(204.8)

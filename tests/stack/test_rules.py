@@ -67,7 +67,7 @@ def test_routing_names_capacity_shares_rows_built_in_code():
                      waiting_min={rows[0].key: 12.0, rows[1].key: 0.0})
     [f] = rules(found, "routing")
     assert f.target == "e0"
-    assert "11 % of the pool's capacity" in f.summary  # 1 of 9 seats
+    assert "11 % of the pool's running limits" in f.summary  # 1 of 9 seats
     ev = {e.signal: e.value for e in f.evidence}
     assert ev["routed_share"] == 0.5 and ev["capacity_share"] == pytest.approx(1 / 9)
 
@@ -264,3 +264,20 @@ def test_stuck_quiet_when_tokens_move_or_nothing_is_held():
     assert not stuck(RowCtx(row=healthy(running=0.0, waiting=0.0, tokens_idle_s=60.0),
                             base=None, window_s=30.0))
     assert not stuck(RowCtx(row=healthy(tokens_idle_s=10.0), base=None, window_s=30.0))
+
+
+def test_live_diagnoser_keeps_and_ends_a_router_finding():
+    """A finding named on a router (no engine row of its own) starts, holds and ends through
+    the live ``Diagnoser`` like an engine's (hysteresis, no KeyError)."""
+    from llmtop.diagnose.state import Diagnoser
+
+    d = Diagnoser()
+    kinds = []
+    for t, mean in ((0.0, 3.0), (10.0, 3.0), (20.0, 2.01), (40.0, 2.01), (60.0, 2.01)):
+        a = healthy("a", e2e_s=q(2.0, 3.0, 40))
+        r = RouterRow(target="r", request_s=q(mean, mean * 1.5, 40),
+                      backends=[BackendRow("http://h:1", requests_per_s=1.0)])
+        link_stack([a], [r], {"a": "http://h:1"})
+        kinds += [(tr.kind, tr.finding.target) for tr in d.update(t, [a], [], force=True,
+                                                                  routers=[r])]
+    assert ("start", "r") in kinds and ("end", "r") in kinds

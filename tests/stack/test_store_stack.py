@@ -124,3 +124,9 @@ def test_epp_counts_ready_pods():
     [r] = s.snapshot(10.0).routers
     assert r.engine == "gie-epp" and r.healthy_backends == 2 and r.total_backends == 2
     assert r.requests_per_s == pytest.approx(8.0)
+
+
+def test_detail_rows_keep_router_and_role():
+    s = round_robin_store()
+    s.snapshot(10.0)
+    assert s.row("a|tiny-llama", 60.0).router == "router"

@@ -102,3 +102,16 @@ def test_build_stack_groups_backends():
     st = build_stack(rows, [r])
     assert [e.target for e in st.backends["r"]] == ["p", "d1", "d2"]
     assert set(st.pools_of("r")) == {"prefill", "decode"}
+
+
+def test_capacity_share_basis_kv_when_seats_are_unknown():
+    a = healthy("a", max_running=None, kv_capacity_tokens=3000.0)
+    b = healthy("b", max_running=None, kv_capacity_tokens=1000.0)
+    r = RouterRow(target="r", backends=[BackendRow("http://h:1"), BackendRow("http://h:2")])
+    link_stack([a, b], [r], {"a": "http://h:1", "b": "http://h:2"})
+    assert [(x.capacity_share, x.capacity_basis) for x in r.backends] == [
+        (0.75, "kv"), (0.25, "kv")]
+    b.kv_capacity_tokens = None
+    r2 = RouterRow(target="r", backends=[BackendRow("http://h:1"), BackendRow("http://h:2")])
+    link_stack([a, b], [r2], {"a": "http://h:1", "b": "http://h:2"})
+    assert [x.capacity_share for x in r2.backends] == [None, None]

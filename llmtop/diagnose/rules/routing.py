@@ -64,7 +64,8 @@ def _overfed(ctx: StackCtx, router: RouterRow) -> list[Finding]:
             continue  # every sibling is busy too: the pool is short, not badly routed
         other = min(idle, key=lambda r: r.running or 0.0)
         ob = next(x for x in pool if x.target == other.target)
-        cap = (f" (it has {fmt_pct(b.capacity_share)} of the pool's capacity)"
+        what = "running limits" if b.capacity_basis == "seats" else "KV cache"
+        cap = (f" (it has {fmt_pct(b.capacity_share)} of the pool's {what})"
                if b.capacity_share is not None else "")
         summary = (f"{router.engine or 'router'} (policy {router.policy or 'unknown'}) sends "
                    f"{b.target} {fmt_pct(b.routed_share)} of the requests{cap} while it holds "
