@@ -220,3 +220,20 @@ async def test_calm_stack_and_requests_over_http(stack):
     a, b = (get(v, "vllm_router_processed_requests_total", worker=x.base_url) for x in s.sites)
     assert a > 0 and abs(a - b) <= 1
     assert all(get(v, "vllm_router_worker_health", worker=x.base_url) == 1 for x in s.sites)
+
+
+async def test_pd_engines_add_the_nixl_families_of_the_source(stack):
+    """A P/D engine's /metrics: vLLM's families plus exactly NixlPromMetrics' (names, types,
+    labels, buckets, HELP as in the source); plain engines have none (``test_formats``)."""
+    from tests.conftest import fixture_text
+    from tests.demo.test_formats import DATA, _compare
+    from tests.demo.test_formats import shape as fshape
+
+    s = await stack("kv-transfer")
+    dec = s.sites[1]
+    await until(lambda: dec.engine.stats.hist("nixl_xfer").count >= 1)
+    body = await scrape(dec.base_url)
+    nixl = (DATA / "vllm-nixl-SYNTHETIC-from-nixl_connector-py.txt").read_text()
+    real = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    _compare(body, real + nixl, min_families=70)
+    assert set(fshape(body)) - set(fshape(real)) == set(fshape(nixl))
