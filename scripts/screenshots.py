@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/screenshots.py            # fixed FakeSource data (deterministic)
     .venv/bin/python scripts/screenshots.py --demo     # live demo engines (llmtop --demo)
+    .venv/bin/python scripts/screenshots.py --only stack router-detail   # some shots only
 
 Uses ``App.save_screenshot`` after driving the app with a Pilot (no terminal needed).
 """
@@ -40,8 +41,12 @@ SHOTS = [
     ("overview-capacity", "headroom", "dark", ("down", "down")),  # the CAP column, README
     ("requests", "requests", "dark", ("r",)),
     ("requests-80x24", "requests", "dark", ("r",)),
+    ("stack", "stack", "dark", ()),
+    ("stack-80x24", "stack", "dark", ()),
+    ("router-detail", "stack", "dark", ("down", "down", "down", "enter")),
 ]
-SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24), "requests-80x24": (80, 24)}
+SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24), "requests-80x24": (80, 24),
+         "stack-80x24": (80, 24)}
 """Shots not at ``SIZE``."""
 
 
@@ -65,7 +70,7 @@ async def shoot(name: str, app: LlmtopApp, keys: tuple[str, ...], size: tuple[in
     return out / f"{name}.svg"
 
 
-async def main_async(demo: bool) -> None:
+async def main_async(demo: bool, only: list[str] | None = None) -> None:
     OUT.mkdir(exist_ok=True)
     handle = None
     if demo:
@@ -76,6 +81,8 @@ async def main_async(demo: bool) -> None:
         config = handle.apply(Config(discover=False))
     try:
         for name, scenario, theme, keys in SHOTS:
+            if only and name not in only:
+                continue
             size = SIZES.get(name, SIZE)
             if handle is not None:
                 source, _ = make_source(config, demo=handle)
@@ -95,7 +102,9 @@ async def main_async(demo: bool) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description="Generate screenshots/*.svg")
     ap.add_argument("--demo", action="store_true", help="use the live demo engines")
-    asyncio.run(main_async(ap.parse_args().demo))
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="only these shots (file names)")
+    args = ap.parse_args()
+    asyncio.run(main_async(args.demo, args.only))
     return 0
 
 

@@ -243,8 +243,8 @@ PD_WAITING_MIN = 4.0
 """``pd_balance``: a pool is saturated with at least this many waiting, all window long
 (summed over its engines), or more running + waiting than its running limit."""
 PD_ROOM_KV = 0.8
-"""The other pool has room: nothing waiting and KV below this (``IMB_KV_ROOM``'s GAIE
-headroom)."""
+"""The other pool has room: fewer than ``PD_WAITING_MIN`` waiting and KV below this
+(``IMB_KV_ROOM``'s GAIE headroom)."""
 KV_XFER_SHARE = 0.3
 """``kv_transfer``: transfer / decode-pending time at least this share of the TTFT path
 (means) ... (llm-d's runbook lists "KV cache transfer times" among what operators miss)"""

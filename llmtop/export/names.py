@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ENGINE_LABELS", "ENGINE_VALUES", "FINDING_LABELS", "GPU_LABELS", "QUANTILES",
-           "QUANTILE_VALUES", "SERIES", "Series", "series"]
+__all__ = ["BACKEND_LABELS", "ENGINE_LABELS", "ENGINE_VALUES", "FINDING_LABELS", "GPU_LABELS",
+           "QUANTILES", "QUANTILE_VALUES", "ROUTER_LABELS", "SERIES", "Series", "series"]
 
-ENGINE_LABELS = ("target", "engine", "model", "rank")
-"""``rank`` is set on per-rank rows only (data-parallel engines); the model's own row, ranks
+ENGINE_LABELS = ("target", "engine", "model", "role", "rank")
+"""``role`` (prefill, decode, both) where the router, the engine or pod labels say it;
+``rank`` is set on per-rank rows only (data-parallel engines); the model's own row, ranks
 folded in, has none (an empty label is no label in Prometheus)."""
+ROUTER_LABELS = ("target", "engine")
+"""A router target and its family (``vllm-router``, ``sglang-router``...)."""
+BACKEND_LABELS = (*ROUTER_LABELS, "backend", "backend_target", "role")
+"""A router's backend: its worker URL as the router names it, the engine target llmtop
+scrapes for it (when it does) and its role."""
 FINDING_LABELS = ("target", "engine", "model", "rule", "severity")
 GPU_LABELS = ("host", "gpu", "uuid", "name")
 
@@ -70,22 +76,56 @@ class Series:
 
 def _engine() -> list[Series]:
     out = [
-        Series("llmtop_engine_up", "gauge", ENGINE_LABELS[:3],
+        Series("llmtop_engine_up", "gauge", ENGINE_LABELS[:4],
                "1 when the target's last scrape was good (state ok or restarted), else 0."),
-        Series("llmtop_engine_state", "gauge", (*ENGINE_LABELS[:3], "state"),
+        Series("llmtop_engine_state", "gauge", (*ENGINE_LABELS[:4], "state"),
                "1 for the target's state (ok, down, http_error, unauthorized, bad_payload, "
                "stale, restarted), 0 for the others."),
-        Series("llmtop_engine_info", "gauge", (*ENGINE_LABELS[:3], "version",
+        Series("llmtop_engine_info", "gauge", (*ENGINE_LABELS[:4], "version",
                                                 "container_runtime", "container", "pod",
                                                 "pod_namespace", "netns"),
                "The engine and its version, as detected; where discovery found it in a "
                "container, pod or network namespace, which."),
-        Series("llmtop_engine_last_ok_age_seconds", "gauge", ENGINE_LABELS[:3],
+        Series("llmtop_engine_last_ok_age_seconds", "gauge", ENGINE_LABELS[:4],
                "Seconds since the target's last good scrape."),
     ]
     out += [Series(n, "gauge", ENGINE_LABELS, h) for n, _, h in ENGINE_VALUES]
     out += [Series(n, "gauge", (*ENGINE_LABELS, "quantile"), h) for n, _, h in QUANTILE_VALUES]
     return out
+
+
+def _router() -> list[Series]:
+    r, b = ROUTER_LABELS, BACKEND_LABELS
+    return [
+        Series("llmtop_router_up", "gauge", r,
+               "1 when the router's last scrape was good (state ok or restarted), else 0."),
+        Series("llmtop_router_info", "gauge", (*r, "version", "policy"),
+               "The router, its version and routing policy, where it says them."),
+        Series("llmtop_router_requests_per_second", "gauge", r,
+               "Requests the router took per second over the window."),
+        Series("llmtop_router_retries_per_second", "gauge", r,
+               "Requests the router retried per second over the window."),
+        Series("llmtop_router_errors_per_second", "gauge", r,
+               "Requests the router failed per second over the window."),
+        Series("llmtop_router_backends", "gauge", r, "Backends the router names."),
+        Series("llmtop_router_backends_healthy", "gauge", r,
+               "Of them, those the router's health checks find healthy."),
+        Series("llmtop_router_open_breakers", "gauge", r,
+               "Backends whose circuit breaker the router holds open."),
+        Series("llmtop_router_latency_seconds", "gauge", (*r, "kind", "quantile"),
+               "The router's own latency over the window: kind request (whole request), "
+               "ttft, decode_pending (P/D: waiting for the decode worker)."),
+        Series("llmtop_router_backend_routed_ratio", "gauge", b,
+               "The backend's share of the router's requests over the window, 0..1."),
+        Series("llmtop_router_backend_requests_per_second", "gauge", b,
+               "Requests the router sent the backend per second over the window."),
+        Series("llmtop_router_backend_capacity_ratio", "gauge", b,
+               "The backend's share of its pool's capacity (running limit, else KV), 0..1."),
+        Series("llmtop_router_backend_healthy", "gauge", b,
+               "1 when the router finds the backend healthy, 0 when not."),
+        Series("llmtop_router_backend_breaker_open", "gauge", b,
+               "1 when the router holds the backend's circuit breaker open, 0 when closed."),
+    ]
 
 
 SERIES: tuple[Series, ...] = (
@@ -107,6 +147,7 @@ SERIES: tuple[Series, ...] = (
            "Failed scrapes of the target by state: down, http_error, unauthorized, "
            "bad_payload (direct mode)."),
     *_engine(),
+    *_router(),
     Series("llmtop_finding", "gauge", (*FINDING_LABELS, "summary"),
            "1 per active finding; summary is its sentence as it reached this severity."),
     Series("llmtop_finding_value", "gauge", (*FINDING_LABELS[:4], "signal"),

@@ -17,6 +17,7 @@ from prometheus_client.metrics_core import Metric
 
 from llmtop.diagnose.findings import Finding
 from llmtop.export.names import ENGINE_VALUES, QUANTILE_VALUES, QUANTILES, SERIES
+from llmtop.export.routers import routers
 from llmtop.model import STATES, EngineRow, GpuRecord, Snapshot
 
 __all__ = ["Health", "View", "build"]
@@ -79,7 +80,8 @@ class _Out:
 
 
 def _engine_labels(row: EngineRow, rank: str | None = None) -> dict[str, str | None]:
-    return {"target": row.target, "engine": row.engine, "model": row.model, "rank": rank}
+    return {"target": row.target, "engine": row.engine, "model": row.model, "role": row.role,
+            "rank": rank}
 
 
 def _values(out: _Out, row: EngineRow, rank: str | None) -> None:
@@ -96,7 +98,7 @@ def _values(out: _Out, row: EngineRow, rank: str | None) -> None:
 
 def _state(out: _Out, target: str, engine: str | None, model: str | None, row: EngineRow
            ) -> None:
-    labels = {"target": target, "engine": engine, "model": model}
+    labels = {"target": target, "engine": engine, "model": model, "role": row.role}
     out.add("llmtop_engine_up", labels, 1.0 if row.state in GOOD_STATES else 0.0)
     for s in STATES:
         out.add("llmtop_engine_state", {**labels, "state": s}, 1.0 if row.state == s else 0.0)
@@ -187,6 +189,7 @@ def build(v: View) -> list[Metric]:
         out.add("llmtop_window_seconds", {}, snap.window_s)
         out.add("llmtop_refresh_timestamp_seconds", {}, snap.time)
         _engines(out, snap.engines, v.known)
+        routers(out, snap.routers, GOOD_STATES)
         engines = {r.target: r.engine for r in snap.engines if r.engine}
         _findings(out, v, engines)
         out.add("llmtop_gpu_readable", {}, 0.0 if snap.gpu_error and not snap.gpus else 1.0)

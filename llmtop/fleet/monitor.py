@@ -25,6 +25,7 @@ from llmtop.config import Config, PrometheusConfig
 from llmtop.errors import ConfigError
 from llmtop.fleet import pinned
 from llmtop.fleet.diagnosis import FleetDiagnosis
+from llmtop.fleet.down_errors import ERRORS_TTL_S, scrape_errors
 from llmtop.fleet.gpulink import link_gpus
 from llmtop.fleet.queries import (
     BUCKET_PARTS,
@@ -52,6 +53,7 @@ from llmtop.fleet.record import (
     warm_record,
 )
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
+from llmtop.fleet.stack import fleet_stack
 from llmtop.fleet.states import StateInfo, apply_states, read_state
 from llmtop.fleet.warm import Warmup, fetch, warm
 from llmtop.model import EngineRow, Snapshot
@@ -70,8 +72,6 @@ __all__ = ["ERRORS_TTL_S", "REDISCOVER_S", "FleetMonitor"]
 REDISCOVER_S = 300.0
 """Connect-time work (names, interval) is redone this often: discovery touches every engine
 series once, so not every refresh."""
-ERRORS_TTL_S = 30.0
-"""Down targets' scrape errors are asked again after this long (or when the set changes)."""
 VM_LATENCY_OFFSET_S = 30.0
 """VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
 
@@ -506,30 +506,14 @@ class FleetMonitor:
         if self.partial:
             self.warnings.insert(0, "PARTIAL: some stores did not answer; values may be "
                                  "incomplete")
-        return Snapshot(time=t, window_s=self.window_s, engines=rows, gpus=gpus,
+        routers = fleet_stack(results, plan.group, t, self.window_s, rows)  # issue 42
+        return Snapshot(time=t, window_s=self.window_s, engines=rows, gpus=gpus, routers=routers,
                         gpu_error=None if gpus else "no DCGM exporter series")
 
     async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
                              ) -> dict[tuple[str, ...], str]:
-        """The last scrape error of down targets, from ``/api/v1/targets`` (the whole target
-        list: at most every ``ERRORS_TTL_S`` while the same targets stay down)."""
-        keys = frozenset(down)
-        cached = self._errors
-        if cached is not None and cached[0] == keys and \
-                0 <= self.clock() - cached[1] < ERRORS_TTL_S:
-            return cached[2]
-        try:
-            body = await self.client.get("/api/v1/targets", {"state": "active"})
-        except PromError:
-            return {}
-        out: dict[tuple[str, ...], str] = {}
-        self._errors = (keys, self.clock(), out)
-        want = {(m.get("job", ""), m.get("instance", "")): k for k, m in down.items()}
-        for tg in (body.get("data") or {}).get("activeTargets") or []:
-            labels = tg.get("labels") or {}
-            k = want.get((labels.get("job", ""), labels.get("instance", "")))
-            if k is not None and tg.get("lastError"):
-                out[k] = f"down: {tg['lastError']}"
+        """``down_errors.scrape_errors``, cached on the monitor."""
+        out, self._errors = await scrape_errors(self.client, down, self._errors, self.clock())
         return out
 
     # ------------------------------------------------------------------ one row

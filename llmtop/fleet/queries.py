@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from llmtop.topology.roles import ROLE_LABELS
+
 __all__ = [
     "BARE_MATCHER",
     "BARE_PRESENCE",
@@ -43,7 +45,9 @@ __all__ = [
     "ENGINE_LABELS",
     "MAX_QUERY_CHARS",
     "MODEL_LABELS",
+    "POD_ROLE_LABELS",
     "PRESENCE",
+    "ROUTER_NAMES",
     "RULE_LABELS",
     "Layouts",
     "Matcher",
@@ -88,6 +92,11 @@ PRESENCE = {
     "triton": "nv_inference_request_success",
 }
 """One series per engine family that every instance exposes: the inventory is built from it."""
+
+ROUTER_NAMES = "vllm_router_.+|smg_.+|sgl_router_.+"
+"""The routers fleet mode reads: the vLLM router, SGLang's Model Gateway (both names)."""
+POD_ROLE_LABELS = tuple(re.sub(r"[^a-zA-Z0-9_]", "_", k) for k in ROLE_LABELS)
+"""``topology.roles.ROLE_LABELS`` as Prometheus' ``labelmap`` writes them on pods' series."""
 
 _PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("lmdeploy:", "lmdeploy"),
              ("llamacpp:", "llamacpp"), ("tgi_", "tgi"), ("trtllm_", "trtllm"),
@@ -474,6 +483,17 @@ class Plan:
                  for n, kind in sorted(self.names.items()) if kind == "dcgm"]
         return " or ".join(parts) or None
 
+    def stack(self) -> str:
+        """One query (issue 42, read by ``fleet/stack.py``): the routers' series now, the
+        same ``W`` earlier (``llmtop_base="1"``) and the engines' role labels (tagged)."""
+        now = selector(None, [f'__name__=~"{ROUTER_NAMES}"', *self.target_matchers])
+        out = f'{now} or label_replace({now} offset {self._w()}, "llmtop_base", "1", "", "")'
+        present = [selector(PRESENCE[e], self.matchers) for e in self.engines if e in PRESENCE]
+        keep = _by(tuple(dict.fromkeys((*self.group, "job", "instance", *POD_ROLE_LABELS))))
+        if present:
+            out += " or " + _tag(f"group by ({keep}) ({' or '.join(present)})", "llmtop_roles")
+        return out
+
     def queries(self) -> dict[str, str]:
         """The per-refresh queries by role (a fixed set, whatever the fleet size): ``ROLE`` or
         ``ROLE#N`` when a union is split to stay under ``MAX_QUERY_CHARS``."""
@@ -481,7 +501,7 @@ class Plan:
         # the slowest first: at most MAX_CONCURRENT run at once, in this order
         for role, expr in (("buckets", self.buckets()), ("counters", self.counters()),
                            ("gauges", self.gauges()), ("state", self.state()),
-                           ("gpus", self.gpus())):
+                           ("gpus", self.gpus()), ("stack", self.stack())):
             if not expr:
                 continue
             # the buckets are most of a refresh's server time: at least BUCKET_PARTS queries

@@ -303,15 +303,17 @@ class LlmtopApp(ReplayActions, App):
     def mode_allows(self, action: str) -> bool:
         """Whether ``action`` does something in this mode (live, replay, fleet). One that
         does not is refused, left out of the footer and out of help (``?``): replay keys
-        need a replay; time travel and folding a model need fleet mode; the load probe needs
-        a live engine's API URL, which neither a replay nor Prometheus gives; the raw
-        metrics browser needs kept scrapes, and the requests screen the engines' spans, which
-        fleet mode has not."""
+        need a replay; time travel needs fleet mode, folding a group fleet mode or a
+        router; the load probe needs a live engine's API URL, which neither a replay nor
+        Prometheus gives; the raw metrics browser needs kept scrapes, and the requests screen
+        the engines' spans, which fleet mode has not."""
         name = action.split("(")[0]
         fleet = hasattr(self.source, "travel")
         if name in REPLAY_ACTIONS:
             return self.replay is not None
-        if name in ("fleet_travel", "collapse"):
+        if name == "collapse":  # fold a model's total (fleet) or a router's backends
+            return fleet or bool(getattr(self.snapshot, "routers", None))
+        if name == "fleet_travel":
             return fleet
         if name == "probe":
             return self.replay is None and not fleet

@@ -3,8 +3,9 @@
 ``FakeSource.demo(scenario)`` gives fixed, deterministic data for vLLM + SGLang + Triton and
 two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"``, ``"empty"``
 (no engine, no GPU), ``"states"`` (one row in each bad state: BAD PAYLOAD, RESTARTED,
-STALE, HTTP 503, UNAUTHORIZED, DOWN) or ``"requests"`` (``pressure`` with a window of single
-requests, ``demo_requests``).
+STALE, HTTP 503, UNAUTHORIZED, DOWN), ``"requests"`` (``pressure`` with a window of single
+requests, ``demo_requests``) or ``"stack"`` (two routers: round robin over a 1-seat and an
+8-seat backend, and prefill/decode pools; ``ui.fake_stack``).
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
         return Snapshot(time=t, window_s=10.0, gpu_error=reasons.LIBRARY_NOT_FOUND)
     if scenario == "states":
         return Snapshot(time=t, window_s=10.0, engines=_state_rows(), gpus=gpus)
+    if scenario == "stack":
+        from llmtop.ui.fake_stack import stack_snapshot
+
+        return stack_snapshot(t, gpus)
     return Snapshot(time=t, window_s=10.0, engines=[vllm, sglang, triton], gpus=gpus,
                     gpu_error=gpu_error)
 

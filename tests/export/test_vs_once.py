@@ -57,6 +57,8 @@ def samples(text: str) -> dict[tuple[str, frozenset], float]:
 
 def _labels(row: dict, **more: str) -> frozenset:
     d = {"target": row["target"], "engine": row["engine"], "model": row["model"], **more}
+    if row.get("role"):
+        d["role"] = row["role"]
     if row.get("rank"):
         d["rank"] = row["rank"]
     return frozenset((k, v) for k, v in d.items() if v)

@@ -47,7 +47,7 @@ def _parts(expr: str) -> list[str]:
 
 def test_a_fixed_set_of_queries_whatever_the_fleet():
     q = _plan().queries()
-    assert set(q) == {"gauges", "counters", "buckets", "state", "gpus"}
+    assert set(q) == {"gauges", "counters", "buckets", "state", "gpus", "stack"}
     # nothing in a query names an instance: the same text serves 1 or 10,000 instances
     assert not any("10.0." in v or "instance=" in v for v in q.values())
 

@@ -113,3 +113,9 @@ def test_gpu_unavailable(snap_compare, size):
 def test_requests(snap_compare, size):
     """The window's requests slowest TTFT first, the shape above, FINISH folded at 80."""
     assert snap_compare(make_app("requests"), terminal_size=size, run_before=_run("r"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_stack_overview(snap_compare, size):
+    """Two routers with their backends (and P/D pools) under them (issue 42)."""
+    assert snap_compare(make_app("stack"), terminal_size=size, run_before=_run())

@@ -3,7 +3,8 @@ reverse (llm-d's runbook: "prefill/decode imbalance", "prefill queue saturation"
 the router (the pools' owner), else on the saturated pool's first engine.
 
 Saturated: ``PD_WAITING_MIN`` waiting all window long over the pool, or (decode) KV at
-``KV_FULL``. Room: nothing waiting and KV below ``PD_ROOM_KV``. The ratio that would balance
+``KV_FULL``. Room: fewer than ``PD_WAITING_MIN`` waiting all window long and KV below
+``PD_ROOM_KV``. The ratio that would balance
 them: each pool's replicas x its load (running + waiting over its running limit; without a
 limit, running + waiting over running for prefill and KV usage for decode).
 """
@@ -38,8 +39,13 @@ def _load(pool: Pool, role: str) -> float | None:
     return held / pool.running if pool.running else None
 
 
-def _room(pool: Pool) -> bool:
-    return pool.waiting == 0 and (pool.kv_usage is None or pool.kv_usage < PD_ROOM_KV)
+def _room(pool: Pool, waiting_all: float | None) -> bool:
+    """Room: not saturated itself (fewer than ``PD_WAITING_MIN`` waiting all window long: a
+    P/D handoff waits a moment on the decode side, the demo's decode pool showed 1-2 per
+    replica beside 27 in prefill) and KV below ``PD_ROOM_KV``."""
+    w = waiting_all if waiting_all is not None else pool.waiting
+    return (w or 0.0) < PD_WAITING_MIN and (pool.kv_usage is None
+                                           or pool.kv_usage < PD_ROOM_KV)
 
 
 def _one(ctx: StackCtx, router: str | None, pre: Pool, dec: Pool) -> list[Finding]:
@@ -50,9 +56,9 @@ def _one(ctx: StackCtx, router: str | None, pre: Pool, dec: Pool) -> list[Findin
     p_sat = wp is not None and wp >= PD_WAITING_MIN
     d_sat = (wd is not None and wd >= PD_WAITING_MIN) or (
         dec.kv_usage is not None and dec.kv_usage >= KV_FULL)
-    if p_sat and _room(dec):
+    if p_sat and _room(dec, wd):
         busy, idle, bname, iname = pre, dec, "prefill", "decode"
-    elif d_sat and _room(pre):
+    elif d_sat and _room(pre, wp):
         busy, idle, bname, iname = dec, pre, "decode", "prefill"
     else:
         return []

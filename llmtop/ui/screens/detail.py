@@ -167,11 +167,13 @@ def capacity_lines(row: EngineRow) -> list[Text]:
 
 def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
                       notes: dict[str, str] | None = None,
-                      partial: dict[str, str] | None = None, *, raw: bool = True) -> Group:
+                      partial: dict[str, str] | None = None, *, raw: bool = True,
+                      stack: list | None = None) -> Group:
     """The detail body; ``notes``: window name -> why that window shows ``–``;
     ``partial``: window name -> the backend's warnings when that window's row came from a
     partial answer (fleet mode): its rows and columns say ``PARTIAL``, a line says why.
-    ``raw``: the raw metrics browser (``m``) is offered (not in fleet mode)."""
+    ``raw``: the raw metrics browser (``m``) is offered (not in fleet mode); ``stack``: the
+    lines on its router and TTFT path (``screens.router.stack_section``)."""
     partial = {n: w for n, w in (partial or {}).items() if n in windows}
     windows = {f"{n} PARTIAL" if n in partial else n: w for n, w in windows.items()}
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
@@ -214,7 +216,8 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
         cache.add_row(k, v)
     if not row.info:
         cache.add_row("not reported", "")
-    parts: list = [head, *capacity_lines(row), Text(""), _titled(latency_table(row, windows))]
+    parts: list = [head, *capacity_lines(row), Text(""), *(stack or ()),
+                   _titled(latency_table(row, windows))]
     parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
     parts += [Text(f"{name} PARTIAL: the server's answer was partial, values may be "
                    f"incomplete: {why}", style=fmt.S("gauge-warn"))
@@ -301,8 +304,11 @@ class EngineDetailScreen(Screen):
             warns = part(secs) if part is not None else None
             if warns:
                 partial[name] = warns
+        from llmtop.ui.screens.router import stack_section
+
         body.update(detail_renderable(row, windows, notes, partial,
-                                      raw=self.check_action("raw", ()) is not False))
+                                      raw=self.check_action("raw", ()) is not False,
+                                      stack=stack_section(row, self.view.snapshot)))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``m`` only where raw scrapes are kept (not fleet mode: Prometheus gives series)."""

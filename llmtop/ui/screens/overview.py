@@ -22,9 +22,18 @@ from textual.widgets import Input, Static
 from llmtop.targets import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
+from llmtop.ui.groups import (
+    GROUP_PREFIX,
+    POOL_PREFIX,
+    ROUTER_PREFIX,
+    Groups,
+    fold_key,
+    model_groups,
+    stack_groups,
+)
 from llmtop.ui.source import SPARK_FIELDS, Source, row_value
 from llmtop.ui.view import LiveView
-from llmtop.ui.widgets.engines import COLUMNS, GROUP_PREFIX, WIDE_MIN_WIDTH, EnginesTable
+from llmtop.ui.widgets.engines import COLUMNS, WIDE_MIN_WIDTH, EnginesTable
 from llmtop.ui.widgets.footer import FitFooter
 from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, SparkPanel
 
@@ -137,7 +146,8 @@ class OverviewScreen(Screen):
         Binding("enter", "details", "Details", id="details"),
         Binding("f", "toggle_ranks", "Ranks", tooltip="fold per-rank rows out/in", id="ranks"),
         Binding("c", "collapse", "Collapse", show=False, id="collapse",
-                tooltip="fleet: fold the selected model's instances under its total row"),
+                tooltip="fold the selected group: a model's instances under its total row "
+                        "(fleet), a router's backends or a pool's members under its row"),
         Binding("escape", "back", "Back", show=False, tooltip="clear the filter", id="back"),
     ]
 
@@ -146,7 +156,8 @@ class OverviewScreen(Screen):
         use_crop_compositor(self)  # a tick renders only the lines it repaints
         self.view = view
         self.collapsed: set[str] = set()
-        """Fleet mode: models whose instance rows are folded under their total row."""
+        """Head keys (``ui.groups``) whose rows are folded under them: a model's total row
+        (fleet mode), a router's row, a P/D pool's row."""
         self._empty_problem: tuple[Any, ...] | None = None
         """The source problem the empty hint shows (None: the direct mode's hint)."""
 
@@ -312,28 +323,34 @@ class OverviewScreen(Screen):
         self.view.state.show_ranks = not self.view.state.show_ranks
         self._reorder()
 
-    def _groups(self) -> list | None:
-        """Fleet mode's per-model total rows (the monitor's ``totals``), else None; only
-        those of a model with rows in the snapshot (a refresh that failed after a good one
-        kept its totals: they showed numbers over no row at all)."""
-        totals = getattr(getattr(self.view.source, "monitor", None), "totals", None)
+    def _groups(self) -> Groups | None:
+        """The table's groups: fleet mode's per-model total rows (the monitor's ``totals``,
+        only those of a model with rows in the snapshot: a refresh that failed after a good
+        one kept its totals, which showed numbers over no row at all) and the snapshot's
+        routers with their backends and pools; None when there is neither."""
         snap = self.view.snapshot
-        if not totals or snap is None:
+        if snap is None:
             return None
+        totals = getattr(getattr(self.view.source, "monitor", None), "totals", None)
         models = {r.model for r in snap.engines}
-        return [t for t in totals if t.model in models] or None
+        totals = [t for t in totals or () if t.model in models]
+        groups = model_groups(totals, snap.engines) + stack_groups(
+            snap.engines, getattr(snap, "routers", None) or ())
+        return groups if groups.heads else None
 
     def action_collapse(self) -> None:
-        """Fold (or unfold) the selected row's model under its total row (fleet mode)."""
+        """Fold (or unfold) the group of the selected row: a model under its total row
+        (fleet mode), a router's backends or a pool's members under its row."""
         table = self.query_one(EnginesTable)
         row = table.selected_row()
-        if row is None or not self._groups() or row.model is None:
+        groups = self._groups()
+        key = fold_key(groups, row.key) if row is not None and groups else None
+        if key is None:
             return
-        self.collapsed ^= {row.model}
+        self.collapsed ^= {key}
         self._reorder()
-        key = GROUP_PREFIX + row.model
-        if row.model in self.collapsed and key in table.row_keys:
-            table.move_cursor(row=table.row_keys.index(key))  # the folded rows' total
+        if key in self.collapsed and key in table.row_keys:
+            table.move_cursor(row=table.row_keys.index(key))  # the folded rows' head
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -362,8 +379,12 @@ class OverviewScreen(Screen):
 
     def action_details(self) -> None:
         row = self.query_one(EnginesTable).selected_row()
-        if row is not None and row.key.startswith(GROUP_PREFIX):  # a model's total row
-            self.action_collapse()
+        if row is not None and row.key.startswith(ROUTER_PREFIX):
+            from llmtop.ui.screens.router import RouterDetailScreen
+
+            self.app.push_screen(RouterDetailScreen(self.view, row.key[len(ROUTER_PREFIX):]))
+        elif row is not None and row.key.startswith((GROUP_PREFIX, POOL_PREFIX)):
+            self.action_collapse()  # a model's total row, a pool's row
         elif row is not None:
             from llmtop.ui.screens.detail import EngineDetailScreen
 

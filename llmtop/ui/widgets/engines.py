@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 from rich.text import Text
 
@@ -11,10 +11,19 @@ from llmtop.config import Thresholds
 from llmtop.model import EngineRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
+from llmtop.ui.groups import (
+    GROUP_PREFIX,
+    POOL_PREFIX,
+    ROUTER_PREFIX,
+    Groups,
+    grouped,
+    head_rows,
+)
+from llmtop.ui.stack_cells import head_name, member_name, member_state, router_state
 from llmtop.ui.widgets.rowtable import RowTable, TableColumn
 
 __all__ = ["CAP_MIN_WIDTH", "COLUMNS", "GROUP_PREFIX", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column",
-           "EnginesTable", "group_rows", "grouped", "name_width", "row_matches", "state_width"]
+           "EnginesTable", "name_width", "row_matches", "state_width"]
 
 
 WIDE_MIN_WIDTH = 130
@@ -130,36 +139,6 @@ def row_matches(row: EngineRow, text: str) -> bool:
     return text.lower() in hay
 
 
-GROUP_PREFIX = "total|"
-"""Key prefix of fleet mode's per-model total rows (``fleet.rows.model_totals``)."""
-
-
-def group_rows(totals: Sequence[EngineRow], collapsed: Collection[str]) -> list[EngineRow]:
-    """The per-model total rows as group headers: ``▾ total (3)`` (``▸`` when folded)."""
-    return [replace(t, target=f"{'▸' if t.model in collapsed else '▾'} {t.target}")
-            for t in totals]
-
-
-def grouped(flat: list[EngineRow], collapsed: Collection[str]) -> list[EngineRow]:
-    """Rows (already sorted) under their model's total row, models in the order of their
-    total rows; a folded model keeps its total row only; rows of a model without a total
-    row stay at the end."""
-    heads = [r for r in flat if r.key.startswith(GROUP_PREFIX)]
-    members: dict[str | None, list[EngineRow]] = {}
-    for r in flat:
-        if not r.key.startswith(GROUP_PREFIX):
-            members.setdefault(r.model, []).append(r)
-    out: list[EngineRow] = []
-    for h in heads:
-        out.append(h)
-        rest = members.pop(h.model, [])
-        if h.model not in collapsed:
-            out.extend(rest)
-    for rest in members.values():
-        out.extend(rest)
-    return out
-
-
 class EnginesTable(RowTable):
     """One row per target and model (plus fold-out rank rows), keyed by ``EngineRow.key``."""
 
@@ -187,6 +166,7 @@ class EnginesTable(RowTable):
         self._rank_keys: set[str] = set()
         self._painted: dict[str, tuple] = {}
         """Row key -> (row, trend marks) its cells were made from."""
+        self._groups = Groups()
 
 
     # -- layout -----------------------------------------------------------------------------
@@ -265,18 +245,20 @@ class EnginesTable(RowTable):
         th: Thresholds,
         trend: Callable[[str, str], str],
         why: Mapping[str, tuple[str, str]] | None = None,
-        groups: Sequence[EngineRow] | None = None,
+        groups: Groups | None = None,
         collapsed: Collection[str] = (),
     ) -> None:
         """Reconcile with a snapshot: a new row order only on a change of the row set or
         order; otherwise new cells (and a redrawn line) only for rows whose data changed.
         ``why`` maps a row key to its top finding's (rule, severity): the STATE cell of a
         healthy-state row then names the finding (``KV PRESSURE``) instead of ``ok``.
-        ``groups`` (fleet mode: one total row per model) puts each model's rows under its
-        total row, sorted within the model; the models in ``collapsed`` show the total only."""
+        ``groups`` (fleet mode's model totals, the stack's routers and pools) puts each
+        group's rows under its head row, sorted within the group; the heads in ``collapsed``
+        show their own row only."""
         self._why = why or {}
-        if groups:
-            rows = [*group_rows(groups, collapsed), *rows]
+        self._groups = groups or Groups()
+        if groups and groups.heads:
+            rows = [*head_rows(groups, collapsed), *rows]
         if self._wide is None:
             self.set_layout(80)
         flat: list[EngineRow] = []
@@ -285,15 +267,15 @@ class EnginesTable(RowTable):
                 continue
             flat.append(r)
         top = {r.key for r in flat}
-        if groups:
+        if groups and groups.heads:
             top |= {f"\0{m}" for m in collapsed}  # a fold changes the order
         ranks = {rr.key for r in flat for rr in r.ranks} if show_ranks else set()
         if self.order_dirty or top != self._top or ranks != self._rank_keys:
             self._top, self._rank_keys = top, ranks
             keyf = SORT_KEYS.get(sort_column, SORT_KEYS["name"])
             flat.sort(key=keyf, reverse=sort_reverse)  # type: ignore[arg-type]
-            if groups:
-                flat = grouped(flat, collapsed)
+            if groups and groups.heads:
+                flat = grouped(flat, collapsed, groups)
             order: list[str] = []
             for r in flat:
                 order.append(r.key)
@@ -316,7 +298,8 @@ class EnginesTable(RowTable):
             q1, q2 = row.ttft_s, row.itl_s
             tt = trend(key, "ttft_p95") if q1 is not None and q1.p95 is not None else " "
             ti = trend(key, "itl_p95") if q2 is not None and q2.p95 is not None else " "
-            sig = (row, tt, ti, self._why.get(key))
+            sig = (row, tt, ti, self._why.get(key), self._groups.backends.get(key),
+                   self._groups.routers.get(key))
             if self._painted.get(key) == sig:  # nothing new for this row: build no cells
                 continue
             self._painted[key] = sig
@@ -334,9 +317,12 @@ class EnginesTable(RowTable):
         least: ``sglang :30000`` whole at 80 columns) and the name column's width (what the
         full names need, at most what the terminal leaves)."""
         self._layout_dirty = False
-        targets = [len(fmt.row_target(r)) for r in flat]
+        targets = [len(fmt.row_target(r)) for r in flat
+                   if not r.key.startswith((ROUTER_PREFIX, POOL_PREFIX))]
         tw = min(max(targets, default=0), max(13, self._avail_w // 2))
         self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
+        stack = [len(n) for r in flat if (n := self._stack_name(r, 99)) is not None]
+        self._need_w = max(self._need_w, *stack) if stack else self._need_w
         nw = self._fit_width()
         if (tw, nw) != (self._target_w, self._name_w):
             self._target_w, self._name_w = tw, nw
@@ -369,6 +355,14 @@ class EnginesTable(RowTable):
         if col == "state":
             if r.rank is not None:
                 return Text("")
+            router = self._groups.routers.get(r.key)
+            if router is not None:
+                return router_state(router, r, self._state_w)
+            backend = self._groups.backends.get(r.key)
+            if backend is not None and r.state == "ok":
+                word = member_state(backend, self._state_w)
+                if word is not None:
+                    return word
             why = self._why.get(r.key)
             if why is not None and r.state == "ok":
                 word = WHY_BADGES.get(why[0], why[0].upper())[: self._state_w]
@@ -421,11 +415,23 @@ class EnginesTable(RowTable):
             return Text(fmt.fmt_rate(v), style=S("gauge-crit") if v else "", justify=R)
         return Text(DASH)
 
+    def _stack_name(self, r: EngineRow, w: int) -> str | None:
+        """A router's, a pool's or a backend's name (``ui.stack_cells``), else None."""
+        if r.key.startswith((ROUTER_PREFIX, POOL_PREFIX)):
+            return head_name(r, self._groups.depth(r.key), w)
+        backend = self._groups.backends.get(r.key)
+        if backend is not None:
+            return member_name(r, backend, self._groups.depth(r.key), w)
+        return None
+
     def _name_text(self, r: EngineRow) -> str:
         """Compact target padded to the widest one, then the model: as much as fits."""
         if r.rank is not None:
             return fmt.row_name(r)
         tw, w = self._target_w, self._name_w
+        stack = self._stack_name(r, w)
+        if stack is not None:
+            return stack
         target = fmt.row_target(r)
         if r.container is not None and len(target) > tw:  # where it runs names the row:
             target = fmt.fit_where(r.container, tw)  # the engine is in its detail
