@@ -65,16 +65,16 @@ def serve(state: Path, *flags: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def served(script: str, state: Path, *flags: str, env: dict[str, str] | None = None,
-           cpus: str | None = None) -> Iterator[Path]:
+           cpus: str | None = None, timeout: float = 300) -> Iterator[Path]:
     """A real server started by ``script`` (``scripts/real_*/serve.sh STATE flags``), which
     writes its ``url`` (and ``pid``) into ``state``; stopped (SIGTERM, then SIGKILL) when the
-    block ends. ``cpus``: run it on those CPUs only (``taskset -c``, where there is one).
-    Yields ``state``."""
+    block ends. ``cpus``: run it on those CPUs only (``taskset -c``, where there is one);
+    ``timeout``: the most seconds ``script`` may take to start it. Yields ``state``."""
     state.mkdir(parents=True, exist_ok=True)
     pin = ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
     try:
         out = subprocess.run([*pin, "bash", str(ROOT / script), str(state), *flags],
-                             capture_output=True, text=True, timeout=300,
+                             capture_output=True, text=True, timeout=timeout,
                              env={**os.environ, **(env or {})})
         if out.returncode != 0:
             raise AssertionError(f"{script} did not start ({' '.join(flags)}): "
