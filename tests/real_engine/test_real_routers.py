@@ -4,8 +4,9 @@ and ``llmtop record`` as ``/work/CONTRACT_42.md`` (issue 42) describes.
 
 Each test first checks the router's and the engines' own ``/metrics`` (the facts llmtop must
 agree with), then what llmtop says. The engines run wholly on core 0 (as ``.ci/run`` pins
-vLLM), at most two at a time: ``a1`` (``--max-num-seqs 1``) and ``b8`` for the round-robin
-tests, then ``a1`` stops and ``c8`` starts for the calm stack, P/D and the killed backend.
+vLLM; each loads on any core first), at most two at a time, kept between tests: ``a1``
+(``--max-num-seqs 1``) and ``b8`` start side by side for the round-robin tests, then ``a1``
+stops and ``c8`` starts for the calm stack, P/D and the killed backend (three start-ups).
 
 Opt-in: ``LLMTOP_REAL_ROUTERS=1`` after ``scripts/real_vllm/setup.sh`` and
 ``scripts/real_routers/setup.sh`` (``.ci/run`` sets it). About 5 minutes in all.
@@ -30,6 +31,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from llmtop.model import RawScrape
+from llmtop.record.reader import Recording, Tick
 from tests.real_engine.incidents import ROOT, served, vllm_ready
 from tests.real_engine.servers import llmtop
 
@@ -352,3 +355,19 @@ def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
     assert backend(re_, c)["healthy"] is True and backend(re_, b)["healthy"] is True
     assert backend(rl, c)["healthy"] is False and backend(rl, b)["healthy"] is True
     assert row(early, c)["state"] == "ok" and row(late, c)["state"] == "down"
+    # nothing lost: the file is whole, and from the first tick that scraped the router and both
+    # backends on, every tick holds all three (c's failing after the kill, never dropped)
+    recording = Recording.open(rec)
+    assert recording.problem is None, recording.problem
+    ticks: list[dict[int, str]] = []
+    current: dict[int, str] = {}
+    for item in recording.items():
+        if isinstance(item, RawScrape):
+            current[urlsplit(item.url).port] = item.status
+        elif isinstance(item, Tick):
+            ticks.append(current)
+            current = {}
+    want = {urlsplit(u).port for u in (murl, b, c)}
+    first = next(i for i, t in enumerate(ticks) if want <= set(t))
+    assert all(want <= set(t) for t in ticks[first:]), ticks
+    assert ticks[first][urlsplit(c).port] == "ok" and ticks[-1][urlsplit(c).port] != "ok", ticks
