@@ -68,8 +68,8 @@ def served(script: str, state: Path, *flags: str, env: dict[str, str] | None = N
            cpus: str | None = None, timeout_s: float = 300) -> Iterator[Path]:
     """A real server started by ``script`` (``scripts/real_*/serve.sh STATE flags``), which
     writes its ``url`` (and ``pid``) into ``state``; stopped (SIGTERM, then SIGKILL) when the
-    block ends. ``cpus``: run it on those CPUs only (``taskset -c``, where there is one).
-    Yields ``state``."""
+    block ends. ``cpus``: run it on those CPUs only (``taskset -c``, where there is one);
+    ``timeout_s``: the most seconds ``script`` may take to start it. Yields ``state``."""
     state.mkdir(parents=True, exist_ok=True)
     pin = ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
     try:

@@ -4,8 +4,9 @@ and ``llmtop record`` as ``/work/CONTRACT_42.md`` (issue 42) describes.
 
 Each test first checks the router's and the engines' own ``/metrics`` (the facts llmtop must
 agree with), then what llmtop says. The engines run wholly on core 0 (as ``.ci/run`` pins
-vLLM), at most two at a time: ``a1`` (``--max-num-seqs 1``) and ``b8`` for the round-robin
-tests, then ``a1`` stops and ``c8`` starts for the calm stack, P/D and the killed backend.
+vLLM; each loads on any core first), at most two at a time, kept between tests: ``a1``
+(``--max-num-seqs 1``) and ``b8`` start side by side for the round-robin tests, then ``a1``
+stops and ``c8`` starts for the calm stack, P/D and the killed backend (three start-ups).
 
 Opt-in: ``LLMTOP_REAL_ROUTERS=1`` after ``scripts/real_vllm/setup.sh`` and
 ``scripts/real_routers/setup.sh`` (``.ci/run`` sets it). About 5 minutes in all.
@@ -17,6 +18,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -29,7 +31,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.real_engine.incidents import ROOT, serve, served, vllm_ready
+from llmtop.model import RawScrape
+from llmtop.record.reader import Recording, Tick
+from tests.real_engine.incidents import ROOT, served, vllm_ready
 from tests.real_engine.servers import llmtop
 
 ENABLED = os.environ.get("LLMTOP_REAL_ROUTERS") == "1"
@@ -53,20 +57,58 @@ def _load_module():
     return mod
 
 
+START_S = 600
+"""Bounded wait for one vLLM start (a box loaded by other jobs took over 3 minutes)."""
+VLLM_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0", "LLMTOP_VLLM_START_S": str(START_S)}
+
+
+def pin_tree(pid: int, cpus: str) -> None:
+    """Every thread of ``pid`` and its descendants onto ``cpus`` (``taskset``, if any)."""
+    if not shutil.which("taskset"):
+        return
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(p)], capture_output=True)
+        for kids in Path(f"/proc/{p}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo += [int(k) for k in kids.read_text().split()]
+
+
 class Engines:
-    """Real vLLM engines by name, started on demand (on core 0), stopped by ``stop``/``close``."""
+    """Real vLLM engines by name, started on demand (the missing ones at once, on any core
+    while they load, then wholly on core 0 as ``.ci/run`` pins vLLM), stopped by
+    ``stop``/``close``."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
         self.urls: dict[str, str] = {}
         self._stacks: dict[str, contextlib.ExitStack] = {}
 
-    def get(self, name: str, *flags: str) -> str:
-        if name not in self.urls:
-            stack = contextlib.ExitStack()
-            self.urls[name] = stack.enter_context(serve(self.base / name, *flags))
+    def _start(self, name: str, flags: tuple[str, ...], errors: list[BaseException]) -> None:
+        stack = contextlib.ExitStack()
+        try:
+            st = stack.enter_context(served("scripts/real_vllm/serve.sh", self.base / name,
+                                            *flags, env=VLLM_ENV, timeout_s=START_S + 30))
             self._stacks[name] = stack
-        return self.urls[name]
+            pin_tree(int((st / "pid").read_text()), "0")
+            self.urls[name] = (st / "url").read_text().strip()
+        except BaseException as e:  # re-raised by get()
+            stack.close()
+            errors.append(e)
+
+    def get(self, *specs: tuple[str, tuple[str, ...]]) -> list[str]:
+        """The URLs of engines ``(name, flags)``, starting the missing ones side by side."""
+        errors: list[BaseException] = []
+        threads = [threading.Thread(target=self._start, args=(n, f, errors))
+                   for n, f in specs if n not in self.urls]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return [self.urls[n] for n, _ in specs]
 
     def stop(self, name: str) -> None:
         self.urls.pop(name, None)
@@ -77,6 +119,11 @@ class Engines:
     def close(self) -> None:
         for name in list(self._stacks):
             self.stop(name)
+
+
+A1 = ("a1", ("--max-num-seqs", "1"))
+B8 = ("b8", ("--max-num-seqs", "8"))
+C8 = ("c8", ("--max-num-seqs", "8"))
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +225,7 @@ def names(finding: dict, url: str, snap: dict) -> bool:
 
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
 def test_round_robin_over_1_and_8_seats_is_named_routing(engines, tmp_path, kind):
-    a = engines.get("a1", "--max-num-seqs", "1")
-    b = engines.get("b8", "--max-num-seqs", "8")
+    a, b = engines.get(A1, B8)
     with router(tmp_path / "router", kind, "rr", a, b) as (url, murl):
         load = Load(url, clients=10, seconds=22, max_tokens=48)
         load.start()
@@ -224,8 +270,7 @@ def test_round_robin_over_1_and_8_seats_is_named_routing(engines, tmp_path, kind
 
 def test_calm_stack_gets_no_warning(engines, tmp_path):
     engines.stop("a1")  # at most two real engines at a time on this box
-    b = engines.get("b8", "--max-num-seqs", "8")
-    c = engines.get("c8", "--max-num-seqs", "8")
+    b, c = engines.get(B8, C8)
     with router(tmp_path / "router", "vllm", "rr", b, c) as (url, murl):
         load = Load(url, clients=2, seconds=20, max_tokens=16)
         load.start()
@@ -245,8 +290,7 @@ def test_calm_stack_gets_no_warning(engines, tmp_path):
 
 
 def test_pd_disaggregation_shows_roles_and_pools(engines, tmp_path):
-    b = engines.get("b8", "--max-num-seqs", "8")
-    c = engines.get("c8", "--max-num-seqs", "8")
+    b, c = engines.get(B8, C8)
     with router(tmp_path / "router", "vllm", "pd", b, c) as (url, murl):
         load = Load(url, clients=2, seconds=20, max_tokens=16)
         load.start()
@@ -268,8 +312,7 @@ def test_pd_disaggregation_shows_roles_and_pools(engines, tmp_path):
 
 
 def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
-    b = engines.get("b8", "--max-num-seqs", "8")
-    c = engines.get("c8", "--max-num-seqs", "8")
+    b, c = engines.get(B8, C8)
     rec = tmp_path / "stack.llmtop"
     with router(tmp_path / "router", "vllm", "rr", b, c) as (url, murl):
         recorder = subprocess.Popen(
@@ -312,3 +355,19 @@ def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
     assert backend(re_, c)["healthy"] is True and backend(re_, b)["healthy"] is True
     assert backend(rl, c)["healthy"] is False and backend(rl, b)["healthy"] is True
     assert row(early, c)["state"] == "ok" and row(late, c)["state"] == "down"
+    # nothing lost: the file is whole, and from the first tick that scraped the router and both
+    # backends on, every tick holds all three (c's failing after the kill, never dropped)
+    recording = Recording.open(rec)
+    assert recording.problem is None, recording.problem
+    ticks: list[dict[int, str]] = []
+    current: dict[int, str] = {}
+    for item in recording.items():
+        if isinstance(item, RawScrape):
+            current[urlsplit(item.url).port] = item.status
+        elif isinstance(item, Tick):
+            ticks.append(current)
+            current = {}
+    want = {urlsplit(u).port for u in (murl, b, c)}
+    first = next(i for i, t in enumerate(ticks) if want <= set(t))
+    assert all(want <= set(t) for t in ticks[first:]), ticks
+    assert ticks[first][urlsplit(c).port] == "ok" and ticks[-1][urlsplit(c).port] != "ok", ticks

@@ -80,12 +80,12 @@ def test_vllm_spans_recorded_and_replayed(tmp_path: Path) -> None:
         text=True)
     env = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
            "OTEL_BSP_SCHEDULE_DELAY": "1000", "OTEL_SERVICE_NAME": "vllm-ci",
-           "LLMTOP_SERVE_WAIT_S": os.environ.get("LLMTOP_SERVE_WAIT_S", "240"),
+           "LLMTOP_VLLM_START_S": os.environ.get("LLMTOP_VLLM_START_S", "240"),
            "VLLM_CPU_OMP_THREADS_BIND": "0"}  # vLLM wholly on core 0 (as incidents.serve)
     try:
         with served("scripts/real_vllm/serve.sh", tmp_path / "vllm", "--max-num-seqs", "2",
                     "--otlp-traces-endpoint", f"http://127.0.0.1:{port}/v1/traces", env=env,
-                    cpus="0", timeout_s=float(env["LLMTOP_SERVE_WAIT_S"]) + 60) as st:
+                    cpus="0", timeout_s=float(env["LLMTOP_VLLM_START_S"]) + 60) as st:
             url = (st / "url").read_text().strip()
             _stream(url, 8, 2)  # warm-up: a fresh server's first answer is slow outside the
             # engine (API server, tokenizer), where no span can see it
