@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+_STARTED: list[float] = []
+"""When the run started (the controller's ``pytest_configure``), for the budget line."""
 
 # Every test (and every llmtop it starts) keeps its state (capacity profiles, bake-off runs)
 # in a temp folder, never the user's: a saved profile would change the rows it draws.
@@ -24,6 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
     0.7 s of CPU each. Python still reads ``__pycache__`` under that variable."""
     if hasattr(config, "workerinput"):
         return
+    _STARTED[:] = [time.monotonic()]
     import compileall
 
     compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "llmtop"), quiet=1)
@@ -99,6 +103,24 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
+CI_STEP_FIXTURES = (
+    # fixtures that start a real Prometheus or VictoriaMetrics (tests/fleet): a test using
+    # one (directly or through another fixture) is marked ``ci_step``, so a new fleet test
+    # lands in .ci/run's step, not in the README's command (docs/development.md, Test tiers)
+    "demo_fleet", "fleet_backend", "prometheus_bin", "victoria_bin", "prometheus_server",
+    "victoria_server", "linked_fleet", "traps_prom", "bare_fleet",
+    "browser",  # headless Chromium (tests/loadgen/test_bakeoff_chromium.py)
+)
+FAST_TIER_BUDGET_S = 190.0
+"""pytest's own seconds in the README's command on a fresh clone of the 2-core machine: 240 s
+with the venv and install (~50 s). Only printed: a run is never failed on the clock."""
+
+
+def _uses_real_server(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return any(f in names for f in CI_STEP_FIXTURES)
+
+
 HOSTILE_SKIP = pytest.mark.skip(
     reason="hostile to the box (starves a CPU for ~15 s): it runs alone, "
     "`pytest -n 0 -m hostile` (.ci/run does), never beside other tests")
@@ -106,11 +128,14 @@ HOSTILE_SKIP = pytest.mark.skip(
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put each test that shares a server or a module-wide run in its xdist group; skip the
-    ``hostile`` tests when other tests run beside them (xdist workers)."""
+    """Mark ``ci_step`` each test that uses a real server's fixture (before ``-m`` reads the
+    marks); put each test that shares a server or a module-wide run in its xdist group; skip
+    the ``hostile`` tests when other tests run beside them (xdist workers)."""
     beside_others = bool(os.environ.get("PYTEST_XDIST_WORKER")) or (
         getattr(config.option, "numprocesses", None) not in (None, 0))
     for item in items:
+        if item.get_closest_marker("ci_step") is None and _uses_real_server(item):
+            item.add_marker(pytest.mark.ci_step)
         if beside_others and item.get_closest_marker("hostile") is not None:
             item.add_marker(HOSTILE_SKIP)
         if item.get_closest_marker("xdist_group") is not None:
@@ -118,3 +143,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """In the README's command (``-m 'not ci_step'``): say how to run the other tier, and
+    the time against the fast tier's budget (informative; docs/development.md)."""
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS  # no path given
+    if (config.option.markexpr != "not ci_step" or hasattr(config, "workerinput")
+            or config.option.collectonly or not whole):
+        return
+    took = time.monotonic() - _STARTED[0] if _STARTED else None
+    over = took is not None and took > FAST_TIER_BUDGET_S
+    terminalreporter.write_line(
+        "fast tier (the README's command): "
+        + (f"{took:.0f} s of its {FAST_TIER_BUDGET_S:.0f} s budget" if took else "done")
+        + ("; OVER BUDGET: make the slowest tests fast, or mark them ci_step" if over else "")
+        + "; the ci_step tier: .venv/bin/python -m pytest -q -m ci_step",
+        yellow=over)

@@ -31,7 +31,8 @@ from llmtop.once import run_once
 from llmtop.targets import parse_target
 from llmtop.ui.fmt import capacity_text
 
-pytestmark = pytest.mark.slow
+# demo engines in real time for tens of seconds: the ci_step tier (docs/development.md)
+pytestmark = [pytest.mark.slow, pytest.mark.ci_step]
 
 SHAPE = ["--prompt-tokens", "1500", "--output-tokens", "8"]
 """Prefill-bound on the demo (2.5e-5 s per prompt token): its capacity is ~20 req/s."""

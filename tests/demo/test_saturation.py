@@ -78,6 +78,7 @@ def _no_gain(res: dict) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.ci_step  # throughput against the wall clock, in real time
 async def test_throughput_plateaus_and_ttft_climbs_past_knee():
     demo = start_demo(engines=["vllm"], extra_args=["--no-background"])
     try:

@@ -27,7 +27,8 @@ from llmtop.monitor import Monitor
 from llmtop.record.live import RecordingMonitor
 from llmtop.record.recorder import Recorder
 
-pytestmark = pytest.mark.slow
+# demo engines in real time for tens of seconds: the ci_step tier (docs/development.md)
+pytestmark = [pytest.mark.slow, pytest.mark.ci_step]
 
 BASELINE_S = 40.0
 """Healthy traffic before the anomaly: 4 baseline points (one per 10 s) before it."""

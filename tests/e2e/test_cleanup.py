@@ -18,7 +18,7 @@ from llmtop.demo.fleet import find_binary
 from llmtop.demo.launcher import DemoHandle, start_demo
 from tests.e2e.terminal import Term, needs_tmux, tagged
 
-pytestmark = needs_tmux
+pytestmark = [needs_tmux, pytest.mark.ci_step]  # a real terminal (tmux): the ci_step tier
 
 
 @pytest.fixture

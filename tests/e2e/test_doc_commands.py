@@ -35,7 +35,7 @@ from llmtop.demo.launcher import DemoHandle, start_demo
 from llmtop.errors import LlmtopError
 from tests.e2e.terminal import REPO, Term, needs_tmux
 
-pytestmark = needs_tmux
+pytestmark = [needs_tmux, pytest.mark.ci_step]  # a real terminal (tmux): the ci_step tier
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 

@@ -68,6 +68,7 @@ def _alerts(url: str) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.ci_step  # a real Prometheus and ~35 s of real time
 def test_kv_pressure_pages_and_resolves(tmp_path, exporter_factory, monkeypatch):
     need_binary("prometheus")
     monkeypatch.setenv(clock.ENV, clock.env_value(TIME_SCALE))

@@ -82,6 +82,7 @@ def test_bad_certificate_or_key_is_a_clear_error(cert, tmp_path):
         MetricsServer(lambda: b"", "127.0.0.1:0", tls_key=str(crt))
 
 
+@pytest.mark.ci_step  # a real Prometheus
 def test_prometheus_scrapes_it_over_https_with_a_token(cert, tmp_path):
     need_binary("prometheus")
     crt, key = cert

@@ -40,6 +40,7 @@ async def _prefix_counters(base: str) -> tuple[float, float]:
     return total("vllm:prefix_cache_hits_total"), total("vllm:prefix_cache_queries_total")
 
 
+@pytest.mark.ci_step  # a whole sweep in real time (~16 s)
 async def test_sweep_finds_the_ceiling(demo_vllm):
     opts = ProbeOptions(url=demo_vllm, sweep=True, max_concurrency=256, step_duration=1.3,
                         warmup=0.5, output_tokens=32, prompt_tokens=64, ttft_slo=2.0)

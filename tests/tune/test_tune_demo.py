@@ -26,7 +26,8 @@ from llmtop.loadgen.bakeoff import StopFlag
 from llmtop.tune.search import run_tune
 from llmtop.tune.space import parse_tune_plan
 
-pytestmark = pytest.mark.slow
+# demo engines in real time for tens of seconds: the ci_step tier (docs/development.md)
+pytestmark = [pytest.mark.slow, pytest.mark.ci_step]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,8 @@ from llmtop.report.tune import to_csv_text
 from llmtop.tune.progress import TuneProgress
 from tests.tune.test_tune_demo import ROOT, _gone, _tune, plan_text
 
-pytestmark = pytest.mark.slow
+# demo engines in real time for tens of seconds: the ci_step tier (docs/development.md)
+pytestmark = [pytest.mark.slow, pytest.mark.ci_step]
 
 
 def test_rate_levels_find_the_boundary_in_req_s(tmp_path):
