@@ -459,11 +459,11 @@ class EngineRow:
         out["kv_transfer"] = _jsonable(self.kv_transfer)
         out["kv_tiers"] = _jsonable(self.kv_tiers)
         out["tokens_idle_s"] = _num(self.tokens_idle_s)
+        out["container"] = self.container.to_json() if self.container is not None else None
         if self.rank is not None:
             out["rank"] = self.rank
         if self.labels is not None:
             out["labels"] = dict(self.labels)
-        out["container"] = self.container.to_json() if self.container is not None else None
         return out
 
 
