@@ -2,8 +2,9 @@
 monitor and the store (``sources/slots.py``, ``history/requests.py``).
 
 Skipped unless LLMTOP_REAL_LLAMACPP_URL points at it (``.ci/run`` starts it with 2 slots).
-Two long requests run while the monitor ticks: both show as in flight, with the prompt
-tokens the server counted, tokens decoded growing, an age, and no prompt text anywhere.
+Two clients keep long requests running while the monitor ticks: both show as in flight,
+with the prompt tokens the server counted, tokens decoded growing, an age, and no prompt
+text anywhere.
 """
 
 from __future__ import annotations
@@ -30,21 +31,29 @@ def test_slots_show_the_requests_in_flight() -> None:
     async def go() -> list[list[dict]]:
         mon = Monitor.from_config(config)
         seen: list[list[dict]] = []
+        stop = asyncio.Event()
+
+        async def client_loop(client: httpx.AsyncClient, i: int) -> None:
+            # closed loop until the monitor has seen enough: on a quiet box one request of
+            # the tiny model ends within a second or two, sooner than a few ticks
+            while not stop.is_set():
+                await client.post(f"{url}/v1/completions", json={
+                    "model": "tiny-llama", "prompt": "secret prompt text " * (4 + i),
+                    "max_tokens": 1500, "ignore_eos": True, "temperature": 0})
+
         async with httpx.AsyncClient(timeout=300) as client:
-            reqs = [asyncio.ensure_future(client.post(f"{url}/v1/completions", json={
-                "model": "tiny-llama", "prompt": "secret prompt text " * (4 + i),
-                "max_tokens": 400, "ignore_eos": True, "temperature": 0}))
-                for i in range(2)]
+            reqs = [asyncio.ensure_future(client_loop(client, i)) for i in range(2)]
             try:
-                for _ in range(40):
+                for _ in range(60):
                     snap = await mon.tick()
                     seen.append(json.loads(json.dumps(
                         (snap.requests_window or {}).get("inflight", []))))
-                    if len(seen[-1]) == 2 and len(seen) > 4 and all(
+                    if sum(len(s) == 2 for s in seen) >= 3 and len(seen[-1]) == 2 and all(
                             r["output_tokens"] for r in seen[-1]):
                         break
                     await asyncio.sleep(0.5)
             finally:
+                stop.set()
                 await asyncio.gather(*reqs, return_exceptions=True)
                 seen.append(json.loads(json.dumps(
                     ((await mon.tick()).requests_window or {}).get("inflight", []))))
