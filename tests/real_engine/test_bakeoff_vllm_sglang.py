@@ -59,7 +59,8 @@ def test_real_vllm_against_real_sglang_from_one_plan(tmp_path):
         counted = sum(s["output_tokens"] for s in e["steps"])
         warm = sum(LEVELS) * OUT
         print(e["name"], e["engine_version"], f"cold start {e['cold_start_s']} s",
-              f"llmtop counted {counted} + warm-up {warm} + preflight {e['preflight']['output_tokens']}",
+              f"llmtop counted {counted} + warm-up {warm} + preflight "
+              f"{e['preflight']['output_tokens']}",
               f"server counter {e['server']}",
               [(s["concurrency"], round(s["output_tokens_per_s"], 1),
                 round(s["ttft_s"]["p95"], 3)) for s in e["steps"]])
