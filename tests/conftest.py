@@ -59,6 +59,17 @@ def _rewrite_tests_once(config: pytest.Config) -> None:
         return
 
 
+THOROUGH = os.environ.get("LLMTOP_THOROUGH") == "1"
+"""Set by ``.ci/run``'s property-test step: generated tests run their full example count."""
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples for a generated test: ``n`` in ``.ci/run``'s thorough step, a
+    third of it in the README's command (the same properties, fewer draws; CPU is the fast
+    tier's bound on 2 cores)."""
+    return n if THOROUGH else max(20, n // 3)
+
+
 def fixture_text(name: str) -> str:
     """Text of ``tests/fixtures/metrics/NAME`` (or a path relative to ``tests/fixtures``)."""
     p = FIXTURES / "metrics" / name

@@ -18,6 +18,11 @@ from tests.e2e.conftest import Run, needs_parsers, nvml_works, run_llmtop
 from tests.e2e.servers import closed_port
 from tests.test_once import Q_KEYS, ROW_KEYS, TOP_KEYS  # documented keys, documented order
 
+pytestmark = pytest.mark.xdist_group("tests/e2e/test_once_e2e.py")
+"""One worker runs this module: its two 15-target runs (``multi``, ``multi2``) are reached
+through ``request.getfixturevalue``, out of the tests' closure, so conftest cannot group them
+and every worker would start their servers and runs again (six times the CPU)."""
+
 LIFETIME_KEYS = {
     "ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "prompt_len", "gen_len",
     "prefix_hit_rate", "requests", "prompt_tokens", "generation_tokens", "preemptions",

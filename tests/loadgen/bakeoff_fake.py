@@ -45,6 +45,8 @@ class Fake:
         self.requests = 0
         self.tokens = 0
         self.short = 0
+        self.finished = {"stop": 0, "length": 0}
+        """Finished requests by reason: ``vllm:request_success_total{finished_reason}``."""
         self.hashes: list[str] = []
         self.log = open(a.hash_log, "a", encoding="utf-8") if a.hash_log else None  # noqa: SIM115
         self.metrics_text = _FIXTURE.read_text(encoding="utf-8")
@@ -54,12 +56,15 @@ class Fake:
                 "vllm:num_requests_waiting": self.waiting,
                 "vllm:kv_cache_usage_perc": self.running / self.a.max_batch,
                 "vllm:num_preemptions_total": 0.0,
-                "vllm:generation_tokens_total": float(self.tokens),
-                "vllm:request_success_total": None}
+                "vllm:generation_tokens_total": float(self.tokens)}
         out = []
         for line in self.metrics_text.splitlines():
             m = re.match(r"^([a-zA-Z_:]+)(\{[^}]*\})? (\S+)$", line)
-            if m and vals.get(m.group(1)) is not None:
+            if m and m.group(1) == "vllm:request_success_total":
+                why = re.search(r'finished_reason="([a-z]+)"', m.group(2) or "")
+                n = self.finished.get(why.group(1), 0) if why else 0
+                line = f"{m.group(1)}{m.group(2) or ''} {float(n)!r}"
+            elif m and vals.get(m.group(1)) is not None:
                 line = f"{m.group(1)}{m.group(2) or ''} {float(vals[m.group(1)])!r}"
             out.append(line)
         return ("\n".join(out) + "\n").encode()
@@ -121,6 +126,7 @@ async def _stream(w: asyncio.StreamWriter, fake: Fake, req: dict, chat: bool) ->
                     + b"0\r\n\r\n")
             await w.drain()
             fake.short += n < asked
+            fake.finished["stop" if a.short else "length"] += 1
         finally:
             fake.running -= 1
 

@@ -130,6 +130,9 @@ def test_numbers_agree_with_what_the_engines_counted(bakeoff):
         measured = sum(s["output_tokens"] for s in e["steps"])
         per_req = OUT // 2 if e is short else OUT
         assert measured == per_req * sum(s["requests"] for s in e["steps"])
+        # the fakes count finished requests as vLLM does: every request is on the books
+        rec = e["reconciliation"]
+        assert rec["ok"] and rec["server_requests"] == c["requests"], rec
     # the slow engine decodes 2 at a time: it queued, and the monitor saw it
     assert counted[1]["peak_running"] == 2 and slow["server"]["running_peak"] <= 2
     assert slow["server"]["waiting_peak"] >= 1

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmtop.parse.exposition import ParseError, parse
-from tests.conftest import FIXTURES, fixture_text
+from tests.conftest import FIXTURES, examples, fixture_text
 
 
 def _is_prometheus_text(path: Path) -> bool:
@@ -102,7 +102,7 @@ def _family(draw):
     return lines
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_family(), min_size=1, max_size=5), st.sampled_from(["\n", "\r\n"]))
 def test_agrees_with_prometheus_client_on_generated(fams, nl):
     text = nl.join(line for fam in fams for line in fam) + nl
@@ -283,7 +283,7 @@ def test_fixture_dir_exists():
     assert Path(FIXTURES / "metrics").is_dir()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(_family(), min_size=1, max_size=5), st.data())
 def test_want_keeps_exactly_the_wanted_families(fams, data):
     text = "\n".join(line for fam in fams for line in fam) + "\n"
@@ -647,7 +647,7 @@ def test_template_caches_stay_bounded(monkeypatch):
         assert 0 < held <= 2_000
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_family(), min_size=1, max_size=5), st.data())
 def test_templates_agree_with_the_parser_on_generated_scrapes(fams, data):
     """Learn a generated text, then parse it with new values (valid or not) and maybe one

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from llmtop.sources.otlp import OtlpReceiver
 from llmtop.sources.otlp_decode import SpanDecodeError, decode
+from tests.conftest import examples
 from tests.spans.spanfix import bodies
 
 PB = {"Content-Type": "application/x-protobuf"}
@@ -145,7 +146,7 @@ def test_a_token_is_required_when_asked(tmp_path):
         r.close()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.binary(max_size=300))
 def test_decode_never_raises_anything_but_its_own_error(data):
     for kind in ("protobuf", "json"):
@@ -155,7 +156,7 @@ def test_decode_never_raises_anything_but_its_own_error(data):
             pass
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.integers(min_value=0, max_value=2000), st.binary(min_size=1, max_size=8))
 def test_a_corrupted_real_body_never_raises_anything_else(pos, junk):
     b = bytearray(bodies("burst")[0])
