@@ -8,19 +8,25 @@ from constructed Prometheus answers."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
 import pytest
 
+from llmtop.config import Config, PrometheusConfig
 from llmtop.console.once_stack import stack_lines
+from llmtop.demo.fleet import find_binary, start_prometheus
+from llmtop.fleet.monitor import FleetMonitor
 from llmtop.fleet.rows import build_rows, split_groups, target_name
 from llmtop.fleet.stack import fleet_stack
 from llmtop.model import EngineRow, Snapshot
 from llmtop.topology.link import link_stack, merge_backends
 from llmtop.ui.groups import stack_groups
+from tests.conftest import fixture_text
 from tests.stack.build import scaled
 
-from .test_fleet_routers import ROUTER, _answer
+from .conftest import _missing
+from .test_fleet_routers import ROUTER, _answer, _Served, _until_scraped
 
 _A, _B = "http://127.0.0.1:39201", "http://127.0.0.1:38637"  # the fixture's workers
 ROUTER_AT = "10.0.0.9:9000"
@@ -155,3 +161,56 @@ def test_merge_backends_of_one():
     b = BackendRow(url="u", routed_share=0.3)
     assert merge_backends([b]) is b
 
+
+
+@pytest.mark.ci_step
+@pytest.mark.parametrize("group", [("namespace", "pod"), ("job",)])
+def test_real_prometheus_links_backends_grouped_by_pod_or_job(tmp_path, group):
+    """A real Prometheus scraping the router (captured /metrics, workers renamed to two of
+    three served engines; it names b by its StatefulSet DNS name) and the engines with pod
+    labels in two jobs: the backends link to the pod rows, or the job rows."""
+    if not find_binary("prometheus"):
+        _missing("prometheus")
+    calm = fixture_text("vllm-real-cpu-v0.32.0-calm-a.txt")
+    served = _Served({"a": calm, "b": calm, "c": calm})
+    a, b, c = served.addr("a"), served.addr("b"), served.addr("c")
+    b_name = f"vllm-b.vllm.ns.svc.cluster.local:{b.rsplit(':', 1)[1]}"
+    served2 = _Served({"router": scaled(ROUTER, 1.0, urls={_A: f"http://{a}",
+                                                           _B: f"http://{b_name}"})})
+    prom = None
+
+    def pod(addr: str, name: str) -> dict:
+        return {"targets": [addr], "labels": {"namespace": "ns", "pod": name}}
+
+    try:
+        cfg = {"global": {"scrape_interval": "1s"}, "scrape_configs": [
+            {"job_name": "router", "static_configs": [{"targets": [served2.addr("router")]}]},
+            {"job_name": "vllm-small", "static_configs": [pod(a, "vllm-a")]},
+            {"job_name": "vllm-big", "static_configs": [pod(b, "vllm-b"), pod(c, "vllm-c")]}]}
+        prom = start_prometheus(cfg, str(tmp_path))
+        _until_scraped(prom.url, 6)
+        conf = Config(prometheus=PrometheusConfig(url=prom.url, window_s=4.0,
+                                                  scrape_interval_s=1.0, group_by=group))
+
+        async def go():
+            mon = FleetMonitor(conf)
+            try:
+                return await mon.tick()
+            finally:
+                await mon.aclose()
+
+        snap = asyncio.run(go())
+    finally:
+        if prom is not None:
+            prom.stop()
+        served.close()
+        served2.close()
+    [r] = snap.routers
+    routed = {x.target: x.router for x in snap.engines}
+    by_url = {x.url: x.target for x in r.backends}
+    if group == ("job",):
+        assert by_url == {f"http://{a}": "vllm-small", f"http://{b_name}": "vllm-big"}
+        assert routed == {"vllm-small": r.target, "vllm-big": r.target}
+    else:
+        assert by_url == {f"http://{a}": "ns/vllm-a", f"http://{b_name}": "ns/vllm-b"}
+        assert routed == {"ns/vllm-a": r.target, "ns/vllm-b": r.target, "ns/vllm-c": None}
