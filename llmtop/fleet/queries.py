@@ -485,11 +485,13 @@ class Plan:
 
     def stack(self) -> str:
         """One query (issue 42, read by ``fleet/stack.py``): the routers' series now, the
-        same ``W`` earlier (``llmtop_base="1"``) and the engines' role labels (tagged)."""
+        same ``W`` earlier (``llmtop_base="1"``) and one series per engine instance with its
+        group, ``instance``, ``pod`` and role labels (tagged: backends link by them)."""
         now = selector(None, [f'__name__=~"{ROUTER_NAMES}"', *self.target_matchers])
         out = f'{now} or label_replace({now} offset {self._w()}, "llmtop_base", "1", "", "")'
         present = [selector(PRESENCE[e], self.matchers) for e in self.engines if e in PRESENCE]
-        keep = _by(tuple(dict.fromkeys((*self.group, "job", "instance", *POD_ROLE_LABELS))))
+        keep = _by(tuple(dict.fromkeys((*self.group, "job", "instance", "pod",
+                                        *POD_ROLE_LABELS))))
         if present:
             out += " or " + _tag(f"group by ({keep}) ({' or '.join(present)})", "llmtop_roles")
         return out

@@ -9,11 +9,15 @@ of three parts:
   router instance's two answers are rendered back to exposition text and read by its adapter
   (``parse/``), and ``history.routers.router_row`` takes rates and latencies from the two
   samples, as it does from two scrapes;
-* one series per engine instance with the pod labels that name a role (``topology.roles``;
-  Prometheus' ``labelmap`` spelling, ``llm_d_ai_role``...), tagged ``llmtop_roles``.
+* one series per engine instance with the group's labels, ``job``, ``instance``, ``pod`` and
+  the pod labels that name a role (``topology.roles``; Prometheus' ``labelmap`` spelling,
+  ``llm_d_ai_role``...), tagged ``llmtop_roles``.
 
-``fleet_stack`` then links backends to rows by ``host:port`` (``topology.link_stack``: rows
-grouped by ``instance``). Pure: a recording's answers replay here.
+``fleet_stack`` then links backends to rows, however they are grouped: a row's addresses are
+the ``instance`` values of its members (several for a row grouped by ``job``, ``pod`` or
+``model_name``) and ``pod:port``; ``topology.link_stack`` matches a backend URL's
+``host:port`` to them (``loose``: a pod-IP DNS name as its IP, a ``vllm-0.svc`` name by its
+first label). Pure: a recording's answers replay here.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from llmtop.model_stack import RouterRow
 from llmtop.parse.detect import router_from_body
 from llmtop.parse.exposition import ParseError
 from llmtop.parse.registry import normalize
-from llmtop.topology.link import link_stack
+from llmtop.topology.link import host_port, link_stack
 from llmtop.topology.roles import role_from_labels
 
 __all__ = ["fleet_stack"]
@@ -75,6 +79,29 @@ def _pod_roles(items: list[dict], group: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _members(items: list[dict], group: tuple[str, ...], rows: Sequence[EngineRow]
+             ) -> dict[str, list[str]]:
+    """Engine target -> the addresses of its members: each ``instance`` (and ``pod:port``)
+    of the roles part, and a row's own ``instance`` label (a row grouped by it that the
+    roles part lacks now, kept by the inventory)."""
+    out: dict[str, dict[str, None]] = {}
+    for it in items:
+        labels = it.get("metric") or {}
+        inst = labels.get("instance")
+        if not isinstance(inst, str) or not inst:
+            continue
+        addrs = out.setdefault(target_name(labels, group), {})
+        addrs[inst] = None
+        pod, addr = labels.get("pod"), host_port(inst)
+        if isinstance(pod, str) and pod and addr is not None:
+            addrs[f"{pod}:{addr[1]}"] = None
+    for r in rows:
+        inst = (r.labels or {}).get("instance")
+        if inst:
+            out.setdefault(r.target, {})[inst] = None
+    return {t: list(a) for t, a in out.items()}
+
+
 def fleet_stack(results: dict[str, list[dict[str, Any]]], group: tuple[str, ...], t: float,
                 window_s: float, rows: Sequence[EngineRow]) -> list[RouterRow]:
     """The refresh's routers; rows gain their role (pod labels, then the router's) and
@@ -97,5 +124,5 @@ def fleet_stack(results: dict[str, list[dict[str, Any]]], group: tuple[str, ...]
         if r.role is None and r.target in roles:
             r.role = roles[r.target]
     routers = _routers(now, base, t, window_s, group)
-    link_stack(rows, routers, {r.target: r.target for r in rows})
+    link_stack(rows, routers, _members(pods, group, rows), loose=True)
     return routers

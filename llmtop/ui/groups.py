@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from llmtop.model import EngineRow, Quantiles
 from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.topology.link import merge_backends
 from llmtop.topology.pools import Pool, build_pools
 
 __all__ = ["GROUP_PREFIX", "HEAD_PREFIXES", "POOL_PREFIX", "ROUTER_PREFIX", "Groups",
@@ -115,7 +116,11 @@ def stack_groups(engines: Sequence[EngineRow], routers: Sequence[RouterRow]) -> 
         mine = [r for r in rows if r.router == router.target]
         out.heads.append(_router_head(router, mine))
         out.routers[head] = router
-        by_target = {b.target: b for b in router.backends if b.target is not None}
+        linked: dict[str, list[BackendRow]] = {}
+        for b in router.backends:
+            if b.target is not None:
+                linked.setdefault(b.target, []).append(b)
+        by_target = {t: merge_backends(bs) for t, bs in linked.items()}
         pd = any(r.role in ("prefill", "decode") for r in mine)
         for r in mine:
             if r.target in by_target:
