@@ -224,7 +224,8 @@ class Monitor:
                 await self._feed(raw, self.store.ingest)
                 t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
         await self._collect(self._slots, "/slots poll")
-        await self._collect(self._health, "health check")
+        for raw in await self._collect(self._health, "health check"):  # this tick's rows
+            t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)  # carry it
         sample = gpu_now
         if self._gpu_task is not None and self._gpu_task.done():
             task, self._gpu_task = self._gpu_task, None
@@ -283,14 +284,19 @@ class Monitor:
                 await asyncio.wait(list(self._health.values()), timeout=timeout_s)
             await self._collect(self._health, "health check")
 
-    async def _collect(self, polls: dict[str, asyncio.Future[RawScrape]], what: str) -> None:
-        """Feed the side polls (``/slots``, health) that are done; the rest stay in flight."""
+    async def _collect(self, polls: dict[str, asyncio.Future[RawScrape]], what: str
+                       ) -> list[RawScrape]:
+        """Feed the side polls (``/slots``, health) that are done (returned); the rest stay
+        in flight."""
+        fed = []
         for name, task in list(polls.items()):
             if task.done():
                 del polls[name]
                 raw = self._result(task, name, what=what)
                 if raw is not None:
                     await self._feed(raw, self.store.ingest)
+                    fed.append(raw)
+        return fed
 
     async def _scrape_one(self, target: Target) -> RawScrape:
         raw = await self.scraper.scrape(target)
