@@ -5,7 +5,10 @@ previous scrape is still running is skipped this tick; it turns ``stale`` if tha
 samples the GPUs in a thread at the same time (no thread or task when the sampler's
 ``held_sample()`` answers at once: no GPU to ask), waits up to ``tick_timeout_s``, and hands
 every finished ``RawScrape``/``GpuSample`` to the sink (the recorder) and the store, in
-target order. Then ``store.commit`` and the 10 s snapshot. An exception anywhere becomes an
+target order, with the side polls that came back: llama-server's ``/slots`` and the health
+endpoint of each row that may be stuck in the previous commit (``diagnose.rules.stuck.
+wants_health``: one poll per target in flight, none for a busy engine). Then ``store.commit``
+and the 10 s snapshot. An exception anywhere becomes an
 event-log line and the loop carries on. No UI, no printing.
 
 Identity never delays the first data: the monitor's ``Scraper`` asks for it beside the first

@@ -44,6 +44,10 @@ request; plain http never builds one.
 Secrets: the bearer token and configured headers are sent, never recorded; only
 ``SAFE_HEADERS`` of the response are kept.
 
+Side polls: llama-server's ``/slots`` (``slots``) and an engine's health endpoint
+(``health_url``, ``health``: asked only for a row that may be stuck, ``sources.health``), each
+one GET with the scrape's timeout, TLS and API key.
+
 Where the parts live: ``scrape_http`` (clients, the lean plain-http path, one GET classified),
 ``scrape_identity`` (identity endpoints, engine and metrics path from them); this module keeps
 ``Scraper`` (per-target state, when identity is asked and attached) and re-exports the names.
