@@ -403,6 +403,10 @@ class EngineRow:
     container: Container | None = None
     """The container, pod or network namespace the engine runs in (None: the host's own
     network, or not known); from discovery (``llmtop.sources.containers``)."""
+    health_status: int | str | None = None
+    """The engine's health endpoint in the window (``sources.health``), asked only while
+    the row may be stuck: its HTTP status code, ``timeout`` or ``down``; None when not
+    asked (not a stuck candidate, or no health path known: Ollama, Triton's port unknown)."""
 
     @property
     def capacity_requests_per_s(self) -> float | None:
@@ -460,6 +464,7 @@ class EngineRow:
         out["kv_tiers"] = _jsonable(self.kv_tiers)
         out["tokens_idle_s"] = _num(self.tokens_idle_s)
         out["container"] = self.container.to_json() if self.container is not None else None
+        out["health_status"] = self.health_status
         if self.rank is not None:
             out["rank"] = self.rank
         if self.labels is not None:

@@ -5,7 +5,10 @@ previous scrape is still running is skipped this tick; it turns ``stale`` if tha
 samples the GPUs in a thread at the same time (no thread or task when the sampler's
 ``held_sample()`` answers at once: no GPU to ask), waits up to ``tick_timeout_s``, and hands
 every finished ``RawScrape``/``GpuSample`` to the sink (the recorder) and the store, in
-target order. Then ``store.commit`` and the 10 s snapshot. An exception anywhere becomes an
+target order, with the side polls that came back: llama-server's ``/slots`` and the health
+endpoint of each row that may be stuck in the previous commit (``diagnose.rules.stuck.
+wants_health``: one poll per target in flight, none for a busy engine). Then ``store.commit``
+and the 10 s snapshot. An exception anywhere becomes an
 event-log line and the loop carries on. No UI, no printing.
 
 Identity never delays the first data: the monitor's ``Scraper`` asks for it beside the first
@@ -67,6 +70,10 @@ class Monitor:
         self._pending: dict[str, asyncio.Task[RawScrape]] = {}
         self._slots: dict[str, asyncio.Future[RawScrape]] = {}
         """llama-server ``/slots`` polls in flight (its in-flight requests)."""
+        self._health: dict[str, asyncio.Future[RawScrape]] = {}
+        """Health endpoint polls in flight, of targets whose row may be stuck."""
+        self._last: Snapshot | None = None
+        """The latest committed snapshot: whose rows ``_poll_health`` asks about."""
         self._gpu_task: asyncio.Future[GpuSample] | None = None
         self.ticks = 0
         self._lock = asyncio.Lock()
@@ -200,7 +207,9 @@ class Monitor:
                 self._gpu_task = asyncio.ensure_future(
                     run() if run is not None else asyncio.to_thread(self._gpu.sample))
         self._poll_slots()
-        waiting: list[asyncio.Future[Any]] = [*self._pending.values(), *self._slots.values()]
+        self._poll_health()
+        waiting: list[asyncio.Future[Any]] = [*self._pending.values(), *self._slots.values(),
+                                              *self._health.values()]
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
         if waiting:
@@ -217,12 +226,9 @@ class Monitor:
             if raw is not None:
                 await self._feed(raw, self.store.ingest)
                 t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
-        for name, task in list(self._slots.items()):
-            if task.done():
-                del self._slots[name]
-                raw = self._result(task, name, what="/slots poll")
-                if raw is not None:
-                    await self._feed(raw, self.store.ingest)
+        await self._collect(self._slots, "/slots poll")
+        for raw in await self._collect(self._health, "health check"):  # this tick's rows
+            t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)  # carry it
         sample = gpu_now
         if self._gpu_task is not None and self._gpu_task.done():
             task, self._gpu_task = self._gpu_task, None
@@ -237,7 +243,8 @@ class Monitor:
         if t_mono is None or t_wall is None:
             t_mono, t_wall = clock.monotonic(), clock.time()
         try:
-            return self.store.commit(t_mono, t_wall)
+            self._last = self.store.commit(t_mono, t_wall)
+            return self._last
         except Exception as exc:
             self._error(None, "store commit", exc)
             try:
@@ -253,6 +260,46 @@ class Monitor:
         for t in self.targets:
             if t.name not in self._slots and self.store.engine_of(t.name) == "llamacpp":
                 self._slots[t.name] = asyncio.ensure_future(slots(t))
+
+    def _poll_health(self) -> None:
+        """Start a health poll of each target a row of which may be stuck
+        (``diagnose.rules.stuck.wants_health``, in the latest committed snapshot) and that
+        has a health path (``Scraper.health_url``) and no poll in flight: at most one per
+        target per tick; a busy engine making tokens is never asked."""
+        url_of = getattr(self.scraper, "health_url", None)
+        if url_of is None or self._last is None:
+            return
+        from llmtop.diagnose.rules.stuck import wants_health
+
+        names = {r.target for r in self._last.engines if wants_health(r)}
+        for t in self.targets:
+            if t.name in names and t.name not in self._health:
+                url = url_of(t, self.store.engine_of(t.name))
+                if url is not None:
+                    self._health[t.name] = asyncio.ensure_future(self.scraper.health(t, url))
+
+    async def check_health(self, timeout_s: float) -> None:
+        """Ask the health endpoints of the rows that may be stuck now (``--once``, after its
+        last tick) and feed the answers (sink and store); waits up to ``timeout_s``."""
+        async with self._lock:
+            self._poll_health()
+            if self._health:
+                await asyncio.wait(list(self._health.values()), timeout=timeout_s)
+            await self._collect(self._health, "health check")
+
+    async def _collect(self, polls: dict[str, asyncio.Future[RawScrape]], what: str
+                       ) -> list[RawScrape]:
+        """Feed the side polls (``/slots``, health) that are done (returned); the rest stay
+        in flight."""
+        fed = []
+        for name, task in list(polls.items()):
+            if task.done():
+                del polls[name]
+                raw = self._result(task, name, what=what)
+                if raw is not None:
+                    await self._feed(raw, self.store.ingest)
+                    fed.append(raw)
+        return fed
 
     async def _scrape_one(self, target: Target) -> RawScrape:
         raw = await self.scraper.scrape(target)
@@ -363,9 +410,10 @@ class Monitor:
                 self._error(None, "closing the OTLP receiver", exc)
         if self.rediscovery is not None:
             await self.rediscovery.aclose()
-        pending = [*self._pending.values(), *self._slots.values()]
+        pending = [*self._pending.values(), *self._slots.values(), *self._health.values()]
         self._pending.clear()
         self._slots.clear()
+        self._health.clear()
         if self._gpu_task is not None:
             pending.append(self._gpu_task)
             self._gpu_task = None

@@ -83,6 +83,8 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         t0 = monitor.store.now_mono
         await clock.sleep(window_s)
         await monitor.tick(timeout_s=wait)
+        if (check := getattr(monitor, "check_health", None)) is not None:
+            await check(wait)  # a row that may be stuck: its /health answer (rules/stuck)
         t1 = monitor.store.now_mono
         # the window actually covered: between the two scrapes of each target (median), else
         # between the two ticks

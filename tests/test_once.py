@@ -30,7 +30,7 @@ ROW_KEYS = [
     "generation_tokens_per_s",
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
     "capacity_used", "capacity", "router", "role", "kv_transfer", "kv_tiers", "tokens_idle_s",
-    "container",
+    "container", "health_status",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
 

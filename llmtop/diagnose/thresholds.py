@@ -71,6 +71,7 @@ __all__ = [
     "SLOWER_X",
     "SPEC_ABS_DROP",
     "SPEC_REL",
+    "STUCK_HEALTH_PROBE_S",
     "STUCK_IDLE_S",
     "TTFT_ABS_S",
     "TTFT_X",
@@ -261,6 +262,11 @@ STUCK_IDLE_S = 15.0
 still answering: vLLM issue #53130's admission stall (``/health`` 200, ~0.5 tok/s). Half the
 diagnosis window: named long before a latency histogram can show it (stuck requests never
 finish, so TTFT and e2e stay empty)."""
+STUCK_HEALTH_PROBE_S = STUCK_IDLE_S / 2
+"""... and its health endpoint is asked (at most once per refresh) once a row holding requests
+has made no token for this long: half of ``STUCK_IDLE_S``, so the answer is in before the
+finding is due, and within the 10 s window the monitor's rows are built over; a busy engine
+making tokens is never asked."""
 # ---------------------------------------------------------------- requests cited as examples
 CITE_QUEUE_SLOWEST = 10
 """``queueing`` cites the share of TTFT the window's this-many slowest requests (by TTFT)

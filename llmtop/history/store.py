@@ -37,6 +37,7 @@ from llmtop.model import (
 )
 from llmtop.model_stack import ROUTERS, RouterRow
 from llmtop.parse.exposition import Family, ParseError
+from llmtop.sources.health import health_status, is_health_url
 from llmtop.topology.link import link_stack
 
 __all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
@@ -237,6 +238,11 @@ class Store:
                 self.requests.set_slots(raw.target, raw.t_wall, raw.body)
             else:
                 self.requests.slots_errors += 1
+            return
+        if is_health_url(raw.url):  # the health endpoint of a row that may be stuck
+            if (hs := self._targets.get(raw.target)) is not None:
+                hs.health.append((raw.t_mono, health_status(raw)))
+                self._tick_time(raw.t_mono, raw.t_wall)
             return
         ts = self._target(raw.target, raw.url)
         self._tick_time(raw.t_mono, raw.t_wall)

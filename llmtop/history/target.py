@@ -54,6 +54,9 @@ class TargetHistory:
     seen: bool = False
     container: Container | None = None
     """Where discovery found the engine (shown on its rows; ``llmtop.discover``)."""
+    health: deque[tuple[float, int | str]] = field(default_factory=lambda: deque(maxlen=64))
+    """(monotonic time, ``sources.health.health_status``) of each health answer, newest
+    last (asked only while a row may be stuck)."""
 
     def set_status(self, status: str, error: str | None, http: int | None) -> None:
         """Status of the latest scrape after parsing."""
@@ -81,6 +84,13 @@ class TargetHistory:
         if self.restart_mono is not None and t - self.restart_mono < max(10.0, 3 * interval_s):
             return "restarted", None
         return "ok", None
+
+    def health_at(self, window_s: float, t: float) -> int | str | None:
+        """The newest health answer in the window ending at ``t``; None when none."""
+        for t_h, status in reversed(self.health):
+            if t_h <= t + 1e-9:
+                return status if t_h > t - window_s else None
+        return None
 
     def entries(self, t_end: float) -> list[Entry]:
         """Kept samples up to ``t_end``, oldest first."""
@@ -158,6 +168,7 @@ def target_rows(
         "http_status": ts.http_status,
         "last_ok_age_s": (t - ts.last_ok_mono) if ts.last_ok_mono is not None else None,
         "container": ts.container,
+        "health_status": ts.health_at(window_s, t),
     }
     window = ts.window(window_s, t)
     if not window:

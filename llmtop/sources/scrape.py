@@ -44,6 +44,10 @@ request; plain http never builds one.
 Secrets: the bearer token and configured headers are sent, never recorded; only
 ``SAFE_HEADERS`` of the response are kept.
 
+Side polls: llama-server's ``/slots`` (``slots``) and an engine's health endpoint
+(``health_url``, ``health``: asked only for a row that may be stuck, ``sources.health``), each
+one GET with the scrape's timeout, TLS and API key.
+
 Where the parts live: ``scrape_http`` (clients, the lean plain-http path, one GET classified),
 ``scrape_identity`` (identity endpoints, engine and metrics path from them); this module keeps
 ``Scraper`` (per-target state, when identity is asked and attached) and re-exports the names.
@@ -270,6 +274,41 @@ class Scraper:
                          t_mono=clock.monotonic(), status=status, http_status=res.http_status,
                          content_type=res.content_type, body=body, error=error,
                          elapsed_s=elapsed, engine_hint="llamacpp")
+
+    def health_url(self, target: Target, engine: str | None) -> str | None:
+        """The health URL of ``target`` (``sources.health``), None when unknown: an engine
+        without one (Ollama), or Triton whose HTTP port is not known (a target given as its
+        metrics port: its health is on the HTTP port, which the metrics do not name)."""
+        from llmtop.sources.health import health_path
+
+        path = health_path(engine)
+        if path is None:
+            return None
+        base = target.base_url.rstrip("/")
+        if engine == "triton":
+            st = self._state.get(target.name)
+            metrics = urlsplit(st.metrics_url if st and st.metrics_url
+                               else self.metrics_url(target))
+            if metrics.port == urlsplit(base).port:
+                return None  # the target is the metrics port: its HTTP port is unknown
+        return base + path
+
+    async def health(self, target: Target, url: str) -> RawScrape:
+        """One GET of ``url`` (``health_url``) with the scrape's timeout, TLS and API key;
+        the body is dropped (``sources.health``: only the code counts); never raises."""
+        from llmtop.sources.health import HEALTH_BODY_CAP
+
+        try:
+            res, elapsed = await self._http.fetch(target, url, cap=HEALTH_BODY_CAP)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # pragma: no cover - defensive
+            return RawScrape(target=target.name, url=url, t_wall=clock.time(),
+                             t_mono=clock.monotonic(), status="down",
+                             error=f"internal error: {type(exc).__name__}")
+        return RawScrape(target=target.name, url=url, t_wall=clock.time(),
+                         t_mono=clock.monotonic(), status=res.status,
+                         http_status=res.http_status, error=res.error, elapsed_s=elapsed)
 
     async def _probe_identity(self, target: Target, st: _State) -> dict[str, Any]:
         """``identify`` and keep the answer when anything answered (besides ``host``)."""

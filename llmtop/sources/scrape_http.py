@@ -324,16 +324,18 @@ class HttpFetcher:
         except Exception as exc:  # never raise out of a scrape
             return _Result("down", error=f"error: {type(exc).__name__}")
 
-    async def fetch(self, target: Target, url: str) -> tuple[_Result, float]:
+    async def fetch(self, target: Target, url: str, cap: int | None = None
+                    ) -> tuple[_Result, float]:
+        """One GET within the target's timeout; ``cap``: body bytes at most (default: the
+        config's ``body_cap_bytes``)."""
         start = time.monotonic()
+        cap = self._config.body_cap_bytes if cap is None else cap
         try:
             if _timeout is not None:  # 3.11+: in this task (wait_for makes one per GET)
                 async with _timeout(target.timeout_s):
-                    res = await self.get(target, url, self._config.body_cap_bytes)
+                    res = await self.get(target, url, cap)
             else:
-                res = await asyncio.wait_for(
-                    self.get(target, url, self._config.body_cap_bytes), target.timeout_s
-                )
+                res = await asyncio.wait_for(self.get(target, url, cap), target.timeout_s)
         except asyncio.TimeoutError:
             res = _Result("down", error=f"timeout after {float(target.timeout_s)}s")
         return res, time.monotonic() - start

@@ -110,3 +110,9 @@ async def test_stuck_names_the_stalled_engine_before_any_latency(stack):
     found = _rules(doc).get("stuck")
     assert found, doc["diagnosis"]
     assert all(str(stuck.port) in f["target"] for f in found)
+    # the demo's stalled vLLM answers /health 200 (empty body, as vLLM does): the stall
+    # a health check misses, named as such; the moving engine was never asked
+    assert all("/health answers 200" in f["summary"] for f in found), found
+    health = {e["target"]: e["health_status"] for e in doc["engines"]}
+    assert [v for k, v in health.items() if str(stuck.port) in k] == [200]
+    assert [v for k, v in health.items() if str(stuck.port) not in k] == [None]
