@@ -43,8 +43,9 @@ def test_headless_record_stops_cleanly_on_sigterm(tmp_path):
                     break
             except Exception:
                 pass
-    time.sleep(5.5)  # past one flush interval, so frames reach the file while running
-    mid = Recording.open(path)  # safe to read while being written
+    # two ticks already reached the file while it runs (the loop above read them): a flush
+    # past the first happened; read it once more as a whole while it is being written
+    mid = Recording.open(path)
     assert mid.problem is None
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=20)
