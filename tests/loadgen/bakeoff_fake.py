@@ -150,6 +150,8 @@ async def _route(w: asyncio.StreamWriter, fake: Fake, method: str, path: str,
             "hashes": fake.hashes}))
     elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
         req = json.loads(body)
+        if fake.requests < 2:  # the first two arrivals bracket llmtop's first token
+            print(f"POST {time.monotonic()!r}", flush=True)
         fake.requests += 1
         fake.record(req)
         await _stream(w, fake, req, path.endswith("chat/completions"))
@@ -197,6 +199,7 @@ def main() -> None:
     ap.add_argument("--hash-log", default=None)
     a = ap.parse_args()
     print(f"fake engine booting (pid {__import__('os').getpid()})", flush=True)
+    print(f"BOOTING {time.monotonic()!r}", flush=True)
     if a.fail_boot:
         print("fake engine: CUDA out of memory (simulated boot failure)", flush=True)
         sys.exit(3)
