@@ -68,6 +68,8 @@ class Monitor:
         self._own_scraper = scraper is None
         self._gpu = gpu_sampler
         self._pending: dict[str, asyncio.Task[RawScrape]] = {}
+        self._backends_seen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        """The routers' backend URLs and the targets ``_add_backends`` last looked at."""
         self._slots: dict[str, asyncio.Future[RawScrape]] = {}
         """llama-server ``/slots`` polls in flight (its in-flight requests)."""
         self._health: dict[str, asyncio.Future[RawScrape]] = {}
@@ -396,6 +398,10 @@ class Monitor:
             return
         if not urls:
             return
+        key = (tuple(urls), tuple(t.base_url for t in self.targets))
+        if key == self._backends_seen:  # the same routers' backends and targets: none new
+            return
+        self._backends_seen = key
         for t in backend_targets(urls, self.targets, timeout_s=self.config.timeout_s,
                                  verify_tls=self.config.verify_tls):
             self.targets.append(t)

@@ -16,6 +16,8 @@ fleet mode), else a vLLM engine whose prompt tokens come from the KV transfer is
 
 from __future__ import annotations
 
+import functools
+
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -40,6 +42,12 @@ def host_port(url: str | None) -> tuple[str, int] | None:
     """``(host, port)`` of a URL (default ports by scheme); loopback names as 127.0.0.1."""
     if not url:
         return None
+    return _host_port(url)
+
+
+@functools.lru_cache(maxsize=4096)
+def _host_port(url: str) -> tuple[str, int] | None:
+    """``host_port`` of a non-empty URL, remembered (the same few URLs every refresh)."""
     if "://" not in url:
         url = "http://" + url
     try:
