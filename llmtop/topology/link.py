@@ -17,7 +17,6 @@ fleet mode), else a vLLM engine whose prompt tokens come from the KV transfer is
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
