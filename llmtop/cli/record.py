@@ -104,7 +104,8 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
     from llmtop.record.live import RecordingMonitor
     from llmtop.record.recorder import Recorder
 
-    if not config.targets and config.discover:
+    searching = not config.targets and config.discover
+    if searching:
         from llmtop.discover import discover
 
         config = dataclasses.replace(config, targets=tuple(await discover(config)))
@@ -113,8 +114,13 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
         return 1
     recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes)
     exporter = _Exporter(config, listen) if listen is not None else None
-    monitor = RecordingMonitor(Monitor.from_config(
-        config, demo, store=exporter.store if exporter else None), recorder)
+    # discovered targets: the search goes on every 10 s, so an engine started (or restarted
+    # on another port) during the recording is recorded from then on
+    mon = Monitor.from_config(config, demo, store=exporter.store if exporter else None,
+                              rediscover=searching)
+    if mon.rediscovery is not None:
+        mon.rediscovery.mark_searched()  # just searched above: the next in 10 s
+    monitor = RecordingMonitor(mon, recorder)
     if exporter is not None:  # the scrapes go to the recording and to the exporter's counts
         monitor.monitor.sink = exporter.sink(recorder)
     from llmtop.cli.otlp import attach_receiver
