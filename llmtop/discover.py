@@ -75,6 +75,7 @@ _SNIFF = (
     ("lmdeploy:", "lmdeploy"),
     ("DCGM_FI_", "dcgm"),
     ("trtllm_", "trtllm"),
+    ("dynamo_component_", "dynamo_worker"),  # after the engines it passes through
 )
 _LOCAL_BINDS = ("0.0.0.0", "::", "127.0.0.1", "::ffff:0.0.0.0")
 

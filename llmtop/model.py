@@ -40,7 +40,8 @@ __all__ = [
     "Snapshot",
 ]
 
-ENGINES = ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm")
+ENGINES = ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm",
+           "dynamo_worker")
 """Engine ids, as they appear in ``--once --json`` and in target hints (``vllm@host:port``)."""
 
 STATES = ("ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "restarted")

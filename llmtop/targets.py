@@ -34,6 +34,7 @@ ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "lmdeploy": 23333,
     "ollama": 11434,
     "dcgm": 9400,
+    "dynamo_worker": 8081,  # DYN_SYSTEM_PORT in Dynamo's docs (9090 in Kubernetes)
     "vllm-router": 29000,  # --prometheus-port (vllm-project/router router_args.py)
     "sglang-router": 29000,  # PrometheusConfig::default (sgl-model-gateway metrics.rs)
     "gie-epp": 9090,  # the EPP's metrics port (GIE / llm-d guides)
