@@ -47,6 +47,14 @@ def _kv_transfer(pts: Points) -> dict[str, Any] | None:
                       ("kv_expired", "expired_per_s")):
         if key in last.counters:
             out[name] = _rate(pts, key)
+    stages = {}
+    for k in last.hists:
+        if k.startswith("kv_stage:"):
+            d = hist_delta([(t, h) for t, m in pts if (h := m.hists.get(k)) is not None])
+            stages[k.split(":", 1)[1]] = None if d is None else hist_quantiles(
+                d.bounds, d.cumulative, d.sum, d.count)
+    if stages:
+        out["stages"] = stages
     queues = {k.split(":", 1)[1]: v for k, v in last.gauges.items() if k.startswith("kv_queue:")}
     if queues:
         out["queues"] = queues
