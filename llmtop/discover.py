@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from llmtop.config import Config, Target
 from llmtop.model import Container
 from llmtop.sources import containers, procnet, sockdiag
-from llmtop.targets import ENGINE_DEFAULT_PORTS, make_target
+from llmtop.targets import ENGINE_DEFAULT_PORTS, format_hostport, make_target
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -217,6 +217,8 @@ class _Candidate:
     """Known to be the engine's listening HTTP port (no probe needed)."""
     container: Container | None = None
     """Its container, pod or namespace (engines outside the host's network)."""
+    api_port: int | None = None
+    """A router's serving port when its metrics port differs (its worker list is there)."""
 
 
 def _connect_host(ip: str | None, host: str) -> str:
@@ -273,6 +275,10 @@ def _host_candidates(procs: list[EngineProcess], proc_root: str | os.PathLike[st
                                       certain=False))
         elif default is not None:
             out.append(_Candidate(host, default, p.engine, certain=False))
+    for p in procs:  # a router's --port beside its metrics port: GET /workers there
+        for c in out if p.engine == "sglang-router" and p.extra_ports else ():
+            if c.engine == p.engine and c.port == p.flag_port:
+                c.api_port = p.extra_ports[0]
     return out
 
 
@@ -493,7 +499,7 @@ async def _probe(c: _Candidate, key: str | None) -> _Candidate | None:
     if status == 200 and not html:
         engine = sniff_engine(text) or c.engine
         if engine is not None:
-            return _Candidate(c.host, c.port, c.engine or engine, True, c.container)
+            return _Candidate(c.host, c.port, c.engine or engine, True, c.container, c.api_port)
     elif status == 501 and "--metrics" in text:
         # shows the hint as its error
         return _Candidate(c.host, c.port, "llamacpp", True, c.container)
@@ -532,7 +538,8 @@ def _merge(found: Iterable[_Candidate], config: Config) -> list[Target]:
         k = (c.host, c.port)
         if k not in best or (best[k].engine is None and c.engine is not None):
             best[k] = _Candidate(c.host, c.port, c.engine, c.certain,
-                                 c.container or (best[k].container if k in best else None))
+                                 c.container or (best[k].container if k in best else None),
+                                 c.api_port or (best[k].api_port if k in best else None))
         elif best[k].container is None and c.container is not None:
             best[k].container = c.container  # the port probe found a published container
     # TGI serves the same metrics on its main port and on its Prometheus port (9000)
@@ -548,6 +555,8 @@ def _merge(found: Iterable[_Candidate], config: Config) -> list[Target]:
             timeout_s=config.timeout_s,
             verify_tls=config.verify_tls,
             container=c.container,
+            api_url=(f"http://{format_hostport(c.host, c.api_port)}"
+                     if c.api_port is not None else None),
         )
         for c in best.values()
     ]

@@ -67,6 +67,7 @@ def make_target(
     headers: tuple[tuple[str, str], ...] = (),
     api_key: str | None = None,
     container: Container | None = None,
+    api_url: str | None = None,
 ) -> Target:
     """Build a ``Target`` from parts (used by the parser and by autodiscovery)."""
     hp = format_hostport(host, port)
@@ -84,6 +85,7 @@ def make_target(
         host=host,
         port=port,
         container=container,
+        api_url=api_url,
     )
 
 
