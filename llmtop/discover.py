@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from llmtop.config import Config, Target
 from llmtop.model import Container
+from llmtop.router_ports import api_ports, titled_router
 from llmtop.sources import containers, procnet, sockdiag
 from llmtop.targets import ENGINE_DEFAULT_PORTS, format_hostport, make_target
 
@@ -113,7 +114,7 @@ def recognise(argv: Sequence[str]) -> str | None:
 
     if "vllm-router" in names or "vllm_router.launch_router" in joined:
         return "vllm-router"
-    if "sglang_router.launch_router" in joined or "smg" in names:
+    if "sglang_router.launch_router" in joined or "smg" in names or titled_router(argv):
         return "sglang-router"
     if "vllm.entrypoints" in joined or sub("vllm", "serve"):
         return "vllm"
@@ -182,8 +183,8 @@ def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int
         return _port(_flag(argv, "--port", "-p")), (prom,)
     if engine in ("vllm-router", "sglang-router"):  # metrics on their own port
         http = _port(_flag(argv, "--port"))
-        return (_port(_flag(argv, "--prometheus-port")) or 29000,
-                (http,) if http is not None else ())
+        prom = _port(_flag(argv, "--prometheus-port")) or (None if titled_router(argv) else 29000)
+        return prom, (http,) if http is not None else ()
     return _port(_flag(argv, "--port")), ()
 
 
@@ -275,10 +276,11 @@ def _host_candidates(procs: list[EngineProcess], proc_root: str | os.PathLike[st
                                       certain=False))
         elif default is not None:
             out.append(_Candidate(host, default, p.engine, certain=False))
-    for p in procs:  # a router's --port beside its metrics port: GET /workers there
-        for c in out if p.engine == "sglang-router" and p.extra_ports else ():
-            if c.engine == p.engine and c.port == p.flag_port:
-                c.api_port = p.extra_ports[0]
+    for p in procs:  # a router's serving port beside its metrics port: GET /workers there
+        ports = api_ports(p.engine, p.flag_port, p.extra_ports, procnet.ports_of_pid(
+            p.pid, proc_root, table=table) - skip if p.engine == "sglang-router" else ())
+        for c in (c for c in out if c.engine == p.engine and c.port in ports):
+            c.api_port = ports[c.port]
     return out
 
 

@@ -96,3 +96,25 @@ async def test_discovery_gives_a_local_router_its_serving_url(tmp_path):
                      [proc_row("0100007F:465A", "0A", 1), proc_row("0100007F:465B", "0A", 2)])
     [t] = await discover(Config(), ports=(), proc_root=root, timeout_s=0.5)
     assert (t.port, t.engine, t.api_url) == (18011, "sglang-router", "http://127.0.0.1:18010")
+
+
+async def test_discovery_pairs_the_ports_of_a_router_that_renamed_its_process(tmp_path):
+    """sglang-router 0.3.2 sets its process title to ``sglang::router`` (no flags left in
+    /proc/<pid>/cmdline, seen on this machine): its two listening ports are the pair, and the
+    probe keeps the one serving metrics (the serving port answers /metrics with 404)."""
+    from aiohttp import web
+    from sources.helpers import http_server
+
+    async def metrics(_req):
+        return web.Response(text=PD)
+
+    async def workers(_req):
+        return web.Response(text=REAL, content_type="application/json")
+
+    async with http_server({"/metrics": metrics}) as mport, \
+            http_server({"/workers": workers}) as port:
+        root = fake_proc(tmp_path, {31: (["sglang::router"], [1, 2])},
+                         [proc_row(f"0100007F:{mport:04X}", "0A", 1),
+                          proc_row(f"0100007F:{port:04X}", "0A", 2)])
+        [t] = await discover(Config(), ports=(), proc_root=root, timeout_s=0.5)
+    assert (t.port, t.engine, t.api_url) == (mport, "sglang-router", f"http://127.0.0.1:{port}")
