@@ -73,6 +73,7 @@ def router_row(row: RouterRow, window: Sequence[Entry],
     row.request_s = _quantiles(pairs, "request")
     row.ttft_s = _quantiles(pairs, "ttft")
     row.decode_pending_s = _quantiles(pairs, "decode_pending")
+    row.decode_pending_p95_own_s = last.gauges.get("decode_pending_p95_own")
     backends: list[BackendRow] = []
     for url, b in last.backends.items():
         key = _routed_key(b.role)

@@ -56,8 +56,8 @@ from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
 from llmtop.parse.common import assemble, identity_version, parse_engine_text
-from llmtop.parse.exposition import Family
 from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
+from llmtop.parse.exposition import Family
 from llmtop.parse.kv_series import SGLANG_FAMILIES, read_sglang
 from llmtop.parse.vllm import Key, group_hists, group_values
 

@@ -40,8 +40,8 @@ from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
 from llmtop.parse.common import assemble, parse_engine_text
-from llmtop.parse.exposition import Family
 from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
+from llmtop.parse.exposition import Family
 from llmtop.parse.kv_offload import OFFLOAD_FAMILIES, read_offload
 from llmtop.parse.kv_series import VLLM_FAMILIES, read_vllm
 
