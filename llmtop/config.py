@@ -42,6 +42,10 @@ class Target:
     container: Container | None = None
     """Where discovery found the engine: its container, pod or network namespace (None: the
     host's own network, or a target the user named)."""
+    api_url: str | None = None
+    """A router's serving URL when its metrics are on another port (sglang-router's
+    ``--port`` beside ``--prometheus-port``), for its worker list; discovery sets it from the
+    router's command line. None: not known."""
 
 
 @dataclass(frozen=True, slots=True)

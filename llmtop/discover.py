@@ -36,8 +36,9 @@ from dataclasses import dataclass
 
 from llmtop.config import Config, Target
 from llmtop.model import Container
+from llmtop.router_ports import api_ports, titled_router
 from llmtop.sources import containers, procnet, sockdiag
-from llmtop.targets import ENGINE_DEFAULT_PORTS, make_target
+from llmtop.targets import ENGINE_DEFAULT_PORTS, format_hostport, make_target
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -75,6 +76,7 @@ _SNIFF = (
     ("lmdeploy:", "lmdeploy"),
     ("DCGM_FI_", "dcgm"),
     ("trtllm_", "trtllm"),
+    ("dynamo_component_", "dynamo_worker"),  # after the engines it passes through
 )
 _LOCAL_BINDS = ("0.0.0.0", "::", "127.0.0.1", "::ffff:0.0.0.0")
 
@@ -112,7 +114,7 @@ def recognise(argv: Sequence[str]) -> str | None:
 
     if "vllm-router" in names or "vllm_router.launch_router" in joined:
         return "vllm-router"
-    if "sglang_router.launch_router" in joined or "smg" in names:
+    if "sglang_router.launch_router" in joined or "smg" in names or titled_router(argv):
         return "sglang-router"
     if "vllm.entrypoints" in joined or sub("vllm", "serve"):
         return "vllm"
@@ -181,8 +183,8 @@ def _flag_ports(engine: str, argv: Sequence[str]) -> tuple[int | None, tuple[int
         return _port(_flag(argv, "--port", "-p")), (prom,)
     if engine in ("vllm-router", "sglang-router"):  # metrics on their own port
         http = _port(_flag(argv, "--port"))
-        return (_port(_flag(argv, "--prometheus-port")) or 29000,
-                (http,) if http is not None else ())
+        prom = _port(_flag(argv, "--prometheus-port")) or (None if titled_router(argv) else 29000)
+        return prom, (http,) if http is not None else ()
     return _port(_flag(argv, "--port")), ()
 
 
@@ -216,6 +218,8 @@ class _Candidate:
     """Known to be the engine's listening HTTP port (no probe needed)."""
     container: Container | None = None
     """Its container, pod or namespace (engines outside the host's network)."""
+    api_port: int | None = None
+    """A router's serving port when its metrics port differs (its worker list is there)."""
 
 
 def _connect_host(ip: str | None, host: str) -> str:
@@ -272,6 +276,11 @@ def _host_candidates(procs: list[EngineProcess], proc_root: str | os.PathLike[st
                                       certain=False))
         elif default is not None:
             out.append(_Candidate(host, default, p.engine, certain=False))
+    for p in procs:  # a router's serving port beside its metrics port: GET /workers there
+        ports = api_ports(p.engine, p.flag_port, p.extra_ports, procnet.ports_of_pid(
+            p.pid, proc_root, table=table) - skip if p.engine == "sglang-router" else ())
+        for c in (c for c in out if c.engine == p.engine and c.port in ports):
+            c.api_port = ports[c.port]
     return out
 
 
@@ -492,7 +501,7 @@ async def _probe(c: _Candidate, key: str | None) -> _Candidate | None:
     if status == 200 and not html:
         engine = sniff_engine(text) or c.engine
         if engine is not None:
-            return _Candidate(c.host, c.port, c.engine or engine, True, c.container)
+            return _Candidate(c.host, c.port, c.engine or engine, True, c.container, c.api_port)
     elif status == 501 and "--metrics" in text:
         # shows the hint as its error
         return _Candidate(c.host, c.port, "llamacpp", True, c.container)
@@ -531,7 +540,8 @@ def _merge(found: Iterable[_Candidate], config: Config) -> list[Target]:
         k = (c.host, c.port)
         if k not in best or (best[k].engine is None and c.engine is not None):
             best[k] = _Candidate(c.host, c.port, c.engine, c.certain,
-                                 c.container or (best[k].container if k in best else None))
+                                 c.container or (best[k].container if k in best else None),
+                                 c.api_port or (best[k].api_port if k in best else None))
         elif best[k].container is None and c.container is not None:
             best[k].container = c.container  # the port probe found a published container
     # TGI serves the same metrics on its main port and on its Prometheus port (9000)
@@ -547,6 +557,8 @@ def _merge(found: Iterable[_Candidate], config: Config) -> list[Target]:
             timeout_s=config.timeout_s,
             verify_tls=config.verify_tls,
             container=c.container,
+            api_url=(f"http://{format_hostport(c.host, c.api_port)}"
+                     if c.api_port is not None else None),
         )
         for c in best.values()
     ]

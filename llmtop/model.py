@@ -40,7 +40,8 @@ __all__ = [
     "Snapshot",
 ]
 
-ENGINES = ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm")
+ENGINES = ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm",
+           "dynamo_worker")
 """Engine ids, as they appear in ``--once --json`` and in target hints (``vllm@host:port``)."""
 
 STATES = ("ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "restarted")
@@ -392,10 +393,12 @@ class EngineRow:
     kv_transfer: dict[str, Any] | None = None
     """P/D KV transfer over the window (``history.stack``): ``time_s`` (Quantiles),
     ``bytes_per_s``, ``failures_per_s``, ``expired_per_s``, ``queues`` {name: n},
-    ``prompt_tokens_by_source`` {source: tokens/s}; None when the engine exports none."""
+    ``prompt_tokens_by_source`` {source: tokens/s}, ``stages`` {stage: Quantiles} (SGLang's
+    bootstrap / alloc / P/D stage latencies); None when the engine exports none."""
     kv_tiers: dict[str, Any] | None = None
     """KV offload tiers (vLLM ``kv_offload_*``, LMCache, SGLang HiCache): ``hit_rate``,
-    ``host_usage``, ``offload_bytes_per_s``, ``load_back_tokens_per_s``...; None when none."""
+    ``host_usage``, ``offload_bytes_per_s``, ``load_back_tokens_per_s``, ``tiers`` {tier: ...}
+    (``history.kv_rows``); None when none."""
     tokens_idle_s: float | None = None
     """Seconds the engine has held running or waiting requests without a new generated token
     (up to the end of the window; 0 when a token came in the newest interval); None when

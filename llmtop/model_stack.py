@@ -106,6 +106,9 @@ class RouterRow:
     request_s: Quantiles | None = None
     ttft_s: Quantiles | None = None
     decode_pending_s: Quantiles | None = None
+    decode_pending_p95_own_s: float | None = None
+    """The router's own p95 of decode-pending time (a summary quantile over the router's
+    rolling window, ~60 s for the vLLM router), not over llmtop's window."""
     backends: list[BackendRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +129,8 @@ class RouterRow:
             "retries_per_s": _num(self.retries_per_s),
             "errors_per_s": _num(self.errors_per_s),
             "latency": {"request_p95_s": p95(self.request_s), "ttft_p95_s": p95(self.ttft_s),
-                        "decode_pending_p95_s": p95(self.decode_pending_s)},
+                        "decode_pending_p95_s": p95(self.decode_pending_s),
+                        "decode_pending_p95_router_window_s":
+                            _num(self.decode_pending_p95_own_s)},
             "backends": [b.to_json() for b in self.backends],
         }

@@ -38,6 +38,8 @@ __all__ = ["THREAD_PARSE_BYTES", "Monitor"]
 
 THREAD_PARSE_BYTES = 1 << 20
 """Bodies larger than this are parsed in a worker thread, off the event loop."""
+_WORKERS = "/workers "
+"""Key prefix of a router's ``/workers`` poll among the side polls (``_slots``)."""
 
 Sink = Callable[[Any], Any]
 
@@ -209,6 +211,7 @@ class Monitor:
                 self._gpu_task = asyncio.ensure_future(
                     run() if run is not None else asyncio.to_thread(self._gpu.sample))
         self._poll_slots()
+        self._poll_workers()
         self._poll_health()
         waiting: list[asyncio.Future[Any]] = [*self._pending.values(), *self._slots.values(),
                                               *self._health.values()]
@@ -297,11 +300,26 @@ class Monitor:
         for name, task in list(polls.items()):
             if task.done():
                 del polls[name]
-                raw = self._result(task, name, what=what)
+                side = name.startswith(_WORKERS)
+                raw = self._result(task, name.removeprefix(_WORKERS),
+                                   what="/workers poll" if side else what)
                 if raw is not None:
                     await self._feed(raw, self.store.ingest)
                     fed.append(raw)
         return fed
+
+    def _poll_workers(self) -> None:
+        """Start a ``/workers`` poll (roles per backend) of each sglang-router target whose
+        serving URL is known (``Target.api_url``), one in flight each; kept in ``_slots``
+        under ``_WORKERS + name`` so the same drain feeds it to the store."""
+        workers = getattr(self.scraper, "workers", None)
+        if workers is None:
+            return
+        for t in self.targets:
+            key = _WORKERS + t.name
+            if (t.api_url and key not in self._slots
+                    and self.store.engine_of(t.name) == "sglang-router"):
+                self._slots[key] = asyncio.ensure_future(workers(t))
 
     async def _scrape_one(self, target: Target) -> RawScrape:
         raw = await self.scraper.scrape(target)

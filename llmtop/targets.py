@@ -34,6 +34,7 @@ ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "lmdeploy": 23333,
     "ollama": 11434,
     "dcgm": 9400,
+    "dynamo_worker": 8081,  # DYN_SYSTEM_PORT in Dynamo's docs (9090 in Kubernetes)
     "vllm-router": 29000,  # --prometheus-port (vllm-project/router router_args.py)
     "sglang-router": 29000,  # PrometheusConfig::default (sgl-model-gateway metrics.rs)
     "gie-epp": 9090,  # the EPP's metrics port (GIE / llm-d guides)
@@ -66,6 +67,7 @@ def make_target(
     headers: tuple[tuple[str, str], ...] = (),
     api_key: str | None = None,
     container: Container | None = None,
+    api_url: str | None = None,
 ) -> Target:
     """Build a ``Target`` from parts (used by the parser and by autodiscovery)."""
     hp = format_hostport(host, port)
@@ -83,6 +85,7 @@ def make_target(
         host=host,
         port=port,
         container=container,
+        api_url=api_url,
     )
 
 

@@ -47,6 +47,14 @@ def _kv_transfer(pts: Points) -> dict[str, Any] | None:
                       ("kv_expired", "expired_per_s")):
         if key in last.counters:
             out[name] = _rate(pts, key)
+    stages = {}
+    for k in last.hists:
+        if k.startswith("kv_stage:"):
+            d = hist_delta([(t, h) for t, m in pts if (h := m.hists.get(k)) is not None])
+            stages[k.split(":", 1)[1]] = None if d is None else hist_quantiles(
+                d.bounds, d.cumulative, d.sum, d.count)
+    if stages:
+        out["stages"] = stages
     queues = {k.split(":", 1)[1]: v for k, v in last.gauges.items() if k.startswith("kv_queue:")}
     if queues:
         out["queues"] = queues
@@ -78,12 +86,57 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
            and not k.endswith(":device")):  # hits served from an offload tier (host, disk, p2p)
         out["cached_tokens_per_s"] = {k.split(":", 1)[1]: _rate(pts, k) for k in c
                                       if k.startswith("cached_tokens:")}
+    out.update(_vllm_offload(pts))
     for key, name in (("tier_stored_tokens", "offload_tokens_per_s"),
                       ("tier_evicted_tokens", "evicted_tokens_per_s"),
                       ("tier_load_back_tokens", "load_back_tokens_per_s")):
         if key in c:
             out[name] = _rate(pts, key)
     return out or None
+
+
+def _ratio(pts: Points, part: str, whole: str) -> float | None:
+    hit, asked = _delta(pts, part), _delta(pts, whole)
+    return min(1.0, hit / asked) if hit is not None and asked else None
+
+
+def _vllm_offload(pts: Points) -> dict[str, Any]:
+    """vLLM's offloading connector (``parse.kv_offload``): byte rates GPU <-> offload medium,
+    failures, per secondary tier hit rate / offload / load-back, SimpleCPUOffload blocks."""
+    last = pts[-1][1]
+    g, c = last.gauges, last.counters
+    out: dict[str, Any] = {}
+    for key, name in (("offload_store_bytes", "offload_bytes_per_s"),
+                      ("offload_load_bytes", "load_back_bytes_per_s"),
+                      ("offload_failed", "failures_per_s"),
+                      ("offload_stored_blocks", "offload_blocks_per_s"),
+                      ("offload_load_blocks", "load_back_blocks_per_s"),
+                      ("offload_dropped_blocks", "dropped_blocks_per_s")):
+        if key in c:
+            out[name] = _rate(pts, key)
+    if "offload_pinned" in g:
+        out["pinned"] = g["offload_pinned"]
+    if "offload_used_blocks" in g:
+        cap = g.get("offload_capacity_blocks")
+        out["pinned"] = g["offload_used_blocks"] / cap if cap else None
+    tiers: dict[str, dict[str, float | None]] = {}
+    for k in c:
+        kind, _, tier = k.partition(":")
+        if kind not in _TIER_KEYS or not tier:
+            continue
+        t = tiers.setdefault(tier, {})
+        if kind == "tier_chunk_queries":
+            t["hit_rate"] = _ratio(pts, f"tier_chunk_hits:{tier}", k)
+        elif kind != "tier_chunk_hits":
+            t[_TIER_KEYS[kind]] = _rate(pts, k)
+    if tiers:
+        out["tiers"] = tiers
+    return out
+
+
+_TIER_KEYS = {"tier_chunk_queries": "hit_rate", "tier_chunk_hits": "hit_rate",
+              "tier_write_bytes": "offload_bytes_per_s",
+              "tier_read_bytes": "load_back_bytes_per_s", "tier_failed": "failures_per_s"}
 
 
 def tokens_idle_s(pts: Points) -> float | None:

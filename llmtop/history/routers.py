@@ -56,8 +56,10 @@ def _routed_key(role: str | None) -> str:
     return _ROUTED.get(role or "", "routed")
 
 
-def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
-    """Fill ``row`` (target and state already set) from the window's entries."""
+def router_row(row: RouterRow, window: Sequence[Entry],
+               roles: dict[str, str] | None = None) -> RouterRow:
+    """Fill ``row`` (target and state already set) from the window's entries. ``roles``:
+    backend URL -> role from the router's HTTP API, for backends its metrics give none."""
     pairs = [(e.t_mono, rs) for e in window if (rs := router_of(e)) is not None]
     if not pairs:
         return row
@@ -71,6 +73,7 @@ def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
     row.request_s = _quantiles(pairs, "request")
     row.ttft_s = _quantiles(pairs, "ttft")
     row.decode_pending_s = _quantiles(pairs, "decode_pending")
+    row.decode_pending_p95_own_s = last.gauges.get("decode_pending_p95_own")
     backends: list[BackendRow] = []
     for url, b in last.backends.items():
         key = _routed_key(b.role)
@@ -83,7 +86,7 @@ def router_row(row: RouterRow, window: Sequence[Entry]) -> RouterRow:
         h, cb = b.gauges.get("healthy"), b.gauges.get("breaker")
         pending = b.gauges.get("pending", b.gauges.get("active"))
         backends.append(BackendRow(
-            url=url, role=b.role, requests_per_s=rate, pending=pending,
+            url=url, role=b.role or (roles or {}).get(url), requests_per_s=rate, pending=pending,
             healthy=None if h is None else h >= 0.5,
             breaker_open=None if cb is None else cb == BREAKER_OPEN))
     _shares(backends)

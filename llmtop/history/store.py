@@ -38,6 +38,7 @@ from llmtop.model import (
 from llmtop.model_stack import ROUTERS, RouterRow
 from llmtop.parse.exposition import Family, ParseError
 from llmtop.sources.health import health_status, is_health_url
+from llmtop.sources.router_workers import WORKERS_PATH, roles_of
 from llmtop.topology.link import link_stack
 
 __all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
@@ -129,6 +130,8 @@ class Store:
         for t in config.targets:
             self.learn(t)
         self.requests = RequestWindow()
+        self.router_roles: dict[str, dict[str, str]] = {}
+        """Router target -> {backend URL: role} from its HTTP API (``sources.router_workers``)."""
         """Single requests from the engines' spans, in-flight ones, cold starts."""
 
     # ------------------------------------------------------------------ targets
@@ -233,6 +236,10 @@ class Store:
         """Parse and keep one scrape. Never raises for bad input (it becomes a state).
         ``parsed`` is ``parse_raw(raw)`` computed beforehand (e.g. in a thread)."""
         self._gen += 1
+        if raw.url.endswith(WORKERS_PATH):  # a router's worker list (roles), not metrics
+            if raw.status == "ok":
+                self.router_roles[raw.target] = roles_of(raw.body)
+            return
         if raw.url.endswith("/slots"):  # llama-server's in-flight requests, not metrics
             if raw.status == "ok":
                 self.requests.set_slots(raw.target, raw.t_wall, raw.body)
@@ -506,7 +513,8 @@ class Store:
                             state=state, error=error, http_status=ts.http_status,
                             last_ok_age_s=(t_mono - ts.last_ok_mono)
                             if ts.last_ok_mono is not None else None)
-            out.append(router_row(row, ts.window(window_s, t_mono)))
+            out.append(router_row(row, ts.window(window_s, t_mono),
+                                  self.router_roles.get(ts.name)))
         return out
 
     def backend_urls(self) -> list[str]:

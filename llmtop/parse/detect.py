@@ -114,6 +114,8 @@ def engine_from_body(body: str | None) -> str | None:
         return "lmdeploy"
     if _has(body, "DCGM_FI_"):
         return "dcgm"
+    if _has(body, "dynamo_component_"):  # a Dynamo worker without its engine's series
+        return "dynamo_worker"
     return None
 
 
@@ -183,7 +185,8 @@ def engine_from_identity(identity: dict[str, Any] | None) -> str | None:
 
 
 _ENGINES = frozenset(
-    ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm")
+    ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", "ollama", "dcgm",
+     "dynamo_worker")
 )
 
 

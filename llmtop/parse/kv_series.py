@@ -13,6 +13,9 @@ Keys put on ``ModelSample`` (absent = not exported, never 0):
   ``vllm:prompt_tokens_cached_by_source``, vLLM 0.33: which KV tier served the cache hits);
 - gauges ``kv_queue:<name>`` (SGLang's P/D queues: prefill bootstrap/prealloc/inflight, decode
   prealloc/transfer);
+- hists ``kv_stage:<stage>`` (s): SGLang's ``sglang:kv_transfer_bootstrap_ms`` (``bootstrap``),
+  ``sglang:kv_transfer_alloc_ms`` (``alloc``) and the P/D stages of
+  ``sglang:per_stage_req_latency_seconds{stage}`` (``PD_STAGES``);
 - tiers: LMCache (``lmcache:*`` on vLLM's port) gauges ``tier_hit_rate``, ``tier_used_bytes``,
   counters ``tier_hit_tokens``, ``tier_queried_tokens``, ``tier_stored_tokens``; SGLang HiCache
   gauges ``tier_used_tokens``, ``tier_total_tokens``, counters ``tier_evicted_tokens``,
@@ -31,7 +34,7 @@ from typing import Any
 
 from llmtop.parse.exposition import Family
 
-__all__ = ["SGLANG_FAMILIES", "VLLM_FAMILIES", "read_sglang", "read_vllm"]
+__all__ = ["PD_STAGES", "SGLANG_FAMILIES", "VLLM_FAMILIES", "read_sglang", "read_vllm"]
 
 _NIXL_FAILED = ("vllm:nixl_num_failed_transfers", "vllm:nixl_num_failed_notifications")
 _LMC_GAUGES = {"lmcache:retrieve_hit_rate": "tier_hit_rate",
@@ -53,8 +56,15 @@ _SG_TIER_GAUGES = {"hicache_host_used_tokens": "tier_used_tokens",
                    "hicache_host_total_tokens": "tier_total_tokens"}
 _SG_TIER_COUNTERS = {"evicted_tokens": "tier_evicted_tokens",
                      "load_back_tokens": "tier_load_back_tokens"}
+_SG_STAGE_HISTS = {"kv_transfer_bootstrap_ms": "bootstrap", "kv_transfer_alloc_ms": "alloc"}
+PD_STAGES = ("prefill_bootstrap", "prefill_transfer_kv_cache", "decode_bootstrap",
+             "decode_transferred")
+"""SGLang's P/D stages of ``sglang:per_stage_req_latency_seconds{stage}`` (``req_time_stats``):
+prefill side bootstrap queue -> wait queue, KV send; decode side prealloc queue -> transfer
+queue (bootstrap + KV allocation), transfer queue -> wait queue (the KV arriving)."""
 SGLANG_FAMILIES = frozenset("sglang:" + n for n in (
     *_SG_QUEUES, *_SG_FAILED, "kv_transfer_latency_ms", "kv_transfer_total_mb",
+    *_SG_STAGE_HISTS, "per_stage_req_latency_seconds",
     *_SG_TIER_GAUGES, *_SG_TIER_COUNTERS))
 """Families the SGLang adapter keeps for this module."""
 
@@ -123,6 +133,14 @@ def read_sglang(families: dict[str, Family], key: Callable[..., Any], put: Put,
     elif lat is not None:
         ms = values(lat, key, suffix="")
         put("gauges", "kv_xfer_latency_s", {k: v / 1000 for k, v in ms.items()})
+    for name, stage in _SG_STAGE_HISTS.items():
+        fam = get(p + name)
+        if fam is not None and fam.type == "histogram":
+            put("hists", f"kv_stage:{stage}", hists(fam, key, scale=1e-3))
+    per_stage = get(p + "per_stage_req_latency_seconds")
+    for stage in PD_STAGES:
+        put("hists", f"kv_stage:{stage}", hists(per_stage, lambda lb, s=stage: key(lb)
+                                                if lb.get("stage") == s else None))
     mb = get(p + "kv_transfer_total_mb")
     if mb is not None and mb.type == "histogram":
         put("counters", "kv_xfer_bytes", {k: v * 1e6 for k, v in values(

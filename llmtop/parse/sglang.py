@@ -56,6 +56,7 @@ from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
 from llmtop.parse.common import assemble, identity_version, parse_engine_text
+from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
 from llmtop.parse.exposition import Family
 from llmtop.parse.kv_series import SGLANG_FAMILIES, read_sglang
 from llmtop.parse.vllm import Key, group_hists, group_values
@@ -105,7 +106,7 @@ WANTED = frozenset(
         _STAGES,
         *(n for names in _HISTS.values() for n in names),
     )
-) | SGLANG_FAMILIES
+) | SGLANG_FAMILIES | ROLE_FAMILIES
 """Family names this adapter reads."""
 
 want = WANTED.__contains__
@@ -192,6 +193,7 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
     put("hists", "prefill", group_hists(families.get(_P + _STAGES), _prefill_key))
     put("gauges", "spec_accept_rate_gauge", _spec_rate(families))
     read_sglang(families, _key, put, group_values, group_hists)
+    set_role(families, parts)  # a Dynamo worker passing SGLang's series through
 
     return assemble("sglang", parts)
 

@@ -40,7 +40,9 @@ from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
 from llmtop.parse.common import assemble, parse_engine_text
+from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
 from llmtop.parse.exposition import Family
+from llmtop.parse.kv_offload import OFFLOAD_FAMILIES, read_offload
 from llmtop.parse.kv_series import VLLM_FAMILIES, read_vllm
 
 __all__ = ["HIST_FAMILIES", "WANTED", "group_hists", "group_values", "hist_key", "normalize",
@@ -96,7 +98,7 @@ WANTED = frozenset(
     + [_P + n for names in _HISTS.values() for n in names]
     + [_P + n + "_created" for n in _COUNTER_FAMILIES]
     + ["process_start_time_seconds"]
-) | VLLM_FAMILIES
+) | VLLM_FAMILIES | OFFLOAD_FAMILIES | ROLE_FAMILIES
 """Family names this adapter reads (what ``parse(want=...)`` keeps)."""
 
 want = WANTED.__contains__
@@ -397,6 +399,8 @@ def normalize_families(
         put("hists", hkey, group_hists(_first(families, names), key))
     _cache_config(families.get(_P + "cache_config_info"), parts, rank_label)
     read_vllm(families, key, put, group_values, group_hists, list(parts))
+    read_offload(families, key, put, group_values)
+    set_role(families, parts)  # a Dynamo worker passing vLLM's series through
 
     sample = assemble("vllm", parts)
     sample.start_time = _start_time(families)

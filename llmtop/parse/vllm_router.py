@@ -9,7 +9,15 @@ Per worker (``worker`` label = its URL): ``processed_requests_total`` (routed),
 Router level: ``requests_total{route}``, ``request_duration_seconds`` /
 ``pd_request_duration_seconds`` / ``generate_duration_seconds`` (0.1.17 outside P/D),
 ``retries_total``, ``request_errors_total``, ``policy_decisions_total{policy,worker}``,
-``active_workers``, ``pd_decode_pending_seconds`` (a summary: its mean only).
+``active_workers``, ``pd_decode_pending_seconds`` (a summary: its windowed mean from
+``_sum``/``_count``, and its ``quantile="0.95"`` as ``gauges["decode_pending_p95_own"]``).
+
+The summary's quantiles are not over llmtop's window: ``metrics-exporter-prometheus`` (the
+router's exporter, ``src/metrics.rs`` sets buckets only for ``*duration_seconds``) renders
+other histograms as summaries over a rolling window of 3 buckets × 20 s (its defaults, which
+the router keeps): the router's last ~60 s. They cannot be subtracted or windowed, so the row
+shows that p95 under its own name. The router exports no other summary llmtop reads (its
+tokenizer and agent-aware ones are not latency of the serving path).
 
 The older SGLang router (``sgl_router_*``, which the vLLM router was forked from) has the same
 names under its prefix: ``read`` takes the prefix.
@@ -93,6 +101,9 @@ def read(index: Index, p: str) -> RouterSample:
         h = first_hist(index, *names)
         if h is not None:
             rs.hists[key] = h
+    p95 = total(index, p + "pd_decode_pending_seconds", {"quantile": "0.95"})
+    if p95 is not None and p95 >= 0:
+        rs.gauges["decode_pending_p95_own"] = p95
     return rs
 
 

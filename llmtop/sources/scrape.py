@@ -44,9 +44,10 @@ request; plain http never builds one.
 Secrets: the bearer token and configured headers are sent, never recorded; only
 ``SAFE_HEADERS`` of the response are kept.
 
-Side polls: llama-server's ``/slots`` (``slots``) and an engine's health endpoint
-(``health_url``, ``health``: asked only for a row that may be stuck, ``sources.health``), each
-one GET with the scrape's timeout, TLS and API key.
+Side polls: llama-server's ``/slots`` (``slots``), an engine's health endpoint
+(``health_url``, ``health``: asked only for a row that may be stuck, ``sources.health``) and
+an sglang-router's ``/workers`` (``workers``: roles per backend), each one GET with the
+scrape's timeout, TLS and API key.
 
 Where the parts live: ``scrape_http`` (clients, the lean plain-http path, one GET classified),
 ``scrape_identity`` (identity endpoints, engine and metrics path from them); this module keeps
@@ -309,6 +310,29 @@ class Scraper:
         return RawScrape(target=target.name, url=url, t_wall=clock.time(),
                          t_mono=clock.monotonic(), status=res.status,
                          http_status=res.http_status, error=res.error, elapsed_s=elapsed)
+
+    async def workers(self, target: Target) -> RawScrape:
+        """A router's worker list (``sources.router_workers``: ``{url: role}``) from its
+        serving URL ``target.api_url``; never raises."""
+        from llmtop.sources.router_workers import WORKERS_PATH, reduce_workers
+
+        url = (target.api_url or target.base_url).rstrip("/") + WORKERS_PATH
+        try:
+            res, elapsed = await self._http.fetch(target, url)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # pragma: no cover - defensive
+            return RawScrape(target=target.name, url=url, t_wall=clock.time(),
+                             t_mono=clock.monotonic(), status="down",
+                             error=f"internal error: {type(exc).__name__}")
+        body = reduce_workers(res.body) if res.status == "ok" else None
+        status, error = res.status, res.error
+        if status == "ok" and body is None:
+            status, error = "bad_payload", "not a /workers list"
+        return RawScrape(target=target.name, url=url, t_wall=clock.time(),
+                         t_mono=clock.monotonic(), status=status, http_status=res.http_status,
+                         content_type=res.content_type, body=body, error=error,
+                         elapsed_s=elapsed)
 
     async def _probe_identity(self, target: Target, st: _State) -> dict[str, Any]:
         """``identify`` and keep the answer when anything answered (besides ``host``)."""

@@ -5,8 +5,9 @@ Means (they add; p95s do not), over the window, from the router's own histograms
 backends' engine rows: ``router`` = the router's TTFT (else its request time) minus the
 backends' (a non-negative remainder); ``prefill_queue`` and ``prefill`` from the prefill pool
 (every backend without P/D); ``transfer`` from the router's decode-pending time, else the
-engines' KV-transfer time; ``decode_queue`` from the decode pool; ``first_token`` = what is
-left of the decode pool's TTFT (P/D), or of the backends' TTFT after queue and prefill.
+decode pool's SGLang stages (bootstrap + KV wait), else the engines' KV-transfer time;
+``decode_queue`` from the decode pool; ``first_token`` = what is left of the decode pool's
+TTFT (P/D), or of the backends' TTFT after queue and prefill.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def _left(total: float | None, *parts: float | None) -> float | None:
     return max(0.0, total - sum(p for p in parts if p is not None))
 
 
+def _decode_wait(dec: Sequence[EngineRow]) -> float | None:
+    """SGLang's decode-side P/D stages (``decode_bootstrap`` + ``decode_transferred``: from
+    KV preallocation until the KV arrived), mean over the decode pool; None unless both."""
+    parts = [mean_of(q for r in dec if isinstance(q := (r.kv_transfer or {}).get(
+        "stages", {}).get(s), Quantiles)) for s in ("decode_bootstrap", "decode_transferred")]
+    return None if None in parts else sum(p for p in parts if p is not None)
+
+
 def ttft_path(router: RouterRow, engines: Sequence[EngineRow]) -> list[Stage]:
     """The stages with a number, in path order ([] when none has one)."""
     rows = [r for r in engines if r.router == router.target and r.rank is None]
@@ -72,6 +81,9 @@ def ttft_path(router: RouterRow, engines: Sequence[EngineRow]) -> list[Stage]:
     vals["prefill"] = (prefill, "prefill pool prefill time")
     transfer = _mean(router.decode_pending_s)
     src = "router decode-pending"
+    if transfer is None and dec:
+        transfer = _decode_wait(dec)
+        src = "decode pool bootstrap + KV wait"
     if transfer is None:
         kv = [r.kv_transfer.get("time_s") for r in rows if r.kv_transfer]
         transfer = mean_of(q for q in kv if isinstance(q, Quantiles))

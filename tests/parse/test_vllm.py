@@ -323,8 +323,9 @@ def test_bad_payloads_raise(name):
 
 def test_want_lists_only_vllm_and_process_start():
     assert "process_start_time_seconds" in vllm.WANTED
-    # and LMCache's lmcache:* which it serves on vLLM's port (parse/kv_series.py)
-    assert all(n.startswith(("vllm:", "lmcache:"))
+    # and LMCache's lmcache:* which it serves on vLLM's port (parse/kv_series.py), and a
+    # Dynamo worker's dynamo_component_* request series, for its role (parse/dynamo_worker.py)
+    assert all(n.startswith(("vllm:", "lmcache:", "dynamo_component_"))
                for n in vllm.WANTED - {"process_start_time_seconds"})
 
 

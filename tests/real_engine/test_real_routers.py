@@ -311,6 +311,27 @@ def test_pd_disaggregation_shows_roles_and_pools(engines, tmp_path):
     assert "prefill" in text.lower() and "decode" in text.lower(), text  # the pools' rows
 
 
+def test_sglang_pd_roles_from_its_worker_list(engines, tmp_path):
+    """sglang-router names roles per URL only in ``GET /workers`` on its serving port; llmtop
+    finds that port by discovery (the router renames its process, so its two ports are the
+    pair) and polls it beside the scrape. No target given: autodiscovery, as a user would."""
+    b, c = engines.get(B8, C8)
+    with router(tmp_path / "router", "sglang", "pd", b, c) as (url, murl):
+        load = Load(url, clients=2, seconds=12, max_tokens=16)
+        load.start()
+        time.sleep(3)
+        out = llmtop("--once", "--json", "--window", "5", timeout=120)
+        load.join()
+        listed = httpx.get(f"{url}/workers", timeout=10).json()["workers"]
+    assert out.stdout.strip(), out.stderr
+    snap = json.loads(out.stdout)
+    # the router's own answer: A prefill, B decode
+    assert {w["url"]: w["worker_type"] for w in listed} == {b: "prefill", c: "decode"}
+    [r] = [r for r in snap["routers"] if r["target"].endswith(f":{urlsplit(murl).port}")]
+    assert backend(r, b)["role"] == "prefill" and backend(r, c)["role"] == "decode"
+    assert row(snap, b)["role"] == "prefill" and row(snap, c)["role"] == "decode"
+
+
 def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
     b, c = engines.get(B8, C8)
     rec = tmp_path / "stack.llmtop"
