@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from llmtop.model import LATENCY_KINDS, EngineRow, Quantiles
 from llmtop.ui import fmt
+from llmtop.ui.screens.kv import kv_section
 from llmtop.ui.screens.raw import RawMetricsScreen
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.footer import FitFooter
@@ -216,7 +217,7 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
         cache.add_row(k, v)
     if not row.info:
         cache.add_row("not reported", "")
-    parts: list = [head, *capacity_lines(row), Text(""), *(stack or ()),
+    parts: list = [head, *capacity_lines(row), Text(""), *(stack or ()), *kv_section(row),
                    _titled(latency_table(row, windows))]
     parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
     parts += [Text(f"{name} PARTIAL: the server's answer was partial, values may be "
