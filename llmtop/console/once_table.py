@@ -186,6 +186,10 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None,
 
     for line in stack_lines(snap):
         console.print(Text(line))
+    from llmtop.console.once_kv import kv_lines
+
+    for line in kv_lines(snap):
+        console.print(Text(line))
     for row in snap.engines:
         if row.error and row.state != "ok":
             badge = state_badge(row).plain

@@ -1,0 +1,92 @@
+"""``--once`` plain text of each engine's KV transfer and KV offload tiers: one compact line
+per engine that has either (``EngineRow.kv_transfer`` / ``kv_tiers``). Only the numbers
+the row has are named; one present but unknown shows ``–``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtop.model import Quantiles, Snapshot
+
+__all__ = ["kv_lines"]
+
+DASH = "–"
+
+
+def _s(v: float | None) -> str:
+    if v is None:
+        return DASH
+    return f"{v * 1e3:.0f}ms" if v < 1 else f"{v:.1f}s"
+
+
+def _bytes(v: float | None) -> str:
+    if v is None:
+        return DASH
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}B/s"
+    return f"{v:.0f}B/s"
+
+
+def _num(v: float) -> str:
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.3g}k"
+    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.2g}"
+
+
+def _rate(v: float | None) -> str:
+    return DASH if v is None else f"{_num(v)}/s"
+
+
+def _tok(v: float | None) -> str:
+    return DASH if v is None else f"{_num(v)} tok/s"
+
+
+def _pct(v: float | None) -> str:
+    return DASH if v is None else f"{100 * v:.0f}%"
+
+
+def _transfer(kt: dict[str, Any]) -> list[str]:
+    out = []
+    if "time_s" in kt:
+        q = kt["time_s"]
+        out.append("p95 " + (_s(q.p95) if isinstance(q, Quantiles) else DASH))
+    for key, label, f in (("bytes_per_s", "", _bytes), ("failures_per_s", "fail ", _rate),
+                          ("expired_per_s", "exp ", _rate)):
+        if key in kt:
+            out.append(label + f(kt[key]))
+    if kt.get("queues"):
+        out.append("queued " + "+".join(f"{v:.0f}" if v is not None else DASH
+                                        for v in kt["queues"].values()))
+    if kt.get("stages"):
+        out.append(f"{len(kt['stages'])} stages")
+    return out
+
+
+def _tiers(kt: dict[str, Any]) -> list[str]:
+    out = []
+    for key, label, f in (("hit_rate", "hit ", _pct), ("usage", "used ", _pct),
+                          ("offload_bytes_per_s", "out ", _bytes),
+                          ("load_back_bytes_per_s", "back ", _bytes),
+                          ("offload_tokens_per_s", "out ", _tok),
+                          ("load_back_tokens_per_s", "back ", _tok),
+                          ("failures_per_s", "fail ", _rate)):
+        if key in kt:
+            out.append(label + f(kt[key]))
+    if kt.get("tiers"):
+        out.append(f"{len(kt['tiers'])} tiers")
+    return out
+
+
+def kv_lines(snap: Snapshot) -> list[str]:
+    """One line per engine of ``snap`` with a KV transfer or offload tiers ([] if none)."""
+    out = []
+    for r in snap.engines:
+        parts = []
+        if r.kv_transfer:
+            parts.append("xfer " + " · ".join(_transfer(r.kv_transfer) or [DASH]))
+        if r.kv_tiers:
+            parts.append("tiers " + " · ".join(_tiers(r.kv_tiers) or [DASH]))
+        if parts:
+            out.append(f"  kv {r.target}: " + " | ".join(parts))
+    return out
