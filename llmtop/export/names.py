@@ -128,6 +128,54 @@ def _router() -> list[Series]:
     ]
 
 
+def _kv() -> list[Series]:
+    e, q = ENGINE_LABELS, (*ENGINE_LABELS, "quantile")
+    return [
+        Series("llmtop_kv_transfer_seconds", "gauge", q,
+               "P/D KV transfer time (NIXL, Mooncake, SGLang disaggregation) over the window."),
+        Series("llmtop_kv_transfer_latency_now_seconds", "gauge", e,
+               "The engine's own KV transfer latency gauge (SGLang, where not a histogram)."),
+        Series("llmtop_kv_transfer_bytes_per_second", "gauge", e,
+               "KV bytes transferred per second over the window."),
+        Series("llmtop_kv_transfer_failures_per_second", "gauge", e,
+               "Failed KV transfers (and SGLang bootstrap failures) per second over the window."),
+        Series("llmtop_kv_transfer_expired_per_second", "gauge", e,
+               "Requests whose KV expired before the decode side took it, per second."),
+        Series("llmtop_kv_transfer_queue_requests", "gauge", (*e, "queue"),
+               "Requests in a P/D queue (SGLang: prefill bootstrap / inflight, decode prealloc "
+               "/ transfer)."),
+        Series("llmtop_kv_transfer_stage_seconds", "gauge", (*e, "stage", "quantile"),
+               "Time of a P/D stage (bootstrap, alloc, decode_transferred...) over the window."),
+        Series("llmtop_kv_prompt_tokens_per_second", "gauge", (*e, "source"),
+               "Prompt tokens per second by where they came from (local_compute, "
+               "local_cache_hit, external_kv_transfer), on P/D engines."),
+        Series("llmtop_kv_offload_hit_ratio", "gauge", (*e, "tier"),
+               "KV offload hits / queried over the window, 0..1; tier set on a secondary "
+               "tier's own ratio, absent on the engine's total."),
+        Series("llmtop_kv_offload_usage_ratio", "gauge", e,
+               "KV offload tier (host) capacity in use, 0..1."),
+        Series("llmtop_kv_offload_used_bytes", "gauge", e, "KV offload tier bytes in use."),
+        Series("llmtop_kv_offload_used_tokens", "gauge", e, "KV offload tier tokens in use."),
+        Series("llmtop_kv_offload_pinned_ratio", "gauge", e,
+               "Offload (CPU) blocks pinned or in use / capacity, 0..1."),
+        Series("llmtop_kv_offload_bytes_per_second", "gauge", (*e, "direction", "tier"),
+               "KV bytes per second over the window, direction offload (GPU to tier) or "
+               "load_back; tier set on a secondary tier's own rate."),
+        Series("llmtop_kv_offload_tokens_per_second", "gauge", (*e, "direction"),
+               "KV tokens per second over the window, direction offload, load_back or "
+               "evicted."),
+        Series("llmtop_kv_offload_blocks_per_second", "gauge", (*e, "direction"),
+               "KV blocks per second over the window, direction offload, load_back or "
+               "dropped."),
+        Series("llmtop_kv_offload_failures_per_second", "gauge", (*e, "tier"),
+               "Failed offload / load-back jobs per second over the window; tier set on a "
+               "secondary tier's own rate."),
+        Series("llmtop_kv_cache_hit_tokens_per_second", "gauge", (*e, "tier"),
+               "Prompt tokens served from the KV cache per second, by tier (device, host, "
+               "disk...)."),
+    ]
+
+
 SERIES: tuple[Series, ...] = (
     Series("llmtop_exporter_info", "gauge", ("version", "mode"),
            "The llmtop exporter: its version and mode (direct, fleet, record)."),
@@ -148,6 +196,7 @@ SERIES: tuple[Series, ...] = (
            "bad_payload (direct mode)."),
     *_engine(),
     *_router(),
+    *_kv(),
     Series("llmtop_finding", "gauge", (*FINDING_LABELS, "summary"),
            "1 per active finding; summary is its sentence as it reached this severity."),
     Series("llmtop_finding_value", "gauge", (*FINDING_LABELS[:4], "signal"),

@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 
 from llmtop.diagnose.findings import Finding
+from llmtop.export.kv import kv
 from llmtop.export.names import ENGINE_VALUES, QUANTILE_VALUES, QUANTILES, SERIES
 from llmtop.export.routers import routers
 from llmtop.model import STATES, EngineRow, GpuRecord, Snapshot
@@ -94,6 +95,7 @@ def _values(out: _Out, row: EngineRow, rank: str | None) -> None:
             continue
         for label, f in QUANTILES:
             out.add(name, {**labels, "quantile": label}, getattr(q, f))
+    kv(out, row, labels)
 
 
 def _state(out: _Out, target: str, engine: str | None, model: str | None, row: EngineRow

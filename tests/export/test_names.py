@@ -31,6 +31,7 @@ def test_doc_table_equals_the_code():
 def test_the_view_serves_only_listed_names():
     src = Path(view.__file__).read_text(encoding="utf-8")
     src += Path(view.__file__).with_name("routers.py").read_text(encoding="utf-8")
+    src += Path(view.__file__).with_name("kv.py").read_text(encoding="utf-8")
     used = set(re.findall(r'"(llmtop_\w+)"', src))
     names = {s.name for s in SERIES}
     assert used <= names, used - names
