@@ -234,6 +234,8 @@ class _Collector:
         }, 1.0)
         if e.kv_role is not None:  # a P/D engine: the NIXL connector's families
             yield from _nixl(base, st, counter, created)
+        if e.kv_role == "prefill":  # and its offloading connector (MultiConnector)
+            yield from _offload(base, e, counter)
 
 
 # (family, sim key, HELP) of NixlPromMetrics (vllm/distributed/kv_transfer/kv_connector/v1/
@@ -263,6 +265,20 @@ def _nixl(base: dict[str, str], st: Any, counter: Any, created: float) -> Iterat
         yield _hist(name, doc, base, st.hist(key), created)
     for name, key, doc in _NIXL_COUNTERS:
         yield counter(name, doc, [(base, st.c[key])])
+
+
+def _offload(base: dict[str, str], e: Engine, counter: Any) -> Iterator[Metric]:
+    """vLLM's ``OffloadingConnector`` (``offloading/metrics.py``, vLLM 0.32): every computed
+    prompt block stored to CPU; the demo's prefix hits are on the GPU, so nothing loads back."""
+    c = e.stats.c
+    per_token = float(e.profile.kv_bytes_per_token)
+    computed = c["prompt_tokens"] - c["prompt_tokens_cached"] - c["prompt_tokens_external"]
+    yield counter("vllm:kv_offload_store_bytes", "Total bytes stored from GPU to offload storage.",
+                  [(base, max(0.0, computed) * per_token)])
+    yield counter("vllm:kv_offload_load_bytes", "Total bytes loaded from offload storage to GPU.",
+                  [(base, 0.0)])
+    yield counter("vllm:kv_offload_allocation_failure",
+                  "Number of KV offload store allocation attempts that failed.", [(base, 0.0)])
 
 
 def _spec_counters(counter: Any, base: dict[str, str], c: Any) -> Iterator[Metric]:

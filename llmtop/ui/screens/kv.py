@@ -33,9 +33,8 @@ def _n(v: float | None) -> str:
 
 def _q3(q: Quantiles | None) -> str:
     """``p50 / p95 / mean`` of a window's quantiles (``<``/``>`` for bounds)."""
-    if q is None:
-        return fmt.DASH
-    return " / ".join(fmt.quantile_text(q, n) for n in ("p50", "p95", "mean"))
+    out = [fmt.quantile_text(q, n) for n in ("p50", "p95", "mean")] if q else []
+    return fmt.DASH if all(x == fmt.DASH for x in out) else " / ".join(out)
 
 
 Fmt = Callable[[Any], str]
