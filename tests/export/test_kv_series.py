@@ -16,7 +16,8 @@ FIXTURES = (("a", "vllm", "stack/vllm-nixl-lmcache-SYNTHETIC.txt"),
             ("b", "sglang", "stack/sglang-pd-hicache-SYNTHETIC.txt"),
             ("c", "sglang", "stack/sglang-decode-kv-stages-SYNTHETIC.txt"),
             ("d", "vllm", "stack/vllm-kv-offload-SYNTHETIC.txt"),
-            ("e", "vllm", "vllm-real-cpu-v0.32.0-calm-a.txt"))
+            ("e", "vllm", "vllm-real-cpu-v0.32.0-calm-a.txt"),
+            ("f", "vllm", "stack/vllm-simple-kv-offload-SYNTHETIC.txt"))
 Q = (("0.5", "p50"), ("0.9", "p90"), ("0.95", "p95"), ("0.99", "p99"))
 SCALAR = {"latency_now_s": "llmtop_kv_transfer_latency_now_seconds",
           "bytes_per_s": "llmtop_kv_transfer_bytes_per_second",
