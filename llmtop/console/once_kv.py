@@ -11,6 +11,7 @@ from llmtop.model import Quantiles, Snapshot
 __all__ = ["kv_lines"]
 
 DASH = "–"
+WIDTH = 80
 
 
 def _s(v: float | None) -> str:
@@ -74,12 +75,14 @@ def _tiers(kt: dict[str, Any]) -> list[str]:
         if key in kt:
             out.append(label + f(kt[key]))
     if kt.get("tiers"):
-        out.append(f"{len(kt['tiers'])} tiers")
+        n = len(kt["tiers"])
+        out.append(f"{n} tier" + ("s" if n > 1 else ""))
     return out
 
 
 def kv_lines(snap: Snapshot) -> list[str]:
-    """One line per engine of ``snap`` with a KV transfer or offload tiers ([] if none)."""
+    """One line per engine of ``snap`` with a KV transfer or offload tiers ([] if none);
+    two (transfer, tiers) where one would pass ``WIDTH`` columns."""
     out = []
     for r in snap.engines:
         parts = []
@@ -87,6 +90,9 @@ def kv_lines(snap: Snapshot) -> list[str]:
             parts.append("xfer " + " · ".join(_transfer(r.kv_transfer) or [DASH]))
         if r.kv_tiers:
             parts.append("tiers " + " · ".join(_tiers(r.kv_tiers) or [DASH]))
-        if parts:
-            out.append(f"  kv {r.target}: " + " | ".join(parts))
+        if not parts:
+            continue
+        head = f"  kv {r.target}: "
+        one = head + " | ".join(parts)
+        out += ([one] if len(one) <= WIDTH or len(parts) < 2 else [head + p for p in parts])
     return out
