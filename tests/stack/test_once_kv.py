@@ -1,5 +1,6 @@
-"""``--once`` text: one ``kv`` line (two past 80 columns) per engine with a KV transfer or offload tiers, naming
-only the numbers the row has (``–`` for a present unknown), none for other engines."""
+"""``--once`` text: one ``kv`` line (two past 80 columns) per engine with a KV transfer or
+offload tiers, naming only the numbers the row has (``–`` for a present unknown), none for
+other engines."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from rich.text import Text
 from llmtop.model import EngineRow, Quantiles
 from llmtop.ui import fmt
 
-__all__ = ["kv_section", "transfer_table", "tiers_table"]
+__all__ = ["kv_section", "tiers_table", "transfer_table"]
 
 
 def _bps(v: float | None) -> str:
