@@ -118,3 +118,22 @@ def test_demo_pd_engines_show_both_sections():
     assert "KV offload tiers (window)" in pre
     assert f"offload {fmt_bytes(per_s)}/s" in pre and "load back 0B/s" in pre
     assert "time p50 / p95 / mean –" in pre  # NIXL families, no transfer in the window
+
+
+def test_demo_offload_families_are_the_sources():
+    """The prefill engine's offloading connector families: names, types, labels and HELP as
+    vLLM's own classes render them (``tests/fixtures/stack/vllm-kv-offload-SYNTHETIC.txt``);
+    plain and decode engines have none."""
+    from tests.conftest import fixture_text
+    from tests.demo.test_formats import helps, shape
+
+    names = {"vllm:kv_offload_store_bytes", "vllm:kv_offload_load_bytes",
+             "vllm:kv_offload_allocation_failure"}
+    body = formats_vllm.render(_demo_engine("prefill")).decode()
+    real = fixture_text("stack/vllm-kv-offload-SYNTHETIC.txt")
+    got, want = shape(body), shape(real)
+    assert {n: got[n] for n in names} == {n: want[n] for n in names}
+    hb, hr = helps(body), helps(real)
+    assert {n: hb[n + "_total"] for n in names} == {n: hr[n + "_total"] for n in names}
+    for role in ("decode", None):
+        assert not names & set(shape(formats_vllm.render(_demo_engine(role)).decode()))
