@@ -174,7 +174,8 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
     ``partial``: window name -> the backend's warnings when that window's row came from a
     partial answer (fleet mode): its rows and columns say ``PARTIAL``, a line says why.
     ``raw``: the raw metrics browser (``m``) is offered (not in fleet mode); ``stack``: the
-    lines on its router and TTFT path (``screens.router.stack_section``)."""
+    lines on its router and TTFT path (``screens.router.stack_section``); the KV transfer
+    and offload tier sections follow them (``screens.kv``)."""
     partial = {n: w for n, w in (partial or {}).items() if n in windows}
     windows = {f"{n} PARTIAL" if n in partial else n: w for n, w in windows.items()}
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
