@@ -24,6 +24,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,9 @@ THREAD_PARSE_BYTES = 1 << 20
 """Bodies larger than this are parsed in a worker thread, off the event loop."""
 _WORKERS = "/workers "
 """Key prefix of a router's ``/workers`` poll among the side polls (``_slots``)."""
+WORKERS_EVERY_S = 10.0
+"""A router's worker list (roles) changes with its pool, not every refresh: asked this often
+(the store keeps the last answer between polls)."""
 
 Sink = Callable[[Any], Any]
 
@@ -70,6 +74,8 @@ class Monitor:
         self._own_scraper = scraper is None
         self._gpu = gpu_sampler
         self._pending: dict[str, asyncio.Task[RawScrape]] = {}
+        self._workers_at: dict[str, float] = {}
+        """When each router's ``/workers`` was last asked (``WORKERS_EVERY_S``)."""
         self._backends_seen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
         """The routers' backend URLs and the targets ``_add_backends`` last looked at."""
         self._slots: dict[str, asyncio.Future[RawScrape]] = {}
@@ -315,10 +321,13 @@ class Monitor:
         workers = getattr(self.scraper, "workers", None)
         if workers is None:
             return
+        now = time.monotonic()
         for t in self.targets:
             key = _WORKERS + t.name
             if (t.api_url and key not in self._slots
+                    and now - self._workers_at.get(t.name, -WORKERS_EVERY_S) >= WORKERS_EVERY_S
                     and self.store.engine_of(t.name) == "sglang-router"):
+                self._workers_at[t.name] = now
                 self._slots[key] = asyncio.ensure_future(workers(t))
 
     async def _scrape_one(self, target: Target) -> RawScrape:

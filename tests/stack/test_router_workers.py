@@ -86,6 +86,10 @@ async def test_monitor_polls_workers_only_with_a_serving_url():
     assert roles["r1"] == {A: "prefill", B: "decode"}
     assert roles["r2"] == {A: None, B: None}
     assert set(calls) == {"r1"}
+    for _ in range(5):  # refreshes within WORKERS_EVERY_S ask no more; the roles stay
+        snap = await mon.tick()
+    assert calls == ["r1"]
+    assert {b.url: b.role for b in snap.routers[0].backends} == {A: "prefill", B: "decode"}
     await mon.aclose()
 
 
