@@ -37,7 +37,7 @@ def _as_demo(body: bytes) -> bytes:
     spans = decode_protobuf(body)
     groups = [DemoSpan(s.name, bytes.fromhex(s.trace_id), bytes.fromhex(s.span_id),
                        bytes.fromhex(s.parent_id), s.start_ns, s.end_ns,
-                       tuple(s.attrs.items()), flags=0x300 if s.parent_id else 0x100)
+                       tuple(s.attrs.items()), **({"flags": 0x300} if s.parent_id else {}))
               for s in spans]
     return encode_export([(tuple(spans[0].resource.items()), spans[0].scope, groups)])
 
@@ -94,7 +94,7 @@ def test_traceparent():
 
 
 async def _serve(endpoint: str) -> DemoServer:
-    s = DemoServer(["vllm", "sglang"], background=False, otlp_endpoint=endpoint)
+    s = DemoServer(["vllm", "sglang", "vllm"], background=False, otlp_endpoint=endpoint)
     assert s.spans is not None
     s.spans.interval_s = 3600.0  # the test flushes by itself
     await s.start()
@@ -115,7 +115,7 @@ async def test_a_demo_server_delivers_spans_to_the_receiver_on_the_right_row():
     rx = OtlpReceiver("127.0.0.1", 0)
     server = await _serve(rx.url)
     try:
-        vllm, sglang = server.sites
+        vllm, sglang, other = server.sites  # two vLLMs on one host: service.name decides
         seen: list[Request] = []
         hook = vllm.engine.on_finish
         assert hook is not None and sglang.engine.on_finish is None
@@ -128,8 +128,9 @@ async def test_a_demo_server_delivers_spans_to_the_receiver_on_the_right_row():
         a = await _complete(vllm.base_url, 50, 16,
                             {"traceparent": f"00-{TRACE}-{PARENT}-01"})
         b = await _complete(vllm.base_url, 20, 8)
+        c = await _complete(other.base_url, 30, 5)
         await _complete(sglang.base_url, 20, 8)  # no span: llmtop's SGLang shape is unseen
-        assert await asyncio.to_thread(server.spans.flush) == 2
+        assert await asyncio.to_thread(server.spans.flush) == 3
     finally:
         await server.stop()
     raws = rx.drain()
@@ -140,7 +141,8 @@ async def test_a_demo_server_delivers_spans_to_the_receiver_on_the_right_row():
     for raw in raws:
         store.ingest_spans(raw)
     reqs = {r.id: r for r in store.requests.window(1e10, 4e9)}
-    assert set(reqs) == {a["id"] + "-0", b["id"] + "-0"}
+    assert set(reqs) == {a["id"] + "-0", b["id"] + "-0", c["id"] + "-0"}
+    assert reqs[c["id"] + "-0"].target == other.target
     ra, rb = reqs[a["id"] + "-0"], reqs[b["id"] + "-0"]
     assert (ra.prompt_tokens, ra.output_tokens) == (a["usage"]["prompt_tokens"], 16) == (50, 16)
     assert (rb.prompt_tokens, rb.output_tokens) == (20, 8)
@@ -149,7 +151,7 @@ async def test_a_demo_server_delivers_spans_to_the_receiver_on_the_right_row():
     sim = {r.req_id: r for r in seen}[a["id"]]  # the times are the simulation's own
     assert abs(ra.ttft_s - (sim.first_token_t - sim.arrival)) < 1e-6
     assert abs(ra.e2e_s - (sim.finish_t - sim.arrival)) < 1e-6
-    assert server.spans.stats()["sent"] == 2 and server.spans.dropped == 0
+    assert server.spans.stats()["sent"] == 3 and server.spans.dropped == 0
 
 
 def _closed_port() -> int:
