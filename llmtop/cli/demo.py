@@ -216,6 +216,11 @@ async def _serve(args: argparse.Namespace) -> int:
 
     engines = [x.strip() for x in args.engines.split(",") if x.strip()]
     ports = [int(x) for x in args.ports.split(",") if x.strip()] if args.ports else []
+    url = args.otlp_traces_endpoint
+    if url is not None and not url.startswith(("http://", "https://")):
+        print(f"llmtop demo: --otlp-traces-endpoint {url!r}: give an http(s):// URL (OTLP/HTTP, "
+              "e.g. http://127.0.0.1:4318/v1/traces)", file=sys.stderr, flush=True)
+        return 2
     server = DemoServer(engines, ports, scenario=args.scenario, seed=args.seed,
                         background=not args.no_background, profile=args.profile,
                         fault_after=args.fault_after, fault_every=args.fault_every,

@@ -81,3 +81,11 @@ def test_launcher_passes_the_endpoint_to_demo_serve(monkeypatch):
         launcher.start_demo(otlp_endpoint="http://127.0.0.1:9/v1/traces")
     i = cmds[0].index("--otlp-traces-endpoint")
     assert cmds[0][i + 1] == "http://127.0.0.1:9/v1/traces"
+
+
+def test_demo_serve_refuses_an_endpoint_that_is_not_a_url(capsys):
+    from llmtop.cli.demo import main
+
+    assert main(["serve", "--otlp-traces-endpoint", "127.0.0.1:4318"]) == 2
+    err = capsys.readouterr().err
+    assert "give an http(s):// URL" in err and "Traceback" not in err
