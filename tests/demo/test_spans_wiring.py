@@ -89,3 +89,44 @@ def test_demo_serve_refuses_an_endpoint_that_is_not_a_url(capsys):
     assert main(["serve", "--otlp-traces-endpoint", "127.0.0.1:4318"]) == 2
     err = capsys.readouterr().err
     assert "give an http(s):// URL" in err and "Traceback" not in err
+
+
+def test_record_demo_with_otlp_listen_tells_the_demo(monkeypatch, tmp_path):
+    import asyncio
+
+    import llmtop.cli.record as cli_record
+
+    seen: dict[str, Any] = {}
+
+    def start_demo(**kw: Any) -> _FakeDemo:
+        seen["endpoint"] = kw.get("otlp_endpoint")
+        return _FakeDemo()
+
+    def fake_run(coro: Any) -> int:
+        coro.close()
+        return 0
+
+    import llmtop.cli.otlp as cli_otlp
+
+    started: list[Any] = []
+    real = cli_otlp.start_receiver
+
+    def start_receiver(args: Any) -> Any:
+        rx = real(args)
+        started.append(rx)
+        return rx
+
+    monkeypatch.setattr(launcher, "start_demo", start_demo)
+    monkeypatch.setattr(asyncio, "run", fake_run)
+    monkeypatch.setattr(cli_otlp, "start_receiver", start_receiver)
+    try:
+        assert cli_record.record_main([str(tmp_path / "r.llmtop"), "--demo", "--otlp-listen",
+                                       "127.0.0.1:0"]) == 0
+    finally:
+        for rx in started:
+            if rx is not None:
+                rx.close()
+    assert seen["endpoint"] == started[0].url
+    seen.clear()
+    assert cli_record.record_main([str(tmp_path / "s.llmtop"), "--demo"]) == 0
+    assert seen["endpoint"] is None  # no receiver asked for: none started
