@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-memory-used-gib", type=float, default=0.5, metavar="G",
                    help="GiB of the simulated GPU held by other processes at start "
                    "(default 0.5: the CUDA context)")
+    s.add_argument("--otlp-traces-endpoint", default=None, metavar="URL",
+                   help="send each finished request's span here, as vLLM does (OTLP/HTTP "
+                   "protobuf, e.g. http://127.0.0.1:4318/v1/traces; docs/requests.md)")
     s.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
     s.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     s.add_argument("--quiet", action="store_true", help="do not print the URLs")
@@ -213,11 +216,17 @@ async def _serve(args: argparse.Namespace) -> int:
 
     engines = [x.strip() for x in args.engines.split(",") if x.strip()]
     ports = [int(x) for x in args.ports.split(",") if x.strip()] if args.ports else []
+    url = args.otlp_traces_endpoint
+    if url is not None and not url.startswith(("http://", "https://")):
+        print(f"llmtop demo: --otlp-traces-endpoint {url!r}: give an http(s):// URL (OTLP/HTTP, "
+              "e.g. http://127.0.0.1:4318/v1/traces)", file=sys.stderr, flush=True)
+        return 2
     server = DemoServer(engines, ports, scenario=args.scenario, seed=args.seed,
                         background=not args.no_background, profile=args.profile,
                         fault_after=args.fault_after, fault_every=args.fault_every,
                         gpu_port=args.gpu_port, settings=_settings(args),
-                        gpu_used_gib=args.gpu_memory_used_gib, host=args.host)
+                        gpu_used_gib=args.gpu_memory_used_gib, host=args.host,
+                        otlp_endpoint=args.otlp_traces_endpoint)
     try:
         await server.start()
     except ValueError as exc:  # the engine refuses these settings, as the real one does
@@ -238,6 +247,8 @@ async def _serve(args: argparse.Namespace) -> int:
                   f"{'P/D' if r['pd'] else r['policy']} over "
                   + ", ".join(f"{b['url']} ({b['role']})" for b in r["backends"]))
         print(f"  GPUs (JSON)                {info['gpu_url']}")
+        if info.get("otlp_traces_endpoint"):
+            print(f"  request spans (vLLM)       {info['otlp_traces_endpoint']}")
         print("Ctrl-C to stop.", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

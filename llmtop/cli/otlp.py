@@ -15,7 +15,8 @@ from typing import Any
 
 from llmtop.errors import ConfigError
 
-__all__ = ["OTLP_DESTS", "add_otlp_options", "attach_receiver", "start_receiver"]
+__all__ = ["OTLP_DESTS", "add_otlp_options", "attach_receiver", "listen_for_demo",
+           "start_receiver"]
 
 log = logging.getLogger("llmtop.otlp")
 
@@ -40,6 +41,16 @@ def add_otlp_options(p: argparse.ArgumentParser) -> None:
                    help="serve HTTPS (and gRPC over TLS) with this PEM certificate (chain)")
     g.add_argument("--otlp-tls-key", default=None, metavar="FILE",
                    help="its PEM private key (default: in the certificate file)")
+
+
+def listen_for_demo(args: Any) -> None:
+    """The TUI on ``--demo`` receives the demo engines' request spans: without
+    ``--otlp-listen`` / ``--otlp-grpc-listen`` the receiver takes a free loopback port (the
+    demo is told where by ``--otlp-traces-endpoint``). ``--once`` is left as it was."""
+    if (getattr(args, "demo", False) and not getattr(args, "once", False)
+            and not getattr(args, "otlp_listen", None)
+            and not getattr(args, "otlp_grpc_listen", None)):
+        args.otlp_listen = "127.0.0.1:0"
 
 
 def start_receiver(args: Any) -> Any:

@@ -72,13 +72,15 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
                engines: list[str] | tuple[str, ...] | None = None,
                extra_args: list[str] | None = None,
                baseline_s: float | None = None,
-               anomaly_s: float | None = None) -> DemoHandle:
+               anomaly_s: float | None = None,
+               otlp_endpoint: str | None = None) -> DemoHandle:
     """Start the demo engines in a child process; return once they answer.
 
     ``baseline_s``: seconds of healthy traffic before a diagnosis scenario's anomaly (default:
     ``$LLMTOP_DEMO_BASELINE_S``, else the scenario's own, 30 s); ``anomaly_s``: how long the
     anomaly lasts before the baseline returns (default ``$LLMTOP_DEMO_ANOMALY_S``, else until
-    the demo stops).
+    the demo stops); ``otlp_endpoint``: where the demo vLLMs send their request spans
+    (``--otlp-traces-endpoint``).
     """
     workdir = children.temp_dir(prefix="llmtop-demo-")
     ready = os.path.join(workdir, "ready.json")
@@ -88,6 +90,8 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
         cmd += ["--engines", ",".join(engines)]
     if scenario:
         cmd += ["--scenario", scenario]
+    if otlp_endpoint:
+        cmd += ["--otlp-traces-endpoint", otlp_endpoint]
     cmd += extra_args or []
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -19,6 +19,7 @@ import time
 import uuid
 from typing import Any
 
+from llmtop.demo.formats_spans import parse_traceparent
 from llmtop.demo.httpd import Request, Response, StreamResponse, json_response, text_response
 from llmtop.demo.scenarios import VOCAB
 from llmtop.demo.sim import Engine, Rejected
@@ -114,6 +115,8 @@ async def _run(request: Request, engine: Engine, chat: bool) -> Response | Strea
         return error_response(503, "Server is at capacity, retry later.", "ServiceUnavailable",
                               headers={"Retry-After": "1"})
     rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    r.req_id = rid  # its span (demo/formats_spans.py) says it, and the caller's trace id
+    r.trace = parse_traceparent(request.headers.get("traceparent"))
     created = int(time.time())
     model = engine.model
     if not stream:

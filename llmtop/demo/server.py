@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
+import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -20,6 +22,7 @@ from typing import Any
 
 from llmtop import clock
 from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
+from llmtop.demo.formats_spans import SCOPE_VLLM, vllm_resource, vllm_span
 from llmtop.demo.gpu import SimGpu
 from llmtop.demo.httpd import HttpServer, Request, Response, Router, json_response
 from llmtop.demo.profiles import (
@@ -36,6 +39,7 @@ from llmtop.demo.scenarios import (
     get_scenario,
 )
 from llmtop.demo.sim import Engine
+from llmtop.demo.span_sender import SpanSender
 from llmtop.demo.stack import Stack
 
 __all__ = ["ENGINE_KINDS", "DemoServer"]
@@ -138,7 +142,7 @@ class DemoServer:
                  fault_every: float = 30.0, gpu_port: int = 0,
                  baseline_s: float | None = None, anomaly_s: float | None = None,
                  settings: dict[str, Any] | None = None, gpu_used_gib: float = 0.5,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", otlp_endpoint: str | None = None):
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
@@ -172,6 +176,8 @@ class DemoServer:
         self.host = host
         """The address every engine and the GPU endpoint listen on (loopback unless told:
         0.0.0.0 inside a network namespace, as a container's engine would)."""
+        self.spans = SpanSender(otlp_endpoint) if otlp_endpoint else None
+        """Where the demo vLLMs send their request spans (``--otlp-traces-endpoint``)."""
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -214,6 +220,8 @@ class DemoServer:
             await es.listen(sock)
             if sc.effect == "spec-decode-drop" and kind in sc.effect_engines:
                 engine.spec_accept = _SPEC_ACCEPT[0]
+            if self.spans is not None and kind == "vllm":
+                engine.on_finish = self._span_hook(es)
             engine.start()
             self.sites.append(es)
         grouter = Router()
@@ -224,6 +232,8 @@ class DemoServer:
         await self._gpu_http.listen(gsock)
         self.gpu_url = f"http://127.0.0.1:{gsock.getsockname()[1]}/gpus"
         loop = asyncio.get_running_loop()
+        if self.spans is not None:
+            self.spans.start()
         if sc.stack is not None:
             self.stack = Stack(sc.stack, self.sites, self.seed)
             await self.stack.start(_bind(self.ports[len(self.kinds)]), self.background)
@@ -255,6 +265,21 @@ class DemoServer:
                 await s.http.close()
         if self._gpu_http is not None:
             await self._gpu_http.close()
+        if self.spans is not None:
+            self.spans.close()
+
+    def _span_hook(self, es: _EngineSite) -> Callable[[Any], None]:
+        """Queue each finished request's ``llm_request`` span, the resource naming the
+        engine's target (``service.name``: the row llmtop shows it in)."""
+        sender = self.spans
+        assert sender is not None
+        resource = vllm_resource(es.target, os.getpid(), str(uuid.uuid4()))
+        rng = random.Random(f"spans:{self.seed}:{es.port}")
+
+        def hook(r: Any) -> None:
+            sender.add(resource, SCOPE_VLLM, vllm_span(r, rng))
+
+        return hook
 
     def info(self) -> dict[str, Any]:
         """What a client needs: per engine target, URLs; the GPU URL; the pid."""
@@ -277,6 +302,7 @@ class DemoServer:
                 "role": s.engine.kv_role or ("both" if self.stack else None),
             } for s in self.sites],
             "router": self.stack.info() if self.stack is not None else None,
+            "otlp_traces_endpoint": self.spans.endpoint if self.spans is not None else None,
         }
 
     # -- background loops -------------------------------------------------------------------

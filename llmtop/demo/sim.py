@@ -54,7 +54,7 @@ class Request:
         "first_token_t",
         "hashes",
         "ignore_eos", "last_token_t", "max_tokens", "n_preempt", "output", "prefill_target",
-        "prompt_len", "refs", "rid", "stream", "target_len", "waiter",
+        "prompt_len", "refs", "req_id", "rid", "stream", "target_len", "trace", "waiter",
     )
 
     def __init__(self, rid: int, prompt_len: int, hashes: list[int], max_tokens: int,
@@ -88,6 +88,10 @@ class Request:
         self.refs: list[int] = []
         self.n_preempt = 0
         self.waiter: asyncio.Future[None] | None = None
+        self.req_id: str | None = None
+        """The API's response id (``cmpl-...``), for its span; None: background traffic."""
+        self.trace: tuple[bytes, bytes] | None = None
+        """(trace id, parent span id) of the caller's ``traceparent``, for its span."""
 
     @property
     def done(self) -> bool:
@@ -169,6 +173,9 @@ class Engine:
         """Requests waiting on a KV transfer into this engine (vLLM's ``deferred``)."""
         self.stalled = False
         """``stuck``: the scheduler makes no step (requests stay, no token), /health 200."""
+        self.on_finish: Callable[[Request], None] | None = None
+        """Called with each request the engine finished (not aborted): its span
+        (``demo/formats_spans.py``)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.closed = False
@@ -520,4 +527,6 @@ class Engine:
         st.obs("num_preemptions", r.n_preempt)
         if ok:
             st.inc("success")
+        if self.on_finish is not None and reason != "abort":
+            self.on_finish(r)
         r._wake()
