@@ -243,6 +243,19 @@ def scatter_chart(title: str, x_title: str, y_title: str,
                      legend_at_bottom=True, x_title=x_title, y_title=y_title, dots_size=4,
                      print_labels=True, truncate_legend=-1, stroke=False,
                      style=_style(list(PALETTE)))
+    xs = [x for _n, pts in series for x, _y, _l in pts]
+    ys = [y for _n, pts in series for _x, y, _l in pts]
+    if xs:  # a margin round the points: none sits on an axis, no label on a tick's text
+        chart.xrange, chart.range = _padded(xs), _padded(ys)
     for name, pts in series:
         chart.add(name, [{"value": (x, y), "label": label} for x, y, label in pts])
     return str(chart.render(is_unicode=True))
+
+
+def _padded(values: Sequence[float], share: float = 0.1) -> tuple[float, float]:
+    """(low, high) of ``values`` widened by ``share`` of their span each side (of the
+    value itself when they are all equal), never below 0 for values that are not."""
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * share or abs(hi) * share or 1.0
+    low = lo - pad
+    return (max(0.0, low) if lo >= 0 else low), hi + pad

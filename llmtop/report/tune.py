@@ -57,14 +57,23 @@ def _fronts(report: dict[str, Any]) -> list[str]:
         if not pts:
             continue
         front = set((report.get("pareto") or {}).get(key) or [])
-        series = [("Pareto front", [(x, y, f"#{i}") for i, x, y in pts if i in front]),
-                  ("other trials", [(x, y, f"#{i}") for i, x, y in pts if i not in front])]
+        name = _names(report)
+        series = [("Pareto front", [(x, y, name[i]) for i, x, y in pts if i in front]),
+                  ("other trials", [(x, y, name[i]) for i, x, y in pts if i not in front])]
         out.append(scatter_chart(f"Output tok/s per GPU vs {axis} (at the SLA boundary)",
                                  "output tok/s per GPU", axis, series))
     return out
 
 
-def _levels(t: dict[str, Any], i: int) -> str:
+def _names(report: dict[str, Any]) -> dict[int, str]:
+    """Each trial as the table's ``#`` column names it: ``#rank`` for a ranked one, else
+    ``trial N`` (its place in the plan, from 1): the charts and the trial sections too."""
+    rank = {i: r + 1 for r, i in enumerate(report.get("ranking") or [])}
+    return {i: f"#{rank[i]}" if i in rank else f"trial {i + 1}"
+            for i in range(len(report["trials"]))}
+
+
+def _levels(t: dict[str, Any], name: str) -> str:
     rows = "".join(
         f"<tr><td>{_e(load_text(lv['load'], is_rate(t)))}</td>"
         f"<td>{'yes' if lv['met'] else 'no'}</td>"
@@ -79,7 +88,7 @@ def _levels(t: dict[str, Any], i: int) -> str:
     start = t.get("start")
     started = (f"<p>Started at {_e(load_text(start['load'], is_rate(t)))}, predicted: "
                f"{_e(start['predicted_from'])}</p>" if start else "")
-    return (f"<h3>#{i} {_e(params)}</h3><p>{_e(t.get('capacity') or '')}</p>{started}"
+    return (f"<h3>{_e(name)} {_e(params)}</h3><p>{_e(t.get('capacity') or '')}</p>{started}"
             "<table><tr><th>load</th><th>SLOs met</th><th>out tok/s</th><th>TTFT p95 ms</th>"
             "<th>TPOT p95 ms</th><th>running</th><th>waiting</th><th>KV %</th>"
             "<th>preemptions</th><th>errors</th><th>note</th></tr>" + rows + "</table>")
@@ -112,7 +121,8 @@ def tune_html(report: dict[str, Any]) -> str:
         body.append("<h2>Pareto fronts</h2>")
         body += [f"<div class='chart'>{c}</div>" for c in charts]
     body.append("<h2>Trials</h2>")
-    body += [_levels(t, i) for i, t in enumerate(report["trials"]) if t["levels"]]
+    name = _names(report)
+    body += [_levels(t, name[i]) for i, t in enumerate(report["trials"]) if t["levels"]]
     return page(title, body, _CSS)
 
 
