@@ -13,7 +13,7 @@ n="${1:?usage: census.sh N [REPO]}"
 repo="${2:-$(cd "$(dirname "$0")/.." && pwd)}"
 dir="${CENSUS_DIR:-/tmp/llmtop-census}"
 mkdir -p "$dir"
-commit="$(git -C "$repo" rev-parse --short HEAD)"
+commit="$(git -C "$repo" rev-parse --short HEAD)"  # every run tests this commit
 echo "census of $repo at $commit: $n fresh-clone runs; logs in $dir"
 echo "| run | wall s | passed/failed/skipped | pytest s | load at start | five slowest |"
 echo "|---|---|---|---|---|---|"
@@ -22,7 +22,7 @@ for i in $(seq 1 "$n"); do
   clone="$(mktemp -d /tmp/llmtop-census-clone.XXXXXX)"
   log="$dir/run-$i.log"
   load="$(cut -d' ' -f1-3 /proc/loadavg)"
-  git clone -q "$repo" "$clone/llmtop"
+  git clone -q "$repo" "$clone/llmtop" && git -C "$clone/llmtop" checkout -q "$commit"
   start=$(date +%s.%N)
   (cd "$clone/llmtop" && python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' \
     && .venv/bin/python -m pytest -q --durations=5) >"$log" 2>&1
