@@ -15,6 +15,12 @@ costs. Prints per run: CPU ms per refresh and % of one core over the measured wi
 reported as not comparable.
 
     .venv/bin/python benchmarks/stack_cost.py [--seconds 30] [--rounds 2] [--backends 8]
+        [--baseline-tree PATH]
+
+``--baseline-tree PATH`` (a checkout of an older commit, e.g. ``git worktree add /tmp/base
+b5f1f32``, the tree before router support) adds a third run per round: the 8 engines watched
+by that tree's llmtop (its package first on ``PYTHONPATH``, this venv's dependencies), the
+"8 engines did" of issue 42.
 """
 
 from __future__ import annotations
@@ -91,14 +97,18 @@ def follows_router(router_url: str) -> tuple[bool, int]:
     return bool(snap.get("routers")), len(snap.get("engines", []))
 
 
-def measure(urls: list[str], marker: bytes, args: argparse.Namespace) -> dict:
+def measure(urls: list[str], marker: bytes, args: argparse.Namespace,
+            tree: str | None = None) -> dict:
+    """CPU per refresh of one TUI (this tree's, or ``tree``'s llmtop) watching ``urls``."""
     cols, rows = (int(x) for x in args.size.split("x"))
     env = dict(os.environ, TERM="xterm-256color", TEXTUAL_ANIMATIONS="none",
                COLUMNS=str(cols), LINES=str(rows))
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    if tree is not None:
+        env["PYTHONPATH"] = tree
     tui = subprocess.Popen([PY, "-c", DRIVER, json.dumps(urls), str(args.interval)],
-                           stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+                           stdin=slave, stdout=slave, stderr=slave, cwd=tree or ROOT, env=env,
                            start_new_session=True)
     os.close(slave)
     try:
@@ -134,6 +144,8 @@ def main() -> int:
     ap.add_argument("--backends", type=int, default=8)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--size", default="80x24")
+    ap.add_argument("--baseline-tree", default=None,
+                    help="an older checkout: its llmtop watches the 8 engines too")
     args = ap.parse_args()
     demo, info = start_stack(args.backends)
     try:
@@ -144,11 +156,15 @@ def main() -> int:
               + (f"follows the router ({rows} engine rows from its URL alone)" if ok else
                  "does not follow a router's backends: router runs are not comparable"))
         for rnd in range(args.rounds):
-            for mode in ("engines", "router"):
-                urls = engines if mode == "engines" else [router]
-                port = (engines[0] if mode == "engines" else router).rsplit(":", 1)[1]
-                r = measure(urls, f":{port}".encode(), args)
-                note = "" if mode == "engines" or ok else "  (not comparable: no backends)"
+            modes = ("engines", "router") + (("base",) if args.baseline_tree else ())
+            for mode in modes:
+                urls = [router] if mode == "router" else engines
+                port = urls[0].rsplit(":", 1)[1]
+                tree = args.baseline_tree if mode == "base" else None
+                r = measure(urls, f":{port}".encode(), args, tree)
+                note = ("" if mode != "router" or ok else "  (not comparable: no backends)")
+                if mode == "base":
+                    note = f"  (8 engines, llmtop of {args.baseline_tree})"
                 print(f"round {rnd + 1} {mode:<8} {r['ms_per_refresh']:6.1f} ms CPU per "
                       f"refresh  {r['cpu_pct']:5.2f} % of one core  RSS {r['rss_mb']:.0f} MB"
                       f"{note}", flush=True)
