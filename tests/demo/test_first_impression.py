@@ -4,9 +4,13 @@ sparklines that move; and it stays healthy (no preemptions, no errors, latencies
 
 from __future__ import annotations
 
+import pytest
+
 from tests.demo.watch import watch
 
 
+@pytest.mark.ci_step  # 6 s of the demo in real time, judged by how many ticks saw a queue:
+# a watcher starved by the README command's six workers saw too few (census run 7: 2 of 3)
 async def test_default_demo_first_impression(demo_factory):
     server = await demo_factory(background=True)
     w = await watch(server, 6.0, interval=0.5)
