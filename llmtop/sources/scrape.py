@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -258,23 +259,9 @@ class Scraper:
         (``sources.slots``: no prompt text); never raises."""
         from llmtop.sources.slots import reduce_slots
 
-        url = target.base_url.rstrip("/") + "/slots"
-        try:
-            res, elapsed = await self._http.fetch(target, url)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # pragma: no cover - defensive
-            return RawScrape(target=target.name, url=url, t_wall=clock.time(),
-                             t_mono=clock.monotonic(), status="down",
-                             error=f"internal error: {type(exc).__name__}")
-        body = reduce_slots(res.body) if res.status == "ok" else None
-        status, error = res.status, res.error
-        if status == "ok" and body is None:
-            status, error = "bad_payload", "not a /slots list"
-        return RawScrape(target=target.name, url=url, t_wall=clock.time(),
-                         t_mono=clock.monotonic(), status=status, http_status=res.http_status,
-                         content_type=res.content_type, body=body, error=error,
-                         elapsed_s=elapsed, engine_hint="llamacpp")
+        return await self._side_get(target, target.base_url.rstrip("/") + "/slots",
+                                    reduce=reduce_slots, what="/slots list",
+                                    engine_hint="llamacpp")
 
     def health_url(self, target: Target, engine: str | None) -> str | None:
         """The health URL of ``target`` (``sources.health``), None when unknown: an engine
@@ -299,17 +286,7 @@ class Scraper:
         the body is dropped (``sources.health``: only the code counts); never raises."""
         from llmtop.sources.health import HEALTH_BODY_CAP
 
-        try:
-            res, elapsed = await self._http.fetch(target, url, cap=HEALTH_BODY_CAP)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # pragma: no cover - defensive
-            return RawScrape(target=target.name, url=url, t_wall=clock.time(),
-                             t_mono=clock.monotonic(), status="down",
-                             error=f"internal error: {type(exc).__name__}")
-        return RawScrape(target=target.name, url=url, t_wall=clock.time(),
-                         t_mono=clock.monotonic(), status=res.status,
-                         http_status=res.http_status, error=res.error, elapsed_s=elapsed)
+        return await self._side_get(target, url, cap=HEALTH_BODY_CAP)
 
     async def workers(self, target: Target) -> RawScrape:
         """A router's worker list (``sources.router_workers``: ``{url: role}``) from its
@@ -317,22 +294,32 @@ class Scraper:
         from llmtop.sources.router_workers import WORKERS_PATH, reduce_workers
 
         url = (target.api_url or target.base_url).rstrip("/") + WORKERS_PATH
+        return await self._side_get(target, url, reduce=reduce_workers, what="/workers list")
+
+    async def _side_get(self, target: Target, url: str, *,
+                        reduce: Callable[[str | None], str | None] | None = None,
+                        what: str = "", cap: int | None = None,
+                        engine_hint: str | None = None) -> RawScrape:
+        r"""One side poll's GET (``slots``, ``health``, ``workers``) as a ``RawScrape``: the
+        body ``reduce``\ d (an answer it rejects is a bad payload, "not a ``what``"), or
+        dropped without ``reduce``; never raises."""
         try:
-            res, elapsed = await self._http.fetch(target, url)
+            res, elapsed = await self._http.fetch(target, url, cap=cap)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - defensive
             return RawScrape(target=target.name, url=url, t_wall=clock.time(),
                              t_mono=clock.monotonic(), status="down",
                              error=f"internal error: {type(exc).__name__}")
-        body = reduce_workers(res.body) if res.status == "ok" else None
-        status, error = res.status, res.error
-        if status == "ok" and body is None:
-            status, error = "bad_payload", "not a /workers list"
+        status, error, body = res.status, res.error, None
+        if reduce is not None and status == "ok":
+            body = reduce(res.body)
+            if body is None:
+                status, error = "bad_payload", f"not a {what}"
         return RawScrape(target=target.name, url=url, t_wall=clock.time(),
                          t_mono=clock.monotonic(), status=status, http_status=res.http_status,
-                         content_type=res.content_type, body=body, error=error,
-                         elapsed_s=elapsed)
+                         content_type=res.content_type if reduce is not None else None,
+                         body=body, error=error, elapsed_s=elapsed, engine_hint=engine_hint)
 
     async def _probe_identity(self, target: Target, st: _State) -> dict[str, Any]:
         """``identify`` and keep the answer when anything answered (besides ``host``)."""
