@@ -167,20 +167,17 @@ def run_monitor(args: argparse.Namespace) -> int:
                 recorder.close()
     demo = None
     try:
-        from llmtop.cli.otlp import attach_receiver, listen_for_demo, start_receiver
+        from llmtop.cli.otlp import (
+            attach_receiver,
+            listen_for_demo,
+            start_demo_sending,
+            start_receiver,
+        )
 
         listen_for_demo(args)  # the TUI on --demo: the demo's spans on a free loopback port
         spans = start_receiver(args)  # --otlp-listen (a bad address stops here)
         if args.demo:
-            from llmtop.demo.launcher import start_demo
-
-            try:
-                demo = start_demo(scenario=args.demo_scenario, config=config,
-                                  otlp_endpoint=spans.url if spans is not None else None)
-            except BaseException:
-                if spans is not None:
-                    spans.close()
-                raise
+            demo = start_demo_sending(args, config, spans)
             config = demo.apply(config)
         if args.once:
             from llmtop.once import run_once

@@ -16,7 +16,7 @@ from typing import Any
 from llmtop.errors import ConfigError
 
 __all__ = ["OTLP_DESTS", "add_otlp_options", "attach_receiver", "listen_for_demo",
-           "start_receiver"]
+           "start_demo_sending", "start_receiver"]
 
 log = logging.getLogger("llmtop.otlp")
 
@@ -51,6 +51,20 @@ def listen_for_demo(args: Any) -> None:
             and not getattr(args, "otlp_listen", None)
             and not getattr(args, "otlp_grpc_listen", None)):
         args.otlp_listen = "127.0.0.1:0"
+
+
+def start_demo_sending(args: Any, config: Any, spans: Any) -> Any:
+    """``--demo``'s engines, told to send their request spans to ``spans`` (the receiver,
+    or None: they send none); ``spans`` is closed when the demo cannot start."""
+    from llmtop.demo.launcher import start_demo
+
+    try:
+        return start_demo(scenario=args.demo_scenario, config=config,
+                          otlp_endpoint=spans.url if spans is not None else None)
+    except BaseException:
+        if spans is not None:
+            spans.close()
+        raise
 
 
 def start_receiver(args: Any) -> Any:

@@ -80,21 +80,13 @@ def record_main(argv: Sequence[str]) -> int:
     demo = None
     try:
         listen: dict[str, Any] = {"listen": args} if args.listen else {}  # also /metrics
-        from llmtop.cli.otlp import start_receiver
+        from llmtop.cli.otlp import start_demo_sending, start_receiver
 
         spans = start_receiver(args)  # --otlp-listen: the spans go to the recording too
         if spans is not None:
             listen["spans"] = spans
         if args.demo:  # with --otlp-listen, the demo vLLM's request spans are recorded
-            from llmtop.demo.launcher import start_demo
-
-            try:
-                demo = start_demo(scenario=args.demo_scenario, config=config,
-                                  otlp_endpoint=spans.url if spans is not None else None)
-            except BaseException:
-                if spans is not None:
-                    spans.close()
-                raise
+            demo = start_demo_sending(args, config, spans)
             config = demo.apply(config)
         return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
                                    demo, **listen))
