@@ -42,8 +42,8 @@ def test_smg_router():
     assert engine == "sglang-router"
     assert rs.policy == "cache_aware"
     assert rs.counters == {"requests": 100.0, "retries": 3.0}
-    assert rs.backends["http://10.0.0.6:8000"].counters == {"routed": 30.0, "failures": 3.0}
-    assert rs.backends["http://10.0.0.6:8000"].gauges["breaker"] == 2.0
+    assert rs.backends["http://127.0.0.6:8000"].counters == {"routed": 30.0, "failures": 3.0}
+    assert rs.backends["http://127.0.0.6:8000"].gauges["breaker"] == 2.0
     assert set(rs.hists) == {"request", "ttft"}
 
 
@@ -89,7 +89,7 @@ def test_gie_epp_from_its_testdata():
 def test_llm_d_epp_endpoints():
     engine, rs = sample("llm-d-epp-test-SYNTHETIC.txt")
     assert engine == "llm-d-epp"
-    assert set(rs.backends) == {"pod1-rank-0", "10.0.0.7:8000"}
+    assert set(rs.backends) == {"pod1-rank-0", "127.0.0.7:8000"}
 
 
 def test_dynamo_frontend_workers_and_roles():
@@ -105,14 +105,14 @@ def test_production_stack_router_is_never_an_engine():
     assert detect.detect_engine(body) == "production-stack"  # not "vllm": its vllm:* are
     rs = registry.normalize("production-stack", body).extra["router"]  # the router's view
     assert rs.gauges["qps"] == 8.0
-    assert rs.backends["http://10.0.0.5:8000"].gauges["pending"] == 3.0
+    assert rs.backends["http://127.0.0.5:8000"].gauges["pending"] == 3.0
     assert registry.normalize("production-stack", body).models == []
 
 
 def test_litellm_deployments():
     engine, rs = sample("litellm-SYNTHETIC.txt")
     assert engine == "litellm"
-    down = rs.backends["http://10.0.0.6:8000/v1"]
+    down = rs.backends["http://127.0.0.6:8000/v1"]
     assert down.gauges == {"healthy": 0.0, "breaker": 1.0}  # complete outage
     assert down.counters == {"routed": 100.0, "failures": 40.0}
     assert rs.counters == {"requests": 400.0}

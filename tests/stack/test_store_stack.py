@@ -101,7 +101,7 @@ def test_router_counter_reset_gives_no_negative_rate():
 def test_gauge_only_router_rates_and_links_to_engines():
     """The production-stack router: QPS gauges are its rates; its servers link to engines."""
     body = fixture_text("routers/production-stack-SYNTHETIC.txt").replace(
-        "10.0.0.5:8000", "127.0.0.1:8001").replace("10.0.0.6:8000", "127.0.0.1:8002")
+        "127.0.0.5:8000", "127.0.0.1:8001").replace("127.0.0.6:8000", "127.0.0.1:8002")
     s = store_with(target("ps", 8080), target("a", 8001), target("b", 8002))
     calm = fixture_text("vllm-real-cpu-v0.32.0-calm-a.txt")
     for t in (0.0, 1.0):
