@@ -206,9 +206,10 @@ def shape_text(s: Mapping[str, Any] | None, window: str, inflight: int) -> Text:
             f"{fmt.fmt_s(s.get('rest_queue_median_s'))} (medians)"]
     if s.get("slow_queue_share") is not None:
         bits.append(f"{s['slow_queue_share'] * 100:.0f} % of their TTFT queued")
-    rest = s.get("rest_targets") or {}
-    bits.append(f"on {_targets(s.get('slow_targets') or {})} (rest: "
-                + (f"{len(rest)} engines)" if len(rest) > 1 else f"{_targets(rest)})"))
+    rest, slow = s.get("rest_targets") or {}, s.get("slow_targets") or {}
+    if len({*rest, *slow}) > 1:  # one engine in the window: where they ran says nothing
+        bits.append(f"on {_targets(slow)} (rest: "
+                    + (f"{len(rest)} engines)" if len(rest) > 1 else f"{_targets(rest)})"))
     out.append(" " + " \u00b7 ".join(bits))
     return out
 
