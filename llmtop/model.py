@@ -15,12 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmtop.request import RequestRecord
 
 __all__ = [
     "COUNTER_KEYS",
     "ENGINES",
     "GAUGE_KEYS",
+    "GOOD_STATES",
     "HIST_KEYS",
     "LATENCY_KINDS",
     "PHASE_KINDS",
@@ -46,6 +50,9 @@ ENGINES = ("vllm", "sglang", "triton", "trtllm", "tgi", "llamacpp", "lmdeploy", 
 
 STATES = ("ok", "down", "http_error", "unauthorized", "bad_payload", "stale", "restarted")
 """Target states. ``stale``/``restarted`` are decided by the store, the rest by the scraper."""
+
+GOOD_STATES = ("ok", "restarted")
+"""States whose latest scrape was good: the row's values are current."""
 
 LATENCY_KINDS = ("ttft", "itl", "tpot", "e2e", "queue")
 """Latency histograms every adapter maps into, all in seconds."""
@@ -497,9 +504,10 @@ class Snapshot:
     gpu_error: str | None = None
     routers: list[Any] = field(default_factory=list)
     """``model_stack.RouterRow`` of each router target (``model_stack.ROUTERS``), with its
-    backends; a router is never among ``engines``. (``Any``: model imports no module above.)"""
-    requests: list[Any] | None = None
-    """The window's finished requests (``request.RequestRecord``), slowest TTFT first; None
+    backends; a router is never among ``engines``. (``Any``: ``model_stack`` imports this
+    module, and the no-cycles contract counts type-hint imports too.)"""
+    requests: list[RequestRecord] | None = None
+    """The window's finished requests, slowest TTFT first; None
     when llmtop receives no spans (``history.requests``)."""
     requests_window: dict[str, Any] | None = None
     """The requests' summary, in-flight requests, cold starts and receiver counters."""

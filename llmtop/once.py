@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from llmtop import __version__, clock
 from llmtop.config import Config
 from llmtop.errors import GpuRequiredError
-from llmtop.model import Snapshot
+from llmtop.model import GOOD_STATES, Snapshot
 from llmtop.targets import NO_TARGETS_HINTS, NO_TARGETS_MESSAGE
 
 __all__ = ["NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "empty_json", "run_once", "snapshot_json"]
@@ -131,7 +131,7 @@ def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
     from llmtop.diagnose import diagnose
     from llmtop.diagnose.lifetime import lifetime_baseline
 
-    before = {r.key: r for r in first.engines if r.state in ("ok", "restarted")}
+    before = {r.key: r for r in first.engines if r.state in GOOD_STATES}
     baselines = {k: b for k, r in before.items() if (b := lifetime_baseline(r)) is not None}
     waiting_min = {r.key: min(r.waiting, before[r.key].waiting) for r in snap.engines
                    if r.key in before and r.waiting is not None

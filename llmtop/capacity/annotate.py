@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtop.capacity.profile import Profile
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import GOOD_STATES, EngineRow, Quantiles
 
 __all__ = ["DRIFT_HIT_ABS", "DRIFT_LEN_X", "DRIFT_MIN_REQUESTS", "STALE_AFTER_S",
            "annotate_rows", "annotate_totals", "capacity_text", "drift", "match"]
@@ -121,7 +121,7 @@ def annotate_totals(totals: Iterable[EngineRow], rows: Sequence[EngineRow]) -> N
     instances, when every instance of the model that is up has a profile (one without
     leaves the model's total ``–``: a partial sum would read as spare room)."""
     for t in totals:
-        mine = [r for r in rows if r.model == t.model and r.state in ("ok", "restarted")]
+        mine = [r for r in rows if r.model == t.model and r.state in GOOD_STATES]
         if not mine or any(r.capacity is None for r in mine) or t.requests_per_s is None:
             continue
         cap = sum(r.capacity["requests_per_s"] for r in mine)

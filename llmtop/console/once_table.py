@@ -16,7 +16,7 @@ from rich.text import Text
 
 from llmtop.capacity.annotate import capacity_text
 from llmtop.gpu.reasons import unavailable_line
-from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
+from llmtop.model import GOOD_STATES, EngineRow, GpuRecord, Quantiles, Snapshot
 
 __all__ = ["DASH", "build_table", "diagnosis_lines", "fmt_latency", "print_once",
            "state_badge"]
@@ -102,7 +102,7 @@ def build_table(snap: Snapshot) -> Table:
         engine = row.engine or "?"
         if row.engine_version:
             engine = f"{engine} {row.engine_version}"
-        dim = "dim" if row.state not in ("ok", "restarted") else ""
+        dim = "dim" if row.state not in GOOD_STATES else ""
         cells = [
             _running(row), _pct(row.kv_cache_usage), _pct(row.prefix_hit_rate),
             fmt_latency(row.ttft_s, "p50"), fmt_latency(row.ttft_s, "p95"),

@@ -16,14 +16,11 @@ from llmtop.diagnose.requests import cite, row_requests
 from llmtop.diagnose.rules import ROW_RULES, STACK_RULES
 from llmtop.diagnose.stack_ctx import stack_ctx
 from llmtop.diagnose.thresholds import DIAG_WINDOW_S
-from llmtop.model import EngineRow, GpuRecord
+from llmtop.model import GOOD_STATES, EngineRow, GpuRecord
 from llmtop.model_stack import RouterRow
 from llmtop.request import RequestRecord
 
-__all__ = ["GOOD_STATES", "diagnose", "gpus_by_target"]
-
-GOOD_STATES = ("ok", "restarted")
-"""Rows in other states (down, stale...) have no fresh numbers: the verdict covers them."""
+__all__ = ["diagnose", "gpus_by_target"]
 
 SUPPRESSED_BY: dict[str, frozenset[str]] = {
     "decode_slowdown": frozenset({"kv_pressure", "long_prompts"}),

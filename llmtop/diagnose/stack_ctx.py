@@ -12,9 +12,7 @@ from llmtop.model import EngineRow
 from llmtop.model_stack import BackendRow, RouterRow
 from llmtop.topology.stack import Stack, build_stack
 
-__all__ = ["GOOD", "StackCtx", "stack_ctx"]
-
-GOOD = ("ok", "restarted")
+__all__ = ["StackCtx", "stack_ctx"]
 
 
 @dataclass(slots=True)

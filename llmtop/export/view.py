@@ -19,11 +19,9 @@ from llmtop.diagnose.findings import Finding
 from llmtop.export.kv import kv
 from llmtop.export.names import ENGINE_VALUES, QUANTILE_VALUES, QUANTILES, SERIES
 from llmtop.export.routers import routers
-from llmtop.model import STATES, EngineRow, GpuRecord, Snapshot
+from llmtop.model import GOOD_STATES, STATES, EngineRow, GpuRecord, Snapshot
 
 __all__ = ["Health", "View", "build"]
-
-GOOD_STATES = ("ok", "restarted")
 
 
 @dataclass(slots=True)

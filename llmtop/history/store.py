@@ -26,6 +26,7 @@ from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, sh
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
 from llmtop.model import (
+    GOOD_STATES,
     EngineRow,
     EngineSample,
     Event,
@@ -58,7 +59,6 @@ MAX_SERIES_POINTS = 7200
 FASTEST_INTERVAL_S = 0.25
 """The shortest refresh interval the UI offers (``ui.state.INTERVALS``)."""
 MAX_EVENTS = 500
-GOOD_STATES = ("ok", "restarted")
 
 Normalizer = Callable[..., EngineSample]
 Detector = Callable[..., "str | None"]

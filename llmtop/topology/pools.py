@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import GOOD_STATES, EngineRow, Quantiles
 
 __all__ = ["Pool", "build_pools", "mean_of"]
-
-GOOD = ("ok", "restarted")
 
 
 @dataclass(slots=True)
@@ -74,7 +72,7 @@ def _pool(router: str | None, role: str, rows: Sequence[EngineRow]) -> Pool:
     itl = [r.itl_s.p95 for r in rows if r.itl_s is not None and r.itl_s.p95 is not None]
     return Pool(
         router=router, role=role, targets=[r.target for r in rows],
-        up=sum(1 for r in rows if r.state in GOOD),
+        up=sum(1 for r in rows if r.state in GOOD_STATES),
         waiting=_sum(r.waiting for r in rows), running=_sum(r.running for r in rows),
         max_running=_sum(r.max_running for r in rows),
         kv_usage=sum(kv) / len(kv) if kv else None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from llmtop.model import EngineRow
+from llmtop.model import GOOD_STATES, EngineRow
 from llmtop.model_stack import BackendRow, RouterRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import S
@@ -43,7 +43,7 @@ def head_name(row: EngineRow, depth: int, width: int) -> str:
 def router_state(router: RouterRow, row: EngineRow, width: int) -> Text:
     """A router's STATE: its own scrape's badge when that is bad, else ``1 BREAKER`` (open
     circuit breakers), ``1/2 UP`` (a backend unhealthy), ``RETRY 0.4/s``, or ``2/2 UP``."""
-    if row.state not in ("ok", "restarted"):
+    if row.state not in GOOD_STATES:
         return fmt.badge(row, width=width)
     h, n = router.healthy_backends, router.total_backends
     up = f"{h if h is not None else '?'}/{n} UP" if n else "ok"

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from llmtop.diagnose.context import fmt_pct, fmt_s
 from llmtop.diagnose.findings import Finding
-from llmtop.diagnose.stack_ctx import GOOD, StackCtx
+from llmtop.diagnose.stack_ctx import StackCtx
 from llmtop.diagnose.thresholds import (
     KV_FAIL_CRIT_PER_S,
     KV_FAIL_MIN,
     KV_XFER_MIN_S,
     KV_XFER_SHARE,
 )
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import GOOD_STATES, EngineRow, Quantiles
 
 __all__ = ["kv_transfer"]
 
@@ -55,7 +55,7 @@ def _slow_path(ctx: StackCtx) -> list[Finding]:
         path = {s.name: s for s in stages}
         total = sum(s.seconds for s in stages)
         st = path.get("transfer")
-        if st is None or total <= 0 or router.state not in GOOD:
+        if st is None or total <= 0 or router.state not in GOOD_STATES:
             continue
         share = st.seconds / total
         if st.seconds < KV_XFER_MIN_S or share < KV_XFER_SHARE:
@@ -92,7 +92,7 @@ def kv_transfer(ctx: StackCtx) -> list[Finding]:
     """Failing transfers per engine, slow ones per router (or per engine without one)."""
     out: list[Finding] = []
     for row in ctx.rows.values():
-        if row.state in GOOD and row.kv_transfer:
+        if row.state in GOOD_STATES and row.kv_transfer:
             out += _failing(ctx, row)
             if row.router is None:
                 out += _slow_alone(ctx, row)

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from llmtop.diagnose.context import fmt_pct, fmt_s
 from llmtop.diagnose.findings import Finding
-from llmtop.diagnose.stack_ctx import GOOD, StackCtx
+from llmtop.diagnose.stack_ctx import StackCtx
 from llmtop.diagnose.thresholds import KV_FULL, PD_ROOM_KV, PD_WAITING_MIN
-from llmtop.model import EngineRow
+from llmtop.model import GOOD_STATES, EngineRow
 from llmtop.topology.pools import Pool
 
 __all__ = ["pd_balance"]
 
 
 def _rows(ctx: StackCtx, pool: Pool) -> list[EngineRow]:
-    return [r for t in pool.targets if (r := ctx.row(t)) is not None and r.state in GOOD]
+    return [r for t in pool.targets if (r := ctx.row(t)) is not None and r.state in GOOD_STATES]
 
 
 def _waiting_all(ctx: StackCtx, rows: list[EngineRow]) -> float | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from llmtop.diagnose.context import fmt_pct, fmt_s
 from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.rules.imbalance import idle_siblings
-from llmtop.diagnose.stack_ctx import GOOD, StackCtx
+from llmtop.diagnose.stack_ctx import StackCtx
 from llmtop.diagnose.thresholds import (
     ROUTE_FAIR_X,
     ROUTE_MIN_REQUESTS,
@@ -26,7 +26,7 @@ from llmtop.diagnose.thresholds import (
     ROUTER_OVERHEAD_MIN_S,
     ROUTER_OVERHEAD_SHARE,
 )
-from llmtop.model import EngineRow
+from llmtop.model import GOOD_STATES, EngineRow
 from llmtop.model_stack import BackendRow, RouterRow
 
 __all__ = ["routing"]
@@ -48,7 +48,7 @@ def _overfed(ctx: StackCtx, router: RouterRow) -> list[Finding]:
     out = []
     for b in router.backends:
         row, pool = ctx.row(b.target), _pool(router, b)
-        if row is None or row.state not in GOOD or b.routed_share is None or len(pool) < 2:
+        if row is None or row.state not in GOOD_STATES or b.routed_share is None or len(pool) < 2:
             continue
         waiting = ctx.waiting_all(row)
         fair = ROUTE_FAIR_X / len(pool)
@@ -58,7 +58,7 @@ def _overfed(ctx: StackCtx, router: RouterRow) -> list[Finding]:
                                                                    or over_cap):
             continue
         sib_rows = [r for x in pool if x is not b and (r := ctx.row(x.target)) is not None
-                    and r.state in GOOD]
+                    and r.state in GOOD_STATES]
         idle = idle_siblings(sib_rows)
         if not idle:
             continue  # every sibling is busy too: the pool is short, not badly routed
@@ -88,7 +88,7 @@ def _down(ctx: StackCtx, router: RouterRow) -> list[Finding]:
     for b in router.backends:
         row = ctx.row(b.target)
         router_down = b.healthy is False or b.breaker_open is True
-        dead = row is not None and row.state not in GOOD
+        dead = row is not None and row.state not in GOOD_STATES
         if not (router_down or dead):
             continue
         pool = _pool(router, b)
@@ -138,7 +138,7 @@ def routing(ctx: StackCtx) -> list[Finding]:
     """Findings of every router whose own scrape is good."""
     out: list[Finding] = []
     for router in ctx.stack.routers:
-        if router.state not in GOOD:
+        if router.state not in GOOD_STATES:
             continue
         out += _down(ctx, router) + _overfed(ctx, router) + _overhead(ctx, router)
     return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from llmtop.config import Thresholds
-from llmtop.model import EngineRow
+from llmtop.model import GOOD_STATES, EngineRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 from llmtop.ui.groups import (
@@ -341,7 +341,7 @@ class EnginesTable(RowTable):
 
     def _cell(self, r: EngineRow, col: str, wide: bool, th: Thresholds,
               trend: Callable[[str, str], str]) -> Text:
-        stale = r.state != "ok" and r.state != "restarted"
+        stale = r.state not in GOOD_STATES
         t = self._raw_cell(r, col, wide, th, trend)
         if stale and col not in ("name", "state"):
             t.stylize("dim")
