@@ -1,14 +1,12 @@
 """``--once`` plain text of each engine's KV transfer and KV offload tiers: one compact line
 per engine that has either (``EngineRow.kv_transfer`` / ``kv_tiers``). Only the numbers
-the row has are named; one present but unknown shows ``–``."""
+the engine reports are named; one reported but unknown shows ``–``."""
 
 from __future__ import annotations
 
-from typing import Any
+from llmtop.model import KvTiers, KvTransfer, Snapshot
 
-from llmtop.model import Quantiles, Snapshot
-
-__all__ = ["kv_lines"]
+__all__ = ["TIERS", "TRANSFER", "kv_lines"]
 
 DASH = "–"
 WIDTH = 80
@@ -47,35 +45,35 @@ def _pct(v: float | None) -> str:
     return DASH if v is None else f"{100 * v:.0f}%"
 
 
-def _transfer(kt: dict[str, Any]) -> list[str]:
+TRANSFER = (("bytes_per_s", "", _bytes), ("failures_per_s", "fail ", _rate),
+            ("expired_per_s", "exp ", _rate))
+"""(``KvTransfer`` field, label, formatter) of the transfer's scalar numbers, in order."""
+TIERS = (("hit_rate", "hit ", _pct), ("usage", "used ", _pct),
+         ("offload_bytes_per_s", "out ", _bytes), ("load_back_bytes_per_s", "back ", _bytes),
+         ("offload_tokens_per_s", "out ", _tok), ("load_back_tokens_per_s", "back ", _tok),
+         ("failures_per_s", "fail ", _rate))
+"""(``KvTiers`` field, label, formatter) of the tiers' scalar numbers, in order."""
+
+
+def _transfer(kt: KvTransfer) -> list[str]:
     out = []
-    if "time_s" in kt:
-        q = kt["time_s"]
-        out.append("p95 " + (_s(q.p95) if isinstance(q, Quantiles) else DASH))
-    for key, label, f in (("bytes_per_s", "", _bytes), ("failures_per_s", "fail ", _rate),
-                          ("expired_per_s", "exp ", _rate)):
-        if key in kt:
-            out.append(label + f(kt[key]))
-    if kt.get("queues"):
+    if kt.reported("time_s"):
+        out.append("p95 " + (_s(kt.time_s.p95) if kt.time_s is not None else DASH))
+    for name, label, f in TRANSFER:
+        if kt.reported(name):
+            out.append(label + f(getattr(kt, name)))
+    if kt.queues:
         out.append("queued " + "+".join(f"{v:.0f}" if v is not None else DASH
-                                        for v in kt["queues"].values()))
-    if kt.get("stages"):
-        out.append(f"{len(kt['stages'])} stages")
+                                        for v in kt.queues.values()))
+    if kt.stages:
+        out.append(f"{len(kt.stages)} stages")
     return out
 
 
-def _tiers(kt: dict[str, Any]) -> list[str]:
-    out = []
-    for key, label, f in (("hit_rate", "hit ", _pct), ("usage", "used ", _pct),
-                          ("offload_bytes_per_s", "out ", _bytes),
-                          ("load_back_bytes_per_s", "back ", _bytes),
-                          ("offload_tokens_per_s", "out ", _tok),
-                          ("load_back_tokens_per_s", "back ", _tok),
-                          ("failures_per_s", "fail ", _rate)):
-        if key in kt:
-            out.append(label + f(kt[key]))
-    if kt.get("tiers"):
-        n = len(kt["tiers"])
+def _tiers(kt: KvTiers) -> list[str]:
+    out = [label + f(getattr(kt, name)) for name, label, f in TIERS if kt.reported(name)]
+    if kt.tiers:
+        n = len(kt.tiers)
         out.append(f"{n} tier" + ("s" if n > 1 else ""))
     return out
 
@@ -86,9 +84,9 @@ def kv_lines(snap: Snapshot) -> list[str]:
     out = []
     for r in snap.engines:
         parts = []
-        if r.kv_transfer:
+        if r.kv_transfer is not None:
             parts.append("xfer " + " · ".join(_transfer(r.kv_transfer) or [DASH]))
-        if r.kv_tiers:
+        if r.kv_tiers is not None:
             parts.append("tiers " + " · ".join(_tiers(r.kv_tiers) or [DASH]))
         if not parts:
             continue

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmtop.history.derive import counter_delta, counter_rate, hist_delta, hist_quantiles
-from llmtop.model import EngineRow, ModelSample
+from llmtop.model import EngineRow, KvTier, KvTiers, KvTransfer, ModelSample
 
 __all__ = ["fill_stack", "tokens_idle_s"]
 
@@ -33,7 +33,7 @@ def _delta(pts: Points, key: str) -> float | None:
     return d[0] if d is not None else None
 
 
-def _kv_transfer(pts: Points) -> dict[str, Any] | None:
+def _kv_transfer(pts: Points) -> KvTransfer | None:
     last = pts[-1][1]
     out: dict[str, Any] = {}
     hp = [(t, h) for t, m in pts if (h := m.hists.get("kv_xfer")) is not None]
@@ -63,10 +63,10 @@ def _kv_transfer(pts: Points) -> dict[str, Any] | None:
         out["prompt_tokens_by_source"] = {k.split(":", 1)[1]: _rate(pts, k)
                                           for k in last.counters
                                           if k.startswith("prompt_tokens:")}
-    return out or None
+    return KvTransfer.of(**out) if out else None
 
 
-def _kv_tiers(pts: Points) -> dict[str, Any] | None:
+def _kv_tiers(pts: Points) -> KvTiers | None:
     last = pts[-1][1]
     g, c = last.gauges, last.counters
     out: dict[str, Any] = {}
@@ -92,7 +92,7 @@ def _kv_tiers(pts: Points) -> dict[str, Any] | None:
                       ("tier_load_back_tokens", "load_back_tokens_per_s")):
         if key in c:
             out[name] = _rate(pts, key)
-    return out or None
+    return KvTiers.of(**out) if out else None
 
 
 def _ratio(pts: Points, part: str, whole: str) -> float | None:
@@ -102,7 +102,8 @@ def _ratio(pts: Points, part: str, whole: str) -> float | None:
 
 def _vllm_offload(pts: Points) -> dict[str, Any]:
     """vLLM's offloading connector (``parse.kv_offload``): byte rates GPU <-> offload medium,
-    failures, per secondary tier hit rate / offload / load-back, SimpleCPUOffload blocks."""
+    failures, per secondary tier hit rate / offload / load-back, SimpleCPUOffload blocks
+    (``KvTiers`` keyword arguments)."""
     last = pts[-1][1]
     g, c = last.gauges, last.counters
     out: dict[str, Any] = {}
@@ -130,7 +131,7 @@ def _vllm_offload(pts: Points) -> dict[str, Any]:
         elif kind != "tier_chunk_hits":
             t[_TIER_KEYS[kind]] = _rate(pts, k)
     if tiers:
-        out["tiers"] = tiers
+        out["tiers"] = {name: KvTier.of(**t) for name, t in tiers.items()}
     return out
 
 

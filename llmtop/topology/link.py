@@ -92,7 +92,8 @@ def _engine_role(row: EngineRow) -> str | None:
     if row.labels and (role := role_from_labels(row.labels)) is not None:
         return role
     # vLLM names no role, but a decode instance takes its prompts' KV from the transfer
-    src = (row.kv_transfer or {}).get("prompt_tokens_by_source") or {}
+    src = (row.kv_transfer.prompt_tokens_by_source if row.kv_transfer is not None
+           else None) or {}
     known = {k: v for k, v in src.items() if v is not None}
     total = sum(known.values())
     if total > 0 and known.get("external_kv_transfer", 0.0) / total > DECODE_BY_SOURCE:

@@ -56,8 +56,9 @@ def _left(total: float | None, *parts: float | None) -> float | None:
 def _decode_wait(dec: Sequence[EngineRow]) -> float | None:
     """SGLang's decode-side P/D stages (``decode_bootstrap`` + ``decode_transferred``: from
     KV preallocation until the KV arrived), mean over the decode pool; None unless both."""
-    parts = [mean_of(q for r in dec if isinstance(q := (r.kv_transfer or {}).get(
-        "stages", {}).get(s), Quantiles)) for s in ("decode_bootstrap", "decode_transferred")]
+    stages = [r.kv_transfer.stages or {} for r in dec if r.kv_transfer is not None]
+    parts = [mean_of(st.get(s) for st in stages) for s in ("decode_bootstrap",
+                                                         "decode_transferred")]
     return None if None in parts else sum(p for p in parts if p is not None)
 
 
@@ -85,8 +86,7 @@ def ttft_path(router: RouterRow, engines: Sequence[EngineRow]) -> list[Stage]:
         transfer = _decode_wait(dec)
         src = "decode pool bootstrap + KV wait"
     if transfer is None:
-        kv = [r.kv_transfer.get("time_s") for r in rows if r.kv_transfer]
-        transfer = mean_of(q for q in kv if isinstance(q, Quantiles))
+        transfer = mean_of(r.kv_transfer.time_s for r in rows if r.kv_transfer is not None)
         src = "engines' KV transfer time"
     vals["transfer"] = (transfer, src)
     if pd:

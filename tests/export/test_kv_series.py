@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from llmtop.export.view import View, build
-from llmtop.model import Quantiles, Snapshot
+from llmtop.model import KvTier, KvTiers, KvTransfer, Quantiles, Snapshot
 from llmtop.once import snapshot_json
 from tests.conftest import fixture_text
 from tests.stack.build import feed, scaled, store_with, target
@@ -125,9 +125,9 @@ def test_kv_series_equal_once_json():
 def test_missing_and_none_are_absent():
     snap = _snapshot()
     row = next(r for r in snap.engines if r.target == "a")
-    row.kv_transfer = {"time_s": None, "bytes_per_s": None,
-                       "stages": {"x": Quantiles(p50=None, p95=0.1)}}
-    row.kv_tiers = {"hit_rate": None, "tiers": {"0:primary": {"hit_rate": None}}}
+    row.kv_transfer = KvTransfer.of(time_s=None, bytes_per_s=None,
+                                    stages={"x": Quantiles(p50=None, p95=0.1)})
+    row.kv_tiers = KvTiers.of(hit_rate=None, tiers={"0:primary": KvTier.of(hit_rate=None)})
     got = {(n, dict(lb).get("quantile")): v for (n, lb), v in _served(snap).items()
            if ("target", "a") in lb}
     assert got == {("llmtop_kv_transfer_stage_seconds", "0.95"): 0.1}

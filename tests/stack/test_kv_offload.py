@@ -55,44 +55,45 @@ def _row(*bodies):
 def test_windowed_offload_rates_and_tier_hit_rates():
     text = fixture_text(OFF)
     kt = _row(text, scaled(text, 1.5)).kv_tiers
-    assert kt["offload_bytes_per_s"] == pytest.approx(4e9 / 10)
-    assert kt["load_back_bytes_per_s"] == pytest.approx(1e9 / 10)
-    assert kt["failures_per_s"] == pytest.approx(1 / 10)
-    assert kt["pinned"] == 0.25
-    fs = kt["tiers"]["1:fs"]
-    assert fs["hit_rate"] == pytest.approx(50 / 200)  # deltas, not the lifetime totals
-    assert fs["offload_bytes_per_s"] == pytest.approx(1.5e9 / 10)
-    assert fs["load_back_bytes_per_s"] == pytest.approx(0.5e9 / 10)
-    assert fs["failures_per_s"] == pytest.approx(2 / 10)
-    assert kt["tiers"]["0:primary"]["hit_rate"] == pytest.approx(300 / 500)
-    assert "failures_per_s" not in kt["tiers"]["0:primary"]
+    assert kt.offload_bytes_per_s == pytest.approx(4e9 / 10)
+    assert kt.load_back_bytes_per_s == pytest.approx(1e9 / 10)
+    assert kt.failures_per_s == pytest.approx(1 / 10)
+    assert kt.pinned == 0.25
+    fs = kt.tiers["1:fs"]
+    assert fs.hit_rate == pytest.approx(50 / 200)  # deltas, not the lifetime totals
+    assert fs.offload_bytes_per_s == pytest.approx(1.5e9 / 10)
+    assert fs.load_back_bytes_per_s == pytest.approx(0.5e9 / 10)
+    assert fs.failures_per_s == pytest.approx(2 / 10)
+    assert kt.tiers["0:primary"].hit_rate == pytest.approx(300 / 500)
+    assert not kt.tiers["0:primary"].reported("failures_per_s")  # not exported for it
+    assert "failures_per_s" not in kt.to_json()["tiers"]["0:primary"]
     json.dumps(_row(text, scaled(text, 1.5)).to_json())
 
 
 def test_counter_reset_gives_no_negative_rate():
     text = fixture_text(OFF)
     kt = _row(scaled(text, 3.0), text, scaled(text, 1.5)).kv_tiers  # restarted after t=0
-    assert kt["offload_bytes_per_s"] == pytest.approx(4e9 / 10)
-    assert kt["tiers"]["1:fs"]["hit_rate"] == pytest.approx(0.25)
+    assert kt.offload_bytes_per_s == pytest.approx(4e9 / 10)
+    assert kt.tiers["1:fs"].hit_rate == pytest.approx(0.25)
     restarted = _row(scaled(text, 3.0), text).kv_tiers  # one point since the restart
-    assert restarted["offload_bytes_per_s"] is None
-    assert restarted["tiers"]["1:fs"]["hit_rate"] is None
+    assert restarted.offload_bytes_per_s is None
+    assert restarted.tiers["1:fs"].hit_rate is None
 
 
 def test_no_queries_in_window_is_none_not_zero():
     text = fixture_text(OFF)
     kt = _row(text, text).kv_tiers
-    assert kt["tiers"]["1:fs"]["hit_rate"] is None
-    assert kt["offload_bytes_per_s"] == 0.0  # the counter is there and did not move
+    assert kt.tiers["1:fs"].hit_rate is None
+    assert kt.offload_bytes_per_s == 0.0  # the counter is there and did not move
 
 
 def test_simple_offload_rates():
     text = fixture_text(SIMPLE)
     kt = _row(text, scaled(text, 2.0)).kv_tiers
-    assert kt["load_back_blocks_per_s"] == pytest.approx(12.0)
-    assert kt["offload_blocks_per_s"] == pytest.approx(50.0)
-    assert kt["dropped_blocks_per_s"] == pytest.approx(2.0)
-    assert kt["pinned"] == pytest.approx(40 / 4096)
+    assert kt.load_back_blocks_per_s == pytest.approx(12.0)
+    assert kt.offload_blocks_per_s == pytest.approx(50.0)
+    assert kt.dropped_blocks_per_s == pytest.approx(2.0)
+    assert kt.pinned == pytest.approx(40 / 4096)
 
 
 def test_engine_without_offload_series_has_no_tiers():

@@ -52,27 +52,27 @@ def _row(fixture, engine):
 def test_rows_carry_windowed_kv_transfer_and_tiers():
     row = _row(NIXL, "vllm")
     kt = row.kv_transfer
-    assert kt["time_s"].count == pytest.approx(100)  # 200 -> 300 transfers
-    assert kt["time_s"].mean == pytest.approx(3.7 / 100)
-    assert kt["failures_per_s"] == pytest.approx(2 / 10)
-    assert kt["bytes_per_s"] == pytest.approx(0.6e9 / 10)
-    assert kt["prompt_tokens_by_source"]["external_kv_transfer"] == pytest.approx(4950)
+    assert kt.time_s.count == pytest.approx(100)  # 200 -> 300 transfers
+    assert kt.time_s.mean == pytest.approx(3.7 / 100)
+    assert kt.failures_per_s == pytest.approx(2 / 10)
+    assert kt.bytes_per_s == pytest.approx(0.6e9 / 10)
+    assert kt.prompt_tokens_by_source["external_kv_transfer"] == pytest.approx(4950)
     assert row.role == "decode"  # its prompts come from the KV transfer
-    assert row.kv_tiers["hit_rate"] == pytest.approx(15000 / 25000)
-    assert row.kv_tiers["offload_tokens_per_s"] == pytest.approx(4000)
+    assert row.kv_tiers.hit_rate == pytest.approx(15000 / 25000)
+    assert row.kv_tiers.offload_tokens_per_s == pytest.approx(4000)
 
 
 def test_sglang_rows():
     row = _row(SGL, "sglang")
     assert row.role == "decode"
-    assert row.kv_transfer["queues"] == {"decode_prealloc": 3.0, "decode_transfer": 5.0}
-    assert row.kv_tiers["usage"] == pytest.approx(0.3)
-    assert row.kv_tiers["load_back_tokens_per_s"] == pytest.approx(350)
+    assert row.kv_transfer.queues == {"decode_prealloc": 3.0, "decode_transfer": 5.0}
+    assert row.kv_tiers.usage == pytest.approx(0.3)
+    assert row.kv_tiers.load_back_tokens_per_s == pytest.approx(350)
 
 
 def test_engine_without_kv_series_has_none():
     row = _row("vllm-real-cpu-v0.32.0-calm-a.txt", "vllm")
-    assert row.kv_transfer is None or "time_s" not in row.kv_transfer
+    assert row.kv_transfer is None or row.kv_transfer.time_s is None
     assert row.kv_tiers is None
 
 
@@ -108,5 +108,5 @@ def test_vllm_cache_hits_by_tier():
     feed(s, "e", 0.0, host)
     feed(s, "e", 10.0, scaled(host, 2.0))
     [row] = s.snapshot(30.0).engines
-    assert row.kv_tiers["cached_tokens_per_s"]["host"] == pytest.approx(100.0)
-    assert row.kv_tiers["cached_tokens_per_s"]["device"] == pytest.approx(204.8)
+    assert row.kv_tiers.cached_tokens_per_s["host"] == pytest.approx(100.0)
+    assert row.kv_tiers.cached_tokens_per_s["device"] == pytest.approx(204.8)

@@ -8,7 +8,7 @@ import io
 
 from llmtop.console.once_kv import kv_lines
 from llmtop.console.once_table import print_once
-from llmtop.model import EngineRow, Quantiles, Snapshot
+from llmtop.model import EngineRow, KvTier, KvTiers, KvTransfer, Quantiles, Snapshot
 
 
 def _row(target: str, **kv) -> EngineRow:
@@ -17,12 +17,13 @@ def _row(target: str, **kv) -> EngineRow:
 
 
 SNAP = Snapshot(time=0.0, window_s=10.0, engines=[
-    _row("127.0.0.1:8002", kv_transfer={"time_s": Quantiles(p50=0.03, p95=0.075),
-                                        "bytes_per_s": 60e6, "failures_per_s": 0.2,
-                                        "expired_per_s": None},
-         kv_tiers={"hit_rate": 0.6, "offload_tokens_per_s": 4000.0}),
-    _row("127.0.0.1:8003", kv_tiers={"offload_bytes_per_s": 4e8, "load_back_bytes_per_s": None,
-                                     "tiers": {"1:fs": {}}}),
+    _row("127.0.0.1:8002", kv_transfer=KvTransfer.of(time_s=Quantiles(p50=0.03, p95=0.075),
+                                                     bytes_per_s=60e6, failures_per_s=0.2,
+                                                     expired_per_s=None),
+         kv_tiers=KvTiers(hit_rate=0.6, offload_tokens_per_s=4000.0)),
+    _row("127.0.0.1:8003", kv_tiers=KvTiers.of(offload_bytes_per_s=4e8,
+                                               load_back_bytes_per_s=None,
+                                               tiers={"1:fs": KvTier()})),
     _row("127.0.0.1:8004")])
 
 
@@ -31,8 +32,8 @@ def test_one_line_per_engine_with_kv():
         "  kv 127.0.0.1:8002: xfer p95 75ms · 60MB/s · fail 0.2/s · exp –",
         "  kv 127.0.0.1:8002: tiers hit 60% · out 4k tok/s",  # one line would pass 80
         "  kv 127.0.0.1:8003: tiers out 400MB/s · back – · 1 tier"]
-    short = Snapshot(time=0.0, window_s=10.0, engines=[_row("b:1", kv_transfer={
-        "failures_per_s": 0.0}, kv_tiers={"hit_rate": None})])
+    short = Snapshot(time=0.0, window_s=10.0, engines=[_row(
+        "b:1", kv_transfer=KvTransfer(failures_per_s=0.0), kv_tiers=KvTiers.of(hit_rate=None))])
     assert kv_lines(short) == ["  kv b:1: xfer fail 0/s | tiers hit –"]
     assert all(len(ln) <= 80 for ln in kv_lines(SNAP))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmtop.model import KvTransfer
 from llmtop.model_stack import BackendRow, RouterRow
 from llmtop.parse import registry
 from llmtop.topology.link import link_stack
@@ -38,16 +39,16 @@ def _row(*bodies):
 
 def test_stages_are_windowed_from_bucket_deltas_and_survive_a_reset():
     text = fixture_text(FIX)
-    st = _row(text, scaled(text, 3.0)).kv_transfer["stages"]
+    st = _row(text, scaled(text, 3.0)).kv_transfer.stages
     assert st["decode_transferred"].count == pytest.approx(40)  # 20 -> 60
     assert st["decode_transferred"].mean == pytest.approx(0.14)
     assert st["bootstrap"].mean == pytest.approx(0.016)
     assert st["alloc"].mean == pytest.approx(0.004)
-    reset = _row(scaled(text, 3.0), text, scaled(text, 2.0)).kv_transfer["stages"]
+    reset = _row(scaled(text, 3.0), text, scaled(text, 2.0)).kv_transfer.stages
     assert reset["decode_bootstrap"].count == pytest.approx(20)  # counted from the restart
-    one = _row(scaled(text, 3.0), text).kv_transfer["stages"]
+    one = _row(scaled(text, 3.0), text).kv_transfer.stages
     assert one["decode_bootstrap"] is None  # one point since the restart: not known
-    quiet = _row(text, text).kv_transfer["stages"]
+    quiet = _row(text, text).kv_transfer.stages
     assert quiet["decode_transferred"].count == 0  # no transfer in the window: no mean
     assert quiet["decode_transferred"].mean is None
 
@@ -55,13 +56,13 @@ def test_stages_are_windowed_from_bucket_deltas_and_survive_a_reset():
 def test_engine_without_stage_series_has_no_stages():
     text = fixture_text("sglang-generated-v0.5.23-metrics_collector.txt")
     row = _row(text, text)
-    assert row.kv_transfer is None or "stages" not in row.kv_transfer
+    assert row.kv_transfer is None or row.kv_transfer.stages is None
 
 
 def _router_and_rows(dec_stages):
     p = healthy("p", queue_s=q(1.0, 2.0, 40), prefill_s=q(0.5, 0.9, 40), ttft_s=q(1.6, 3, 40))
     d = healthy("d", queue_s=q(0.01, 0.02, 40), ttft_s=q(0.4, 0.6, 40))
-    d.kv_transfer = {"stages": dec_stages}
+    d.kv_transfer = KvTransfer(stages=dec_stages)
     r = RouterRow(target="r", engine="sglang-router",
                   backends=[BackendRow("http://h:1", role="prefill", requests_per_s=1.0),
                             BackendRow("http://h:2", role="decode", requests_per_s=1.0)])

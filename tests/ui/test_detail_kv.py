@@ -12,7 +12,7 @@ from rich.console import Console
 from llmtop.demo import formats_vllm
 from llmtop.demo.profiles import DEFAULT_PROFILE, engine_settings
 from llmtop.demo.sim import Engine
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import EngineRow, KvTier, KvTiers, KvTransfer, Quantiles
 from llmtop.ui.fake import FakeSource, demo_snapshot
 from llmtop.ui.fmt import fmt_bytes
 from llmtop.ui.screens.detail import EngineDetailScreen, detail_renderable
@@ -22,14 +22,15 @@ from tests.stack.build import feed, store_with, target
 
 from .conftest import first_paint, make_app
 
-XFER = {"time_s": Quantiles(p50=0.032, p95=0.075, mean=0.037, count=100.0),
-        "bytes_per_s": 60e6, "failures_per_s": 0.2, "expired_per_s": None,
-        "queues": {"decode_prealloc": 3.0},
-        "prompt_tokens_by_source": {"external_kv_transfer": 4950.0, "local_compute": 50.0},
-        "stages": {"bootstrap": Quantiles(p50=0.008, p95=0.045, mean=0.016, count=10.0)}}
-TIERS = {"hit_rate": 0.6, "offload_bytes_per_s": 400 * 2**20, "load_back_bytes_per_s": None,
-         "failures_per_s": 0.1,
-         "tiers": {"1:fs": {"hit_rate": 0.25, "offload_bytes_per_s": 150 * 2**20}}}
+XFER = KvTransfer.of(
+    time_s=Quantiles(p50=0.032, p95=0.075, mean=0.037, count=100.0),
+    bytes_per_s=60e6, failures_per_s=0.2, expired_per_s=None,
+    queues={"decode_prealloc": 3.0},
+    prompt_tokens_by_source={"external_kv_transfer": 4950.0, "local_compute": 50.0},
+    stages={"bootstrap": Quantiles(p50=0.008, p95=0.045, mean=0.016, count=10.0)})
+TIERS = KvTiers.of(hit_rate=0.6, offload_bytes_per_s=400 * 2**20, load_back_bytes_per_s=None,
+                   failures_per_s=0.1,
+                   tiers={"1:fs": KvTier(hit_rate=0.25, offload_bytes_per_s=150 * 2**20)})
 
 
 def _text(parts: list, width: int = 80) -> list[str]:
@@ -62,9 +63,8 @@ def test_sections_show_the_numbers_the_row_has():
 
 def test_no_section_without_data_and_dash_for_none():
     assert kv_section(_row()) == []
-    assert kv_section(_row(kv_transfer={}, kv_tiers={})) == []
-    words = [" ".join(ln.split()) for ln in _text(kv_section(_row(kv_transfer={"time_s": None},
-                                                                  kv_tiers={"hit_rate": None})))]
+    words = [" ".join(ln.split()) for ln in _text(kv_section(_row(
+        kv_transfer=KvTransfer.of(time_s=None), kv_tiers=KvTiers.of(hit_rate=None))))]
     assert "time p50 / p95 / mean –" in words and "hit rate –" in words
     body = _text([detail_renderable(_row(), {})])
     assert not any(ln.startswith("KV ") for ln in body)

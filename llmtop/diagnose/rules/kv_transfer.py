@@ -20,14 +20,14 @@ from llmtop.diagnose.thresholds import (
     KV_XFER_MIN_S,
     KV_XFER_SHARE,
 )
-from llmtop.model import GOOD_STATES, EngineRow, Quantiles
+from llmtop.model import GOOD_STATES, EngineRow, KvTransfer
 
 __all__ = ["kv_transfer"]
 
 
 def _failing(ctx: StackCtx, row: EngineRow) -> list[Finding]:
-    kt = row.kv_transfer or {}
-    fails, expired = kt.get("failures_per_s"), kt.get("expired_per_s")
+    kt = row.kv_transfer or KvTransfer()
+    fails, expired = kt.failures_per_s, kt.expired_per_s
     n_f = (fails or 0.0) * ctx.window_s
     n_e = (expired or 0.0) * ctx.window_s
     if n_f < KV_FAIL_MIN and n_e < KV_FAIL_MIN:
@@ -72,9 +72,9 @@ def _slow_path(ctx: StackCtx) -> list[Finding]:
 
 
 def _slow_alone(ctx: StackCtx, row: EngineRow) -> list[Finding]:
-    q = (row.kv_transfer or {}).get("time_s")
+    q = row.kv_transfer.time_s if row.kv_transfer is not None else None
     ttft = row.ttft_s
-    if not isinstance(q, Quantiles) or q.mean is None or not q.count or ttft is None \
+    if q is None or q.mean is None or not q.count or ttft is None \
             or ttft.mean is None or not ttft.count or ttft.mean <= 0:
         return []
     share = q.mean / ttft.mean
@@ -92,7 +92,7 @@ def kv_transfer(ctx: StackCtx) -> list[Finding]:
     """Failing transfers per engine, slow ones per router (or per engine without one)."""
     out: list[Finding] = []
     for row in ctx.rows.values():
-        if row.state in GOOD_STATES and row.kv_transfer:
+        if row.state in GOOD_STATES and row.kv_transfer is not None:
             out += _failing(ctx, row)
             if row.router is None:
                 out += _slow_alone(ctx, row)

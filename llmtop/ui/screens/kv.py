@@ -1,8 +1,8 @@
 """The engine detail's KV sections: the P/D KV transfer (``EngineRow.kv_transfer``) and the
 KV offload tiers (``EngineRow.kv_tiers``), both over the window (``history.kv_rows``).
 
-Only the keys the row has are shown; a key present with ``None`` shows ``–`` (missing is not
-zero); no section when the row has neither."""
+Only the fields the engine reports are shown; one reported but unknown shows ``–`` (missing
+is not zero); no section when the row has neither."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import EngineRow, KvTiers, KvTransfer, Quantiles
 from llmtop.ui import fmt
 
 __all__ = ["kv_section", "tiers_table", "transfer_table"]
@@ -41,7 +41,7 @@ Fmt = Callable[[Any], str]
 
 TRANSFER = (("latency_now_s", "latency now", fmt.fmt_s), ("bytes_per_s", "bytes", _bps),
             ("failures_per_s", "failures", _per_s), ("expired_per_s", "expired", _per_s))
-"""(``kv_transfer`` key, label, formatter) of its scalar lines, in order."""
+"""(``KvTransfer`` field, label, formatter) of its scalar lines, in order."""
 TIERS: tuple[tuple[str, str, Fmt], ...] = (
     ("hit_rate", "hit rate", fmt.fmt_pct), ("usage", "usage", fmt.fmt_pct),
     ("used_bytes", "used", fmt.fmt_bytes), ("used_tokens", "used tokens", _n),
@@ -54,11 +54,11 @@ TIERS: tuple[tuple[str, str, Fmt], ...] = (
     ("load_back_blocks_per_s", "load-back blocks", _per_s),
     ("dropped_blocks_per_s", "dropped blocks", _per_s),
     ("failures_per_s", "failures", _per_s))
-"""(``kv_tiers`` key, label, formatter) of its scalar lines, in order."""
+"""(``KvTiers`` field, label, formatter) of its scalar lines, in order."""
 TIER_COLS: tuple[tuple[str, str, Fmt], ...] = (
     ("hit_rate", "hit", fmt.fmt_pct), ("offload_bytes_per_s", "offload", _bps),
     ("load_back_bytes_per_s", "load back", _bps), ("failures_per_s", "fail", _per_s))
-"""Per secondary tier (``kv_tiers["tiers"]``): (key, label, formatter)."""
+"""Per secondary tier (``KvTier`` field, label, formatter)."""
 
 
 def _table() -> Table:
@@ -68,34 +68,35 @@ def _table() -> Table:
     return t
 
 
-def transfer_table(kt: dict[str, Any]) -> Table:
+def transfer_table(kt: KvTransfer) -> Table:
     """The KV transfer lines of one row's ``kv_transfer``."""
     t = _table()
-    if "time_s" in kt:
-        t.add_row("time p50 / p95 / mean", _q3(kt["time_s"]))
-    for key, label, f in TRANSFER:
-        if key in kt:
-            t.add_row(label, f(kt[key]))
-    for name, n in sorted((kt.get("queues") or {}).items()):
-        t.add_row(f"queue {name}", _n(n))
-    for src, v in sorted((kt.get("prompt_tokens_by_source") or {}).items()):
+    if kt.reported("time_s"):
+        t.add_row("time p50 / p95 / mean", _q3(kt.time_s))
+    for name, label, f in TRANSFER:
+        if kt.reported(name):
+            t.add_row(label, f(getattr(kt, name)))
+    for queue, n in sorted((kt.queues or {}).items()):
+        t.add_row(f"queue {queue}", _n(n))
+    for src, v in sorted((kt.prompt_tokens_by_source or {}).items()):
         t.add_row(f"prompt tokens {src}", _per_s(v))
-    for stage, q in sorted((kt.get("stages") or {}).items()):
+    for stage, q in sorted((kt.stages or {}).items()):
         t.add_row(f"stage {stage}", _q3(q))
     return t
 
 
-def tiers_table(kt: dict[str, Any]) -> Table:
+def tiers_table(kt: KvTiers) -> Table:
     """The KV offload tier lines of one row's ``kv_tiers``."""
     t = _table()
-    for key, label, f in TIERS:
-        if key in kt:
-            t.add_row(label, f(kt[key]))
-    for tier, v in sorted((kt.get("cached_tokens_per_s") or {}).items()):
+    for name, label, f in TIERS:
+        if kt.reported(name):
+            t.add_row(label, f(getattr(kt, name)))
+    for tier, v in sorted((kt.cached_tokens_per_s or {}).items()):
         t.add_row(f"cache hits {tier}", f"{_per_s(v)} tokens")
-    for tier, d in sorted((kt.get("tiers") or {}).items()):
-        t.add_row(f"tier {tier}", " · ".join(f"{label} {f(d[key])}" for key, label, f
-                                             in TIER_COLS if key in d) or fmt.DASH)
+    for tier, d in sorted((kt.tiers or {}).items()):
+        t.add_row(f"tier {tier}", " · ".join(f"{label} {f(getattr(d, name))}"
+                                             for name, label, f in TIER_COLS
+                                             if d.reported(name)) or fmt.DASH)
     return t
 
 
@@ -103,10 +104,10 @@ def kv_section(row: EngineRow) -> list:
     """The detail's KV transfer and KV offload tiers sections ([] when the row has
     neither), each a title and its lines."""
     out: list = []
-    if row.kv_transfer:
+    if row.kv_transfer is not None:
         out += [Group(Text("KV transfer (window; P/D prefill → decode)", style="table.title"),
                       transfer_table(row.kv_transfer)), Text("")]
-    if row.kv_tiers:
+    if row.kv_tiers is not None:
         out += [Group(Text("KV offload tiers (window)", style="table.title"),
                       tiers_table(row.kv_tiers)), Text("")]
     return out
