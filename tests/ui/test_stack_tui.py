@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from llmtop.model import EngineRow
 from llmtop.ui.fake import FakeSource, demo_snapshot
-from llmtop.ui.groups import grouped, model_groups, stack_groups
+from llmtop.ui.groups import RowKind, fold_key, grouped, model_groups, stack_groups
 from llmtop.ui.textshot import screen_lines
 
 from .conftest import first_paint, make_app
@@ -123,3 +123,25 @@ def test_one_fold_mechanism_for_model_totals_and_routers():
     assert "x@h:1|other" not in folded and "total|other" in folded
     assert not any(k.startswith(("pool|", "vllm@127.0.0.1:81", "vllm@127.0.0.1:82"))
                    for k in folded)
+
+
+def test_what_a_row_is_comes_from_its_group_not_its_key():
+    """Each head says its kind (model total, router, P/D pool), every other row is an
+    engine; a total keyed any way heads its model, and a row whose key or target only looks
+    like a head's (``pool|…``, ``… pool``) is an engine row in the group it belongs to."""
+    snap = demo_snapshot("stack")
+    total = EngineRow(key="sum of other", target="total (2)", model="other")
+    look = EngineRow(key="pool|x@h:1|other", target="prefill pool", model="other")
+    groups = model_groups([total], [look]) + stack_groups(snap.engines, snap.routers)
+    kinds = {h.key: groups.kind(h.key) for h in groups.heads}
+    assert kinds["sum of other"] is RowKind.MODEL_TOTAL
+    assert kinds["router|vllm-router@127.0.0.1:29000"] is RowKind.ROUTER
+    assert {k for k, v in kinds.items() if v is RowKind.POOL} == {
+        f"pool|{r.target}|{role}" for r in snap.routers for role in ("prefill", "decode")
+        if any(b.role == role for b in r.backends)}
+    assert groups.kind(look.key) is RowKind.ENGINE
+    assert all(groups.kind(r.key) is RowKind.ENGINE for r in snap.engines)
+    keys = [r.key for r in grouped([*groups.heads, look, *snap.engines], set(), groups)]
+    assert keys.index("sum of other") + 1 == keys.index(look.key)
+    assert fold_key(groups, look.key) == "sum of other"
+    assert groups.depth(look.key) == 0  # model totals do not indent

@@ -23,10 +23,8 @@ from llmtop.targets import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
 from llmtop.ui.groups import (
-    GROUP_PREFIX,
-    POOL_PREFIX,
-    ROUTER_PREFIX,
     Groups,
+    RowKind,
     fold_key,
     model_groups,
     stack_groups,
@@ -379,11 +377,13 @@ class OverviewScreen(Screen):
 
     def action_details(self) -> None:
         row = self.query_one(EnginesTable).selected_row()
-        if row is not None and row.key.startswith(ROUTER_PREFIX):
+        groups = self._groups() or Groups()
+        kind = groups.kind(row.key) if row is not None else None
+        if row is not None and kind is RowKind.ROUTER:
             from llmtop.ui.screens.router import RouterDetailScreen
 
-            self.app.push_screen(RouterDetailScreen(self.view, row.key[len(ROUTER_PREFIX):]))
-        elif row is not None and row.key.startswith((GROUP_PREFIX, POOL_PREFIX)):
+            self.app.push_screen(RouterDetailScreen(self.view, groups.routers[row.key].target))
+        elif kind in (RowKind.MODEL_TOTAL, RowKind.POOL):
             self.action_collapse()  # a model's total row, a pool's row
         elif row is not None:
             from llmtop.ui.screens.detail import EngineDetailScreen

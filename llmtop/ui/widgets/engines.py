@@ -11,19 +11,14 @@ from llmtop.config import Thresholds
 from llmtop.model import GOOD_STATES, EngineRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
-from llmtop.ui.groups import (
-    GROUP_PREFIX,
-    POOL_PREFIX,
-    ROUTER_PREFIX,
-    Groups,
-    grouped,
-    head_rows,
-)
+from llmtop.ui.groups import Groups, RowKind, grouped, head_rows
 from llmtop.ui.stack_cells import head_name, member_name, member_state, router_state
 from llmtop.ui.widgets.rowtable import RowTable, TableColumn
 
-__all__ = ["CAP_MIN_WIDTH", "COLUMNS", "GROUP_PREFIX", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column",
-           "EnginesTable", "name_width", "row_matches", "state_width"]
+__all__ = ["CAP_MIN_WIDTH", "COLUMNS", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable",
+           "name_width", "row_matches", "state_width"]
+
+_STACK_HEADS = (RowKind.ROUTER, RowKind.POOL)
 
 
 WIDE_MIN_WIDTH = 130
@@ -318,7 +313,7 @@ class EnginesTable(RowTable):
         full names need, at most what the terminal leaves)."""
         self._layout_dirty = False
         targets = [len(fmt.row_target(r)) for r in flat
-                   if not r.key.startswith((ROUTER_PREFIX, POOL_PREFIX))]
+                   if self._groups.kind(r.key) not in _STACK_HEADS]
         tw = min(max(targets, default=0), max(13, self._avail_w // 2))
         self._need_w = tw + 1 + max((len(r.model or "") for r in flat), default=0)
         stack = [len(n) for r in flat if (n := self._stack_name(r, 99)) is not None]
@@ -417,7 +412,7 @@ class EnginesTable(RowTable):
 
     def _stack_name(self, r: EngineRow, w: int) -> str | None:
         """A router's, a pool's or a backend's name (``ui.stack_cells``), else None."""
-        if r.key.startswith((ROUTER_PREFIX, POOL_PREFIX)):
+        if self._groups.kind(r.key) in _STACK_HEADS:
             return head_name(r, self._groups.depth(r.key), w)
         backend = self._groups.backends.get(r.key)
         if backend is not None:
