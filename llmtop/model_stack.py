@@ -1,4 +1,4 @@
-"""Value types of the serving stack: routers, their backends, roles (issue 42).
+"""Value types of the serving stack: routers, their backends, roles.
 
 A router target is parsed like an engine (``parse/<family>_router``), its adapter putting a
 ``RouterSample`` in ``EngineSample.extra["router"]``; the store derives a ``RouterRow`` per
@@ -8,7 +8,7 @@ rows. ``None`` means "not reported", never zero. No I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from llmtop.model import Hist, Quantiles, _num
@@ -24,28 +24,89 @@ ROLES = ("prefill", "decode", "both")
 """Serving roles of an engine or a router's backend (None: not known)."""
 
 
+class _Values:
+    """What the samples share: their reported numbers by field name (tests, debugging)."""
+
+    __slots__ = ()
+
+    def reported(self) -> dict[str, float]:
+        """The numeric fields that hold a value (the rest: not reported)."""
+        return {f.name: v for f in fields(self)
+                if isinstance(v := getattr(self, f.name), float)}
+
+
 @dataclass(slots=True)
-class BackendSample:
-    """One backend (worker URL) as its router reports it at one scrape. Raw values: gauges
-    ``healthy`` (1/0), ``breaker`` (0 closed, 1 open, 2 half open), ``pending``, ``active``;
-    counters ``routed``, ``prefill_routed``, ``decode_routed``, ``failures``."""
+class BackendSample(_Values):
+    """One backend (worker URL) as its router reports it at one scrape: raw gauges and
+    cumulative counters (rates are derived in ``history.routers``); None: not reported."""
 
     url: str
     role: str | None = None
-    gauges: dict[str, float] = field(default_factory=dict)
-    counters: dict[str, float] = field(default_factory=dict)
+    healthy: float | None = None
+    """Gauge: 1 healthy, 0 not (LiteLLM: its deployment state is 0)."""
+    breaker: float | None = None
+    """Gauge: circuit breaker 0 closed, 1 open, 2 half open."""
+    pending: float | None = None
+    """Gauge: requests the router holds for it (decode-pending, queued at the pod)."""
+    active: float | None = None
+    """Gauge: requests running on it, as the router counts them."""
+    load: float | None = None
+    """Gauge: the vLLM router's load figure of the worker."""
+    qps: float | None = None
+    """Gauge: requests/s the router sends it (production-stack), where no counter says."""
+    decode_blocks: float | None = None
+    """Gauge: active decode KV blocks (Dynamo), summed over the worker's series."""
+    prefill_tokens: float | None = None
+    """Gauge: active prefill tokens (Dynamo)."""
+    avg_latency_s: float | None = None
+    """Gauge: the production-stack router's average latency of the server."""
+    avg_itl_s: float | None = None
+    """Gauge: the production-stack router's average inter-token latency of the server."""
+    routed: float | None = None
+    """Counter: requests routed to it."""
+    prefill_routed: float | None = None
+    """Counter: P/D prefill requests routed to it."""
+    decode_routed: float | None = None
+    """Counter: P/D decode requests routed to it."""
+    failures: float | None = None
+    """Counter: failed requests (circuit-breaker failure outcomes, LiteLLM failures)."""
 
 
 @dataclass(slots=True)
-class RouterSample:
+class RouterSample(_Values):
     """What a router adapter extracts (``EngineSample.extra["router"]``): router-level
-    counters (``requests``, ``retries``, ``errors``), gauges (``active_workers``), histograms
-    in seconds (``request``, ``ttft``, ``decode_pending``) and its backends by URL."""
+    counters, gauges and histograms (seconds), and its backends by URL; None: not reported."""
 
     policy: str | None = None
-    counters: dict[str, float] = field(default_factory=dict)
-    gauges: dict[str, float] = field(default_factory=dict)
-    hists: dict[str, Hist] = field(default_factory=dict)
+    requests: float | None = None
+    """Counter: requests the router took (a P/D request once)."""
+    retries: float | None = None
+    """Counter."""
+    errors: float | None = None
+    """Counter: requests that failed at the router."""
+    qps: float | None = None
+    """Gauge: its own requests/s (production-stack: the backends' sum), where no counter."""
+    active_workers: float | None = None
+    """Gauge: workers it routes to."""
+    ready_backends: float | None = None
+    """Gauge: ready pods or endpoints (an endpoint picker)."""
+    inflight: float | None = None
+    """Gauge: requests in flight (LiteLLM, Dynamo)."""
+    queued: float | None = None
+    """Gauge: requests queued (Dynamo)."""
+    pool_kv_usage: float | None = None
+    """Gauge: the endpoint picker's pool-average KV usage, 0..1."""
+    pool_queue: float | None = None
+    """Gauge: the endpoint picker's pool-average queue size."""
+    decode_pending_p95_router_window_s: float | None = None
+    """Gauge: the router's own p95 of decode-pending time over its rolling window (a
+    summary's ``quantile="0.95"``; ``RouterRow`` field and JSON of the same name)."""
+    request: Hist | None = None
+    """Request duration histogram."""
+    ttft: Hist | None = None
+    """Time-to-first-token histogram."""
+    decode_pending: Hist | None = None
+    """P/D decode-pending time (mean only where the router exports a summary)."""
     backends: dict[str, BackendSample] = field(default_factory=dict)
 
 
@@ -106,9 +167,9 @@ class RouterRow:
     request_s: Quantiles | None = None
     ttft_s: Quantiles | None = None
     decode_pending_s: Quantiles | None = None
-    decode_pending_p95_own_s: float | None = None
+    decode_pending_p95_router_window_s: float | None = None
     """The router's own p95 of decode-pending time (a summary quantile over the router's
-    rolling window, ~60 s for the vLLM router), not over llmtop's window."""
+    rolling window), not over llmtop's window."""
     backends: list[BackendRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +192,6 @@ class RouterRow:
             "latency": {"request_p95_s": p95(self.request_s), "ttft_p95_s": p95(self.ttft_s),
                         "decode_pending_p95_s": p95(self.decode_pending_s),
                         "decode_pending_p95_router_window_s":
-                            _num(self.decode_pending_p95_own_s)},
+                            _num(self.decode_pending_p95_router_window_s)},
             "backends": [b.to_json() for b in self.backends],
         }

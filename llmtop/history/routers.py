@@ -8,13 +8,12 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from llmtop.history.derive import counter_rate, hist_delta, hist_quantiles
 from llmtop.history.rows import Entry
-from llmtop.model import Quantiles
-from llmtop.model_stack import BackendRow, RouterRow, RouterSample
+from llmtop.model import Hist, Quantiles
+from llmtop.model_stack import BackendRow, BackendSample, RouterRow, RouterSample
 
 __all__ = ["BREAKER_OPEN", "router_of", "router_row"]
 
@@ -22,7 +21,23 @@ BREAKER_OPEN = 1.0
 """``cb_state`` value of an open breaker (0 closed, 1 open, 2 half open: vllm-router and SMG
 ``metrics.rs``). Half open lets trial requests through: not counted as open."""
 
-_ROUTED = {"prefill": "prefill_routed", "decode": "decode_routed"}
+Routed = Callable[[BackendSample], "float | None"]
+
+
+def _routed(b: BackendSample) -> float | None:
+    return b.routed
+
+
+def _prefill_routed(b: BackendSample) -> float | None:
+    return b.prefill_routed
+
+
+def _decode_routed(b: BackendSample) -> float | None:
+    return b.decode_routed
+
+
+_ROUTED: dict[str, Routed] = {"prefill": _prefill_routed, "decode": _decode_routed}
+"""The routed-requests counter that counts a backend of each P/D role."""
 
 
 def router_of(entry: Entry) -> RouterSample | None:
@@ -35,7 +50,8 @@ def _rate(points: list[tuple[float, float]]) -> float | None:
     return counter_rate(points) if len(points) >= 2 else None
 
 
-def _points(pairs: Sequence[tuple[float, RouterSample]], get: Any) -> list[tuple[float, float]]:
+def _points(pairs: Sequence[tuple[float, RouterSample]],
+            get: Callable[[RouterSample], float | None]) -> list[tuple[float, float]]:
     out = []
     for t, rs in pairs:
         v = get(rs)
@@ -44,16 +60,13 @@ def _points(pairs: Sequence[tuple[float, RouterSample]], get: Any) -> list[tuple
     return out
 
 
-def _quantiles(pairs: Sequence[tuple[float, RouterSample]], key: str) -> Quantiles | None:
-    pts = [(t, rs.hists[key]) for t, rs in pairs if key in rs.hists]
+def _quantiles(pairs: Sequence[tuple[float, RouterSample]],
+               get: Callable[[RouterSample], Hist | None]) -> Quantiles | None:
+    pts = [(t, h) for t, rs in pairs if (h := get(rs)) is not None]
     if not pts:
         return None
     d = hist_delta(pts)
     return None if d is None else hist_quantiles(d.bounds, d.cumulative, d.sum, d.count)
-
-
-def _routed_key(role: str | None) -> str:
-    return _ROUTED.get(role or "", "routed")
 
 
 def router_row(row: RouterRow, window: Sequence[Entry],
@@ -65,26 +78,26 @@ def router_row(row: RouterRow, window: Sequence[Entry],
         return row
     last = pairs[-1][1]
     row.policy = last.policy
-    row.requests_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("requests")))
-    if row.requests_per_s is None and "requests" not in last.counters:
-        row.requests_per_s = last.gauges.get("qps")  # the router's own QPS gauge
-    row.retries_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("retries")))
-    row.errors_per_s = _rate(_points(pairs, lambda rs: rs.counters.get("errors")))
-    row.request_s = _quantiles(pairs, "request")
-    row.ttft_s = _quantiles(pairs, "ttft")
-    row.decode_pending_s = _quantiles(pairs, "decode_pending")
-    row.decode_pending_p95_own_s = last.gauges.get("decode_pending_p95_own")
+    row.requests_per_s = _rate(_points(pairs, lambda rs: rs.requests))
+    if row.requests_per_s is None and last.requests is None:
+        row.requests_per_s = last.qps  # the router's own QPS gauge
+    row.retries_per_s = _rate(_points(pairs, lambda rs: rs.retries))
+    row.errors_per_s = _rate(_points(pairs, lambda rs: rs.errors))
+    row.request_s = _quantiles(pairs, lambda rs: rs.request)
+    row.ttft_s = _quantiles(pairs, lambda rs: rs.ttft)
+    row.decode_pending_s = _quantiles(pairs, lambda rs: rs.decode_pending)
+    row.decode_pending_p95_router_window_s = last.decode_pending_p95_router_window_s
     backends: list[BackendRow] = []
     for url, b in last.backends.items():
-        key = _routed_key(b.role)
-        if key not in b.counters and "routed" in b.counters:
-            key = "routed"
-        rate = _rate(_points(pairs, lambda rs, u=url, k=key: (
-            rs.backends[u].counters.get(k) if u in rs.backends else None)))
-        if rate is None and key not in b.counters:
-            rate = b.gauges.get("qps")
-        h, cb = b.gauges.get("healthy"), b.gauges.get("breaker")
-        pending = b.gauges.get("pending", b.gauges.get("active"))
+        get = _ROUTED.get(b.role or "", _routed)
+        if get(b) is None and b.routed is not None:
+            get = _routed
+        rate = _rate(_points(pairs, lambda rs, u=url, g=get: (
+            g(rs.backends[u]) if u in rs.backends else None)))
+        if rate is None and get(b) is None:
+            rate = b.qps
+        h, cb = b.healthy, b.breaker
+        pending = b.pending if b.pending is not None else b.active
         backends.append(BackendRow(
             url=url, role=b.role or (roles or {}).get(url), requests_per_s=rate, pending=pending,
             healthy=None if h is None else h >= 0.5,
@@ -94,7 +107,7 @@ def router_row(row: RouterRow, window: Sequence[Entry],
     known = [b for b in backends if b.healthy is not None]
     row.total_backends = len(backends) if backends else None
     row.healthy_backends = sum(1 for b in known if b.healthy) if known else None
-    ready = last.gauges.get("ready_backends")
+    ready = last.ready_backends
     if row.healthy_backends is None and ready is not None:  # an EPP counts ready pods
         row.healthy_backends = int(ready)
     breakers = [b for b in backends if b.breaker_open is not None]

@@ -42,22 +42,14 @@ def read(index: Index) -> RouterSample:
                 continue
             role = s.labels.get("worker_type")
             b = rs.backends.get(wid)
-            prev = b.gauges.get(key, 0.0) if b is not None else 0.0
-            put_backend(rs, wid, gauges={key: prev + s.value},
-                        role=role if role in ("prefill", "decode") else None)
-    for key, name in (("requests", "requests"),):
-        v = total(index, P + name)
-        if v is not None:
-            rs.counters[key] = v
-    for key, name in (("inflight", "inflight_requests"), ("queued", "queued_requests")):
-        v = total(index, P + name)
-        if v is not None:
-            rs.gauges[key] = v
-    for key, name in (("request", "request_duration_seconds"),
-                      ("ttft", "time_to_first_token_seconds")):
-        h = first_hist(index, P + name)
-        if h is not None:
-            rs.hists[key] = h
+            prev = getattr(b, key) if b is not None else None
+            put_backend(rs, wid, role=role if role in ("prefill", "decode") else None,
+                        **{key: (prev or 0.0) + s.value})
+    rs.requests = total(index, P + "requests")
+    rs.inflight = total(index, P + "inflight_requests")
+    rs.queued = total(index, P + "queued_requests")
+    rs.request = first_hist(index, P + "request_duration_seconds")
+    rs.ttft = first_hist(index, P + "time_to_first_token_seconds")
     return rs
 
 

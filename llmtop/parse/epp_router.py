@@ -48,24 +48,16 @@ def read(index: Index) -> RouterSample:
     for name, label in (("inference_pool_per_pod_queue_size", "model_server_pod"),
                         ("llm_d_epp_per_endpoint_queue_size", "model_server_endpoint")):
         for pod, v in by_label(index, name, label).items():
-            put_backend(rs, pod, gauges={"pending": v})
-    for key, names in (("requests", ("inference_objective_request", "inference_model_request")),
-                       ("errors", ("inference_objective_request_error",
-                                   "inference_model_request_error"))):
-        v = _first_total(index, *names)
-        if v is not None:
-            rs.counters[key] = v
-    for key, names in (("ready_backends", ("llm_d_epp_ready_endpoints",
-                                           "inference_pool_ready_pods")),
-                       ("pool_kv_usage", ("inference_pool_average_kv_cache_utilization",)),
-                       ("pool_queue", ("inference_pool_average_queue_size",))):
-        v = _first_total(index, *names)
-        if v is not None:
-            rs.gauges[key] = v
-    h = first_hist(index, "inference_objective_request_duration_seconds",
-                   "inference_model_request_duration_seconds")
-    if h is not None:
-        rs.hists["request"] = h
+            put_backend(rs, pod, pending=v)
+    rs.requests = _first_total(index, "inference_objective_request", "inference_model_request")
+    rs.errors = _first_total(index, "inference_objective_request_error",
+                             "inference_model_request_error")
+    rs.ready_backends = _first_total(index, "llm_d_epp_ready_endpoints",
+                                     "inference_pool_ready_pods")
+    rs.pool_kv_usage = _first_total(index, "inference_pool_average_kv_cache_utilization")
+    rs.pool_queue = _first_total(index, "inference_pool_average_queue_size")
+    rs.request = first_hist(index, "inference_objective_request_duration_seconds",
+                            "inference_model_request_duration_seconds")
     return rs
 
 

@@ -36,23 +36,15 @@ def normalize(body: str, *, headers: dict[str, str] | None = None,
     index = parse_router(body, ("litellm_",), "is this a LiteLLM proxy?")
     rs = RouterSample()
     for url, v in by_label(index, "litellm_deployment_state", "api_base").items():
-        put_backend(rs, url, gauges={"healthy": 1.0 if v == 0 else 0.0,
-                                     "breaker": 1.0 if v >= OUTAGE else 0.0})
-    for name, key in (("litellm_deployment_total_requests", "routed"),
-                      ("litellm_deployment_failure_responses", "failures")):
-        for url, v in by_label(index, name, "api_base").items():
-            put_backend(rs, url, counters={key: v})
-    for key, name in (("requests", "litellm_proxy_total_requests_metric"),
-                      ("errors", "litellm_proxy_failed_requests_metric")):
-        v = total(index, name)
-        if v is not None:
-            rs.counters[key] = v
-    inflight = total(index, "litellm_in_flight_requests")
-    if inflight is not None:
-        rs.gauges["inflight"] = inflight
-    for key, name in (("request", "litellm_request_total_latency_metric"),
-                      ("ttft", "litellm_llm_api_time_to_first_token_metric")):
-        h = first_hist(index, name)
-        if h is not None:
-            rs.hists[key] = h
+        put_backend(rs, url, healthy=1.0 if v == 0 else 0.0,
+                    breaker=1.0 if v >= OUTAGE else 0.0)
+    for url, v in by_label(index, "litellm_deployment_total_requests", "api_base").items():
+        put_backend(rs, url, routed=v)
+    for url, v in by_label(index, "litellm_deployment_failure_responses", "api_base").items():
+        put_backend(rs, url, failures=v)
+    rs.requests = total(index, "litellm_proxy_total_requests_metric")
+    rs.errors = total(index, "litellm_proxy_failed_requests_metric")
+    rs.inflight = total(index, "litellm_in_flight_requests")
+    rs.request = first_hist(index, "litellm_request_total_latency_metric")
+    rs.ttft = first_hist(index, "litellm_llm_api_time_to_first_token_metric")
     return make_sample("litellm", rs)

@@ -32,8 +32,8 @@ def normalize(body: str, *, headers: dict[str, str] | None = None,
     rs = RouterSample()
     for name, key in _GAUGES.items():
         for server, v in by_label(index, name, "server").items():
-            put_backend(rs, server, gauges={key: v})
-    qps = [b.gauges["qps"] for b in rs.backends.values() if "qps" in b.gauges]
+            put_backend(rs, server, **{key: v})
+    qps = [b.qps for b in rs.backends.values() if b.qps is not None]
     if qps:
-        rs.gauges["qps"] = sum(qps)
+        rs.qps = sum(qps)
     return make_sample("production-stack", rs)

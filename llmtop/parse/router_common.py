@@ -1,8 +1,9 @@
 """Helpers shared by the router adapters: per-worker values, the policy, roles.
 
 A router adapter returns an ``EngineSample`` without models whose ``extra["router"]`` is a
-``model_stack.RouterSample``: router-level counters, gauges and histograms, and one
-``BackendSample`` per worker URL (the ``worker`` label, or what the family names it). Pure.
+``model_stack.RouterSample``: router-level counters, gauges and histograms (its declared
+fields), and one ``BackendSample`` per worker URL (the ``worker`` label, or what the family
+names it). Pure.
 """
 
 from __future__ import annotations
@@ -77,19 +78,18 @@ def policy_of(index: Index, name: str, label: str = "policy") -> str | None:
     return max(counts, key=lambda k: counts[k]) if counts else None
 
 
-def put_backend(rs: RouterSample, url: str, *, gauges: dict[str, float] | None = None,
-                counters: dict[str, float] | None = None, role: str | None = None) -> None:
-    """Merge values into the backend ``url`` of ``rs`` (created when new)."""
+def put_backend(rs: RouterSample, url: str, *, role: str | None = None,
+                **values: float) -> None:
+    """Set ``values`` (``BackendSample`` fields) on the backend ``url`` of ``rs`` (created
+    when new)."""
     url = url.strip()
     if not url:
         return
     b = rs.backends.get(url)
     if b is None:
         b = rs.backends[url] = BackendSample(url=url)
-    if gauges:
-        b.gauges.update(gauges)
-    if counters:
-        b.counters.update(counters)
+    for name, v in values.items():
+        setattr(b, name, v)  # a name that is no field raises: declared names only
     if role is not None:
         b.role = role if b.role in (None, role) else "both"
 
@@ -98,8 +98,8 @@ def roles_from_counters(rs: RouterSample) -> None:
     """A backend with prefill-routed requests only is ``prefill``, decode only ``decode``,
     both ``both``; one with neither keeps what it had."""
     for b in rs.backends.values():
-        p = "prefill_routed" in b.counters
-        d = "decode_routed" in b.counters
+        p = b.prefill_routed is not None
+        d = b.decode_routed is not None
         if p and d:
             b.role = "both"
         elif p:

@@ -40,25 +40,20 @@ def read_smg(index: Index) -> RouterSample:
     for name, key in (("worker_health", "healthy"), ("worker_cb_state", "breaker"),
                       ("worker_requests_active", "active")):
         for url, v in by_label(index, SMG + name).items():
-            put_backend(rs, url, gauges={key: v})
+            put_backend(rs, url, **{key: v})
     for url, v in by_label(index, SMG + "worker_cb_outcomes").items():
-        put_backend(rs, url, counters={"routed": v})
+        put_backend(rs, url, routed=v)
     for url, v in by_label(index, SMG + "worker_cb_outcomes", where={"outcome": "failure"}
                            ).items():
-        put_backend(rs, url, counters={"failures": v})
-    for key, name in (("requests", "router_requests"), ("retries", "worker_retries"),
-                      ("errors", "router_request_errors")):
-        v = total(index, SMG + name)
-        if v is not None:
-            rs.counters[key] = v
+        put_backend(rs, url, failures=v)
+    rs.requests = total(index, SMG + "router_requests")
+    rs.retries = total(index, SMG + "worker_retries")
+    rs.errors = total(index, SMG + "router_request_errors")
     pools = by_label(index, SMG + "worker_pool_size", "worker_type")
     if pools:
-        rs.gauges["active_workers"] = sum(pools.values())
-    for key, name in (("request", "router_request_duration_seconds"),
-                      ("ttft", "router_ttft_seconds")):
-        h = first_hist(index, SMG + name)
-        if h is not None:
-            rs.hists[key] = h
+        rs.active_workers = sum(pools.values())
+    rs.request = first_hist(index, SMG + "router_request_duration_seconds")
+    rs.ttft = first_hist(index, SMG + "router_ttft_seconds")
     return rs
 
 

@@ -10,7 +10,7 @@ Router level: ``requests_total{route}``, ``request_duration_seconds`` /
 ``pd_request_duration_seconds`` / ``generate_duration_seconds`` (0.1.17 outside P/D),
 ``retries_total``, ``request_errors_total``, ``policy_decisions_total{policy,worker}``,
 ``active_workers``, ``pd_decode_pending_seconds`` (a summary: its windowed mean from
-``_sum``/``_count``, and its ``quantile="0.95"`` as ``gauges["decode_pending_p95_own"]``).
+``_sum``/``_count``, and its ``quantile="0.95"`` as ``decode_pending_p95_router_window_s``).
 
 The summary's quantiles are not over llmtop's window: ``metrics-exporter-prometheus`` (the
 router's exporter, ``src/metrics.rs`` sets buckets only for ``*duration_seconds``) renders
@@ -63,47 +63,39 @@ def read(index: Index, p: str) -> RouterSample:
     rs = RouterSample(policy=policy_of(index, p + "policy_decisions"))
     for name, key in _BACKEND_GAUGES.items():
         for url, v in by_label(index, p + name).items():
-            put_backend(rs, url, gauges={key: v})
+            put_backend(rs, url, **{key: v})
     for name, key in _BACKEND_COUNTERS.items():
         for url, v in by_label(index, p + name).items():
-            put_backend(rs, url, counters={key: v})
-    for name, key in (("pd_pending_decode_requests", "pending"),
-                      ("pd_active_decode_requests", "active")):
-        for url, v in _ranked(index, p + name).items():
-            put_backend(rs, url, gauges={key: v})
+            put_backend(rs, url, **{key: v})
+    for url, v in _ranked(index, p + "pd_pending_decode_requests").items():
+        put_backend(rs, url, pending=v)
+    for url, v in _ranked(index, p + "pd_active_decode_requests").items():
+        put_backend(rs, url, active=v)
     for url, v in by_label(index, p + "cb_outcomes", where={"outcome": "failure"}).items():
-        put_backend(rs, url, counters={"failures": v})
+        put_backend(rs, url, failures=v)
     decisions = by_label(index, p + "policy_decisions")
     for url, v in decisions.items():  # routed, where the worker counter is absent
-        if url not in rs.backends or "routed" not in rs.backends[url].counters:
-            put_backend(rs, url, counters={"routed": v})
+        if url not in rs.backends or rs.backends[url].routed is None:
+            put_backend(rs, url, routed=v)
     roles_from_counters(rs)
-    prefill = [b.counters["prefill_routed"] for b in rs.backends.values()
-               if "prefill_routed" in b.counters]
-    routed = [b.counters["routed"] for b in rs.backends.values() if "routed" in b.counters]
+    prefill = [b.prefill_routed for b in rs.backends.values() if b.prefill_routed is not None]
+    routed = [b.routed for b in rs.backends.values() if b.routed is not None]
     # P/D: one request is one prefill and one decode decision; count it once
     requests = total(index, p + "pd_requests") if prefill else None
     if requests is None and (prefill or routed):
         requests = sum(prefill or routed)
     if requests is None:
         requests = total(index, p + "requests")
-    for key, v in (("requests", requests), ("retries", total(index, p + "retries")),
-                   ("errors", total(index, p + "request_errors"))):
-        if v is not None:
-            rs.counters[key] = v
-    active = total(index, p + "active_workers")
-    if active is not None:
-        rs.gauges["active_workers"] = active
-    for key, names in (("request", (p + "pd_request_duration_seconds",
-                                    p + "request_duration_seconds",
-                                    p + "generate_duration_seconds")),
-                       ("decode_pending", (p + "pd_decode_pending_seconds",))):
-        h = first_hist(index, *names)
-        if h is not None:
-            rs.hists[key] = h
+    rs.requests = requests
+    rs.retries = total(index, p + "retries")
+    rs.errors = total(index, p + "request_errors")
+    rs.active_workers = total(index, p + "active_workers")
+    rs.request = first_hist(index, p + "pd_request_duration_seconds",
+                            p + "request_duration_seconds", p + "generate_duration_seconds")
+    rs.decode_pending = first_hist(index, p + "pd_decode_pending_seconds")
     p95 = total(index, p + "pd_decode_pending_seconds", {"quantile": "0.95"})
     if p95 is not None and p95 >= 0:
-        rs.gauges["decode_pending_p95_own"] = p95
+        rs.decode_pending_p95_router_window_s = p95
     return rs
 
 

@@ -31,30 +31,30 @@ def test_round_robin_real(router):
     assert engine == router and rs.policy == "round_robin"
     a, b = workers(body)
     assert set(rs.backends) == {a, b}
-    ra, rb = (rs.backends[u].counters["routed"] for u in (a, b))
-    assert abs(ra - rb) <= 1 and rs.counters["requests"] == ra + rb
-    assert all(x.gauges["healthy"] == 1.0 and x.gauges["breaker"] == 0.0
-               for x in rs.backends.values())
-    assert "request" in rs.hists
+    ra, rb = (rs.backends[u].routed for u in (a, b))
+    assert ra is not None and rb is not None
+    assert abs(ra - rb) <= 1 and rs.requests == ra + rb
+    assert all(x.healthy == 1.0 and x.breaker == 0.0 for x in rs.backends.values())
+    assert rs.request is not None
 
 
 @pytest.mark.parametrize("router", ["vllm-router", "sglang-router"])
 def test_killed_backend_real(router):
     _, rs, body = real(f"{router}-down")
     a, b = workers(body)
-    assert rs.backends[b].gauges == {"healthy": 0.0, "breaker": 1.0}
-    assert rs.backends[b].counters["failures"] == 10.0
-    assert rs.backends[a].gauges["healthy"] == 1.0
+    assert (rs.backends[b].healthy, rs.backends[b].breaker) == (0.0, 1.0)
+    assert rs.backends[b].failures == 10.0
+    assert rs.backends[a].healthy == 1.0
 
 
 def test_vllm_router_pd_real_roles_and_decode_pending():
     _, rs, body = real("vllm-router-pd")
     a, b = workers(body)
     assert (rs.backends[a].role, rs.backends[b].role) == ("prefill", "decode")
-    assert rs.counters["requests"] == 116.0  # pd_requests_total, once per request
-    assert rs.backends[b].gauges["pending"] == 0.0  # the rank="aggregate" series
-    h = rs.hists["decode_pending"]  # a summary: mean only
-    assert h.count == 116 and h.bounds == ()
+    assert rs.requests == 116.0  # pd_requests_total, once per request
+    assert rs.backends[b].pending == 0.0  # the rank="aggregate" series
+    h = rs.decode_pending  # a summary: mean only
+    assert h is not None and h.count == 116 and h.bounds == ()
 
 
 def test_sglang_router_pd_real_has_no_roles_per_url():

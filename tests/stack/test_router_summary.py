@@ -19,13 +19,13 @@ def _rs(text):
 
 
 def test_the_real_summary_p95_is_read():
-    assert _rs(REAL).gauges["decode_pending_p95_own"] == pytest.approx(0.0129494751645868)
+    assert _rs(REAL).decode_pending_p95_router_window_s == pytest.approx(0.0129494751645868)
 
 
 def test_missing_or_bad_quantile_is_none():
-    assert "decode_pending_p95_own" not in _rs(REAL.replace(P95 + "\n", "")).gauges
+    assert _rs(REAL.replace(P95 + "\n", "")).decode_pending_p95_router_window_s is None
     nan = REAL.replace(P95, P95.rsplit(" ", 1)[0] + " NaN")
-    assert "decode_pending_p95_own" not in _rs(nan).gauges
+    assert _rs(nan).decode_pending_p95_router_window_s is None
 
 
 def _row(*bodies):
@@ -42,6 +42,6 @@ def test_row_keeps_the_router_window_p95_apart_from_the_windowed_one():
     assert lat["decode_pending_p95_s"] is None  # no buckets: llmtop cannot window a p95
     assert lat["decode_pending_p95_router_window_s"] == pytest.approx(0.0129494751645868)
     later = REAL.replace(P95, P95.rsplit(" ", 1)[0] + " 0.5")
-    assert _row(REAL, later).decode_pending_p95_own_s == 0.5  # the newest scrape's value
+    assert _row(REAL, later).decode_pending_p95_router_window_s == 0.5  # the newest value
     bare = _row(REAL.replace(P95 + "\n", ""))
     assert bare.to_json()["latency"]["decode_pending_p95_router_window_s"] is None

@@ -86,9 +86,9 @@ def router_renderable(router: RouterRow, engines: list[EngineRow]) -> Group:
         ("decode pending p95", _q(router.decode_pending_s, "p95")),
     ):
         f.add_row(label, value)
-    if router.decode_pending_p95_own_s is not None:  # a summary: the router's own window
+    if router.decode_pending_p95_router_window_s is not None:  # a summary: the router's own window
         f.add_row("decode pending p95 (router's window)",
-                  fmt.fmt_s(router.decode_pending_p95_own_s))
+                  fmt.fmt_s(router.decode_pending_p95_router_window_s))
     rows = {e.target: e for e in engines if e.rank is None}
     b = Table(box=None, padding=(0, 1), header_style="bold")
     for c in ("backend", "role", "health", "breaker", "req%", "cap%", "req/s", "run",
