@@ -46,12 +46,11 @@ class LiveDiagnosis:
             vals = [v for v in store.series(row.key, "waiting", n) if v is not None]
             if len(vals) >= 3:
                 waiting_min[row.key] = min(vals)
-        reqs = getattr(store, "requests", None)  # the single requests of the window (spans)
+        reqs = store.requests  # the single requests of the window (spans)
         for tr in d.update(t, lambda: store.rows_over(d.window_s, t), snap.gpus,
                            waiting_min=waiting_min, restarted_ago_s=store.restart_ages(t),
                            force=force, routers=lambda: store.routers_over(d.window_s, t),
-                           requests=(lambda: reqs.window(d.window_s, t_wall))
-                           if reqs is not None else ()):
+                           requests=lambda: reqs.window(d.window_s, t_wall)):
             store.event(*event_line(tr), t_wall=t_wall)
 
 

@@ -312,7 +312,7 @@ class LlmtopApp(ReplayActions, App):
         if name in REPLAY_ACTIONS:
             return self.replay is not None
         if name == "collapse":  # fold a model's total (fleet) or a router's backends
-            return fleet or bool(getattr(self.snapshot, "routers", None))
+            return fleet or bool(self.snapshot is not None and self.snapshot.routers)
         if name == "fleet_travel":
             return fleet
         if name == "probe":

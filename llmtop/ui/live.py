@@ -49,6 +49,9 @@ class NullSource:
     def raw_families(self, target: str) -> tuple[dict, dict, float]:
         return {}, {}, 0.0
 
+    def request_window(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 

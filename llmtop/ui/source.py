@@ -10,17 +10,22 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llmtop.history.series import tail
 from llmtop.model import EngineRow, Event, GpuRecord, Snapshot
 
+if TYPE_CHECKING:
+    from llmtop.history.store import Store
+
 __all__ = [
     "SPARK_FIELDS",
+    "FleetMonitorLike",
     "FleetSource",
     "MonitorSource",
     "ReplayControl",
     "Source",
+    "StoreMonitor",
     "gpu_key",
     "replay_control",
     "row_value",
@@ -105,12 +110,47 @@ _ROW_FIELD = {
 }
 
 
-def row_value(row: Any, field: str) -> float | None:
+def row_value(row: EngineRow, field: str) -> float | None:
     """A row's current value of sparkline ``field`` (``SPARK_FIELDS``); None when the row
     does not report it."""
     attr, q = _ROW_FIELD[field]
-    v = getattr(row, attr, None)
-    return getattr(v, q, None) if q is not None and v is not None else v
+    v = getattr(row, attr)
+    return getattr(v, q) if q is not None and v is not None else v
+
+
+class StoreMonitor(Protocol):
+    """What ``MonitorSource`` needs of a monitor: ``llmtop.monitor.Monitor``, a recording
+    one (``record.live``) or a replay (``record.replay.ReplaySource``)."""
+
+    store: Store | None
+    """Looked up on each use: a replay seeking back starts a fresh store. None: the
+    source keeps its own sparkline rings."""
+
+    async def tick(self) -> Snapshot: ...
+    async def aclose(self) -> None: ...
+
+
+class FleetMonitorLike(Protocol):
+    """What ``FleetSource`` needs of a fleet monitor: ``fleet.monitor.FleetMonitor``, or
+    ``fleet.replay.FleetReplay`` playing a fleet recording."""
+
+    totals: list[EngineRow]
+    """The per-model total rows of the latest refresh."""
+    error: Any
+    """The server's failure (``kind``, ``message``), or None while it answers."""
+    diagnoser: Any
+    """The fleet diagnosis: ``take_events()`` gives its finding lines since the last call."""
+
+    @property
+    def refresh_s(self) -> float: ...
+    async def tick(self) -> Snapshot: ...
+    async def aclose(self) -> None: ...
+    def snapshot(self, window_s: float) -> Snapshot | None: ...
+    def header_text(self) -> str: ...
+    def window_note(self, window_s: float) -> str | None: ...
+    def travel(self, at: float | None) -> None: ...
+    async def history(self, key: str, points: int = 90) -> Any: ...
+    async def row_windows(self, key: str, windows: Any) -> Any: ...
 
 
 class MonitorSource:
@@ -120,7 +160,7 @@ class MonitorSource:
     per row, filled from each tick's snapshot.
     """
 
-    def __init__(self, monitor: Any, *, host: str, history: int = 600) -> None:
+    def __init__(self, monitor: StoreMonitor, *, host: str, history: int = 600) -> None:
         self.monitor = monitor
         self.host = host
         self.replay = replay_control(monitor)
@@ -128,13 +168,14 @@ class MonitorSource:
         self._gpu_rings: dict[tuple[str, str], deque[float | None]] = {}
         self._history = history
         self._local_events: deque[Event] = deque(maxlen=500)
-        self._own_series = getattr(self.store, "series", None) is None
+        self._own_series = self.store is None
         self._count = 0
         self._times: deque[float] = deque(maxlen=history)
 
     @property
-    def store(self) -> Any:
-        return getattr(self.monitor, "store", None)
+    def store(self) -> Store | None:
+        """The monitor's store (``StoreMonitor.store``)."""
+        return self.monitor.store
 
     async def tick(self) -> Snapshot:
         snap = await self.monitor.tick()
@@ -150,10 +191,8 @@ class MonitorSource:
         seen = set()
         for row in (*snap.engines, *extra):
             for r in (row, *row.ranks):
-                for field, (attr, q) in _ROW_FIELD.items():
-                    v = getattr(r, attr, None)
-                    if q is not None:
-                        v = getattr(v, q, None) if v is not None else None
+                for field in _ROW_FIELD:
+                    v = row_value(r, field)
                     ring = self._rings.get((r.key, field))
                     if ring is None:
                         ring = self._rings[(r.key, field)] = deque(maxlen=self._history)
@@ -179,14 +218,13 @@ class MonitorSource:
 
     def snapshot(self, window_s: float) -> Snapshot | None:
         store = self.store
-        fn = getattr(store, "snapshot", None) or getattr(self.monitor, "snapshot", None)
-        return fn(window_s) if fn is not None else None
+        return store.snapshot(window_s) if store is not None else None
 
     def series(self, key: str, field: str, last: int | None = None) -> list[float | None]:
-        if not self._own_series:
-            # looked up each time: a replay seeking back starts a fresh store
+        store = self.store  # looked up each time: a replay seeking back starts a fresh store
+        if store is not None:
             try:
-                return self.store.series(key, field, last)
+                return store.series(key, field, last)
             except (KeyError, ValueError):
                 return []
         ring = self._rings.get((key, field))
@@ -194,56 +232,49 @@ class MonitorSource:
 
     def gpu_series(self, key: str, field: str, last: int | None = None
                    ) -> list[float | None]:
-        if self._own_series:  # no store (fleet mode): the rings filled each tick
+        store = self.store
+        if store is None:  # no store (fleet mode): the rings filled each tick
             ring = self._gpu_rings.get((key, field))
             return tail(ring, last) if ring is not None else []
-        fn = getattr(self.store, "gpu_series", None)
         try:
-            return list(fn(key, field, last)) if fn is not None else []
+            return list(store.gpu_series(key, field, last))
         except (KeyError, ValueError):
             return []
 
     def series_count(self) -> int | None:
-        if self._own_series:
-            return self._count
-        fn = getattr(self.store, "series_count", None)
-        return fn() if fn is not None else None
+        store = self.store
+        return store.series_count() if store is not None else self._count
 
     def series_times(self, last: int | None = None) -> list[float]:
-        if self._own_series:
-            return tail(self._times, last)
-        fn = getattr(self.store, "series_times", None)
-        return fn(last) if fn is not None else []
+        store = self.store
+        return store.series_times(last) if store is not None else tail(self._times, last)
 
     def events(self) -> list[Event]:
-        evs = getattr(self.store, "events", None)
-        merged = list(evs) if evs is not None else []
+        store = self.store
+        merged = list(store.events) if store is not None else []
         if self._local_events:
             merged = sorted([*merged, *self._local_events], key=lambda e: e.t_wall)
         return merged
 
     def event(self, level: str, target: str | None, text: str) -> None:
-        fn = getattr(self.store, "event", None)
-        if fn is not None:
-            fn(level, target, text)
+        store = self.store
+        if store is not None:
+            store.event(level, target, text)
         else:
             self._local_events.append(Event(time.time(), level, target, text))
 
     def raw_families(self, target: str) -> tuple[dict, dict, float]:
-        fn = getattr(self.store, "raw_families", None)
-        if fn is None:
-            return {}, {}, 0.0
-        return fn(target)
+        store = self.store
+        return store.raw_families(target) if store is not None else ({}, {}, 0.0)
 
     def request_window(self) -> Any:
         """The store's request window (looked up each time: a replay seeking back starts a
-        fresh store); None where the store keeps none (fleet mode)."""
-        return getattr(self.store, "requests", None)
+        fresh store); None where there is no store (fleet mode)."""
+        store = self.store
+        return store.requests if store is not None else None
 
     async def aclose(self) -> None:
-        fn = getattr(self.monitor, "aclose", None)
-        if fn is not None:
-            await fn()
+        await self.monitor.aclose()
 
 
 def _first_warnings(warns: list[str]) -> str:
@@ -259,13 +290,16 @@ class FleetSource(MonitorSource):
 
     While a detail screen is open on a row (``focus``), each refresh also asks the monitor
     for that one row at the detail screen's other windows (``row_windows``: a few instant
-    queries pinned to the row), and ``snapshot(window_s)`` answers them."""
+    queries pinned to the row), and ``snapshot(window_s)`` answers them.
+
+    ``monitor`` is a ``FleetMonitorLike``: ``fleet.monitor.FleetMonitor`` or
+    ``fleet.replay.FleetReplay``."""
 
     BACKFILL_POINTS = 90
     """Refreshes of history fetched for a row's sparklines (15 min at the 10 s default)."""
 
-    def __init__(self, monitor: Any, *, history: int = 600) -> None:
-        super().__init__(monitor, host="", history=history)
+    def __init__(self, monitor: FleetMonitorLike, *, history: int = 600) -> None:
+        super().__init__(monitor, host="", history=history)  # type: ignore[arg-type]
         self._backfilled: set[str] = set()
         self._backfill_task: asyncio.Task[None] | None = None
         self._last_snap: Snapshot | None = None
@@ -278,13 +312,12 @@ class FleetSource(MonitorSource):
 
     async def tick(self) -> Snapshot:
         snap = await self.monitor.tick()
-        take = getattr(getattr(self.monitor, "diagnoser", None), "take_events", None)
-        if take is not None:  # the fleet diagnosis' finding lines (start, worse, end)
-            self._local_events.extend(take())
+        # the fleet diagnosis' finding lines (start, worse, end)
+        self._local_events.extend(self.monitor.diagnoser.take_events())
         if snap is not self._last_snap:  # the monitor answers a refresh asked too soon
             self._last_snap = snap         # with the same snapshot: one point, not two
             # the per-model total rows too: their sparklines and captions, like any row's
-            self._remember(snap, getattr(self.monitor, "totals", None) or ())
+            self._remember(snap, self.monitor.totals)
             if self._focus is not None:
                 await self._fetch_windows(snap)
         return snap
@@ -297,7 +330,7 @@ class FleetSource(MonitorSource):
         self._focus, self._focus_windows = key, tuple(windows)
         self._windows = None
         snap = self._last_snap
-        if key is None or snap is None or not hasattr(self.monitor, "row_windows"):
+        if key is None or snap is None:
             return None
         try:
             return asyncio.get_running_loop().create_task(self._fetch_windows(snap))
@@ -306,15 +339,19 @@ class FleetSource(MonitorSource):
 
     async def _fetch_windows(self, snap: Snapshot) -> None:
         key = self._focus
-        fn = getattr(self.monitor, "row_windows", None)
-        if key is None or fn is None:
+        if key is None:
             return
         try:
-            got = await fn(key, self._focus_windows)
+            got = await self.monitor.row_windows(key, self._focus_windows)
         except Exception:  # the other windows are a nicety: a failure shows them as -
             got = {}
         if self._focus == key and self._last_snap is snap:  # not closed or overtaken
             self._windows = (key, snap.time, got)
+
+    @property
+    def store(self) -> Store | None:
+        """None: a fleet monitor keeps no store; sparklines fill the source's own rings."""
+        return None
 
     def snapshot(self, window_s: float) -> Snapshot | None:
         """The focused row alone at a window fetched for it at the latest refresh's time;
@@ -324,18 +361,17 @@ class FleetSource(MonitorSource):
                 and abs(got[1] - cur.time) <= 1e-6 and float(window_s) in got[2]):
             row = got[2][float(window_s)]
             return Snapshot(time=cur.time, window_s=window_s, engines=[row] if row else [])
-        return super().snapshot(window_s)
+        return self.monitor.snapshot(window_s)
 
     def problem(self) -> str | None:
         """The server's failure (``UNREACHABLE: cannot reach ...``, ``EMPTY: no
         inference-engine metrics ...``), or None while it answers."""
-        err = getattr(self.monitor, "error", None)
+        err = self.monitor.error
         return f"{err.kind.upper()}: {err.message}" if err is not None else None
 
     def window_note(self, window_s: float) -> str | None:
         """Why ``window_s`` gives no row (too short for the scrape interval...), or None."""
-        fn = getattr(self.monitor, "window_note", None)
-        return fn(window_s) if fn is not None else None
+        return self.monitor.window_note(window_s)
 
     def window_partial(self, window_s: float) -> str | None:
         """The backend's warnings (joined) when the focused row at ``window_s``, as
@@ -352,8 +388,7 @@ class FleetSource(MonitorSource):
         field, which trend arrows never ask) fetches that row's history with one range query
         per role."""
         if (field == SPARK_FIELDS[0][0] and key not in self._backfilled and self._times
-                and (self._backfill_task is None or self._backfill_task.done())
-                and hasattr(self.monitor, "history")):
+                and (self._backfill_task is None or self._backfill_task.done())):
             self._backfilled.add(key)
             try:
                 self._backfill_task = asyncio.get_running_loop().create_task(
@@ -387,7 +422,7 @@ class FleetSource(MonitorSource):
                     rings[k] = deque([None] * pad + list(ring), maxlen=self._history)
             self._times = deque([*older, *self._times], maxlen=self._history)
             self._count += len(older)
-        step = max(1.0, float(getattr(self.monitor, "refresh_s", 1.0)))
+        step = max(1.0, float(self.monitor.refresh_s))
         exact = dict(past)  # a replay's history is at the recorded times themselves
         near = {round(t / step): (t, r) for t, r in past}
         found = {}
@@ -396,7 +431,7 @@ class FleetSource(MonitorSource):
             found[t] = exact[t] if t in exact else (
                 hit[1] if hit is not None and abs(hit[0] - t) <= step / 2 + 1e-6 else None)
         times = list(self._times)
-        for field, (attr, q) in _ROW_FIELD.items():
+        for field in _ROW_FIELD:
             ring = self._rings.get((key, field))
             cur = list(ring) if ring is not None else []
             cur = [None] * (len(times) - len(cur)) + cur
@@ -404,8 +439,7 @@ class FleetSource(MonitorSource):
                 r = found.get(t)
                 if r is None or cur[i] is not None:
                     continue
-                v = getattr(r, attr, None)
-                cur[i] = getattr(v, q, None) if q is not None and v is not None else v
+                cur[i] = row_value(r, field)
             self._rings[(key, field)] = deque(cur, maxlen=self._history)
 
     @property  # type: ignore[override]

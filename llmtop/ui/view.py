@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from llmtop.config import Config, Thresholds
+    from llmtop.diagnose.findings import Finding
     from llmtop.model import Snapshot
-    from llmtop.ui.source import Source
+    from llmtop.ui.source import ReplayControl, Source
     from llmtop.ui.state import ViewState
     from llmtop.verdict import Verdict
 
@@ -30,6 +31,10 @@ class LiveView(Protocol):
     config: Config
     thresholds: Thresholds
     verdict: Verdict
+    diagnosis: list[Finding]
+    """The current findings (``diagnose``), worst first."""
+    replay: ReplayControl | None
+    """Playback controls when the source is a replay, else None."""
     clock: Callable[[], float]
 
     def replay_badge(self) -> str | None:

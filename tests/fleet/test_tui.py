@@ -111,9 +111,16 @@ def test_shift_t_travels_in_time_and_back(monkeypatch):
 def test_a_rows_sparklines_are_backfilled_once_and_aligned():
     from llmtop.model import EngineRow, Snapshot
 
+    class Diagnoser:
+        def take_events(self):
+            return []
+
     class Stub:
         refresh_s = 10.0
         live = True
+        totals: list = []
+        error = None
+        diagnoser = Diagnoser()
 
         def __init__(self):
             self.asked: list[str] = []

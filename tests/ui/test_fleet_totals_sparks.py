@@ -17,19 +17,47 @@ TOTAL = EngineRow(key="total|m", target="total (2)", engine="vllm", model="m", r
                   waiting=3, kv_cache_usage=0.5, generation_tokens_per_s=228.0)
 
 
+class _Diagnoser:
+    def take_events(self) -> list:
+        return []
+
+
 class _FleetMonitor:
-    """The shape FleetSource reads: tick, totals, header_text."""
+    """The shape FleetSource reads (``ui.source.FleetMonitorLike``): a refresh per tick,
+    its totals, no findings, no other windows or history."""
+
+    refresh_s = 10.0
 
     def __init__(self) -> None:
         self.snap = demo_snapshot("ok")
         self.totals = [TOTAL]
+        self.error = None
+        self.diagnoser = _Diagnoser()
 
     async def tick(self):
         self.snap = replace(self.snap, time=self.snap.time + 1)
         return self.snap
 
+    async def aclose(self) -> None:
+        return None
+
+    def snapshot(self, window_s):
+        return None
+
     def header_text(self) -> str:
         return "prometheus http://127.0.0.1:9"
+
+    def window_note(self, window_s):
+        return None
+
+    def travel(self, at) -> None:
+        return None
+
+    async def history(self, key, points=90):
+        return []
+
+    async def row_windows(self, key, windows):
+        return {}
 
 
 async def test_fleet_source_keeps_series_for_the_total_rows():

@@ -83,7 +83,7 @@ def latency_table(row: EngineRow, windows: dict[str, EngineRow | None]) -> Table
     for kind in LATENCY_KINDS:
         attr = f"{kind}_s"
         for wname, wrow in windows.items():
-            q = getattr(wrow, attr, None) if wrow is not None else None
+            q = getattr(wrow, attr) if wrow is not None else None
             t.add_row(*_qrow(f"{kind.upper():<5} {wname}", q))
         life = row.lifetime.get(attr)
         t.add_row(*_qrow(f"{kind.upper():<5} lifetime", life if isinstance(life, Quantiles)
@@ -116,7 +116,7 @@ def window_table(title: str, kinds: tuple[tuple[str, str], ...], names: tuple[st
     for c in (*windows, "lifetime"):
         t.add_column(c, justify="right", no_wrap=True)
     for label, attr in kinds:
-        cells = [_pair(getattr(w, attr, None) if w is not None else None, names, unit_s)
+        cells = [_pair(getattr(w, attr) if w is not None else None, names, unit_s)
                  for w in windows.values()]
         life = row.lifetime.get(attr)
         cells.append(_pair(life if isinstance(life, Quantiles) else None, names, unit_s))

@@ -245,7 +245,7 @@ class OverviewScreen(Screen):
         table.update_rows(
             snap.engines, sort_column=st.sort_column, sort_reverse=st.sort_reverse,
             filter_text=st.filter_text, show_ranks=st.show_ranks, th=view.thresholds,
-            trend=view.trend, why=why_badges(getattr(view, "diagnosis", None) or ()),
+            trend=view.trend, why=why_badges(view.diagnosis),
             groups=self._groups(), collapsed=self.collapsed)
         self.query_one(GpuPanel).show(snap.gpus, snap.gpu_error, view.thresholds,
                                       wide=self.has_class("-wide"))
@@ -269,7 +269,7 @@ class OverviewScreen(Screen):
             values = source.series(row.key, field, points) if points > 0 else []
             q = _SPARK_Q.get(field)
             if q is not None:
-                caption = fmt.quantile_text(getattr(row, q[0], None), q[1])
+                caption = fmt.quantile_text(getattr(row, q[0]), q[1])
             else:
                 last = next((v for v in reversed(values) if v is not None), None)
                 if last is None:  # no history yet (a fleet total's first refresh): the row's
@@ -333,7 +333,7 @@ class OverviewScreen(Screen):
         models = {r.model for r in snap.engines}
         totals = [t for t in totals or () if t.model in models]
         groups = model_groups(totals, snap.engines) + stack_groups(
-            snap.engines, getattr(snap, "routers", None) or ())
+            snap.engines, snap.routers)
         return groups if groups.heads else None
 
     def action_collapse(self) -> None:

@@ -48,12 +48,11 @@ REFRESH_MIN_S = 2.0
 key changed what is shown: 20,000 requests in 10 minutes cost tens of ms to rank and sum."""
 
 
-def request_window(view: Any) -> Any:
+def request_window(view: LiveView) -> Any:
     """The source's request window (``history.requests.RequestWindow``), or None: a source
     that has none (fleet mode), or whose store keeps none."""
-    fn = getattr(view.source, "request_window", None)
     try:
-        return fn() if fn is not None else None
+        return view.source.request_window()
     except Exception:
         return None
 
@@ -167,7 +166,7 @@ class RequestsScreen(Screen):
         self.set_class(empty, "-empty")
         if empty:
             self.query_one("#requests-empty", Static).update(empty_text(
-                window, label, replay=getattr(self.view, "replay", None) is not None,
+                window, label, replay=self.view.replay is not None,
                 filtered=self.filter_text if window is not None and len(window) else ""))
         self._paint_table(rows, force)
         self._show_selected()

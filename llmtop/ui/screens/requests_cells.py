@@ -5,7 +5,7 @@ request's cells (the queue / prefill / decode bar among them), the window's shap
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rich.console import Group
 from rich.table import Table
@@ -15,6 +15,9 @@ from llmtop.request import InflightRequest, RequestRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH
 from llmtop.verdict import short_target
+
+if TYPE_CHECKING:
+    from llmtop.history.requests import RequestWindow
 
 __all__ = ["PHASES", "SORT_LABELS", "Col", "empty_text", "inflight_cells", "matches",
            "phase_bar", "request_cells", "request_layout", "selected_text", "shape_text"]
@@ -244,16 +247,16 @@ SETUP = (
 """What makes each engine send spans (``docs/requests.md``)."""
 
 
-def empty_text(window: Any, window_label: str, *, replay: bool, filtered: str = ""
-               ) -> Text | Group:
+def empty_text(window: RequestWindow | None, window_label: str, *, replay: bool,
+               filtered: str = "") -> Text | Group:
     """Why the table is empty: no receiver (how to turn it on), a receiver and no spans yet
     (what sends them), no request in the window, or the filter."""
     if filtered:
         return Text(f"No request matches {filtered!r} (esc clears the filter).", style="dim")
     head = Text()
-    receiver = getattr(window, "receiver", None) if window is not None else None
-    seen = getattr(window, "spans_seen", 0) if window is not None else 0
-    active = window is not None and getattr(window, "active", False)
+    receiver = window.receiver if window is not None else None
+    seen = window.spans_seen if window is not None else 0
+    active = window is not None and window.active
     if active and seen:
         head.append(f"No request finished in the last {window_label} ({seen} spans received "
                     "so far). v widens the window.", style="bold")

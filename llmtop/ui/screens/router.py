@@ -130,7 +130,7 @@ def router_renderable(router: RouterRow, engines: list[EngineRow]) -> Group:
 def stack_section(row: EngineRow, snap: Snapshot | None) -> list:
     """An engine detail's lines on its router (none when it has none): its role, what the
     router says of it, its shares, and the TTFT path of its router."""
-    routers = getattr(snap, "routers", None) or []
+    routers = snap.routers if snap is not None else []
     router = next((r for r in routers if r.target == row.router), None)
     if router is None:
         return []
@@ -167,7 +167,7 @@ class RouterDetailScreen(Screen):
 
     def refresh_data(self, *, force: bool = False) -> None:
         snap = self.view.snapshot
-        routers = getattr(snap, "routers", None) or []
+        routers = snap.routers if snap is not None else []
         router = next((r for r in routers if r.target == self.target), None)
         body = self.query_one("#router-body", Static)
         if router is None or snap is None:

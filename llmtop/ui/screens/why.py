@@ -134,7 +134,7 @@ class WhyScreen(Screen):
         self.query_one(VerticalScroll).focus()
 
     def refresh_data(self, *, force: bool = False) -> None:
-        findings = tuple(getattr(self.view, "diagnosis", None) or ())
+        findings = tuple(self.view.diagnosis)
         if not force and findings == self._shown:
             return
         self._shown = findings
