@@ -29,6 +29,7 @@ __all__ = [
     "KV_TIERS_FIELDS",
     "KV_TIER_FIELDS",
     "KV_TRANSFER_FIELDS",
+    "LABELLED",
     "LATENCY_KINDS",
     "PHASE_KINDS",
     "STATES",
@@ -97,6 +98,27 @@ COUNTER_KEYS = (
     "spec_accepted_tokens",  # draft tokens accepted
     # plus "finished:<reason>" for each finish reason (stop, length, abort, error, repetition, ...)
 )
+
+LABELLED: dict[str, dict[str, str]] = {
+    "gauges": {
+        "kv_queue": "queue",  # SGLang's P/D queues: requests in each
+    },
+    "counters": {
+        "prompt_tokens": "source",  # vLLM prompt tokens by where their KV came from
+        "cached_tokens": "tier",  # vLLM prefix-cache hit tokens by the KV tier that served them
+        "tier_chunk_queries": "tier",  # vLLM offloading connector, per secondary tier
+        "tier_chunk_hits": "tier",
+        "tier_read_bytes": "tier",  # read back into the primary tier (load-back)
+        "tier_write_bytes": "tier",  # written to the tier (offload)
+        "tier_failed": "tier",  # promotion and cascade job failures
+    },
+    "hists": {
+        "kv_stage": "stage",  # SGLang KV transfer stage latencies (s)
+    },
+}
+"""Families of ``ModelSample.gauges_by`` / ``counters_by`` / ``hists_by`` (by kind): one value
+per label value, ``{family: {label value: value}}``; here family -> what its label names
+(``parse.kv_series``, ``parse.kv_offload``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +197,18 @@ class ModelSample:
     counters: dict[str, float] = field(default_factory=dict)
     hists: dict[str, Hist] = field(default_factory=dict)
     info: dict[str, str] = field(default_factory=dict)
+    gauges_by: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Gauge families with one value per label (``LABELLED["gauges"]``)."""
+    counters_by: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Counter families with one value per label (``LABELLED["counters"]``), cumulative."""
+    hists_by: dict[str, dict[str, Hist]] = field(default_factory=dict)
+    """Histogram families with one histogram per label (``LABELLED["hists"]``)."""
+
+    def labelled(self, kind: str) -> dict[str, dict[str, Any]]:
+        """``gauges_by``, ``counters_by`` or ``hists_by`` for ``kind`` (gauges, counters,
+        hists)."""
+        return {"gauges": self.gauges_by, "counters": self.counters_by,
+                "hists": self.hists_by}[kind]
 
 
 @dataclass(slots=True)

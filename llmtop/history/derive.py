@@ -306,15 +306,29 @@ def restart_reason(prev: EngineSample, cur: EngineSample) -> str | None:
         p = before.get(m.model)
         if p is None:
             continue
-        for k, v in m.counters.items():
-            pv = p.counters.get(k)
-            if pv is not None and v < pv and _decreased(pv, v):
-                return f"counter {k} went down"
-        for k, h in m.hists.items():
-            ph = p.hists.get(k)
-            if (ph is not None and h.count < ph.count and ph.bounds == h.bounds
-                    and _decreased(ph.count, h.count)):
-                return f"histogram {k} count went down"
+        why = _went_down(p.counters, m.counters, p.hists, m.hists)
+        for fam, per in m.counters_by.items():
+            why = why or _went_down(p.counters_by.get(fam, {}), per, {}, {}, f"{fam}:")
+        for fam, hs in m.hists_by.items():
+            why = why or _went_down({}, {}, p.hists_by.get(fam, {}), hs, f"{fam}:")
+        if why is not None:
+            return why
+    return None
+
+
+def _went_down(pc: dict[str, float], cc: dict[str, float], ph: dict[str, Hist],
+               ch: dict[str, Hist], family: str = "") -> str | None:
+    """The first counter or histogram count of ``cc``/``ch`` below its value in ``pc``/``ph``
+    (``family``: the labelled family's name and colon, before the label)."""
+    for k, v in cc.items():
+        pv = pc.get(k)
+        if pv is not None and v < pv and _decreased(pv, v):
+            return f"counter {family}{k} went down"
+    for k, h in ch.items():
+        p = ph.get(k)
+        if (p is not None and h.count < p.count and p.bounds == h.bounds
+                and _decreased(p.count, h.count)):
+            return f"histogram {family}{k} count went down"
     return None
 
 
@@ -481,6 +495,9 @@ def derive_lifetime(m: ModelSample, *, start_time: float | None = None,
     for key, h in m.hists.items():
         name = key if key in TOKEN_HISTS else f"{key}_s"
         out[name] = lifetime_quantiles(h)
+    for fam, hists in m.hists_by.items():  # (``kv_stage:bootstrap_s``)
+        for label, h in hists.items():
+            out[f"{fam}:{label}_s"] = lifetime_quantiles(h)
     out["prefix_hit_rate"] = _lifetime_ratio(m, "prefix_hits", "prefix_queries",
                                              "prefix_hit_rate_gauge")
     out["spec_accept_rate"] = _lifetime_ratio(m, "spec_accepted_tokens", "spec_draft_tokens",

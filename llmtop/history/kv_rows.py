@@ -11,26 +11,36 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmtop.history.derive import counter_delta, counter_rate, hist_delta, hist_quantiles
-from llmtop.model import EngineRow, KvTier, KvTiers, KvTransfer, ModelSample
+from llmtop.model import EngineRow, KvTier, KvTiers, KvTransfer, ModelSample, Quantiles
 
 __all__ = ["fill_stack", "tokens_idle_s"]
 
 Points = Sequence[tuple[float, ModelSample]]
 
 
-def _pts(pts: Points, kind: str, key: str) -> list[tuple[float, float]]:
-    return [(t, v) for t, m in pts if (v := getattr(m, kind).get(key)) is not None]
+def _pts(pts: Points, key: str, label: str | None) -> list[tuple[float, float]]:
+    if label is None:
+        return [(t, v) for t, m in pts if (v := m.counters.get(key)) is not None]
+    return [(t, v) for t, m in pts if (v := m.counters_by.get(key, {}).get(label)) is not None]
 
 
-def _rate(pts: Points, key: str) -> float | None:
-    p = _pts(pts, "counters", key)
+def _rate(pts: Points, key: str, label: str | None = None) -> float | None:
+    """Rate of counter ``key`` (of labelled counter family ``key`` at ``label``)."""
+    p = _pts(pts, key, label)
     return counter_rate(p) if len(p) >= 2 else None
 
 
-def _delta(pts: Points, key: str) -> float | None:
-    p = _pts(pts, "counters", key)
+def _delta(pts: Points, key: str, label: str | None = None) -> float | None:
+    p = _pts(pts, key, label)
     d = counter_delta(p) if len(p) >= 2 else None
     return d[0] if d is not None else None
+
+
+def _windowed(pts: Points, family: str, label: str) -> Quantiles | None:
+    """Quantiles over the window of labelled histogram ``family`` at ``label``."""
+    d = hist_delta([(t, h) for t, m in pts
+                    if (h := m.hists_by.get(family, {}).get(label)) is not None])
+    return None if d is None else hist_quantiles(d.bounds, d.cumulative, d.sum, d.count)
 
 
 def _kv_transfer(pts: Points) -> KvTransfer | None:
@@ -47,22 +57,18 @@ def _kv_transfer(pts: Points) -> KvTransfer | None:
                       ("kv_expired", "expired_per_s")):
         if key in last.counters:
             out[name] = _rate(pts, key)
-    stages = {}
-    for k in last.hists:
-        if k.startswith("kv_stage:"):
-            d = hist_delta([(t, h) for t, m in pts if (h := m.hists.get(k)) is not None])
-            stages[k.split(":", 1)[1]] = None if d is None else hist_quantiles(
-                d.bounds, d.cumulative, d.sum, d.count)
+    stages = {stage: _windowed(pts, "kv_stage", stage)
+              for stage in last.hists_by.get("kv_stage", {})}
     if stages:
         out["stages"] = stages
-    queues = {k.split(":", 1)[1]: v for k, v in last.gauges.items() if k.startswith("kv_queue:")}
+    queues = dict(last.gauges_by.get("kv_queue", {}))
     if queues:
         out["queues"] = queues
-    if last.counters.get("prompt_tokens:external_kv_transfer"):  # a P/D engine: where its
-        # prompts came from (an engine that never took KV from a transfer has hit rates)
-        out["prompt_tokens_by_source"] = {k.split(":", 1)[1]: _rate(pts, k)
-                                          for k in last.counters
-                                          if k.startswith("prompt_tokens:")}
+    by_source = last.counters_by.get("prompt_tokens", {})
+    if by_source.get("external_kv_transfer"):  # a P/D engine: where its prompts came from
+        # (an engine that never took KV from a transfer has hit rates)
+        out["prompt_tokens_by_source"] = {src: _rate(pts, "prompt_tokens", src)
+                                          for src in by_source}
     return KvTransfer.of(**out) if out else None
 
 
@@ -82,10 +88,11 @@ def _kv_tiers(pts: Points) -> KvTiers | None:
         out["used_tokens"] = g["tier_used_tokens"]
         total = g.get("tier_total_tokens")
         out["usage"] = g["tier_used_tokens"] / total if total else None
-    if any(v for k, v in c.items() if k.startswith("cached_tokens:")
-           and not k.endswith(":device")):  # hits served from an offload tier (host, disk, p2p)
-        out["cached_tokens_per_s"] = {k.split(":", 1)[1]: _rate(pts, k) for k in c
-                                      if k.startswith("cached_tokens:")}
+    cached = last.counters_by.get("cached_tokens", {})
+    if any(v for tier, v in cached.items() if tier != "device"):  # hits served from an
+        # offload tier (host, disk, p2p)
+        out["cached_tokens_per_s"] = {tier: _rate(pts, "cached_tokens", tier)
+                                      for tier in cached}
     out.update(_vllm_offload(pts))
     for key, name in (("tier_stored_tokens", "offload_tokens_per_s"),
                       ("tier_evicted_tokens", "evicted_tokens_per_s"),
@@ -95,8 +102,8 @@ def _kv_tiers(pts: Points) -> KvTiers | None:
     return KvTiers.of(**out) if out else None
 
 
-def _ratio(pts: Points, part: str, whole: str) -> float | None:
-    hit, asked = _delta(pts, part), _delta(pts, whole)
+def _ratio(pts: Points, part: str, whole: str, label: str | None = None) -> float | None:
+    hit, asked = _delta(pts, part, label), _delta(pts, whole, label)
     return min(1.0, hit / asked) if hit is not None and asked else None
 
 
@@ -121,15 +128,15 @@ def _vllm_offload(pts: Points) -> dict[str, Any]:
         cap = g.get("offload_capacity_blocks")
         out["pinned"] = g["offload_used_blocks"] / cap if cap else None
     tiers: dict[str, dict[str, float | None]] = {}
-    for k in c:
-        kind, _, tier = k.partition(":")
-        if kind not in _TIER_KEYS or not tier:
+    for family, per in last.counters_by.items():
+        if family not in _TIER_KEYS:
             continue
-        t = tiers.setdefault(tier, {})
-        if kind == "tier_chunk_queries":
-            t["hit_rate"] = _ratio(pts, f"tier_chunk_hits:{tier}", k)
-        elif kind != "tier_chunk_hits":
-            t[_TIER_KEYS[kind]] = _rate(pts, k)
+        for tier in per:
+            t = tiers.setdefault(tier, {})
+            if family == "tier_chunk_queries":
+                t["hit_rate"] = _ratio(pts, "tier_chunk_hits", family, tier)
+            elif family != "tier_chunk_hits":
+                t[_TIER_KEYS[family]] = _rate(pts, family, tier)
     if tiers:
         out["tiers"] = {name: KvTier.of(**t) for name, t in tiers.items()}
     return out

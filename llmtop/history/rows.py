@@ -106,17 +106,28 @@ def _all_finite(values: tuple[float, ...]) -> bool:
         return all(map(_finite, values))
 
 
-def _clean_model(m: ModelSample) -> ModelSample:
-    gauges = {k: v for k, v in m.gauges.items() if _finite(v)}
-    counters = {k: v for k, v in m.counters.items() if _finite(v)}
+def _clean_values(d: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in d.items() if _finite(v)}
+
+
+def _clean_hists(d: dict[str, Hist]) -> dict[str, Hist]:
     hists: dict[str, Hist] = {}
-    for k, h in m.hists.items():
+    for k, h in d.items():
         if not _finite(h.count) or not _all_finite(h.cumulative):
             continue
         if not _finite(h.sum):  # buckets still give quantiles; only the mean is unknown
             h = Hist(h.bounds, h.cumulative, math.nan, h.count)
         hists[k] = h
-    return ModelSample(m.model, m.rank, gauges, counters, hists, dict(m.info))
+    return hists
+
+
+def _clean_model(m: ModelSample) -> ModelSample:
+    return ModelSample(
+        m.model, m.rank, _clean_values(m.gauges), _clean_values(m.counters),
+        _clean_hists(m.hists), dict(m.info),
+        gauges_by={k: c for k, v in m.gauges_by.items() if (c := _clean_values(v))},
+        counters_by={k: c for k, v in m.counters_by.items() if (c := _clean_values(v))},
+        hists_by={k: c for k, v in m.hists_by.items() if (c := _clean_hists(v))})
 
 
 def clean_gpu(g: GpuRecord) -> GpuRecord:
@@ -153,17 +164,22 @@ def _share_models(prev: list[ModelSample], cur: list[ModelSample]) -> None:
             continue
         if m.info == p.info:
             m.info = p.info
-        hists = m.hists
-        for k, h in hists.items():
-            ph = p.hists.get(k)
-            if ph is None:
-                continue
-            if h.bounds == ph.bounds:
-                h.bounds = ph.bounds
-            if h.cumulative == ph.cumulative:
-                h.cumulative = ph.cumulative
-                if h.bounds is ph.bounds and h.count == ph.count and h.sum == ph.sum:
-                    hists[k] = ph  # unchanged: the same object (``derive_window`` relies on it)
+        _share_hists(p.hists, m.hists)
+        for fam, hists in m.hists_by.items():
+            _share_hists(p.hists_by.get(fam, {}), hists)
+
+
+def _share_hists(prev: dict[str, Hist], hists: dict[str, Hist]) -> None:
+    for k, h in hists.items():
+        ph = prev.get(k)
+        if ph is None:
+            continue
+        if h.bounds == ph.bounds:
+            h.bounds = ph.bounds
+        if h.cumulative == ph.cumulative:
+            h.cumulative = ph.cumulative
+            if h.bounds is ph.bounds and h.count == ph.count and h.sum == ph.sum:
+                hists[k] = ph  # unchanged: the same object (``derive_window`` relies on it)
 
 
 def share_with(prev: EngineSample | None, cur: EngineSample) -> EngineSample:

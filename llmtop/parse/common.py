@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from llmtop.model import EngineSample, Hist, ModelSample
+from llmtop.model import LABELLED, EngineSample, Hist, ModelSample
 from llmtop.parse.exposition import Family, ParseError, Sample, parse
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "label_key",
     "outcome_counters",
     "parse_engine_text",
+    "put_value",
     "sample_index",
     "series_values",
 ]
@@ -158,17 +159,46 @@ MAX_GAUGES = frozenset({"kv_usage", "prefix_hit_rate_gauge", "spec_accept_rate_g
 1), not by sum."""
 
 
+def put_value(m: ModelSample, kind: str, name: str, value: Any,
+              label: str | None = None) -> None:
+    """Set ``m``'s ``kind`` (gauges, counters, hists, info) value ``name``; with ``label``,
+    the value of that label in the declared family ``name`` (``model.LABELLED``)."""
+    if label is None:
+        getattr(m, kind)[name] = value
+    elif name not in LABELLED[kind]:
+        raise KeyError(f"{name} is no labelled {kind} family (model.LABELLED)")
+    else:
+        m.labelled(kind).setdefault(name, {})[label] = value
+
+
+def _sum_labelled(into: dict[str, dict[str, float]], part: dict[str, dict[str, float]]
+                  ) -> None:
+    for fam, per in part.items():
+        have = into.setdefault(fam, {})
+        for label, v in per.items():
+            have[label] = have.get(label, 0.0) + v
+
+
 def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
     """Aggregate per-rank samples of one model: sum counters, gauges and histograms
-    (``kv_usage`` and the hit-rate/acceptance gauges take the max). Info comes from the first
-    rank."""
+    (``kv_usage`` and the hit-rate/acceptance gauges take the max), per label in the
+    labelled families too. Info comes from the first rank."""
     if len(parts) == 1:  # one rank, the usual engine: the same values, copied in C
         p = parts[0]
         return ModelSample(model=model, gauges=dict(p.gauges), counters=dict(p.counters),
-                           hists=dict(p.hists), info=dict(p.info))
+                           hists=dict(p.hists), info=dict(p.info),
+                           gauges_by={k: dict(v) for k, v in p.gauges_by.items()},
+                           counters_by={k: dict(v) for k, v in p.counters_by.items()},
+                           hists_by={k: dict(v) for k, v in p.hists_by.items()})
     out = ModelSample(model=model)
     hists: dict[str, list[Hist]] = {}
+    hists_by: dict[tuple[str, str], list[Hist]] = {}
     for p in parts:
+        _sum_labelled(out.gauges_by, p.gauges_by)
+        _sum_labelled(out.counters_by, p.counters_by)
+        for fam, per in p.hists_by.items():
+            for label, h in per.items():
+                hists_by.setdefault((fam, label), []).append(h)
         for k, v in p.gauges.items():
             if k in MAX_GAUGES:
                 out.gauges[k] = max(out.gauges.get(k, v), v)
@@ -182,6 +212,8 @@ def aggregate(model: str, parts: list[ModelSample]) -> ModelSample:
             out.info.setdefault(k, v)
     for k, hs in hists.items():
         out.hists[k] = _merge_all(hs)
+    for (fam, label), hs in hists_by.items():
+        out.hists_by.setdefault(fam, {})[label] = _merge_all(hs)
     return out
 
 

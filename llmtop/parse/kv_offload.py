@@ -9,10 +9,10 @@ the vLLM adapter into ``ModelSample`` keys (absent = not exported, never 0):
   ``offload_pinned`` (``vllm:kv_offload_cpu_cache_usage_perc``: fraction of the CPU tier
   pinned by transfers in flight, a 0-1 fraction despite the name);
 - its tiering spec (``TieringOffloadingSpec``), per ``tier`` label (``0:primary``, ``1:fs``…):
-  counters ``tier_chunk_queries:<tier>``, ``tier_chunk_hits:<tier>``,
-  ``tier_read_bytes:<tier>`` (read from the tier back into the primary: load-back),
-  ``tier_write_bytes:<tier>`` (written to it: offload), ``tier_failed:<tier>``
-  (promotion + cascade job failures);
+  labelled counters (``ModelSample.counters_by``, by tier) ``tier_chunk_queries``,
+  ``tier_chunk_hits``, ``tier_read_bytes`` (read from the tier back into the primary:
+  load-back), ``tier_write_bytes`` (written to it: offload), ``tier_failed`` (promotion +
+  cascade job failures);
 - ``SimpleCPUOffloadConnector``: counters ``offload_load_blocks``
   (``vllm:simple_kv_offload_load_blocks``), ``offload_stored_blocks`` /
   ``offload_dropped_blocks`` (``vllm:simple_kv_offload_save_outcomes{outcome}``: ``stored``,
@@ -45,7 +45,7 @@ OFFLOAD_FAMILIES = frozenset({
     _SIMPLE + "used_blocks", _SIMPLE + "info"})
 """Families the vLLM adapter keeps for this module."""
 
-Put = Callable[[str, str, dict[Any, Any]], None]
+Put = Callable[..., None]
 Values = Callable[..., dict[Any, float]]
 
 
@@ -63,13 +63,13 @@ def _tiered(families: dict[str, Family], key: Callable[..., Any], put: Put,
         at = _where(key, "tier", tier.__eq__)
         for short, skey in _TIERED.items():
             if fams[short] is not None:
-                put("counters", f"{skey}:{tier}", values(fams[short], at))
+                put("counters", skey, values(fams[short], at), label=tier)
         if fails:
             got: dict[Any, float] = {}
             for f in fails:
                 for k, v in values(f, at).items():
                     got[k] = got.get(k, 0.0) + v
-            put("counters", f"tier_failed:{tier}", got)
+            put("counters", "tier_failed", got, label=tier)
 
 
 def read_offload(families: dict[str, Family], key: Callable[..., Any], put: Put,

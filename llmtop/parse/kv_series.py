@@ -8,12 +8,14 @@ Keys put on ``ModelSample`` (absent = not exported, never 0):
 - counters ``kv_xfer_bytes`` (``vllm:nixl_bytes_transferred`` sum, ``sglang:kv_transfer_total_mb``
   sum), ``kv_xfer_failed`` (``vllm:nixl_num_failed_transfers`` + ``..._notifications``;
   ``sglang:num_bootstrap_failed_reqs`` + ``num_transfer_failed_reqs``), ``kv_expired``
-  (``vllm:nixl_num_kv_expired_reqs``), ``prompt_tokens:<source>``
-  (``vllm:prompt_tokens_by_source``), ``cached_tokens:<tier>`` (device, host, disk, p2p:
-  ``vllm:prompt_tokens_cached_by_source``, vLLM 0.33: which KV tier served the cache hits);
-- gauges ``kv_queue:<name>`` (SGLang's P/D queues: prefill bootstrap/prealloc/inflight, decode
-  prealloc/transfer);
-- hists ``kv_stage:<stage>`` (s): SGLang's ``sglang:kv_transfer_bootstrap_ms`` (``bootstrap``),
+  (``vllm:nixl_num_kv_expired_reqs``); labelled counters (``ModelSample.counters_by``)
+  ``prompt_tokens`` by source (``vllm:prompt_tokens_by_source``), ``cached_tokens`` by tier
+  (device, host, disk, p2p: ``vllm:prompt_tokens_cached_by_source``, vLLM 0.33: which KV
+  tier served the cache hits);
+- labelled gauges ``kv_queue`` by queue (SGLang's P/D queues: prefill
+  bootstrap/prealloc/inflight, decode prealloc/transfer);
+- labelled hists ``kv_stage`` by stage (s): SGLang's ``sglang:kv_transfer_bootstrap_ms``
+  (``bootstrap``),
   ``sglang:kv_transfer_alloc_ms`` (``alloc``) and the P/D stages of
   ``sglang:per_stage_req_latency_seconds{stage}`` (``PD_STAGES``);
 - tiers: LMCache (``lmcache:*`` on vLLM's port) gauges ``tier_hit_rate``, ``tier_used_bytes``,
@@ -68,7 +70,8 @@ SGLANG_FAMILIES = frozenset("sglang:" + n for n in (
     *_SG_TIER_GAUGES, *_SG_TIER_COUNTERS))
 """Families the SGLang adapter keeps for this module."""
 
-Put = Callable[[str, str, dict[Any, Any]], None]
+Put = Callable[..., None]
+"""``put(kind, name, {group: value}, label=None)``: the adapter's setter (``common.put_value``)."""
 Values = Callable[..., dict[Any, float]]
 Hists = Callable[..., dict[Any, Any]]
 
@@ -100,14 +103,15 @@ def read_vllm(families: dict[str, Family], key: Callable[..., Any], put: Put,
     if any(get(n) is not None for n in _NIXL_FAILED):
         put("counters", "kv_xfer_failed", _sum(*(values(get(n), key) for n in _NIXL_FAILED)))
     put("counters", "kv_expired", values(get("vllm:nixl_num_kv_expired_reqs"), key))
-    for fam_name, prefix in (("vllm:prompt_tokens_by_source", "prompt_tokens:"),
-                             ("vllm:prompt_tokens_cached_by_source", "cached_tokens:")):
+    for fam_name, family in (("vllm:prompt_tokens_by_source", "prompt_tokens"),
+                             ("vllm:prompt_tokens_cached_by_source", "cached_tokens")):
         src = get(fam_name)
         if src is None:
             continue
         for source in {s.labels.get("source", "") for s in src.samples} - {""}:
-            put("counters", prefix + source, values(
-                src, lambda lb, s=source: key(lb) if lb.get("source") == s else None))
+            put("counters", family, values(
+                src, lambda lb, s=source: key(lb) if lb.get("source") == s else None),
+                label=source)
     for name, gkey in _LMC_GAUGES.items():
         put("gauges", gkey, _everywhere(values, get(name), keys, ""))
     for name, ckey in _LMC_COUNTERS.items():
@@ -124,7 +128,7 @@ def read_sglang(families: dict[str, Family], key: Callable[..., Any], put: Put,
 
     for name in _SG_QUEUES:
         short = name.removeprefix("num_").removesuffix("_queue_reqs")
-        put("gauges", f"kv_queue:{short}", values(get(p + name), pd_key, suffix=""))
+        put("gauges", "kv_queue", values(get(p + name), pd_key, suffix=""), label=short)
     if any(get(p + n) is not None for n in _SG_FAILED):
         put("counters", "kv_xfer_failed", _sum(*(values(get(p + n), key) for n in _SG_FAILED)))
     lat = get(p + "kv_transfer_latency_ms")
@@ -136,11 +140,11 @@ def read_sglang(families: dict[str, Family], key: Callable[..., Any], put: Put,
     for name, stage in _SG_STAGE_HISTS.items():
         fam = get(p + name)
         if fam is not None and fam.type == "histogram":
-            put("hists", f"kv_stage:{stage}", hists(fam, key, scale=1e-3))
+            put("hists", "kv_stage", hists(fam, key, scale=1e-3), label=stage)
     per_stage = get(p + "per_stage_req_latency_seconds")
     for stage in PD_STAGES:
-        put("hists", f"kv_stage:{stage}", hists(per_stage, lambda lb, s=stage: key(lb)
-                                                if lb.get("stage") == s else None))
+        put("hists", "kv_stage", hists(per_stage, lambda lb, s=stage: key(lb)
+                                       if lb.get("stage") == s else None), label=stage)
     mb = get(p + "kv_transfer_total_mb")
     if mb is not None and mb.type == "histogram":
         put("counters", "kv_xfer_bytes", {k: v * 1e6 for k, v in values(

@@ -55,7 +55,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
-from llmtop.parse.common import assemble, identity_version, parse_engine_text
+from llmtop.parse.common import assemble, identity_version, parse_engine_text, put_value
 from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
 from llmtop.parse.exposition import Family
 from llmtop.parse.kv_series import SGLANG_FAMILIES, read_sglang
@@ -151,12 +151,12 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
     """Normalize parsed ``sglang:*`` families."""
     parts: dict[Key, ModelSample] = {}
 
-    def put(kind: str, name: str, vals: dict[Key, Any]) -> None:
+    def put(kind: str, name: str, vals: dict[Key, Any], label: str | None = None) -> None:
         for k, v in vals.items():
             p = parts.get(k)
             if p is None:
                 p = parts[k] = ModelSample(model=k[0], rank=k[1])
-            getattr(p, kind)[name] = v
+            put_value(p, kind, name, v, label)
 
     for fam_name, (gkey, agg) in _GAUGES.items():
         put("gauges", gkey, group_values(families.get(_P + fam_name), _key, suffix="", agg=agg))

@@ -39,7 +39,7 @@ from operator import add, attrgetter, itemgetter
 from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
-from llmtop.parse.common import assemble, parse_engine_text
+from llmtop.parse.common import assemble, parse_engine_text, put_value
 from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
 from llmtop.parse.exposition import Family
 from llmtop.parse.kv_offload import OFFLOAD_FAMILIES, read_offload
@@ -371,9 +371,9 @@ def normalize_families(
             p = parts[k] = ModelSample(model=k[0], rank=k[1])
         return p
 
-    def put(kind: str, name: str, vals: dict[Key, Any]) -> None:
+    def put(kind: str, name: str, vals: dict[Key, Any], label: str | None = None) -> None:
         for k, v in vals.items():
-            getattr(part(k), kind)[name] = v
+            put_value(part(k), kind, name, v, label)
 
     for fam_name, gkey in _GAUGES.items():
         put("gauges", gkey, group_values(families.get(_P + fam_name), key, suffix=""))

@@ -48,16 +48,14 @@ def test_generated_v0_33():
         "aborted": 1.0,
         "errors": 0.0,
         "rejected": 0.0,
+    }
+    assert m.counters_by == {
         # vllm:prompt_tokens_by_source (kv_series: where prompt tokens came from)
-        "prompt_tokens:local_compute": 1024.0,
-        "prompt_tokens:local_cache_hit": 2048.0,
-        "prompt_tokens:external_kv_transfer": 0.0,
+        "prompt_tokens": {"local_compute": 1024.0, "local_cache_hit": 2048.0,
+                          "external_kv_transfer": 0.0},
         # vllm:prompt_tokens_cached_by_source: the KV tier that served the hits
-        "cached_tokens:device": 2048.0,
-        "cached_tokens:host": 0.0,
-        "cached_tokens:p2p": 0.0,
-        "cached_tokens:disk": 0.0,
-        "cached_tokens:external_unspecified": 0.0,
+        "cached_tokens": {"device": 2048.0, "host": 0.0, "p2p": 0.0, "disk": 0.0,
+                          "external_unspecified": 0.0},
     }
     assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len",
                             "prefill", "decode", "inference", "iteration_tokens"}

@@ -20,14 +20,14 @@ def test_vllm_nixl_and_lmcache_keys():
     assert m.hists["kv_xfer"].count == 200 and m.hists["kv_xfer"].sum == pytest.approx(7.4)
     assert m.counters["kv_xfer_failed"] == 4.0  # failed transfers + failed notifications
     assert m.counters["kv_xfer_bytes"] == 1.2e9 and m.counters["kv_expired"] == 0.0
-    assert m.counters["prompt_tokens:external_kv_transfer"] == 99000.0
+    assert m.counters_by["prompt_tokens"]["external_kv_transfer"] == 99000.0
     assert m.gauges["tier_hit_rate"] == 0.6 and m.counters["tier_stored_tokens"] == 80000.0
 
 
 def test_sglang_pd_and_hicache_keys_and_role():
     m = registry.normalize("sglang", fixture_text(SGL)).models[0]
     assert m.info["kv_role"] == "decode"
-    assert m.gauges["kv_queue:decode_transfer"] == 5.0
+    assert m.gauges_by["kv_queue"]["decode_transfer"] == 5.0
     assert m.hists["kv_xfer"].sum == pytest.approx(5.2)  # ms -> s
     assert m.counters["kv_xfer_failed"] == 3.0
     assert m.gauges["tier_used_tokens"] == 300000.0
@@ -36,7 +36,7 @@ def test_sglang_pd_and_hicache_keys_and_role():
 def test_unified_sglang_has_no_pd_queues_or_role():
     m = registry.normalize("sglang", fixture_text(
         "sglang-generated-v0.5.23-metrics_collector.txt")).models[0]
-    assert not any(k.startswith("kv_queue:") for k in m.gauges)
+    assert "kv_queue" not in m.gauges_by
     assert "kv_role" not in m.info
 
 
@@ -101,7 +101,7 @@ def test_vllm_cache_hits_by_tier():
     fixture has device hits only (no offload tier: no kv_tiers); with host hits it has."""
     text = fixture_text("vllm-generated-v0.33.0-loggers.txt")
     m = registry.normalize("vllm", text).models[0]
-    assert m.counters["cached_tokens:device"] == 2048.0
+    assert m.counters_by["cached_tokens"]["device"] == 2048.0
     assert _row("vllm-generated-v0.33.0-loggers.txt", "vllm").kv_tiers is None
     host = text.replace('source="host"} 0.0', 'source="host"} 1000.0')
     s = store_with(target("e", 8000, "vllm"))

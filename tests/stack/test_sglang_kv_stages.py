@@ -20,12 +20,14 @@ FIX = "stack/sglang-decode-kv-stages-SYNTHETIC.txt"
 
 def test_stage_hists_parse_in_seconds():
     m = registry.normalize("sglang", fixture_text(FIX)).models[0]
-    assert m.hists["kv_stage:bootstrap"].sum == pytest.approx(0.32)  # 320 ms
-    assert m.hists["kv_stage:alloc"].count == 20.0
-    assert m.hists["kv_stage:decode_transferred"].sum == pytest.approx(2.8)
-    assert m.hists["kv_stage:decode_bootstrap"].count == 20.0
-    assert "kv_stage:decode_waiting" not in m.hists  # not a KV stage: the decode queue
-    assert "kv_stage:prefill_bootstrap" not in m.hists  # not exported by a decode instance
+    st = m.hists_by["kv_stage"]
+    assert st["bootstrap"].sum == pytest.approx(0.32)  # 320 ms
+    assert st["alloc"].count == 20.0
+    assert st["decode_transferred"].sum == pytest.approx(2.8)
+    assert st["decode_bootstrap"].count == 20.0
+    assert "decode_waiting" not in st  # not a KV stage: the decode queue
+    assert "prefill_bootstrap" not in st  # not exported by a decode instance
+    assert not any(k.startswith("kv_stage") for k in m.hists)  # structure, not key prefixes
     assert m.info["kv_role"] == "decode"
 
 
