@@ -21,11 +21,13 @@ from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
 from llmtop.history.requests import RequestWindow, ingest_body
-from llmtop.history.routers import router_row
+from llmtop.history.routers import RouterBook, is_router
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
+from llmtop.history.sidepolls import ingest_side
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
 from llmtop.model import (
+    SCRAPE_METRICS,
     EngineRow,
     EngineSample,
     Event,
@@ -35,10 +37,8 @@ from llmtop.model import (
     RawSpans,
     Snapshot,
 )
-from llmtop.model_stack import ROUTERS, RouterRow
+from llmtop.model_stack import RouterRow
 from llmtop.parse.exposition import Family, ParseError
-from llmtop.sources.health import health_status, is_health_url
-from llmtop.sources.router_workers import WORKERS_PATH, roles_of
 from llmtop.topology.link import link_stack
 
 __all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
@@ -130,9 +130,9 @@ class Store:
         for t in config.targets:
             self.learn(t)
         self.requests = RequestWindow()
-        self.router_roles: dict[str, dict[str, str]] = {}
-        """Router target -> {backend URL: role} from its HTTP API (``sources.router_workers``)."""
         """Single requests from the engines' spans, in-flight ones, cold starts."""
+        self.routers = RouterBook()
+        """The routers' roles per backend, rows and backend URLs (``history.routers``)."""
 
     # ------------------------------------------------------------------ targets
 
@@ -157,6 +157,10 @@ class Store:
         if target.container is not None:
             self._target(target.name, target.base_url).container = target.container
             self._urls[target.name] = target.base_url  # a pod back at a new address
+
+    def history_of(self, name: str) -> TargetHistory | None:
+        """The kept history of a target; None when the store does not know it."""
+        return self._targets.get(name)
 
     def targets(self) -> list[str]:
         """Target names in order of first appearance (config order first)."""
@@ -212,7 +216,8 @@ class Store:
         window = span if span is not None and span > 0 else max(0.0, fallback_window_s)
         return self.snapshot(round(window, 3))
 
-    def _tick_time(self, t_mono: float, t_wall: float) -> None:
+    def note_time(self, t_mono: float, t_wall: float) -> None:
+        """Move the store's now (``now_mono``/``now_wall``) to a later input's time."""
         if self._now_mono is None or t_mono >= self._now_mono:
             self._now_mono, self._now_wall = t_mono, t_wall
 
@@ -236,23 +241,11 @@ class Store:
         """Parse and keep one scrape. Never raises for bad input (it becomes a state).
         ``parsed`` is ``parse_raw(raw)`` computed beforehand (e.g. in a thread)."""
         self._gen += 1
-        if raw.url.endswith(WORKERS_PATH):  # a router's worker list (roles), not metrics
-            if raw.status == "ok":
-                self.router_roles[raw.target] = roles_of(raw.body)
-            return
-        if raw.url.endswith("/slots"):  # llama-server's in-flight requests, not metrics
-            if raw.status == "ok":
-                self.requests.set_slots(raw.target, raw.t_wall, raw.body)
-            else:
-                self.requests.slots_errors += 1
-            return
-        if is_health_url(raw.url):  # the health endpoint of a row that may be stuck
-            if (hs := self._targets.get(raw.target)) is not None:
-                hs.health.append((raw.t_mono, health_status(raw)))
-                self._tick_time(raw.t_mono, raw.t_wall)
+        if raw.kind != SCRAPE_METRICS:  # a side poll (``history.sidepolls``), not metrics
+            ingest_side(self, raw)
             return
         ts = self._target(raw.target, raw.url)
-        self._tick_time(raw.t_mono, raw.t_wall)
+        self.note_time(raw.t_mono, raw.t_wall)
         ts.last_raw_mono = raw.t_mono
         if raw.identity:
             ts.identity = dict(raw.identity)
@@ -331,7 +324,7 @@ class Store:
         """One OTLP trace body into the request window, each request matched to its
         target (``history.requests``). Never raises for bad input (it is counted)."""
         self._gen += 1
-        self._tick_time(raw.t_mono, raw.t_wall)
+        self.note_time(raw.t_mono, raw.t_wall)
         targets = [(ts.name, ts.host, ts.engine) for ts in self._targets.values()]
         ingest_body(self.requests, raw, targets)
 
@@ -341,7 +334,7 @@ class Store:
         for g in sample.gpus:
             clean_gpu(g)
         self._gpu = sample
-        self._tick_time(sample.t_mono, sample.t_wall)
+        self.note_time(sample.t_mono, sample.t_wall)
 
     # ------------------------------------------------------------------ rows
 
@@ -413,7 +406,7 @@ class Store:
     def commit(self, t_mono: float, t_wall: float) -> Snapshot:
         """End of a tick: append sparkline values (10 s window), emit state-change events.
         Returns the 10 s snapshot it computed (also cached for ``snapshot``)."""
-        self._tick_time(t_mono, t_wall)
+        self.note_time(t_mono, t_wall)
         self.requests.trim(t_wall)
         snap = self.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
         values: dict[tuple[str, str], float | None] = {}
@@ -494,38 +487,18 @@ class Store:
 
     def _rows(self, window_s: float, t_mono: float, t_wall: float) -> list[EngineRow]:
         """Rows of every target over ``window_s``, with their capacity fields."""
-        rows = [r for ts in self._targets.values() if not self._is_router(ts)
+        rows = [r for ts in self._targets.values() if not is_router(ts)
                 for r in target_rows(ts, window_s, t_mono, self.interval_s)]
         annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
         return rows
 
-    def _is_router(self, ts: TargetHistory) -> bool:
-        return ts.engine in ROUTERS
-
     def router_rows(self, window_s: float, t_mono: float) -> list[RouterRow]:
         """One ``RouterRow`` per router target over ``window_s`` ending at ``t_mono``."""
-        out = []
-        for ts in self._targets.values():
-            if not self._is_router(ts):
-                continue
-            state, error = ts.state(t_mono, self.interval_s)
-            row = RouterRow(target=ts.name, engine=ts.engine, engine_version=ts.version,
-                            state=state, error=error, http_status=ts.http_status,
-                            last_ok_age_s=(t_mono - ts.last_ok_mono)
-                            if ts.last_ok_mono is not None else None)
-            out.append(router_row(row, ts.window(window_s, t_mono),
-                                  self.router_roles.get(ts.name)))
-        return out
+        return self.routers.rows(self._targets.values(), window_s, t_mono, self.interval_s)
 
     def backend_urls(self) -> list[str]:
         """Every worker URL the routers name in their newest sample (for rediscovery)."""
-        out: list[str] = []
-        for ts in self._targets.values():
-            rs = ts.recent[-1].sample.extra.get("router") if ts.recent else None
-            for url in getattr(rs, "backends", {}) or {}:
-                if url not in out:
-                    out.append(url)
-        return out
+        return self.routers.backend_urls(self._targets.values())
 
     def restart_ages(self, t_mono: float) -> dict[str, float]:
         """Seconds since each target's last restart seen by this store."""

@@ -33,7 +33,7 @@ def test_reduce_the_real_answer_to_roles():
 
 def _workers_raw(body, status="ok"):
     return RawScrape(target="router", url="http://127.0.0.1:30000/workers", t_wall=1.7e9,
-                     t_mono=0.5, status=status, body=body)
+                     t_mono=0.5, status=status, body=body, kind="workers")
 
 
 def _roles(store):
@@ -68,7 +68,7 @@ async def test_monitor_polls_workers_only_with_a_serving_url():
         async def workers(self, t):
             calls.append(t.name)
             return RawScrape(target=t.name, url=t.api_url + "/workers", t_wall=1.7e9,
-                             t_mono=1.0, status="ok", body=_answer(A, B))
+                             t_mono=1.0, status="ok", body=_answer(A, B), kind="workers")
 
         async def identify(self, t):
             return {}

@@ -61,9 +61,10 @@ class HealthScraper:
         a, when = self.answer, {"t_wall": T0 + self.n + 0.1, "t_mono": 100.0 + self.n + 0.1}
         if isinstance(a, int):
             return RawScrape(target=t.name, url=url, status="ok" if a < 300 else "http_error",
-                             http_status=a, **when)
+                             http_status=a, kind="health", **when)
         err = "timeout after 2.0s" if a == "timeout" else "cannot connect: connection refused"
-        return RawScrape(target=t.name, url=url, status="down", error=err, **when)
+        return RawScrape(target=t.name, url=url, status="down", error=err, kind="health",
+                         **when)
 
     async def identify(self, t: Target) -> dict:
         return {"host": "127.0.0.1"}
@@ -173,9 +174,10 @@ def test_store_keeps_health_in_its_window_and_ignores_unknown_targets():
         s.ingest(RawScrape(target="e", url="http://e/metrics", t_wall=T0 + t, t_mono=t,
                            status="ok", http_status=200, body=body))
     s.ingest(RawScrape(target="e", url="http://e/health", t_wall=T0 + 10.5, t_mono=10.5,
-                       status="ok", http_status=200))
+                       status="ok", http_status=200, kind="health"))
     s.ingest(RawScrape(target="x", url="http://x/health", t_wall=T0, t_mono=10.5,
-                       status="ok", http_status=200))  # never scraped: no row made for it
+                       status="ok", http_status=200,
+                       kind="health"))  # never scraped: no row made for it
     [row] = s.snapshot(10.0).engines
     assert row.target == "e" and row.health_status == 200
     assert s.snapshot(10.0, t_mono=10.0).engines[0].health_status is None  # asked after
@@ -184,7 +186,8 @@ def test_store_keeps_health_in_its_window_and_ignores_unknown_targets():
 
 def test_health_status_of_each_answer():
     def raw(**kw):
-        return RawScrape(target="e", url="http://e/health", t_wall=T0, t_mono=0.0, **kw)
+        return RawScrape(target="e", url="http://e/health", t_wall=T0, t_mono=0.0,
+                         kind="health", **kw)
 
     assert health_status(raw(status="ok", http_status=200)) == 200
     assert health_status(raw(status="bad_payload", http_status=200, error="HTML page")) == 200
