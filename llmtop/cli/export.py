@@ -145,17 +145,16 @@ async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
         return 1
     window = args.window if args.window is not None else SERIES_WINDOW_S
     state = ExportState("direct", diag_window_s=DIAG_WINDOW_S)
-    from llmtop.cli.otlp import attach_receiver, start_receiver
+    from llmtop.cli.otlp import start_receiver
 
     spans = start_receiver(args)  # --otlp-listen: requests in the store (docs/requests.md)
     server = start_server(state, args)
     # discovered targets: the search goes on every 10 s, so an engine started later is exported
     monitor = Monitor.from_config(config, demo, store=direct_store(config),
-                                  rediscover=searching)
+                                  rediscover=searching, receiver=spans)
     if monitor.rediscovery is not None:
         monitor.rediscovery.mark_searched()  # just searched above: the next in 10 s
     monitor.sink = state.observe
-    attach_receiver(monitor, spans)
     log.info("exporting %d target(s) every %gs, window %gs: %s", len(config.targets),
              config.interval_s, window, ", ".join(t.name for t in config.targets))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from llmtop import __version__
 from llmtop.cli.commands import listing
@@ -167,12 +167,7 @@ def run_monitor(args: argparse.Namespace) -> int:
                 recorder.close()
     demo = None
     try:
-        from llmtop.cli.otlp import (
-            attach_receiver,
-            listen_for_demo,
-            start_demo_sending,
-            start_receiver,
-        )
+        from llmtop.cli.otlp import listen_for_demo, start_demo_sending, start_receiver
 
         listen_for_demo(args)  # the TUI on --demo: the demo's spans on a free loopback port
         spans = start_receiver(args)  # --otlp-listen (a bad address stops here)
@@ -182,8 +177,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         if args.once:
             from llmtop.once import run_once
 
-            monitor = _recording_monitor(config, demo, args) if args.record or spans else None
-            attach_receiver(monitor, spans)
+            monitor = (_recording_monitor(config, demo, args, spans)
+                       if args.record or spans else None)
             window = args.window if args.window is not None else 1.0
             return run_once(config, window_s=window, as_json=args.json, demo=demo,
                             monitor=monitor)
@@ -192,8 +187,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         from llmtop.ui.live import make_source
 
         prepared = make_source(config, demo=demo, record_path=args.record, args=args,
-                               prefetch=True)
-        attach_receiver(prepared[0], spans)
+                               prefetch=True, receiver=spans)
         from llmtop.ui.app import run_tui
 
         return run_tui(config, demo=demo, record_path=args.record, args=args,
@@ -203,8 +197,10 @@ def run_monitor(args: argparse.Namespace) -> int:
             demo.stop()
 
 
-def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -> object:
-    """A Monitor that also records to ``--record FILE`` when asked (for ``--once``)."""
+def _recording_monitor(config: Config, demo: object, args: argparse.Namespace,
+                       receiver: Any = None) -> object:
+    """A Monitor that also records to ``--record FILE`` when asked (for ``--once``), with the
+    span receiver (``--otlp-listen``) when there is one."""
     import asyncio
     import dataclasses
 
@@ -218,9 +214,9 @@ def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -
         found = asyncio.run(discover(config))
         config = dataclasses.replace(config, targets=tuple(found))
     if not args.record:
-        return Monitor.from_config(config, demo)
+        return Monitor.from_config(config, demo, receiver=receiver)
     retention = args.retention * 3600 if args.retention is not None else None
-    return attach(Monitor.from_config(config, demo), args.record, config,
+    return attach(Monitor.from_config(config, demo, receiver=receiver), args.record, config,
                   retention_s=retention, max_bytes=parse_size(args.max_size))
 
 

@@ -115,15 +115,12 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
     # discovered targets: the search goes on every 10 s, so an engine started (or restarted
     # on another port) during the recording is recorded from then on
     mon = Monitor.from_config(config, demo, store=exporter.store if exporter else None,
-                              rediscover=searching)
+                              rediscover=searching, receiver=spans)
     if mon.rediscovery is not None:
         mon.rediscovery.mark_searched()  # just searched above: the next in 10 s
     monitor = RecordingMonitor(mon, recorder)
     if exporter is not None:  # the scrapes go to the recording and to the exporter's counts
         monitor.monitor.sink = exporter.sink(recorder)
-    from llmtop.cli.otlp import attach_receiver
-
-    attach_receiver(monitor, spans)
     stop = stop_event()
     log.info("recording %d target(s) every %gs to %s: %s", len(config.targets),
              config.interval_s, path, ", ".join(t.name for t in config.targets))

@@ -162,6 +162,14 @@ class Store:
         """The kept history of a target; None when the store does not know it."""
         return self._targets.get(name)
 
+    def forget(self, name: str) -> None:
+        """Drop a target no longer watched (a router backend no router names): its history,
+        row and sparklines go; the event log keeps what was said."""
+        self._gen += 1
+        for book in (self._targets, self._urls, self._hosts, self._engine_hints):
+            book.pop(name, None)
+        self._series.forget(f"{name}|")
+
     def targets(self) -> list[str]:
         """Target names in order of first appearance (config order first)."""
         return list(self._targets)

@@ -13,6 +13,7 @@ from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
 from llmtop.sources.router_workers import reduce_workers, roles_of
 from tests.conftest import fixture_text
+from tests.monitor_fakes import FakeScraperBase
 
 from .build import feed, store_with, target
 
@@ -60,7 +61,7 @@ def test_router_rows_take_roles_from_the_worker_list():
 async def test_monitor_polls_workers_only_with_a_serving_url():
     calls = []
 
-    class Scraper:
+    class Scraper(FakeScraperBase):
         async def scrape(self, t):
             return RawScrape(target=t.name, url=t.base_url + "/metrics", t_wall=1.7e9,
                              t_mono=1.0, status="ok", body=PD, engine_hint="sglang-router")

@@ -24,6 +24,7 @@ from llmtop.record.recorder import Recorder
 from llmtop.record.replay import diagnosis_at, snapshot_at
 from llmtop.sources.health import health_status
 from tests.diagnose.rows import healthy
+from tests.monitor_fakes import FakeScraperBase
 
 from .build import engine_pair, scaled, store_with, target
 
@@ -34,7 +35,7 @@ T0 = 1_800_000_000.0
 TICKS = 26  # the stuck engine frozen 25 s: past STUCK_IDLE_S and the diagnosis' cadence
 
 
-class HealthScraper:
+class HealthScraper(FakeScraperBase):
     """``busy`` holds 2 running and 10 waiting and makes tokens every tick; ``stuck`` holds
     the same and makes none. Health answers ``answer`` (a code, ``timeout`` or ``down``);
     ``path=False``: no health path known (as Ollama). Counts every health request."""
