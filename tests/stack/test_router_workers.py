@@ -58,7 +58,10 @@ def test_router_rows_take_roles_from_the_worker_list():
     assert t.state == "ok"  # the side poll never touches the router's scrape state
 
 
-async def test_monitor_polls_workers_only_with_a_serving_url():
+async def test_monitor_polls_workers_only_with_a_serving_url(monkeypatch):
+    from llmtop import clock
+
+    monkeypatch.setattr(clock, "monotonic", lambda: 1000.0)  # every tick within the throttle
     calls = []
 
     class Scraper(FakeScraperBase):
