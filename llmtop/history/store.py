@@ -20,6 +20,14 @@ from llmtop.config import Config, Target
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
+from llmtop.history.parsing import (
+    Detector,
+    Normalizer,
+    ParsedScrape,
+    default_detect,
+    default_normalize,
+    parse_body,
+)
 from llmtop.history.requests import RequestWindow, ingest_body
 from llmtop.history.routers import RouterBook, is_router
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
@@ -38,10 +46,10 @@ from llmtop.model import (
     Snapshot,
 )
 from llmtop.model_stack import RouterRow
-from llmtop.parse.exposition import Family, ParseError
+from llmtop.parse.exposition import Family
 from llmtop.topology.link import link_stack
 
-__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
+__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "Store"]
 
 WINDOWS: dict[str, float] = {"10s": 10.0, "1m": 60.0, "5m": 300.0}
 """Named windows; lifetime values are in ``EngineRow.lifetime``."""
@@ -60,26 +68,6 @@ FASTEST_INTERVAL_S = 0.25
 MAX_EVENTS = 500
 GOOD_STATES = ("ok", "restarted")
 
-Normalizer = Callable[..., EngineSample]
-Detector = Callable[..., "str | None"]
-
-
-def _default_normalize(engine: str, body: str, **kw: Any) -> EngineSample:
-    from llmtop.parse import registry
-
-    return registry.normalize(engine, body, **kw)
-
-
-def _default_detect(body: str, content_type: str | None, identity: dict | None) -> str | None:
-    from llmtop.parse import detect
-
-    return detect.detect_engine(body, content_type, identity)
-
-
-ParsedScrape = tuple[EngineSample | None, str | None, str | None]
-"""What parsing one body gave: (sample or None, error or None, engine used or None)."""
-
-
 class Store:
     """Per-target history and everything derived from it (see ``docs/ARCHITECTURE.md``)."""
 
@@ -93,8 +81,8 @@ class Store:
         self.config = config
         self.interval_s = max(0.05, float(config.interval_s))
         self.keep_s = max(float(config.history_s), 300.0)
-        self._normalize = normalize or _default_normalize
-        self._detect = detect or _default_detect
+        self._normalize = normalize or default_normalize
+        self._detect = detect or default_detect
         self._targets: dict[str, TargetHistory] = {}
         self._hosts = {t.name: t.host for t in config.targets}
         self._engine_hints = {t.name: t.engine for t in config.targets if t.engine}
@@ -243,7 +231,7 @@ class Store:
         host = ts.host if ts is not None else ""
         if raw.engine_hint and not hinted and engine is None:
             engine = raw.engine_hint
-        return self._parse(engine, hinted, identity, host, raw)
+        return parse_body(self._normalize, self._detect, engine, hinted, identity, host, raw)
 
     def ingest(self, raw: RawScrape, parsed: ParsedScrape | None = None) -> None:
         """Parse and keep one scrape. Never raises for bad input (it becomes a state).
@@ -268,39 +256,14 @@ class Store:
                           raw.http_status)
             return
         if parsed is None:
-            parsed = self._parse(ts.engine, ts.hinted, ts.identity, ts.host, raw)
+            parsed = parse_body(self._normalize, self._detect, ts.engine, ts.hinted,
+                                ts.identity, ts.host, raw)
         sample, err, engine = parsed
         if sample is None:
             ts.set_status("bad_payload", err, raw.http_status)
             return
         ts.engine = engine
         self._keep(ts, raw, clean_sample(sample))
-
-    def _parse(self, engine: str | None, hinted: bool, identity: dict[str, Any] | None,
-               host: str, raw: RawScrape) -> ParsedScrape:
-        """(sample, error, engine used) for one body; pure apart from the adapters' caches."""
-        assert raw.body is not None
-        ident = {"host": host, **(identity or {})}
-        for attempt in range(2):
-            if engine is None:
-                try:
-                    engine = self._detect(raw.body, raw.content_type, identity)
-                except Exception as exc:  # a detector bug must not stop the store
-                    return None, f"engine detection failed: {type(exc).__name__}: {exc}", None
-                if engine is None:
-                    return None, "not a metrics format llmtop knows (no engine detected)", None
-            try:
-                sample = self._normalize(engine, raw.body, headers=raw.headers, identity=ident)
-            except ParseError as exc:
-                err = str(exc) or "unparseable metrics"
-            except Exception as exc:  # an adapter bug: report it as a bad payload
-                err = f"{engine} adapter failed: {type(exc).__name__}: {exc}"
-            else:
-                return sample, None, engine
-            if hinted or attempt == 1:
-                return None, err, None
-            engine = None  # a detected engine failed: the port may serve another now
-        return None, "unparseable metrics", None
 
     def _keep(self, ts: TargetHistory, raw: RawScrape, sample: EngineSample) -> None:
         prev = ts.recent[-1].sample if ts.recent else None
