@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from llmtop import clock
@@ -30,7 +31,7 @@ from llmtop.model import GpuSample, RawScrape, Snapshot
 from llmtop.monitor.feed import Feeder, Sink
 from llmtop.monitor.ports import GpuSampler, Scraper, SpanReceiver
 from llmtop.monitor.prefetch import Prefetch
-from llmtop.monitor.sidepolls import HEALTH, PollContext, SidePolls
+from llmtop.monitor.sidepolls import HEALTH, PollContext, PollKind, SidePolls
 from llmtop.monitor.targetset import TargetSet
 from llmtop.rediscover import Rediscovery
 
@@ -258,7 +259,7 @@ class Monitor:
             stuck = frozenset(r.target for r in self._last.engines if wants_health(r))
         return PollContext(engine_of=self.store.engine_of, stuck=stuck)
 
-    async def _feed_polls(self, kinds: Any = None) -> list[RawScrape]:
+    async def _feed_polls(self, kinds: Iterable[PollKind] | None = None) -> list[RawScrape]:
         """Feed the side polls that are done (the rest stay in flight); returns the answers
         that stand for this tick's rows (``PollKind.now_of_rows``)."""
         now_of_rows = []
