@@ -126,7 +126,10 @@ class SidePolls:
         return out
 
     def forget(self, target: str) -> None:
-        """A target no longer watched: its throttle times go (a poll in flight finishes)."""
+        """A target no longer watched: its polls in flight are cancelled, its throttle
+        times go."""
+        for key in [k for k in self._flight if k[1] == target]:
+            self._flight.pop(key).cancel()
         for key in [k for k in self._asked if k[1] == target]:
             del self._asked[key]
 

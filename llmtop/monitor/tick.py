@@ -238,7 +238,8 @@ class Monitor:
         t_mono: float | None = None
         t_wall: float | None = None
         names = [t.name for t in self.targets]
-        gone = [n for n in self._pending if n not in set(names)]
+        watched = set(names)
+        gone = [n for n in self._pending if n not in watched]
         for name in names + gone:
             task = self._pending.get(name)
             if task is None or not task.done():
