@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from sources.helpers import HEADER, proc_row
 
-from llmtop import discover as disc
 from llmtop.config import Config
-from llmtop.discover import _process_candidates, discover
+from llmtop.discovery import processes
+from llmtop.discovery.search import discover
+from llmtop.discovery.search import process_candidates as _process_candidates
 from llmtop.model import Container, EngineRow, Snapshot
+from llmtop.sources import procnet
 
 NETNS = Path(__file__).resolve().parent / "fixtures" / "netns"
 HOST_NS, NS_A, NS_B = 4026531833, 4026532178, 4026532299
@@ -70,7 +72,7 @@ def pod(root: Path, pid: int, ns: int | None, addr: str, inode: int, *, fd: bool
 
 @pytest.fixture
 def names(monkeypatch):
-    monkeypatch.setattr(disc.procnet, "netns_names", lambda *a: {NS_A: "blue"})
+    monkeypatch.setattr(procnet, "netns_names", lambda *a: {NS_A: "blue"})
 
 
 def test_two_pods_on_port_8000_are_two_engines(tmp_path, names):
@@ -145,11 +147,11 @@ def test_host_engines_are_unchanged(tmp_path, names):
 def test_demo_engine_is_recognised():
     argv = ["/venv/bin/python", "/venv/bin/llmtop", "demo", "serve", "--engines", "vllm",
             "--ports", "8000", "--host", "0.0.0.0"]
-    assert disc.recognise(argv) == "vllm"
-    assert disc.recognise([*argv[:4], "--engines", "vllm,sglang"]) is None
-    assert disc.recognise(["python3", "-m", "llmtop", "demo", "serve"]) is None  # three
+    assert processes.recognise(argv) == "vllm"
+    assert processes.recognise([*argv[:4], "--engines", "vllm,sglang"]) is None
+    assert processes.recognise(["python3", "-m", "llmtop", "demo", "serve"]) is None  # three
     triton = [*argv[:4], "--engines", "triton", "--ports", "18002"]
-    assert disc._flag_ports("triton", triton) == (18002, ())  # not tritonserver's 8002
+    assert processes.flag_ports("triton", triton) == (18002, ())  # not tritonserver's 8002
 
 
 async def test_discover_carries_the_identity_onto_the_target(tmp_path, names):
@@ -185,7 +187,7 @@ def test_once_says_what_it_could_not_read_once(monkeypatch, capsys):
                      "as root, or give their addresses")
         return []
 
-    monkeypatch.setattr(disc, "discover", found_nothing)
+    monkeypatch.setattr("llmtop.discovery.search.discover", found_nothing)
     assert once.run_once(Config(), as_json=True) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["engines"] == []
