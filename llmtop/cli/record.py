@@ -133,6 +133,8 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
                 exporter.publish(monitor, snap, t0)
             events = list(monitor.store.events)
             for ev in events[seen_events:]:
+                if ev.target is None and ev.text in found.notes:
+                    continue  # said at the start already (start_targets)
                 log.info("%s%s", f"{ev.target}: " if ev.target else "", ev.text)
             seen_events = len(events)
             now = time.monotonic()

@@ -4,7 +4,7 @@ One entry point for every face (``find_targets``: TUI, ``--once``, ``record``, `
 its notes said the same way (``notes``), the search again every 10 s (``rediscovery``).
 Modules, each one idea:
 
-- ``find``: the entry point (``Found``, ``find_targets``, ``search``)
+- ``find``: the entry point (``Found``, ``find_targets``, ``search_machine``)
 - ``search``: the search of this machine inside one time budget (default ports, processes)
 - ``processes``: which command lines are engines, and the ports their flags name
 - ``host`` / ``namespaces``: engine processes on the host's network / in other network
@@ -27,7 +27,7 @@ search loads when a search runs.
 from __future__ import annotations
 
 from llmtop.discovery.changes import moved_targets, new_targets
-from llmtop.discovery.find import Found, find_targets, search
+from llmtop.discovery.find import Found, find_targets, search_machine
 from llmtop.discovery.rediscovery import REDISCOVER_S, Rediscovery
 from llmtop.discovery.routers import backend_targets
 
@@ -39,5 +39,7 @@ __all__ = [
     "find_targets",
     "moved_targets",
     "new_targets",
-    "search",
+    "search_machine",
 ]
+# No name here may be a module's name too (``search``): it would hide the module from
+# ``monkeypatch.setattr("llmtop.discovery.search.discover", ...)``-style lookups.

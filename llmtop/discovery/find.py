@@ -3,7 +3,7 @@
 - ``find_targets(config) -> Found``: the given targets, else (discovery on) a search of this
   machine; ``Found.notes`` are the search's notes (``discovery.notes``), ``Found.searching``
   says the search goes on (no TARGET given).
-- ``search(config) -> Found``: one search, whatever was given (``Rediscovery`` every 10 s).
+- ``search_machine(config) -> Found``: one search, whatever was given (``Rediscovery`` every 10 s).
 - A watching face's monitor takes the search just made as its first, notes included
   (``Rediscovery.mark_searched(found.notes)``).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from llmtop.config import Config, Target
 
-__all__ = ["Found", "find_targets", "search"]
+__all__ = ["Found", "find_targets", "search_machine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ class Found:
         return dataclasses.replace(config, targets=self.targets)
 
 
-async def search(config: Config) -> Found:
+async def search_machine(config: Config) -> Found:
     """Search this machine now (``discovery.search.discover``; never raises)."""
     from llmtop.discovery.search import discover
 
@@ -48,4 +48,4 @@ async def find_targets(config: Config) -> Found:
     """The targets to watch: those given, else (discovery on) what a search finds."""
     if config.targets or not config.discover:
         return Found(tuple(config.targets))
-    return await search(config)
+    return await search_machine(config)

@@ -42,9 +42,9 @@ class Rediscovery:
         """What the latest search could not read (``discovery.notes``), newest search's."""
 
     async def _discover_noting(self, config: Config) -> list[Target]:
-        from llmtop.discovery.find import search
+        from llmtop.discovery.find import search_machine
 
-        found = await search(config)
+        found = await search_machine(config)
         self.notes = list(found.notes)
         return list(found.targets)
 
