@@ -122,3 +122,21 @@ async def test_the_monitor_of_a_watching_face_takes_the_first_search_and_its_not
     finally:
         await given.aclose()
 
+
+
+async def test_the_tui_searches_in_its_prefetch_and_says_the_note_in_its_event_log(
+        nothing_found):
+    from llmtop.ui.live import make_source
+
+    source, problems = make_source(Config(discover=True, interval_s=0.1), prefetch=True)
+    monitor = source.monitor
+    try:
+        assert problems == [] and monitor.rediscovery is not None
+        await monitor.tick(timeout_s=5.0)
+        await monitor.tick(timeout_s=5.0)
+        assert monitor.targets == []  # the empty state; the search goes on every 10 s
+        assert [(e.level, e.text) for e in monitor.store.events if e.text == NOTE] == [
+            ("warn", NOTE)]
+        assert nothing_found == [1]
+    finally:
+        await monitor.aclose()

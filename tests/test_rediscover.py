@@ -1,6 +1,7 @@
 """No TARGET given: the monitor searches this machine before its first tick and every 10 s
-after, so an engine started after llmtop joins it (``llmtop.rediscover``). The searches here
-are the real ``llmtop.discovery`` on a loopback port serving a real vLLM scrape."""
+after, so an engine started after llmtop joins it (``llmtop.discovery.rediscovery``). The
+searches here are the real ``llmtop.discovery`` on a loopback port serving a real vLLM
+scrape."""
 
 from __future__ import annotations
 
