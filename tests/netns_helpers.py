@@ -64,16 +64,17 @@ def engine_in_namespace(argv_tail: Sequence[str]) -> Iterator[Namespace]:
     try:
         try:
             _ip("netns", "add", name)
+            _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", name)
+            _ip("addr", "add", f"{net}.{first + 1}/30", "dev", host_if)
+            _ip("link", "set", host_if, "up")
+            _ip("-n", name, "addr", "add", f"{net}.{first + 2}/30", "dev", ns_if)
+            _ip("-n", name, "link", "set", ns_if, "up")
+            _ip("-n", name, "link", "set", "lo", "up")
         except (subprocess.CalledProcessError, OSError) as exc:
             import pytest
 
-            pytest.skip(f"cannot make a network namespace here: {exc}")
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", name)
-        _ip("addr", "add", f"{net}.{first + 1}/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("-n", name, "addr", "add", f"{net}.{first + 2}/30", "dev", ns_if)
-        _ip("-n", name, "link", "set", ns_if, "up")
-        _ip("-n", name, "link", "set", "lo", "up")
+            why = getattr(exc, "stderr", b"") or b""
+            pytest.skip(f"cannot make a network namespace here: {exc} {why.decode().strip()}")
         proc = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", LISTENER,
                                  *argv_tail], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True)
