@@ -62,11 +62,11 @@ def _starts_a_line(text: str, prefix: str) -> bool:
     return text.startswith(prefix) or ("\n" + prefix) in text
 
 
-def family_of(text: str, kind: Kind | None = None) -> str | None:
-    """The family of the first ``PREFIXES`` row (of ``kind`` when given) whose prefix starts
-    a line of ``text``, or None."""
-    for prefix, family, k in PREFIXES:
-        if (kind is None or k == kind) and _starts_a_line(text, prefix):
+def family_of(text: str) -> str | None:
+    """The family of the first ``PREFIXES`` row whose prefix starts a line of ``text``, or
+    None."""
+    for prefix, family, _kind in PREFIXES:
+        if _starts_a_line(text, prefix):
             return family
     return None
 
