@@ -31,9 +31,9 @@ from typing import Any
 from llmtop import clock
 from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
+from llmtop.discovery import Rediscovery, backend_targets, moved_targets, new_targets
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
-from llmtop.rediscover import Rediscovery, backend_targets, moved_targets, new_targets
 
 __all__ = ["THREAD_PARSE_BYTES", "Monitor"]
 

@@ -182,11 +182,14 @@ def run_monitor(args: argparse.Namespace) -> int:
         if args.once:
             from llmtop.once import run_once
 
-            monitor = _recording_monitor(config, demo, args) if args.record or spans else None
-            attach_receiver(monitor, spans)
+            def make_monitor(config: Config) -> object:
+                monitor = _recording_monitor(config, demo, args)
+                attach_receiver(monitor, spans)
+                return monitor
+
             window = args.window if args.window is not None else 1.0
             return run_once(config, window_s=window, as_json=args.json, demo=demo,
-                            monitor=monitor)
+                            make_monitor=make_monitor if args.record or spans else None)
         # the first scrapes start here and run while Textual is imported (ui.live is free
         # of it): the first frame can show data
         from llmtop.ui.live import make_source
@@ -204,19 +207,12 @@ def run_monitor(args: argparse.Namespace) -> int:
 
 
 def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -> object:
-    """A Monitor that also records to ``--record FILE`` when asked (for ``--once``)."""
-    import asyncio
-    import dataclasses
-
+    """A Monitor for ``--once`` on ``config``'s targets (found already: ``run_once``) that
+    also records to ``--record FILE`` when asked."""
     from llmtop.monitor import Monitor
     from llmtop.record.live import attach
     from llmtop.record.recorder import parse_size
 
-    if not config.targets and config.discover:
-        from llmtop.discover import discover
-
-        found = asyncio.run(discover(config))
-        config = dataclasses.replace(config, targets=tuple(found))
     if not args.record:
         return Monitor.from_config(config, demo)
     retention = args.retention * 3600 if args.retention is not None else None
