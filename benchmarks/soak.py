@@ -241,7 +241,7 @@ def _rss_mb() -> float:
 
 async def run(args: argparse.Namespace) -> None:
     from llmtop.monitor import Monitor
-    from llmtop.rediscover import Rediscovery
+    from llmtop.discovery import Rediscovery
 
     clk = SimClock()
     clk.install()
