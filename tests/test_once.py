@@ -194,7 +194,7 @@ def test_no_targets_found_message(monkeypatch):
     async def nothing(config):
         return []
 
-    monkeypatch.setattr(once, "_targets", lambda config: _async(config))
+    monkeypatch.setattr(once, "_targets", lambda config, err=None: _async(config))
     err = io.StringIO()
     assert run_once(Config(), err=err) == 1
     assert NO_TARGETS_MESSAGE in err.getvalue()

@@ -177,11 +177,12 @@ def run_monitor(args: argparse.Namespace) -> int:
         if args.once:
             from llmtop.once import run_once
 
-            monitor = (_recording_monitor(config, demo, args, spans)
-                       if args.record or spans else None)
+            def make_monitor(config: Config) -> object:
+                return _recording_monitor(config, demo, args, spans)
+
             window = args.window if args.window is not None else 1.0
             return run_once(config, window_s=window, as_json=args.json, demo=demo,
-                            monitor=monitor)
+                            make_monitor=make_monitor if args.record or spans else None)
         # the first scrapes start here and run while Textual is imported (ui.live is free
         # of it): the first frame can show data
         from llmtop.ui.live import make_source
@@ -199,20 +200,13 @@ def run_monitor(args: argparse.Namespace) -> int:
 
 def _recording_monitor(config: Config, demo: object, args: argparse.Namespace,
                        receiver: Any = None) -> object:
-    """A Monitor that also records to ``--record FILE`` when asked (for ``--once``), with the
-    span receiver (``--otlp-listen``) when there is one."""
-    import asyncio
-    import dataclasses
-
+    """A Monitor for ``--once`` on ``config``'s targets (found already: ``run_once``) that
+    also records to ``--record FILE`` when asked, with the span receiver (``--otlp-listen``)
+    when there is one."""
     from llmtop.monitor import Monitor
     from llmtop.record.live import attach
     from llmtop.record.recorder import parse_size
 
-    if not config.targets and config.discover:
-        from llmtop.discover import discover
-
-        found = asyncio.run(discover(config))
-        config = dataclasses.replace(config, targets=tuple(found))
     if not args.record:
         return Monitor.from_config(config, demo, receiver=receiver)
     retention = args.retention * 3600 if args.retention is not None else None

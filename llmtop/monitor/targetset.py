@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from llmtop import clock
 from llmtop.config import Config, Target
+from llmtop.discovery import backend_targets, moved_targets, new_targets
 from llmtop.history.store import Store
 from llmtop.model import RawScrape
 from llmtop.monitor.ports import GpuSampler, Scraper
-from llmtop.rediscover import backend_targets, moved_targets, new_targets
 from llmtop.topology.link import host_port
 
 __all__ = ["BACKEND_GRACE_S", "BACKOFF_CAP_S", "TargetSet", "next_scrape_in", "unclash"]

@@ -26,6 +26,7 @@ from typing import Any
 from llmtop import clock
 from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
+from llmtop.discovery import Rediscovery
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import GpuSample, RawScrape, Snapshot
 from llmtop.monitor.feed import Feeder, Sink
@@ -33,7 +34,6 @@ from llmtop.monitor.ports import GpuSampler, Scraper, SpanReceiver
 from llmtop.monitor.prefetch import Prefetch
 from llmtop.monitor.sidepolls import HEALTH, PollContext, PollKind, SidePolls
 from llmtop.monitor.targetset import TargetSet
-from llmtop.rediscover import Rediscovery
 
 __all__ = ["Monitor"]
 
@@ -77,7 +77,7 @@ class Monitor:
         self._prefetch = Prefetch()
         self.rediscovery = rediscover
         """Where no target was given (``from_config(..., rediscover=True)``): the search
-        for engines, again every 10 s (``llmtop.rediscover``); None where targets were named."""
+        for engines, again every 10 s (``llmtop.discovery``); None where targets were named."""
         self._found_first: list[Target] = []
         """What ``prefetch``'s search found, added by the next tick."""
         self.receiver = receiver

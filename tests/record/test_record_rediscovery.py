@@ -8,6 +8,7 @@ import json
 
 from llmtop.cli import record as record_cli
 from llmtop.config import Config, Target
+from llmtop.discovery import Rediscovery
 from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
 from llmtop.once import snapshot_json
@@ -15,7 +16,6 @@ from llmtop.record.live import RecordingMonitor
 from llmtop.record.reader import Recording
 from llmtop.record.recorder import Recorder
 from llmtop.record.replay import snapshot_at
-from llmtop.rediscover import Rediscovery
 from tests.conftest import fixture_text
 from tests.monitor_fakes import FakeScraperBase
 
@@ -93,7 +93,7 @@ def test_record_without_a_target_keeps_searching(monkeypatch, tmp_path):
         made.append(rediscover)
         raise SystemExit(0)  # enough: the choice is made
 
-    monkeypatch.setattr("llmtop.discover.discover", discover)
+    monkeypatch.setattr("llmtop.discovery.search.discover", discover)
     monkeypatch.setattr(Monitor, "from_config", staticmethod(from_config))
     for targets in ((), (FIRST,)):
         config = Config(targets=targets, discover=True)

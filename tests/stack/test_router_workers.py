@@ -8,7 +8,7 @@ import json
 from sources.helpers import fake_proc, proc_row
 
 from llmtop.config import Config, Target
-from llmtop.discover import discover
+from llmtop.discovery.search import discover
 from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
 from llmtop.sources.router_workers import reduce_workers, roles_of
