@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from llmtop import discover as disc
 from llmtop.config import Config
-from llmtop.discover import _process_candidates, discover
+from llmtop.discovery import sockets
+from llmtop.discovery.search import discover, process_candidates
 
 PROXY = Path.home() / ".cache/llmtop/docker-proxy/usr/sbin/docker-proxy"
 
@@ -68,11 +68,11 @@ def main(n: int, runs: int) -> None:
             import cProfile
             import pstats
 
-            cProfile.runctx('_process_candidates("/proc", "127.0.0.1")', globals(), locals(),
+            cProfile.runctx('process_candidates("/proc", "127.0.0.1")', globals(), locals(),
                             "/tmp/llmtop-bench.prof")
             pstats.Stats("/tmp/llmtop-bench.prof").sort_stats("tottime").print_stats(12)
         if os.environ.get("LLMTOP_BENCH_NO_DIAG"):  # as without root: /proc files only
-            disc._diag = lambda pid, root: None
+            sockets.diag = lambda pid, root, errors=None: None
         total, proc_part, found = [], [], 0
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -80,14 +80,14 @@ def main(n: int, runs: int) -> None:
             total.append(time.perf_counter() - t0)
             found = sum(1 for t in got if t.container is not None)
             t0 = time.perf_counter()
-            _process_candidates("/proc", "127.0.0.1")
+            process_candidates("/proc", "127.0.0.1")
             proc_part.append(time.perf_counter() - t0)
         ms = lambda xs: f"median {1000 * statistics.median(xs):.0f} ms, max {1000 * max(xs):.0f} ms"  # noqa: E731
         print(f"{n} namespaces, {found} engines in them found; {runs} runs")
         print(f"discover() whole (ports + /proc): {ms(total)}")
-        print(f"/proc part (_process_candidates): {ms(proc_part)}")
+        print(f"/proc part (process_candidates): {ms(proc_part)}")
         code = ("import asyncio, statistics, time\n"
-                "from llmtop.config import Config\nfrom llmtop.discover import discover\n"
+                "from llmtop.config import Config\nfrom llmtop.discovery.search import discover\n"
                 "xs, n = [], 0\n"
                 f"for _ in range({runs}):\n"
                 "    t0 = time.perf_counter()\n"

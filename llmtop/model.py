@@ -32,6 +32,11 @@ __all__ = [
     "LABELLED",
     "LATENCY_KINDS",
     "PHASE_KINDS",
+    "SCRAPE_HEALTH",
+    "SCRAPE_KINDS",
+    "SCRAPE_METRICS",
+    "SCRAPE_SLOTS",
+    "SCRAPE_WORKERS",
     "STATES",
     "Container",
     "EngineRow",
@@ -121,6 +126,18 @@ per label value, ``{family: {label value: value}}``; here family -> what its lab
 (``parse.kv_series``, ``parse.kv_offload``)."""
 
 
+SCRAPE_METRICS = "metrics"
+"""A ``RawScrape`` of a target's metrics endpoint: parsed into samples, counted as a scrape."""
+SCRAPE_SLOTS = "slots"
+"""llama-server's ``/slots`` (its requests in flight), reduced by ``sources.slots``."""
+SCRAPE_WORKERS = "workers"
+"""A router's ``/workers`` list (roles per backend), reduced by ``sources.router_workers``."""
+SCRAPE_HEALTH = "health"
+"""The health endpoint of a row that may be stuck (``sources.health``: only the code counts)."""
+SCRAPE_KINDS = (SCRAPE_METRICS, SCRAPE_SLOTS, SCRAPE_WORKERS, SCRAPE_HEALTH)
+"""What a ``RawScrape`` can be (``RawScrape.kind``); every kind but metrics is a side poll."""
+
+
 @dataclass(frozen=True, slots=True)
 class RawScrape:
     """One raw scrape of one target, exactly as fetched. This is what recordings store."""
@@ -148,6 +165,8 @@ class RawScrape:
     """What identity endpoints said (``/version``, ``/v1/models``, ``/v2``, ...), when probed."""
     engine_hint: str | None = None
     """Engine id known for this target (from the user's hint or detection)."""
+    kind: str = SCRAPE_METRICS
+    """What was fetched (``SCRAPE_KINDS``): consumers dispatch on this, never on ``url``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,10 @@ unexpected errors are left to ``cli.main``, which prints one line.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from llmtop import __version__, clock
@@ -34,33 +33,36 @@ def run_once(
     monitor: Any = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    make_monitor: Callable[[Config], Any] | None = None,
 ) -> int:
     """Run ``--once`` and return the exit status (see the module docstring).
 
-    ``monitor`` replaces the real one (tests); ``out``/``err`` default to stdout/stderr.
+    ``monitor`` replaces the real one (tests); ``make_monitor(config)`` builds it for the
+    targets found (``--record``, ``--otlp-listen``); ``out``/``err`` default to
+    stdout/stderr.
     """
     return asyncio.run(_run(config, window_s=window_s, as_json=as_json, demo=demo,
-                            monitor=monitor, out=out or sys.stdout, err=err or sys.stderr))
+                            monitor=monitor, out=out or sys.stdout, err=err or sys.stderr,
+                            make_monitor=make_monitor))
 
 
-async def _targets(config: Config) -> Config:
-    if config.targets or not config.discover:
-        return config
-    try:
-        from llmtop.discover import discover
-    except ImportError:  # discovery not available in this build
-        return config
-    notes: list[str] = []
-    found = await discover(config, notes=notes)
-    for note in notes:  # what could not be read (other namespaces without root), said once
-        print(f"llmtop: {note}", file=sys.stderr)
-    return dataclasses.replace(config, targets=tuple(found))
+async def _targets(config: Config, err: TextIO | None = None) -> Config:
+    """The targets to read: given, else found (``discovery.find_targets``), its notes said
+    on ``err``."""
+    from llmtop.discovery import find_targets
+    from llmtop.discovery.notes import say
+
+    found = await find_targets(config)
+    # what could not be read (other namespaces without root), said once
+    say(found.notes, err=err)
+    return found.config(config)
 
 
 async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, monitor: Any,
-               out: TextIO, err: TextIO) -> int:
+               out: TextIO, err: TextIO,
+               make_monitor: Callable[[Config], Any] | None = None) -> int:
     if monitor is None:
-        config = await _targets(config)
+        config = await _targets(config, err)
         if not config.targets:
             if as_json:  # still one valid object: scripts read `engines` and `message`
                 print(empty_json(NO_TARGETS_MESSAGE), file=out)
@@ -69,9 +71,12 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
                 for cmd, what in NO_TARGETS_HINTS:
                     print(f"  {cmd:<26}{what}", file=err)
             return 1
-        from llmtop.monitor import Monitor
+        if make_monitor is not None:
+            monitor = make_monitor(config)
+        else:
+            from llmtop.monitor import Monitor
 
-        monitor = Monitor.from_config(config, demo)
+            monitor = Monitor.from_config(config, demo)
     window_s = max(0.0, float(window_s))
     wait = 2 * float(config.timeout_s) + 1.5  # first contact also probes identity
     try:
@@ -118,7 +123,7 @@ def _brings_backends(monitor: Any) -> bool:
     urls = store.backend_urls() if store is not None and hasattr(store, "backend_urls") else []
     if not urls:
         return False
-    from llmtop.rediscover import backend_targets
+    from llmtop.discovery import backend_targets
 
     return bool(backend_targets(urls, getattr(monitor, "targets", ())))
 

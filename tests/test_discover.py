@@ -13,7 +13,9 @@ from aiohttp import web
 from sources.helpers import fake_proc, free_port, http_server, proc_row, raw_server
 
 from llmtop.config import Config
-from llmtop.discover import DEFAULT_PORTS, discover, engine_processes, recognise, sniff_engine
+from llmtop.discovery.probe import sniff_engine
+from llmtop.discovery.processes import engine_processes, recognise
+from llmtop.discovery.search import DEFAULT_PORTS, discover
 
 VLLM_TEXT = "# HELP vllm:num_requests_running x\nvllm:num_requests_running 0.0\n"
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from sources.helpers import HEADER, proc_row
 
-from llmtop import discover as disc
 from llmtop.config import Config
-from llmtop.discover import _process_candidates, discover
+from llmtop.discovery import processes
+from llmtop.discovery.search import discover, process_candidates
 from llmtop.model import Container, EngineRow, Snapshot
+from llmtop.sources import procnet
 
 NETNS = Path(__file__).resolve().parent / "fixtures" / "netns"
 HOST_NS, NS_A, NS_B = 4026531833, 4026532178, 4026532299
@@ -70,7 +71,7 @@ def pod(root: Path, pid: int, ns: int | None, addr: str, inode: int, *, fd: bool
 
 @pytest.fixture
 def names(monkeypatch):
-    monkeypatch.setattr(disc.procnet, "netns_names", lambda *a: {NS_A: "blue"})
+    monkeypatch.setattr(procnet, "netns_names", lambda *a: {NS_A: "blue"})
 
 
 def test_two_pods_on_port_8000_are_two_engines(tmp_path, names):
@@ -79,7 +80,7 @@ def test_two_pods_on_port_8000_are_two_engines(tmp_path, names):
     pod(root, 101, NS_A, "10.243.1.2", 501)  # a forked worker holding the same socket
     pod(root, 200, NS_B, "10.243.2.2", 601)
     notes: list[str] = []
-    got = _process_candidates(root, "127.0.0.1", notes)
+    got = process_candidates(root, "127.0.0.1", notes)
     where = sorted({(c.host, c.port, c.engine, c.certain, c.container.netns) for c in got})
     assert where == [("10.243.1.2", 8000, "vllm", True, "blue"),
                      ("10.243.2.2", 8000, "vllm", True, str(NS_B))]
@@ -94,7 +95,7 @@ def test_a_published_port_is_preferred(tmp_path, names):
     _pid(root, 300, ["/usr/sbin/docker-proxy", "-proto", "tcp", "-host-ip", "0.0.0.0",
                      "-host-port", "18943", "-container-ip", "10.243.2.2",
                      "-container-port", "8000"], ns=HOST_NS)
-    got = {(c.host, c.port): c.container.netns for c in _process_candidates(root, "127.0.0.1")}
+    got = {(c.host, c.port): c.container.netns for c in process_candidates(root, "127.0.0.1")}
     assert got == {("10.243.1.2", 8000): "blue", ("127.0.0.1", 18943): str(NS_B)}
 
 
@@ -103,7 +104,7 @@ def test_without_root_found_by_command_line_and_said(tmp_path, names):
     pod(root, 100, None, "10.243.1.2", 501, fd=False)  # ns link and fd closed to us
     pod(root, 200, None, "10.243.2.2", 601, fd=False)
     notes: list[str] = []
-    got = _process_candidates(root, "127.0.0.1", notes)
+    got = process_candidates(root, "127.0.0.1", notes)
     assert sorted((c.host, c.port, c.certain) for c in got) == [
         ("10.243.1.2", 8000, False), ("10.243.2.2", 8000, False)]  # probed before kept
     assert all(c.container == Container(netns=None) for c in got)
@@ -117,7 +118,7 @@ def test_unreadable_namespaces_are_said_once_with_what_to_do(tmp_path, names):
     for pid, ns in ((100, NS_A), (200, NS_B)):  # another namespace, its net/ unreadable
         _pid(root, pid, ["vllm", "serve", "m", "--port", "8000"], ns=ns)
     notes: list[str] = []
-    assert _process_candidates(root, "127.0.0.1", notes) == []
+    assert process_candidates(root, "127.0.0.1", notes) == []
     assert notes == ["2 engine processes in other network namespaces could not be read: "
                      "run as root, or give their addresses"]
 
@@ -128,7 +129,7 @@ def test_loopback_only_inside_its_namespace_is_said(tmp_path, names):
          tcp=HEADER, fib=trie("10.243.1.2"))
     (root / "100" / "net" / "tcp6").write_text(real("tcp6"))  # [::1]:8001, captured
     notes: list[str] = []
-    assert _process_candidates(root, "127.0.0.1", notes) == []
+    assert process_candidates(root, "127.0.0.1", notes) == []
     assert notes == ["1 engine in another network namespace listens on its own loopback "
                      "only, which this host cannot reach: publish the port or give the "
                      "address"]
@@ -138,18 +139,18 @@ def test_host_engines_are_unchanged(tmp_path, names):
     root = host_proc(tmp_path)
     _pid(root, 100, ["vllm", "serve", "m", "--port", "18819"], ns=HOST_NS, inodes=(900,),
          tcp=HEADER, fib=trie("192.0.2.2"))
-    [c] = _process_candidates(root, "127.0.0.1")
+    [c] = process_candidates(root, "127.0.0.1")
     assert (c.host, c.port, c.engine, c.container) == ("127.0.0.1", 18819, "vllm", None)
 
 
 def test_demo_engine_is_recognised():
     argv = ["/venv/bin/python", "/venv/bin/llmtop", "demo", "serve", "--engines", "vllm",
             "--ports", "8000", "--host", "0.0.0.0"]
-    assert disc.recognise(argv) == "vllm"
-    assert disc.recognise([*argv[:4], "--engines", "vllm,sglang"]) is None
-    assert disc.recognise(["python3", "-m", "llmtop", "demo", "serve"]) is None  # three
+    assert processes.recognise(argv) == "vllm"
+    assert processes.recognise([*argv[:4], "--engines", "vllm,sglang"]) is None
+    assert processes.recognise(["python3", "-m", "llmtop", "demo", "serve"]) is None  # three
     triton = [*argv[:4], "--engines", "triton", "--ports", "18002"]
-    assert disc._flag_ports("triton", triton) == (18002, ())  # not tritonserver's 8002
+    assert processes.flag_ports("triton", triton) == (18002, ())  # not tritonserver's 8002
 
 
 async def test_discover_carries_the_identity_onto_the_target(tmp_path, names):
@@ -185,7 +186,7 @@ def test_once_says_what_it_could_not_read_once(monkeypatch, capsys):
                      "as root, or give their addresses")
         return []
 
-    monkeypatch.setattr(disc, "discover", found_nothing)
+    monkeypatch.setattr("llmtop.discovery.search.discover", found_nothing)
     assert once.run_once(Config(), as_json=True) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["engines"] == []

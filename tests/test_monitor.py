@@ -12,6 +12,7 @@ from llmtop.history.store import Store
 from llmtop.model import GpuSample
 from llmtop.monitor import Monitor
 from tests.history.fakes import body, fake_detect, fake_normalize, gpu_sample, raw
+from tests.monitor_fakes import FakeSamplerBase, FakeScraperBase
 
 
 class FakeClock:
@@ -23,7 +24,7 @@ class FakeClock:
         return self.t
 
 
-class FakeScraper:
+class FakeScraper(FakeScraperBase):
     """Scripted scrapes: counters advance per call; per-target hooks for hangs and errors."""
 
     def __init__(self, clock):
@@ -67,7 +68,7 @@ class FakeScraper:
         self.closed = True
 
 
-class FakeGpuSampler:
+class FakeGpuSampler(FakeSamplerBase):
     def __init__(self, clock, *, error=None, raises=False):
         self.clock, self.error, self.raises, self.closed = clock, error, raises, False
 
@@ -254,7 +255,7 @@ async def test_a_large_body_is_parsed_off_the_event_loop(monkeypatch):
     big = real + "# " + "x" * THREAD_PARSE_BYTES + "\n"
     seen: list[str] = []
 
-    class Scraper:
+    class Scraper(FakeScraperBase):
         def __init__(self, text: str) -> None:
             self.text = text
 

@@ -13,6 +13,7 @@ from llmtop.config import Config, Target
 from llmtop.monitor import Monitor
 from tests.conftest import fixture_text
 from tests.history.fakes import gpu_sample
+from tests.monitor_fakes import FakeSamplerBase
 
 BODY = fixture_text("vllm-real-cpu-v0.32.0-under-load.txt").encode()
 
@@ -51,7 +52,7 @@ def _target(srv: ThreadingHTTPServer) -> Target:
     return Target(f"vllm@127.0.0.1:{port}", f"http://127.0.0.1:{port}", engine="vllm")
 
 
-class BlockingSampler:
+class BlockingSampler(FakeSamplerBase):
     """A sampler like NVML's: ``sample()`` blocks and is called from a thread."""
 
     def __init__(self) -> None:
@@ -77,7 +78,7 @@ async def test_the_first_tick_shows_the_prefetched_scrape_without_asking_again(e
     mon = _monitor((_target(engine),), gpu)
     mon.prefetch()
     try:
-        mon._first.result(timeout=30)  # the thread's scrape and sample, before any tick
+        mon._prefetch.result(timeout=30)  # the thread's scrape and sample, before any tick
         assert engine.metrics_gets == 1 and len(gpu.calls) == 1
         snap = await mon.tick()
         assert [r.state for r in snap.engines] == ["ok"]
@@ -110,13 +111,13 @@ async def test_a_down_target_in_the_prefetch_is_down_on_the_first_tick():
 async def test_prefetch_without_targets_or_after_a_tick_does_nothing(engine):
     mon = _monitor(())
     mon.prefetch()
-    assert mon._first is None
+    assert not mon._prefetch.pending
     await mon.aclose()
     mon = _monitor((_target(engine),))
     try:
         await mon.tick()
         mon.prefetch()  # too late: ticks scrape themselves
-        assert mon._first is None
+        assert not mon._prefetch.pending
         assert engine.metrics_gets == 1
     finally:
         await mon.aclose()

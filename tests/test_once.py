@@ -19,6 +19,7 @@ from llmtop.monitor import Monitor
 from llmtop.once import NO_TARGETS_MESSAGE, run_once
 from tests.conftest import fixture_text
 from tests.history.fakes import body, fake_detect, fake_normalize, gpu_sample
+from tests.monitor_fakes import FakeSamplerBase
 
 TOP_KEYS = ["llmtop", "time", "window_s", "engines", "routers", "gpus", "gpu_error", "diagnosis"]
 ROW_KEYS = [
@@ -84,7 +85,7 @@ def counting_json_handler():
 def fake_monitor(config, *, gpu_error=None):
     from llmtop.sources.scrape import Scraper
 
-    class Gpu:
+    class Gpu(FakeSamplerBase):
         def sample(self):
             import time
 
@@ -193,7 +194,7 @@ def test_no_targets_found_message(monkeypatch):
     async def nothing(config):
         return []
 
-    monkeypatch.setattr(once, "_targets", lambda config: _async(config))
+    monkeypatch.setattr(once, "_targets", lambda config, err=None: _async(config))
     err = io.StringIO()
     assert run_once(Config(), err=err) == 1
     assert NO_TARGETS_MESSAGE in err.getvalue()

@@ -11,7 +11,7 @@ from llmtop.config import Config
 from llmtop.once import NO_TARGETS_MESSAGE, run_once
 
 
-async def _same(config):
+async def _same(config, err=None):
     return config
 
 

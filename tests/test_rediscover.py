@@ -1,15 +1,16 @@
 """No TARGET given: the monitor searches this machine before its first tick and every 10 s
-after, so an engine started after llmtop joins it (``llmtop.rediscover``). The searches here
-are the real ``llmtop.discover`` on a loopback port serving a real vLLM scrape."""
+after, so an engine started after llmtop joins it (``llmtop.discovery.rediscovery``). The
+searches here are the real ``llmtop.discovery`` on a loopback port serving a real vLLM
+scrape."""
 
 from __future__ import annotations
 
 import asyncio
 
 from llmtop.config import Config, Target
-from llmtop.discover import discover
+from llmtop.discovery import REDISCOVER_S, Rediscovery, new_targets
+from llmtop.discovery.search import discover
 from llmtop.monitor import Monitor
-from llmtop.rediscover import REDISCOVER_S, Rediscovery, new_targets
 from tests.test_monitor_prefetch import engine  # noqa: F401  (the fixture)
 
 
@@ -143,7 +144,7 @@ async def test_named_targets_never_search(engine):  # noqa: F811
 
 
 def test_router_backends_become_targets_once():
-    from llmtop.rediscover import backend_targets
+    from llmtop.discovery import backend_targets
 
     have = [Target(name="localhost:8001", base_url="http://localhost:8001", host="localhost",
                    port=8001)]
@@ -162,7 +163,7 @@ def _in_pod(name: str, url: str, pod: str) -> Target:
 
 
 def test_moved_targets_pair_the_same_pod_at_a_new_address():
-    from llmtop.rediscover import moved_targets
+    from llmtop.discovery import moved_targets
 
     old = _in_pod("vllm@10.0.0.5:8000", "http://10.0.0.5:8000", "vllm-0")
     back = _in_pod("vllm@10.0.0.9:8000", "http://10.0.0.9:8000", "vllm-0")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import sys
 import time
@@ -129,33 +128,27 @@ def main(argv: Sequence[str], parser: argparse.ArgumentParser) -> int:
 
 
 async def _direct(config: Any, args: argparse.Namespace, demo: Any) -> int:
+    from llmtop.cli.watch import build_monitor, nothing_to_watch, start_targets
     from llmtop.diagnose.thresholds import DIAG_WINDOW_S
     from llmtop.export.run import direct_store, publish_direct, run
     from llmtop.export.state import ExportState
     from llmtop.history.store import SERIES_WINDOW_S
-    from llmtop.monitor import Monitor
+    from llmtop.targets import NO_TARGETS_MESSAGE
 
-    searching = not config.targets and config.discover
-    if searching:
-        from llmtop.discover import discover
-
-        config = dataclasses.replace(config, targets=tuple(await discover(config)))
-    if not config.targets:
-        log.error("no inference engines found on localhost; give a TARGET")
+    found = await start_targets(config, log)
+    if nothing_to_watch(found):
+        log.error(NO_TARGETS_MESSAGE)
         return 1
+    config = found.config(config)
     window = args.window if args.window is not None else SERIES_WINDOW_S
     state = ExportState("direct", diag_window_s=DIAG_WINDOW_S)
-    from llmtop.cli.otlp import attach_receiver, start_receiver
+    from llmtop.cli.otlp import start_receiver
 
     spans = start_receiver(args)  # --otlp-listen: requests in the store (docs/requests.md)
     server = start_server(state, args)
-    # discovered targets: the search goes on every 10 s, so an engine started later is exported
-    monitor = Monitor.from_config(config, demo, store=direct_store(config),
-                                  rediscover=searching)
-    if monitor.rediscovery is not None:
-        monitor.rediscovery.mark_searched()  # just searched above: the next in 10 s
+    # no TARGET: the search goes on every 10 s, so an engine started later is exported
+    monitor = build_monitor(config, found, demo, store=direct_store(config), receiver=spans)
     monitor.sink = state.observe
-    attach_receiver(monitor, spans)
     log.info("exporting %d target(s) every %gs, window %gs: %s", len(config.targets),
              config.interval_s, window, ", ".join(t.name for t in config.targets))
 

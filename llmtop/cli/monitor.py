@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from llmtop import __version__
 from llmtop.cli.commands import listing
@@ -167,12 +167,7 @@ def run_monitor(args: argparse.Namespace) -> int:
                 recorder.close()
     demo = None
     try:
-        from llmtop.cli.otlp import (
-            attach_receiver,
-            listen_for_demo,
-            start_demo_sending,
-            start_receiver,
-        )
+        from llmtop.cli.otlp import listen_for_demo, start_demo_sending, start_receiver
 
         listen_for_demo(args)  # the TUI on --demo: the demo's spans on a free loopback port
         spans = start_receiver(args)  # --otlp-listen (a bad address stops here)
@@ -182,18 +177,18 @@ def run_monitor(args: argparse.Namespace) -> int:
         if args.once:
             from llmtop.once import run_once
 
-            monitor = _recording_monitor(config, demo, args) if args.record or spans else None
-            attach_receiver(monitor, spans)
+            def make_monitor(config: Config) -> object:
+                return _recording_monitor(config, demo, args, spans)
+
             window = args.window if args.window is not None else 1.0
             return run_once(config, window_s=window, as_json=args.json, demo=demo,
-                            monitor=monitor)
+                            make_monitor=make_monitor if args.record or spans else None)
         # the first scrapes start here and run while Textual is imported (ui.live is free
         # of it): the first frame can show data
         from llmtop.ui.live import make_source
 
         prepared = make_source(config, demo=demo, record_path=args.record, args=args,
-                               prefetch=True)
-        attach_receiver(prepared[0], spans)
+                               prefetch=True, receiver=spans)
         from llmtop.ui.app import run_tui
 
         return run_tui(config, demo=demo, record_path=args.record, args=args,
@@ -203,24 +198,19 @@ def run_monitor(args: argparse.Namespace) -> int:
             demo.stop()
 
 
-def _recording_monitor(config: Config, demo: object, args: argparse.Namespace) -> object:
-    """A Monitor that also records to ``--record FILE`` when asked (for ``--once``)."""
-    import asyncio
-    import dataclasses
-
+def _recording_monitor(config: Config, demo: object, args: argparse.Namespace,
+                       receiver: Any = None) -> object:
+    """A Monitor for ``--once`` on ``config``'s targets (found already: ``run_once``) that
+    also records to ``--record FILE`` when asked, with the span receiver (``--otlp-listen``)
+    when there is one."""
     from llmtop.monitor import Monitor
     from llmtop.record.live import attach
     from llmtop.record.recorder import parse_size
 
-    if not config.targets and config.discover:
-        from llmtop.discover import discover
-
-        found = asyncio.run(discover(config))
-        config = dataclasses.replace(config, targets=tuple(found))
     if not args.record:
-        return Monitor.from_config(config, demo)
+        return Monitor.from_config(config, demo, receiver=receiver)
     retention = args.retention * 3600 if args.retention is not None else None
-    return attach(Monitor.from_config(config, demo), args.record, config,
+    return attach(Monitor.from_config(config, demo, receiver=receiver), args.record, config,
                   retention_s=retention, max_bytes=parse_size(args.max_size))
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from llmtop.errors import ConfigError
 
-__all__ = ["OTLP_DESTS", "add_otlp_options", "attach_receiver", "listen_for_demo",
-           "start_demo_sending", "start_receiver"]
+__all__ = ["OTLP_DESTS", "add_otlp_options", "listen_for_demo", "start_demo_sending",
+           "start_receiver"]
 
 log = logging.getLogger("llmtop.otlp")
 
@@ -117,16 +117,3 @@ def _read(path: str) -> bytes:
             return f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-
-
-def attach_receiver(monitor: Any, rx: Any) -> None:
-    """Hand the receiver ``rx`` (None: nothing) to ``monitor`` (a ``Monitor``, or a wrapper
-    of one: a ``RecordingMonitor``, the TUI's ``MonitorSource``); its ``aclose`` closes it."""
-    if rx is None:
-        return
-    inner = monitor
-    for _ in range(4):
-        if not hasattr(inner, "monitor"):
-            break
-        inner = inner.monitor
-    inner.spans = rx

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import math
 import sys
@@ -98,32 +97,25 @@ def record_main(argv: Sequence[str]) -> int:
 async def _record(config: Any, path: str, retention_s: float | None, max_bytes: int | None,
                   duration: float | None, demo: Any, listen: Any = None,
                   spans: Any = None) -> int:
-    from llmtop.monitor import Monitor
+    from llmtop.cli.watch import build_monitor, nothing_to_watch, start_targets
     from llmtop.record.live import RecordingMonitor
     from llmtop.record.recorder import Recorder
+    from llmtop.targets import NO_TARGETS_MESSAGE
 
-    searching = not config.targets and config.discover
-    if searching:
-        from llmtop.discover import discover
-
-        config = dataclasses.replace(config, targets=tuple(await discover(config)))
-    if not config.targets and spans is None:
-        log.error("no inference engines found on localhost; give a TARGET")
+    found = await start_targets(config, log)
+    if nothing_to_watch(found) and spans is None:
+        log.error(NO_TARGETS_MESSAGE)
         return 1
+    config = found.config(config)
     recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes)
     exporter = _Exporter(config, listen) if listen is not None else None
-    # discovered targets: the search goes on every 10 s, so an engine started (or restarted
-    # on another port) during the recording is recorded from then on
-    mon = Monitor.from_config(config, demo, store=exporter.store if exporter else None,
-                              rediscover=searching)
-    if mon.rediscovery is not None:
-        mon.rediscovery.mark_searched()  # just searched above: the next in 10 s
+    # no TARGET: the search goes on every 10 s, so an engine started (or restarted on
+    # another port) during the recording is recorded from then on
+    mon = build_monitor(config, found, demo, store=exporter.store if exporter else None,
+                        receiver=spans)
     monitor = RecordingMonitor(mon, recorder)
     if exporter is not None:  # the scrapes go to the recording and to the exporter's counts
         monitor.monitor.sink = exporter.sink(recorder)
-    from llmtop.cli.otlp import attach_receiver
-
-    attach_receiver(monitor, spans)
     stop = stop_event()
     log.info("recording %d target(s) every %gs to %s: %s", len(config.targets),
              config.interval_s, path, ", ".join(t.name for t in config.targets))
@@ -139,6 +131,8 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
                 exporter.publish(monitor, snap, t0)
             events = list(monitor.store.events)
             for ev in events[seen_events:]:
+                if ev.target is None and ev.text in found.notes:
+                    continue  # said at the start already (start_targets)
                 log.info("%s%s", f"{ev.target}: " if ev.target else "", ev.text)
             seen_events = len(events)
             now = time.monotonic()

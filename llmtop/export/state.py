@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from llmtop import __version__
 from llmtop.diagnose.findings import Finding
 from llmtop.export.view import Health, View, build
-from llmtop.model import RawScrape, Snapshot
+from llmtop.model import SCRAPE_METRICS, RawScrape, Snapshot
 
 __all__ = ["ExportState"]
 
@@ -45,8 +45,9 @@ class ExportState(Collector):
 
     # -- the refresh loop's side --------------------------------------------------------
     def observe(self, item: Any) -> None:
-        """A ``Monitor`` sink: count each raw scrape, its errors and its duration."""
-        if not isinstance(item, RawScrape):
+        """A ``Monitor`` sink: count each metrics scrape, its errors and its duration; side
+        polls (``/slots``, ``/workers``, health: ``RawScrape.kind``) are not scrapes."""
+        if not isinstance(item, RawScrape) or item.kind != SCRAPE_METRICS:
             return
         h = self.health
         h.scrapes[item.target] = h.scrapes.get(item.target, 0) + 1

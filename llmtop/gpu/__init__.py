@@ -1,8 +1,11 @@
 """GPUs: local NVML sampling, process-to-engine attribution and the demo GPU sampler.
 
     make_sampler(config, *, demo_gpu_url=None) -> GpuSampler
-    GpuSampler.sample() -> GpuSample   sync (run via asyncio.to_thread), never raises
-    GpuSampler.close()                 shuts NVML down once
+    GpuSampler.held_sample() -> GpuSample | None   at once, or None: ask the driver
+    GpuSampler.sample_async() -> GpuSample         on the loop; never raises
+    GpuSampler.sample() -> GpuSample               blocking (a thread), never raises
+    GpuSampler.set_targets(targets)                what GPU processes are attributed to
+    GpuSampler.close() / aclose()                  shuts NVML down once
 
 A GPU the tool cannot read is a state: ``GpuSample.error`` carries one line with reason and
 hint (see ``llmtop.gpu.reasons``). GPU payloads of remote targets (DCGM, Triton) are parsed
@@ -11,23 +14,35 @@ in ``llmtop.parse``, not here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from llmtop import clock
-from llmtop.config import Config
+from llmtop.config import Config, Target
 from llmtop.model import GpuSample
 
 __all__ = ["GpuSampler", "NullSampler", "make_sampler"]
 
 
 class GpuSampler(Protocol):
-    """What the monitor calls once per tick: ``sample`` in a worker thread (NVML calls can
-    block), or ``async sample_async()`` on the event loop when the sampler has one; first
-    ``held_sample()`` when it has one: a sample it can give at once, or None."""
+    """What the monitor calls once per tick: first ``held_sample()``, a sample it can give
+    at once without asking the driver (no GPU to ask), else ``sample_async()`` on the event
+    loop (blocking work in a worker thread of its own). ``sample`` blocks: the monitor's
+    start-up prefetch calls it in its own thread. Never raises."""
+
+    def held_sample(self) -> GpuSample | None: ...
 
     def sample(self) -> GpuSample: ...
 
+    async def sample_async(self) -> GpuSample: ...
+
+    def set_targets(self, targets: Sequence[Target]) -> None:
+        """The targets GPU processes are attributed to (engines a later search found)."""
+        ...
+
     def close(self) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 class NullSampler:
@@ -47,7 +62,13 @@ class NullSampler:
         """Always answered at once: the monitor feeds it without a task."""
         return self.sample()
 
+    def set_targets(self, targets: Sequence[Target]) -> None:
+        """Nothing to attribute."""
+
     def close(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
         return None
 
 

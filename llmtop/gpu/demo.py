@@ -16,13 +16,14 @@ import http.client
 import json
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from llmtop import clock as llmtop_clock
+from llmtop.config import Target
 from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
@@ -161,6 +162,13 @@ class DemoGpuSampler:
         except Exception:
             return self._sample(None, t_wall, t_mono, t0)
         return self._sample(body, t_wall, t_mono, t0)
+
+    def held_sample(self) -> GpuSample | None:
+        """Never at once: the demo's GPUs are always asked."""
+        return None
+
+    def set_targets(self, targets: Sequence[Target]) -> None:
+        """The demo names each process's engine itself: nothing to attribute."""
 
     async def sample_async(self) -> GpuSample:
         """``sample`` on the event loop (``https://``: in a worker thread); never raises."""

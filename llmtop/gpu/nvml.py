@@ -230,6 +230,10 @@ class NvmlSampler:
             except Exception:
                 pass
 
+    async def aclose(self) -> None:
+        """``close``, which never blocks on a sample in flight."""
+        self.close()
+
     def close(self) -> None:
         """Shut NVML down (once); later ``sample()`` calls report the sampler closed.
 

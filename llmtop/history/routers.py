@@ -1,4 +1,9 @@
-"""``RouterRow`` of one router target over a window, from its kept ``RouterSample``s.
+"""Router history: ``RouterRow`` of each router target over a window, its backends' URLs and
+roles.
+
+- ``router_row``: one row from its kept ``RouterSample``s.
+- ``RouterBook``: what the store keeps of routers beside their samples (the roles from
+  ``/workers``), their rows, and the backend URLs they name (for rediscovery).
 
 Rates come from counter deltas over the window (restart-aware, ``derive.counter_rate``),
 latencies from bucket deltas (``derive.hist_delta``); health, breakers and pending are the
@@ -8,14 +13,15 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from llmtop.history.derive import counter_rate, hist_delta, hist_quantiles
 from llmtop.history.rows import Entry
+from llmtop.history.target import TargetHistory
 from llmtop.model import Hist, Quantiles
-from llmtop.model_stack import BackendRow, BackendSample, RouterRow, RouterSample
+from llmtop.model_stack import ROUTERS, BackendRow, BackendSample, RouterRow, RouterSample
 
-__all__ = ["BREAKER_OPEN", "router_of", "router_row"]
+__all__ = ["BREAKER_OPEN", "RouterBook", "is_router", "router_of", "router_row"]
 
 BREAKER_OPEN = 1.0
 """``cb_state`` value of an open breaker (0 closed, 1 open, 2 half open: vllm-router and SMG
@@ -126,3 +132,46 @@ def _shares(backends: list[BackendRow]) -> None:
         for b in group:
             if b.requests_per_s is not None:
                 b.routed_share = b.requests_per_s / whole
+
+
+def is_router(ts: TargetHistory) -> bool:
+    """True for a target detected (or hinted) as a router: it gets a ``RouterRow``."""
+    return ts.engine in ROUTERS
+
+
+class RouterBook:
+    """The routers' side of the store: roles per backend, rows, backend URLs."""
+
+    def __init__(self) -> None:
+        self.roles: dict[str, dict[str, str]] = {}
+        """Router target -> {backend URL: role} from its HTTP API (``sources.router_workers``)."""
+
+    def set_roles(self, target: str, roles: dict[str, str]) -> None:
+        """Keep a router's newest ``/workers`` answer (until the next one)."""
+        self.roles[target] = roles
+
+    def rows(self, targets: Iterable[TargetHistory], window_s: float, t_mono: float,
+             interval_s: float) -> list[RouterRow]:
+        """One ``RouterRow`` per router target over ``window_s`` ending at ``t_mono``."""
+        out = []
+        for ts in targets:
+            if not is_router(ts):
+                continue
+            state, error = ts.state(t_mono, interval_s)
+            row = RouterRow(target=ts.name, engine=ts.engine, engine_version=ts.version,
+                            state=state, error=error, http_status=ts.http_status,
+                            last_ok_age_s=(t_mono - ts.last_ok_mono)
+                            if ts.last_ok_mono is not None else None)
+            out.append(router_row(row, ts.window(window_s, t_mono), self.roles.get(ts.name)))
+        return out
+
+    @staticmethod
+    def backend_urls(targets: Iterable[TargetHistory]) -> list[str]:
+        """Every worker URL the routers name in their newest sample (for rediscovery)."""
+        out: list[str] = []
+        for ts in targets:
+            rs = router_of(ts.recent[-1]) if ts.recent else None
+            for url in rs.backends if rs is not None else {}:
+                if url not in out:
+                    out.append(url)
+        return out

@@ -44,6 +44,11 @@ class SeriesBook:
             if k not in values:
                 ring.append(None)
 
+    def forget(self, row_key_prefix: str) -> None:
+        """Drop the rings of every key starting with ``row_key_prefix`` (a target gone)."""
+        for k in [k for k in self._rings if k[0].startswith(row_key_prefix)]:
+            del self._rings[k]
+
     def get(self, key: str, field: str, last: int | None = None) -> list[float | None]:
         """A fresh list (Textual reactives compare by value) of the newest ``last`` points
         (all when None); [] when unknown."""

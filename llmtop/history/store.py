@@ -20,13 +20,23 @@ from llmtop.config import Config, Target
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
+from llmtop.history.parsing import (
+    Detector,
+    Normalizer,
+    ParsedScrape,
+    default_detect,
+    default_normalize,
+    parse_body,
+)
 from llmtop.history.requests import RequestWindow, ingest_body
-from llmtop.history.routers import router_row
+from llmtop.history.routers import RouterBook, is_router
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
+from llmtop.history.sidepolls import ingest_side
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
 from llmtop.model import (
     GOOD_STATES,
+    SCRAPE_METRICS,
     EngineRow,
     EngineSample,
     Event,
@@ -36,13 +46,11 @@ from llmtop.model import (
     RawSpans,
     Snapshot,
 )
-from llmtop.model_stack import ROUTERS, RouterRow
-from llmtop.parse.exposition import Family, ParseError
-from llmtop.sources.health import health_status, is_health_url
-from llmtop.sources.router_workers import WORKERS_PATH, roles_of
+from llmtop.model_stack import RouterRow
+from llmtop.parse.exposition import Family
 from llmtop.topology.link import link_stack
 
-__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "ParsedScrape", "Store"]
+__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "Store"]
 
 WINDOWS: dict[str, float] = {"10s": 10.0, "1m": 60.0, "5m": 300.0}
 """Named windows; lifetime values are in ``EngineRow.lifetime``."""
@@ -60,26 +68,6 @@ FASTEST_INTERVAL_S = 0.25
 """The shortest refresh interval the UI offers (``ui.state.INTERVALS``)."""
 MAX_EVENTS = 500
 
-Normalizer = Callable[..., EngineSample]
-Detector = Callable[..., "str | None"]
-
-
-def _default_normalize(engine: str, body: str, **kw: Any) -> EngineSample:
-    from llmtop.parse import registry
-
-    return registry.normalize(engine, body, **kw)
-
-
-def _default_detect(body: str, content_type: str | None, identity: dict | None) -> str | None:
-    from llmtop.parse import detect
-
-    return detect.detect_engine(body, content_type, identity)
-
-
-ParsedScrape = tuple[EngineSample | None, str | None, str | None]
-"""What parsing one body gave: (sample or None, error or None, engine used or None)."""
-
-
 class Store:
     """Per-target history and everything derived from it (see ``docs/ARCHITECTURE.md``)."""
 
@@ -93,8 +81,8 @@ class Store:
         self.config = config
         self.interval_s = max(0.05, float(config.interval_s))
         self.keep_s = max(float(config.history_s), 300.0)
-        self._normalize = normalize or _default_normalize
-        self._detect = detect or _default_detect
+        self._normalize = normalize or default_normalize
+        self._detect = detect or default_detect
         self._targets: dict[str, TargetHistory] = {}
         self._hosts = {t.name: t.host for t in config.targets}
         self._engine_hints = {t.name: t.engine for t in config.targets if t.engine}
@@ -130,9 +118,9 @@ class Store:
         for t in config.targets:
             self.learn(t)
         self.requests = RequestWindow()
-        self.router_roles: dict[str, dict[str, str]] = {}
-        """Router target -> {backend URL: role} from its HTTP API (``sources.router_workers``)."""
         """Single requests from the engines' spans, in-flight ones, cold starts."""
+        self.routers = RouterBook()
+        """The routers' roles per backend, rows and backend URLs (``history.routers``)."""
 
     # ------------------------------------------------------------------ targets
 
@@ -157,6 +145,18 @@ class Store:
         if target.container is not None:
             self._target(target.name, target.base_url).container = target.container
             self._urls[target.name] = target.base_url  # a pod back at a new address
+
+    def history_of(self, name: str) -> TargetHistory | None:
+        """The kept history of a target; None when the store does not know it."""
+        return self._targets.get(name)
+
+    def forget(self, name: str) -> None:
+        """Drop a target no longer watched (a router backend no router names): its history,
+        row and sparklines go; the event log keeps what was said."""
+        self._gen += 1
+        for book in (self._targets, self._urls, self._hosts, self._engine_hints):
+            book.pop(name, None)
+        self._series.forget(f"{name}|")
 
     def targets(self) -> list[str]:
         """Target names in order of first appearance (config order first)."""
@@ -212,7 +212,8 @@ class Store:
         window = span if span is not None and span > 0 else max(0.0, fallback_window_s)
         return self.snapshot(round(window, 3))
 
-    def _tick_time(self, t_mono: float, t_wall: float) -> None:
+    def note_time(self, t_mono: float, t_wall: float) -> None:
+        """Move the store's now (``now_mono``/``now_wall``) to a later input's time."""
         if self._now_mono is None or t_mono >= self._now_mono:
             self._now_mono, self._now_wall = t_mono, t_wall
 
@@ -230,29 +231,17 @@ class Store:
         host = ts.host if ts is not None else ""
         if raw.engine_hint and not hinted and engine is None:
             engine = raw.engine_hint
-        return self._parse(engine, hinted, identity, host, raw)
+        return parse_body(self._normalize, self._detect, engine, hinted, identity, host, raw)
 
     def ingest(self, raw: RawScrape, parsed: ParsedScrape | None = None) -> None:
         """Parse and keep one scrape. Never raises for bad input (it becomes a state).
         ``parsed`` is ``parse_raw(raw)`` computed beforehand (e.g. in a thread)."""
         self._gen += 1
-        if raw.url.endswith(WORKERS_PATH):  # a router's worker list (roles), not metrics
-            if raw.status == "ok":
-                self.router_roles[raw.target] = roles_of(raw.body)
-            return
-        if raw.url.endswith("/slots"):  # llama-server's in-flight requests, not metrics
-            if raw.status == "ok":
-                self.requests.set_slots(raw.target, raw.t_wall, raw.body)
-            else:
-                self.requests.slots_errors += 1
-            return
-        if is_health_url(raw.url):  # the health endpoint of a row that may be stuck
-            if (hs := self._targets.get(raw.target)) is not None:
-                hs.health.append((raw.t_mono, health_status(raw)))
-                self._tick_time(raw.t_mono, raw.t_wall)
+        if raw.kind != SCRAPE_METRICS:  # a side poll (``history.sidepolls``), not metrics
+            ingest_side(self, raw)
             return
         ts = self._target(raw.target, raw.url)
-        self._tick_time(raw.t_mono, raw.t_wall)
+        self.note_time(raw.t_mono, raw.t_wall)
         ts.last_raw_mono = raw.t_mono
         if raw.identity:
             ts.identity = dict(raw.identity)
@@ -267,39 +256,14 @@ class Store:
                           raw.http_status)
             return
         if parsed is None:
-            parsed = self._parse(ts.engine, ts.hinted, ts.identity, ts.host, raw)
+            parsed = parse_body(self._normalize, self._detect, ts.engine, ts.hinted,
+                                ts.identity, ts.host, raw)
         sample, err, engine = parsed
         if sample is None:
             ts.set_status("bad_payload", err, raw.http_status)
             return
         ts.engine = engine
         self._keep(ts, raw, clean_sample(sample))
-
-    def _parse(self, engine: str | None, hinted: bool, identity: dict[str, Any] | None,
-               host: str, raw: RawScrape) -> ParsedScrape:
-        """(sample, error, engine used) for one body; pure apart from the adapters' caches."""
-        assert raw.body is not None
-        ident = {"host": host, **(identity or {})}
-        for attempt in range(2):
-            if engine is None:
-                try:
-                    engine = self._detect(raw.body, raw.content_type, identity)
-                except Exception as exc:  # a detector bug must not stop the store
-                    return None, f"engine detection failed: {type(exc).__name__}: {exc}", None
-                if engine is None:
-                    return None, "not a metrics format llmtop knows (no engine detected)", None
-            try:
-                sample = self._normalize(engine, raw.body, headers=raw.headers, identity=ident)
-            except ParseError as exc:
-                err = str(exc) or "unparseable metrics"
-            except Exception as exc:  # an adapter bug: report it as a bad payload
-                err = f"{engine} adapter failed: {type(exc).__name__}: {exc}"
-            else:
-                return sample, None, engine
-            if hinted or attempt == 1:
-                return None, err, None
-            engine = None  # a detected engine failed: the port may serve another now
-        return None, "unparseable metrics", None
 
     def _keep(self, ts: TargetHistory, raw: RawScrape, sample: EngineSample) -> None:
         prev = ts.recent[-1].sample if ts.recent else None
@@ -331,7 +295,7 @@ class Store:
         """One OTLP trace body into the request window, each request matched to its
         target (``history.requests``). Never raises for bad input (it is counted)."""
         self._gen += 1
-        self._tick_time(raw.t_mono, raw.t_wall)
+        self.note_time(raw.t_mono, raw.t_wall)
         targets = [(ts.name, ts.host, ts.engine) for ts in self._targets.values()]
         ingest_body(self.requests, raw, targets)
 
@@ -341,7 +305,7 @@ class Store:
         for g in sample.gpus:
             clean_gpu(g)
         self._gpu = sample
-        self._tick_time(sample.t_mono, sample.t_wall)
+        self.note_time(sample.t_mono, sample.t_wall)
 
     # ------------------------------------------------------------------ rows
 
@@ -413,7 +377,7 @@ class Store:
     def commit(self, t_mono: float, t_wall: float) -> Snapshot:
         """End of a tick: append sparkline values (10 s window), emit state-change events.
         Returns the 10 s snapshot it computed (also cached for ``snapshot``)."""
-        self._tick_time(t_mono, t_wall)
+        self.note_time(t_mono, t_wall)
         self.requests.trim(t_wall)
         snap = self.snapshot(SERIES_WINDOW_S, t_mono, t_wall)
         values: dict[tuple[str, str], float | None] = {}
@@ -494,38 +458,18 @@ class Store:
 
     def _rows(self, window_s: float, t_mono: float, t_wall: float) -> list[EngineRow]:
         """Rows of every target over ``window_s``, with their capacity fields."""
-        rows = [r for ts in self._targets.values() if not self._is_router(ts)
+        rows = [r for ts in self._targets.values() if not is_router(ts)
                 for r in target_rows(ts, window_s, t_mono, self.interval_s)]
         annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
         return rows
 
-    def _is_router(self, ts: TargetHistory) -> bool:
-        return ts.engine in ROUTERS
-
     def router_rows(self, window_s: float, t_mono: float) -> list[RouterRow]:
         """One ``RouterRow`` per router target over ``window_s`` ending at ``t_mono``."""
-        out = []
-        for ts in self._targets.values():
-            if not self._is_router(ts):
-                continue
-            state, error = ts.state(t_mono, self.interval_s)
-            row = RouterRow(target=ts.name, engine=ts.engine, engine_version=ts.version,
-                            state=state, error=error, http_status=ts.http_status,
-                            last_ok_age_s=(t_mono - ts.last_ok_mono)
-                            if ts.last_ok_mono is not None else None)
-            out.append(router_row(row, ts.window(window_s, t_mono),
-                                  self.router_roles.get(ts.name)))
-        return out
+        return self.routers.rows(self._targets.values(), window_s, t_mono, self.interval_s)
 
     def backend_urls(self) -> list[str]:
         """Every worker URL the routers name in their newest sample (for rediscovery)."""
-        out: list[str] = []
-        for ts in self._targets.values():
-            rs = ts.recent[-1].sample.extra.get("router") if ts.recent else None
-            for url in getattr(rs, "backends", {}) or {}:
-                if url not in out:
-                    out.append(url)
-        return out
+        return self.routers.backend_urls(self._targets.values())
 
     def restart_ages(self, t_mono: float) -> dict[str, float]:
         """Seconds since each target's last restart seen by this store."""

@@ -6,11 +6,11 @@ fallback (e.g. a vLLM started with ``--disable-log-stats`` exposes no ``vllm:*``
 1. JSON: a list of iteration stats (``iter``, ``iterLatencyMS``, ``kvCacheStats``) -> trtllm
    (``trtllm-serve`` ``/metrics``); ``{"models": [...]}`` -> ollama (``/api/ps``); the llama.cpp
    501 body "Start it with ``--metrics``" -> llamacpp.
-2. Prometheus names: ``vllm:`` -> vllm, unless the ``vllm:`` samples carry ``model=``/``version=``
-   labels and ``nv_inference_*`` is present -> triton (Triton's vLLM backend); ``sglang:`` ->
-   sglang; ``nv_inference_``/``nv_gpu_``/``nv_trt_llm_``/``nv_llm_`` -> triton; ``trtllm_``/
-   ``trtllm:`` or the bare TRT-LLM 1.1 names with ``engine_type`` -> trtllm; ``tgi_`` -> tgi;
-   ``llamacpp:`` -> llamacpp; ``lmdeploy:`` -> lmdeploy; ``DCGM_FI_`` -> dcgm.
+2. Prometheus names, by the one prefix table (``llmtop.families``, shared with discovery):
+   routers first (``router_from_body``); ``vllm:`` -> vllm, unless the ``vllm:`` samples carry
+   ``model=``/``version=`` labels and a Triton ``nv_*`` name is present -> triton (Triton's
+   vLLM backend); sglang; triton; trtllm (also the bare TRT-LLM 1.1 names with
+   ``engine_type``); tgi, llamacpp, lmdeploy, dcgm, dynamo_worker.
 3. Identity (what ``sources.scrape`` keeps): ``owned_by`` (``vllm``, ``sglang``, ``llamacpp``,
    ``tensorrt_llm``, ``lmdeploy``, also inside a ``/v1/models`` list), Triton ``/v2``
    ``{"name": "triton"}`` (top level or under ``triton``), TGI ``/info``
@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from llmtop.families import PREFIXES, prefixes_of
 
 __all__ = ["detect_engine", "engine_from_body", "engine_from_identity", "router_from_body"]
 
@@ -43,7 +45,6 @@ _TRT_BARE = re.compile(
     r"time_per_output_token_seconds|request_queue_time_seconds)[^{\s]*\{[^}\n]*engine_type=",
     re.M,
 )
-_SGLANG_LOADS = re.compile(r'^sglang_[^{\s]*\{[^}\n]*\bdp_rank="', re.M)
 
 
 def _has(body: str, prefix: str) -> bool:
@@ -95,48 +96,35 @@ def engine_from_body(body: str | None) -> str | None:
     router = router_from_body(body)
     if router is not None:
         return router
-    nv = any(_has(body, p) for p in ("nv_inference_", "nv_gpu_", "nv_trt_llm_", "nv_llm_"))
-    if _has(body, "vllm:"):
+    nv = _names(body, "triton")
+    if _names(body, "vllm"):
         if nv and _VLLM_TRITON_LABELS.search(body):
             return "triton"
         return "vllm"
-    if _has(body, "sglang:") or _SGLANG_LOADS.search(body):
+    if _names(body, "sglang"):
         return "sglang"
     if nv:
         return "triton"
-    if _has(body, "trtllm_") or _has(body, "trtllm:") or _TRT_BARE.search(body):
+    if _TRT_BARE.search(body):
         return "trtllm"
-    if _has(body, "tgi_"):
-        return "tgi"
-    if _has(body, "llamacpp:"):
-        return "llamacpp"
-    if _has(body, "lmdeploy:"):
-        return "lmdeploy"
-    if _has(body, "DCGM_FI_"):
-        return "dcgm"
-    if _has(body, "dynamo_component_"):  # a Dynamo worker without its engine's series
-        return "dynamo_worker"
+    for family in _LATER:  # a Dynamo worker without its engine's series comes last
+        if _names(body, family):
+            return family
     return None
 
 
-_ROUTER_PREFIXES = (
-    ("vllm_router_", "vllm-router"),
-    ("smg_", "sglang-router"),
-    ("sgl_router_", "sglang-router"),
-    ("llm_d_epp_", "llm-d-epp"),
-    ("llm_d_router_epp_", "llm-d-epp"),
-    ("inference_objective_", "gie-epp"),
-    ("inference_pool_", "gie-epp"),
-    ("inference_extension_", "gie-epp"),
-    ("inference_model_", "gie-epp"),
-    ("dynamo_frontend_", "dynamo"),
-    ("vllm:current_qps", "production-stack"),
-    ("vllm:healthy_pods_total", "production-stack"),
-    ("litellm_", "litellm"),
-)
-"""Router families by metric-name prefix, in order (llm-d's EPP also exports the
-Inference Extension's names, so it comes first; the production-stack router's re-exported
-``vllm:*{server=...}`` series must not make it an engine, so it comes before ``vllm:``)."""
+_LATER = ("trtllm", "tgi", "llamacpp", "lmdeploy", "dcgm", "dynamo_worker")
+"""The engine families matched after vLLM, SGLang and Triton, in ``families.PREFIXES``
+order."""
+
+
+def _names(body: str, family: str) -> bool:
+    """``body`` names a metric of ``family`` (by ``families.PREFIXES``)."""
+    return any(_has(body, p) for p in prefixes_of(family))
+
+
+_ROUTER_PREFIXES = tuple((p, f) for p, f, kind in PREFIXES if kind == "router")
+"""Router families by metric-name prefix, in ``families.PREFIXES`` order."""
 
 
 def router_from_body(body: str) -> str | None:

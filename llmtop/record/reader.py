@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.errors import RecordingError
-from llmtop.model import GpuProcess, GpuRecord, GpuSample, RawScrape, RawSpans
+from llmtop.model import SCRAPE_METRICS, GpuProcess, GpuRecord, GpuSample, RawScrape, RawSpans
 from llmtop.record import delta
 from llmtop.record.frames import FrameScan, scan_frames
+from llmtop.record.legacy import KINDS_FLAG, kind_from_url
 
 __all__ = ["Recording", "Tick", "spans_item"]
 
@@ -60,6 +61,7 @@ def _scrape(rec: dict[str, Any], body: str | None) -> RawScrape:
         status=rec["st"], http_status=rec.get("hs"), content_type=rec.get("ct"), body=body,
         error=rec.get("er"), elapsed_s=rec.get("el"), headers=rec.get("hd"),
         identity=rec.get("id"), engine_hint=rec.get("eh"),
+        kind=rec.get("kd", SCRAPE_METRICS),
     )
 
 
@@ -107,6 +109,10 @@ class Recording:
             raise RecordingError(f"{path}: is a directory") from exc
         if header is None:
             raise RecordingError(f"{path}: no header (empty or not a recording)")
+        if not header.get(KINDS_FLAG):  # older: side polls known by their URL only
+            for r in records:
+                if r.get("k") == "s" and "kd" not in r:
+                    r["kd"] = kind_from_url(r.get("u", ""))
         rec = cls(path=path, header=header, records=records, segment_starts=starts or [0],
                   times=[r["w"] for r in records], size_bytes=scan.total_bytes)
         if scan.problem:

@@ -26,9 +26,10 @@ from llmtop import __version__
 from llmtop.capacity import load_profiles
 from llmtop.config import Config
 from llmtop.errors import ConfigError, RecordingError
-from llmtop.model import GpuSample, RawScrape, RawSpans
+from llmtop.model import SCRAPE_METRICS, GpuSample, RawScrape, RawSpans
 from llmtop.record import delta
 from llmtop.record.frames import MAGIC, FrameScan, append_frame, encode_frame, scan_frames
+from llmtop.record.legacy import KINDS_FLAG
 
 __all__ = ["SCHEMA", "Recorder", "parse_size", "safe_url"]
 
@@ -75,6 +76,8 @@ def _scrape_record(raw: RawScrape) -> dict[str, Any]:
                        ("eh", raw.engine_hint)):
         if value is not None:
             rec[key] = value
+    if raw.kind != SCRAPE_METRICS:  # a side poll; no ``kd``: a metrics scrape
+        rec["kd"] = raw.kind
     return rec
 
 
@@ -129,6 +132,7 @@ class Recorder:
             "k": "header", "schema": SCHEMA, "llmtop": __version__,
             "host": socket.gethostname(), "interval": config.interval_s,
             "started": clock(),
+            KINDS_FLAG: True,
             "targets": [{"name": t.name, "url": safe_url(t.base_url), "engine": t.engine,
                          **({"container": t.container.to_json()} if t.container else {})}
                         for t in config.targets],

@@ -68,7 +68,7 @@ import httpx
 
 from llmtop import clock
 from llmtop.config import Config, Target
-from llmtop.model import RawScrape
+from llmtop.model import SCRAPE_HEALTH, SCRAPE_SLOTS, SCRAPE_WORKERS, RawScrape
 from llmtop.sources.scrape_http import SAFE_HEADERS, HttpFetcher
 from llmtop.sources.scrape_http import env_proxy as _env_proxy  # noqa: F401 (tests use it)
 from llmtop.sources.scrape_identity import (
@@ -259,9 +259,9 @@ class Scraper:
         (``sources.slots``: no prompt text); never raises."""
         from llmtop.sources.slots import reduce_slots
 
-        return await self._side_get(target, target.base_url.rstrip("/") + "/slots",
-                                    reduce=reduce_slots, what="/slots list",
-                                    engine_hint="llamacpp")
+        url = target.base_url.rstrip("/") + "/slots"
+        return await self._side_get(SCRAPE_SLOTS, target, url, reduce=reduce_slots,
+                                    what="/slots list", engine_hint="llamacpp")
 
     def health_url(self, target: Target, engine: str | None) -> str | None:
         """The health URL of ``target`` (``sources.health``), None when unknown: an engine
@@ -286,7 +286,7 @@ class Scraper:
         the body is dropped (``sources.health``: only the code counts); never raises."""
         from llmtop.sources.health import HEALTH_BODY_CAP
 
-        return await self._side_get(target, url, cap=HEALTH_BODY_CAP)
+        return await self._side_get(SCRAPE_HEALTH, target, url, cap=HEALTH_BODY_CAP)
 
     async def workers(self, target: Target) -> RawScrape:
         """A router's worker list (``sources.router_workers``: ``{url: role}``) from its
@@ -294,15 +294,16 @@ class Scraper:
         from llmtop.sources.router_workers import WORKERS_PATH, reduce_workers
 
         url = (target.api_url or target.base_url).rstrip("/") + WORKERS_PATH
-        return await self._side_get(target, url, reduce=reduce_workers, what="/workers list")
+        return await self._side_get(SCRAPE_WORKERS, target, url, reduce=reduce_workers,
+                                    what="/workers list")
 
-    async def _side_get(self, target: Target, url: str, *,
+    async def _side_get(self, kind: str, target: Target, url: str, *,
                         reduce: Callable[[str | None], str | None] | None = None,
                         what: str = "", cap: int | None = None,
                         engine_hint: str | None = None) -> RawScrape:
-        r"""One side poll's GET (``slots``, ``health``, ``workers``) as a ``RawScrape``: the
-        body ``reduce``\ d (an answer it rejects is a bad payload, "not a ``what``"), or
-        dropped without ``reduce``; never raises."""
+        r"""One side poll's GET (``slots``, ``health``, ``workers``) as a ``RawScrape`` of
+        ``kind`` (``model.SCRAPE_KINDS``): the body ``reduce``\ d (an answer it rejects is a
+        bad payload, "not a ``what``"), or dropped without ``reduce``; never raises."""
         try:
             res, elapsed = await self._http.fetch(target, url, cap=cap)
         except asyncio.CancelledError:
@@ -310,7 +311,7 @@ class Scraper:
         except Exception as exc:  # pragma: no cover - defensive
             return RawScrape(target=target.name, url=url, t_wall=clock.time(),
                              t_mono=clock.monotonic(), status="down",
-                             error=f"internal error: {type(exc).__name__}")
+                             error=f"internal error: {type(exc).__name__}", kind=kind)
         status, error, body = res.status, res.error, None
         if reduce is not None and status == "ok":
             body = reduce(res.body)
@@ -319,7 +320,8 @@ class Scraper:
         return RawScrape(target=target.name, url=url, t_wall=clock.time(),
                          t_mono=clock.monotonic(), status=status, http_status=res.http_status,
                          content_type=res.content_type if reduce is not None else None,
-                         body=body, error=error, elapsed_s=elapsed, engine_hint=engine_hint)
+                         body=body, error=error, elapsed_s=elapsed, engine_hint=engine_hint,
+                         kind=kind)
 
     async def _probe_identity(self, target: Target, st: _State) -> dict[str, Any]:
         """``identify`` and keep the answer when anything answered (besides ``host``)."""

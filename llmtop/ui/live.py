@@ -71,9 +71,11 @@ def _record_bounds(args: Any) -> dict[str, Any]:
 
 
 def make_source(config: Config, *, demo: Any = None, record_path: str | None = None,
-                args: Any = None, prefetch: bool = False) -> tuple[Any, list[str]]:
+                args: Any = None, prefetch: bool = False, receiver: Any = None
+                ) -> tuple[Any, list[str]]:
     """The source to poll, and error lines to show in the event log. ``prefetch``: start the
-    first scrapes now (``Monitor.prefetch``), before the caller imports Textual."""
+    first scrapes now (``Monitor.prefetch``), before the caller imports Textual;
+    ``receiver``: the span receiver (``--otlp-listen``), given to the monitor."""
     host = socket.gethostname()
     problems: list[str] = []
     try:
@@ -84,7 +86,8 @@ def make_source(config: Config, *, demo: Any = None, record_path: str | None = N
         return src, problems
     # no TARGET: search this machine now (in prefetch's thread) and every 10 s after
     monitor = Monitor.from_config(config, demo=demo,
-                                  rediscover=config.discover and not config.targets)
+                                  rediscover=config.discover and not config.targets,
+                                  receiver=receiver)
     if prefetch:
         monitor.prefetch()
     if record_path:

@@ -25,6 +25,11 @@ class _FakeDemo:
 
 class _Source:
     spans: Any = None
+    """The receiver ``make_source`` was given (its monitor's)."""
+
+    def made(self, receiver: Any = None, **_kw: Any) -> tuple[_Source, list]:
+        self.spans = receiver
+        return self, []
 
 
 @pytest.fixture
@@ -41,7 +46,7 @@ def wired(monkeypatch):
 
     src = _Source()
     monkeypatch.setattr(launcher, "start_demo", start_demo)
-    monkeypatch.setattr(llmtop.ui.live, "make_source", lambda *a, **k: (src, []))
+    monkeypatch.setattr(llmtop.ui.live, "make_source", lambda *a, **k: src.made(**k))
     monkeypatch.setattr(llmtop.ui.app, "run_tui", lambda *a, **k: 0)
     monkeypatch.setattr(llmtop.once, "run_once", lambda *a, **k: 0)
     yield seen, src

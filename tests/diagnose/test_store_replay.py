@@ -19,6 +19,7 @@ from llmtop.record.reader import Recording
 from llmtop.record.recorder import Recorder
 from llmtop.record.replay import diagnosis_at
 from tests.conftest import fixture_text
+from tests.monitor_fakes import FakeScraperBase
 from tests.record.test_delta import _bump
 
 TARGET = Target(name="vllm@127.0.0.1:9", base_url="http://127.0.0.1:9", engine="vllm",
@@ -40,7 +41,7 @@ def _body(n: int) -> str:
     return body
 
 
-class Scraper:
+class Scraper(FakeScraperBase):
     def __init__(self) -> None:
         self.n = 0
 

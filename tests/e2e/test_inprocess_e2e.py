@@ -22,6 +22,7 @@ from llmtop.monitor import Monitor
 from llmtop.once import run_once
 from llmtop.settings import build_config
 from tests.e2e.conftest import needs_parsers
+from tests.monitor_fakes import FakeSamplerBase
 
 _MIB = 1024 * 1024
 
@@ -121,7 +122,7 @@ def test_hanging_scrape_turns_stale_while_the_rest_stays_ok(servers):
     assert re.search(r"STALE \d+s", buf.getvalue()), buf.getvalue()
 
 
-class _RaisingSampler:
+class _RaisingSampler(FakeSamplerBase):
     """A GPU sampler that breaks its contract (raises) on every call."""
 
     def sample(self) -> GpuSample:
@@ -131,7 +132,7 @@ class _RaisingSampler:
         raise RuntimeError("NVML exploded on close")
 
 
-class _ErrorSampler:
+class _ErrorSampler(FakeSamplerBase):
     """A GPU sampler reporting the GPU lost mid-run."""
 
     def __init__(self) -> None:

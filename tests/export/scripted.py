@@ -10,6 +10,7 @@ from llmtop.export.run import direct_store
 from llmtop.export.state import ExportState
 from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
+from tests.monitor_fakes import FakeScraperBase
 
 
 def raw(target: Target, t: float, body: str | None, status: str = "ok",
@@ -20,7 +21,7 @@ def raw(target: Target, t: float, body: str | None, status: str = "ok",
                      elapsed_s=0.004, engine_hint=target.engine)
 
 
-class ScriptedScraper:
+class ScriptedScraper(FakeScraperBase):
     """Each target's scrapes in order; ``None`` in a script hangs that scrape (forever)."""
 
     def __init__(self, script: dict[str, Sequence[RawScrape | None]]) -> None:

@@ -15,6 +15,7 @@ from llmtop.model import STATES
 from tests.conftest import fixture_text
 from tests.export.scripted import exporter_monitor, raw
 from tests.export.test_vs_once import samples
+from tests.monitor_fakes import FakeScraperBase
 
 A = Target(name="vllm@127.0.0.1:1", base_url="http://127.0.0.1:1", engine="vllm",
            host="127.0.0.1", port=1)
@@ -76,7 +77,7 @@ def test_down_garbage_restart_are_states():
     asyncio.run(go())
 
 
-class _Live:
+class _Live(FakeScraperBase):
     """A target that answers at once (real times), and one that never answers."""
 
     def __init__(self, hang: Target) -> None:

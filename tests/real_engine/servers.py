@@ -43,7 +43,7 @@ def found_without_a_target(url: str, engine: str) -> None:
     ``url`` by its process (its port is not a default one), and the TUI's monitor (which
     searches, ``Monitor.from_config(..., rediscover=True)``) shows it ``ok``."""
     from llmtop.config import Config
-    from llmtop.discover import discover
+    from llmtop.discovery.search import discover
     from llmtop.monitor import Monitor
 
     port = urlsplit(url).port

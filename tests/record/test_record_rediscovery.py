@@ -8,6 +8,7 @@ import json
 
 from llmtop.cli import record as record_cli
 from llmtop.config import Config, Target
+from llmtop.discovery import Rediscovery
 from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
 from llmtop.once import snapshot_json
@@ -15,8 +16,8 @@ from llmtop.record.live import RecordingMonitor
 from llmtop.record.reader import Recording
 from llmtop.record.recorder import Recorder
 from llmtop.record.replay import snapshot_at
-from llmtop.rediscover import Rediscovery
 from tests.conftest import fixture_text
+from tests.monitor_fakes import FakeScraperBase
 
 FIRST = Target(name="127.0.0.1:8001", base_url="http://127.0.0.1:8001", port=8001)
 LATER = Target(name="127.0.0.1:8002", base_url="http://127.0.0.1:8002", port=8002)
@@ -24,7 +25,7 @@ T0 = 1_800_000_000.0
 BODY = fixture_text("metrics/vllm-real-cpu-v0.32.0-under-load.txt")
 
 
-class Scraper:
+class Scraper(FakeScraperBase):
     """Both engines answer the same real vLLM capture; time advances one second a tick (the
     first engine is scraped every tick)."""
 
@@ -87,11 +88,12 @@ def test_record_without_a_target_keeps_searching(monkeypatch, tmp_path):
     async def discover(config, notes=None):
         return [FIRST]
 
-    def from_config(config, demo=None, *, sink=None, store=None, rediscover=False):
+    def from_config(config, demo=None, *, sink=None, store=None, rediscover=False,
+                    receiver=None):
         made.append(rediscover)
         raise SystemExit(0)  # enough: the choice is made
 
-    monkeypatch.setattr("llmtop.discover.discover", discover)
+    monkeypatch.setattr("llmtop.discovery.search.discover", discover)
     monkeypatch.setattr(Monitor, "from_config", staticmethod(from_config))
     for targets in ((), (FIRST,)):
         config = Config(targets=targets, discover=True)

@@ -17,6 +17,7 @@ from llmtop.record.reader import Recording
 from llmtop.record.recorder import Recorder
 from llmtop.record.replay import ReplaySource, parse_when, snapshot_at
 from tests.conftest import fixture_text
+from tests.monitor_fakes import FakeScraperBase
 from tests.record.test_delta import _bump
 
 TARGET = Target(name="vllm@127.0.0.1:9", base_url="http://127.0.0.1:9", engine="vllm",
@@ -25,7 +26,7 @@ CONFIG = Config(targets=(TARGET,), discover=False)
 BASE = fixture_text("vllm-real-cpu-v0.32.0-under-load.txt")
 
 
-class FakeScraper:
+class FakeScraper(FakeScraperBase):
     """Serves the real vLLM capture with counters advancing like a live server."""
 
     def __init__(self, t0: float = 1_800_000_000.0) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from llmtop.sources import containers
-from llmtop.sources.containers import CgroupId, Names, Published, parse_cgroup
+from llmtop.discovery import containers
+from llmtop.discovery.containers import CgroupId, Names, Published, parse_cgroup
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"
 DOCKER = "ae836c95b4c3c9e9179e0e91015512da89fdec91612f63cebae57df9a5444c79"

@@ -109,6 +109,7 @@ def test_health_answers_never_touch_the_metrics_state():
     from llmtop.model import RawScrape
 
     store.ingest(RawScrape(target="e", url="http://127.0.0.1:9/health", t_wall=1.0,
-                           t_mono=1.0, status="down", error="connection refused"))
+                           t_mono=1.0, status="down", error="connection refused",
+                           kind="health"))
     [row] = store.snapshot(10.0).engines
     assert row.state == "stale" and row.error == "no data yet"  # not "down": /metrics unasked

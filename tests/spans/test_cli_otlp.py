@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from llmtop.cli.otlp import add_otlp_options, attach_receiver, start_receiver
+from llmtop.cli.otlp import add_otlp_options, start_receiver
 from llmtop.errors import ConfigError
 
 
@@ -18,7 +18,6 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_off_unless_asked():
     assert start_receiver(_args()) is None
-    attach_receiver(object(), None)  # nothing to attach: no error
 
 
 def test_off_loopback_needs_a_token_or_no_auth(tmp_path):
@@ -46,16 +45,14 @@ def test_a_taken_port_is_a_config_error():
         rx.close()
 
 
-def test_attached_through_wrappers():
-    class Inner:
-        store = None
-        spans = None
+def test_the_monitor_is_built_with_the_receiver_and_closes_it():
+    import asyncio
 
-    class Wrapper:  # a RecordingMonitor or the TUI's MonitorSource
-        def __init__(self, m):
-            self.monitor = m
+    from llmtop.config import Config
+    from llmtop.monitor import Monitor
 
-    inner = Inner()
-    rx = object()
-    attach_receiver(Wrapper(Wrapper(inner)), rx)
-    assert inner.spans is rx
+    rx = start_receiver(_args("--otlp-listen", "127.0.0.1:0"))
+    mon = Monitor.from_config(Config(discover=False), receiver=rx)
+    assert mon.receiver is rx
+    asyncio.run(mon.aclose())
+    assert not rx._thread.is_alive()  # closed with the monitor

@@ -43,13 +43,12 @@ class FakeReceiver:
 
 async def _record(path) -> tuple[dict, FakeReceiver]:
     scraper = FakeScraper(t0=END - 2)  # the requests end within the last 5 s
-    mon = Monitor(CONFIG, scraper=scraper)
-    mon.spans = FakeReceiver(scraper)
+    mon = Monitor(CONFIG, scraper=scraper, receiver=FakeReceiver(scraper))
     rm = RecordingMonitor(mon, Recorder(path, CONFIG))
     for _ in range(6):
         await rm.tick()
     live = mon.store.snapshot(6.0).to_json("x")
-    rx = mon.spans
+    rx = mon.receiver
     await rm.aclose()
     return live, rx
 

@@ -18,7 +18,7 @@ CFG = Config(targets=(Target(name="llama", base_url="http://127.0.0.1:8080",
 
 def _raw(body: str | None, t: float, status: str = "ok") -> RawScrape:
     return RawScrape(target="llama", url="http://127.0.0.1:8080/slots", t_wall=t, t_mono=t,
-                     status=status, body=body)
+                     status=status, body=body, kind="slots")
 
 
 def test_reduce_keeps_numbers_only():

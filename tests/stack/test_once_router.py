@@ -14,6 +14,7 @@ from llmtop.monitor import Monitor
 from llmtop.once import run_once
 from tests.conftest import fixture_text
 from tests.history.fakes import gpu_sample
+from tests.monitor_fakes import FakeSamplerBase
 from tests.test_once import serve
 
 from .build import engine_pair, scaled, target
@@ -44,7 +45,7 @@ def _router(ports):
     return handler
 
 
-class Gpu:
+class Gpu(FakeSamplerBase):
     def sample(self):
         import time
 

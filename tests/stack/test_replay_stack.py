@@ -18,6 +18,7 @@ from llmtop.record.reader import Recording
 from llmtop.record.recorder import Recorder
 from llmtop.record.replay import diagnosis_at, snapshot_at
 from tests.conftest import fixture_text
+from tests.monitor_fakes import FakeScraperBase
 
 from .build import engine_pair, scaled
 
@@ -26,7 +27,7 @@ CONFIG = Config(targets=(ROUTER,), discover=False)
 T0 = 1_800_000_000.0
 
 
-class StackScraper:
+class StackScraper(FakeScraperBase):
     """A vLLM router (fixture) in front of two real vLLM captures: ``127.0.0.1:8001``
     moves on (calm a, b, a, b... with counters advancing), ``127.0.0.1:8002`` holds 2 running
     and 10 waiting and makes no token (stuck)."""

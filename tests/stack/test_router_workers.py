@@ -8,11 +8,12 @@ import json
 from sources.helpers import fake_proc, proc_row
 
 from llmtop.config import Config, Target
-from llmtop.discover import discover
+from llmtop.discovery.search import discover
 from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
 from llmtop.sources.router_workers import reduce_workers, roles_of
 from tests.conftest import fixture_text
+from tests.monitor_fakes import FakeScraperBase
 
 from .build import feed, store_with, target
 
@@ -33,7 +34,7 @@ def test_reduce_the_real_answer_to_roles():
 
 def _workers_raw(body, status="ok"):
     return RawScrape(target="router", url="http://127.0.0.1:30000/workers", t_wall=1.7e9,
-                     t_mono=0.5, status=status, body=body)
+                     t_mono=0.5, status=status, body=body, kind="workers")
 
 
 def _roles(store):
@@ -57,10 +58,13 @@ def test_router_rows_take_roles_from_the_worker_list():
     assert t.state == "ok"  # the side poll never touches the router's scrape state
 
 
-async def test_monitor_polls_workers_only_with_a_serving_url():
+async def test_monitor_polls_workers_only_with_a_serving_url(monkeypatch):
+    from llmtop import clock
+
+    monkeypatch.setattr(clock, "monotonic", lambda: 1000.0)  # every tick within the throttle
     calls = []
 
-    class Scraper:
+    class Scraper(FakeScraperBase):
         async def scrape(self, t):
             return RawScrape(target=t.name, url=t.base_url + "/metrics", t_wall=1.7e9,
                              t_mono=1.0, status="ok", body=PD, engine_hint="sglang-router")
@@ -68,7 +72,7 @@ async def test_monitor_polls_workers_only_with_a_serving_url():
         async def workers(self, t):
             calls.append(t.name)
             return RawScrape(target=t.name, url=t.api_url + "/workers", t_wall=1.7e9,
-                             t_mono=1.0, status="ok", body=_answer(A, B))
+                             t_mono=1.0, status="ok", body=_answer(A, B), kind="workers")
 
         async def identify(self, t):
             return {}

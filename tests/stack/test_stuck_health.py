@@ -24,6 +24,7 @@ from llmtop.record.recorder import Recorder
 from llmtop.record.replay import diagnosis_at, snapshot_at
 from llmtop.sources.health import health_status
 from tests.diagnose.rows import healthy
+from tests.monitor_fakes import FakeScraperBase
 
 from .build import engine_pair, scaled, store_with, target
 
@@ -34,7 +35,7 @@ T0 = 1_800_000_000.0
 TICKS = 26  # the stuck engine frozen 25 s: past STUCK_IDLE_S and the diagnosis' cadence
 
 
-class HealthScraper:
+class HealthScraper(FakeScraperBase):
     """``busy`` holds 2 running and 10 waiting and makes tokens every tick; ``stuck`` holds
     the same and makes none. Health answers ``answer`` (a code, ``timeout`` or ``down``);
     ``path=False``: no health path known (as Ollama). Counts every health request."""
@@ -61,9 +62,10 @@ class HealthScraper:
         a, when = self.answer, {"t_wall": T0 + self.n + 0.1, "t_mono": 100.0 + self.n + 0.1}
         if isinstance(a, int):
             return RawScrape(target=t.name, url=url, status="ok" if a < 300 else "http_error",
-                             http_status=a, **when)
+                             http_status=a, kind="health", **when)
         err = "timeout after 2.0s" if a == "timeout" else "cannot connect: connection refused"
-        return RawScrape(target=t.name, url=url, status="down", error=err, **when)
+        return RawScrape(target=t.name, url=url, status="down", error=err, kind="health",
+                         **when)
 
     async def identify(self, t: Target) -> dict:
         return {"host": "127.0.0.1"}
@@ -173,9 +175,10 @@ def test_store_keeps_health_in_its_window_and_ignores_unknown_targets():
         s.ingest(RawScrape(target="e", url="http://e/metrics", t_wall=T0 + t, t_mono=t,
                            status="ok", http_status=200, body=body))
     s.ingest(RawScrape(target="e", url="http://e/health", t_wall=T0 + 10.5, t_mono=10.5,
-                       status="ok", http_status=200))
+                       status="ok", http_status=200, kind="health"))
     s.ingest(RawScrape(target="x", url="http://x/health", t_wall=T0, t_mono=10.5,
-                       status="ok", http_status=200))  # never scraped: no row made for it
+                       status="ok", http_status=200,
+                       kind="health"))  # never scraped: no row made for it
     [row] = s.snapshot(10.0).engines
     assert row.target == "e" and row.health_status == 200
     assert s.snapshot(10.0, t_mono=10.0).engines[0].health_status is None  # asked after
@@ -184,7 +187,8 @@ def test_store_keeps_health_in_its_window_and_ignores_unknown_targets():
 
 def test_health_status_of_each_answer():
     def raw(**kw):
-        return RawScrape(target="e", url="http://e/health", t_wall=T0, t_mono=0.0, **kw)
+        return RawScrape(target="e", url="http://e/health", t_wall=T0, t_mono=0.0,
+                         kind="health", **kw)
 
     assert health_status(raw(status="ok", http_status=200)) == 200
     assert health_status(raw(status="bad_payload", http_status=200, error="HTML page")) == 200

@@ -56,7 +56,7 @@ async def test_no_hint_with_engines():
 async def test_the_hint_says_the_search_goes_on_only_where_it_does(searching):
     """No TARGET: the monitor looks again every 10 s and the hint says so; with named
     targets (or --no-discover) there is no search and no such line."""
-    from llmtop.rediscover import REDISCOVER_S
+    from llmtop.discovery import REDISCOVER_S
 
     src = FakeSource.demo("empty")
     src.monitor = type("M", (), {"rediscovery": type("R", (), {"every_s": REDISCOVER_S})()
