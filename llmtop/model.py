@@ -101,7 +101,7 @@ COUNTER_KEYS = (
     "spec_drafts",  # speculative-decoding draft rounds
     "spec_draft_tokens",  # tokens proposed by the draft
     "spec_accepted_tokens",  # draft tokens accepted
-    # plus "finished:<reason>" for each finish reason (stop, length, abort, error, repetition, ...)
+    # finished requests by reason and failures by reason: LABELLED["counters"]
 )
 
 LABELLED: dict[str, dict[str, str]] = {
@@ -109,6 +109,8 @@ LABELLED: dict[str, dict[str, str]] = {
         "kv_queue": "queue",  # SGLang's P/D queues: requests in each
     },
     "counters": {
+        "finished": "reason",  # finished requests by finish reason (stop, length, abort, error...)
+        "error": "reason",  # failed requests by the engine's failure reason (TGI, Triton)
         "prompt_tokens": "source",  # vLLM prompt tokens by where their KV came from
         "cached_tokens": "tier",  # vLLM prefix-cache hit tokens by the KV tier that served them
         "tier_chunk_queries": "tier",  # vLLM offloading connector, per secondary tier

@@ -295,12 +295,12 @@ def row_from_sample(row: EngineRow, m: ModelSample, window_s: float) -> EngineRo
     row.prompt_tokens_per_s = c.get("prompt_tokens")
     row.generation_tokens_per_s = c.get("generation_tokens")
     row.preemptions_per_s = c.get("preemptions")
-    finished = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("finished:")}
+    finished = m.counters_by.get("finished", {})
     req = c.get("requests")
     if req is None and finished:
         req = sum(finished.values())
     row.requests_per_s = req
-    row.errors_per_s = c.get("errors", c.get("finished:error"))
+    row.errors_per_s = c.get("errors", finished.get("error"))
     row.finished = {k: v * window_s for k, v in finished.items()} if finished else None
     if "prefix_hits" in c and "prefix_queries" in c:
         row.prefix_hit_rate = _ratio(c["prefix_hits"], c["prefix_queries"])

@@ -409,6 +409,18 @@ def _rate(samples: Sequence[tuple[float, ModelSample]], key: str) -> float | Non
     return None if pts is None else counter_rate(pts)
 
 
+def _finished_series(samples: Sequence[tuple[float, ModelSample]], reason: str
+                     ) -> list[Point] | None:
+    """Points of the finished-requests counter of ``reason`` (as ``_series``)."""
+    return _present(samples, [m.counters_by.get("finished", {}).get(reason)
+                              for _, m in samples], _zero_counter)
+
+
+def _finished_rate(samples: Sequence[tuple[float, ModelSample]], reason: str) -> float | None:
+    pts = _finished_series(samples, reason)
+    return None if pts is None else counter_rate(pts)
+
+
 def derive_window(samples: Sequence[tuple[float, ModelSample]],
                   hist_keys: Collection[str] | None = None) -> ModelWindow:
     """Windowed rates, quantiles, prefix hit rate and finish reasons of one model.
@@ -423,23 +435,23 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]],
     last = samples[-1][1]
     for name, key in RATE_KEYS.items():
         out.rates[name] = _rate(samples, key)
-    finished_keys = [k for k in last.counters if k.startswith("finished:")]
-    if out.rates["requests_per_s"] is None and "requests" not in last.counters and finished_keys:
-        parts = [_rate(samples, k) for k in finished_keys]
+    reasons = list(last.counters_by.get("finished", {}))
+    if out.rates["requests_per_s"] is None and "requests" not in last.counters and reasons:
+        parts = [_finished_rate(samples, r) for r in reasons]
         known = [p for p in parts if p is not None]
         out.rates["requests_per_s"] = sum(known) if known else None
     if "errors" in last.counters:
         out.rates["errors_per_s"] = _rate(samples, "errors")
-    elif "finished:error" in last.counters:
-        out.rates["errors_per_s"] = _rate(samples, "finished:error")
+    elif "error" in reasons:
+        out.rates["errors_per_s"] = _finished_rate(samples, "error")
     else:
         out.rates["errors_per_s"] = None
-    if finished_keys:
+    if reasons:
         fin: dict[str, float] = {}
-        for k in finished_keys:
-            pts = _series(samples, k)
+        for r in reasons:
+            pts = _finished_series(samples, r)
             d = counter_delta(pts) if pts else None
-            fin[k.split(":", 1)[1]] = d[0] if d is not None else 0.0
+            fin[r] = d[0] if d is not None else 0.0
         out.finished = fin if len(samples) >= 2 else None
     for key in last.hists:
         if hist_keys is not None and key not in hist_keys:
@@ -505,9 +517,9 @@ def derive_lifetime(m: ModelSample, *, start_time: float | None = None,
     for k in LIFETIME_COUNTERS:
         if k in m.counters:
             out[k] = m.counters[k]
-    fin = {k.split(":", 1)[1]: v for k, v in m.counters.items() if k.startswith("finished:")}
+    fin = m.counters_by.get("finished")
     if fin:
-        out["finished"] = fin
+        out["finished"] = dict(fin)
     out["start_time"] = start_time
     # a start time ahead of our clock (skew on a remote host) gives no uptime, not 0
     out["uptime_s"] = (

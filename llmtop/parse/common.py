@@ -13,6 +13,7 @@ from llmtop.model import LABELLED, EngineSample, Hist, ModelSample
 from llmtop.parse.exposition import Family, ParseError, Sample, parse
 
 __all__ = [
+    "add_value",
     "aggregate",
     "assemble",
     "build_hists",
@@ -171,6 +172,17 @@ def put_value(m: ModelSample, kind: str, name: str, value: Any,
         m.labelled(kind).setdefault(name, {})[label] = value
 
 
+def add_value(m: ModelSample, kind: str, name: str, value: float,
+              label: str | None = None) -> None:
+    """Add ``value`` to ``m``'s value ``name`` (or label ``label`` of family ``name``), which
+    starts at 0 (``put_value``)."""
+    if label is None:
+        d = getattr(m, kind)
+        d[name] = d.get(name, 0.0) + value
+    else:
+        put_value(m, kind, name, m.labelled(kind).get(name, {}).get(label, 0.0) + value, label)
+
+
 def _sum_labelled(into: dict[str, dict[str, float]], part: dict[str, dict[str, float]]
                   ) -> None:
     for fam, per in part.items():
@@ -310,25 +322,27 @@ def _rank_order(rank: str | None) -> tuple[int, str]:
 
 
 def outcome_counters(
-    counters: dict[str, float],
+    m: ModelSample,
     ok: float | None,
     fails: dict[str, float] | None,
     *,
     rejected: str | None = None,
     aborted: str | None = None,
 ) -> None:
-    """Fill the finish/error counters from a success count and failures by reason:
-    ``finished:success``, ``errors`` = ``finished:error``, ``error:<reason>``, ``rejected``
-    and ``aborted`` (from the named reasons) and ``requests`` = success + failure.
-    ``fails`` None means the engine reports no failure counter."""
+    """Fill the finish/error counters of ``m`` from a success count and failures by reason:
+    ``finished`` ``success`` and ``error``, ``errors`` (= ``finished`` ``error``), ``error`` by
+    reason, ``rejected`` and ``aborted`` (from the named reasons) and ``requests`` =
+    success + failure. ``fails`` None means the engine reports no failure counter."""
+    counters = m.counters
     if ok is not None:
-        counters["finished:success"] = ok
+        put_value(m, "counters", "finished", ok, "success")
     total_fail = sum(fails.values()) if fails is not None else None
     if fails is not None and total_fail is not None:
-        counters["errors"] = counters["finished:error"] = total_fail
+        counters["errors"] = total_fail
+        put_value(m, "counters", "finished", total_fail, "error")
         for reason, v in fails.items():
             if reason:
-                counters[f"error:{reason}"] = v
+                put_value(m, "counters", "error", v, reason)
         if rejected is not None and rejected in fails:
             counters["rejected"] = fails[rejected]
         if aborted is not None and aborted in fails:

@@ -11,8 +11,8 @@ means one API server per rank, so one rank per scrape). No ``_created`` series
   has ``cached_tokens_total``: prefix_hits = cached tokens, prefix_queries = prompt tokens
 * ``request_success_total{finished_reason}``: the reason is ``str(ResponseType.X)``
   (``ResponseType.FINISH``...), normalized to lower case without the class name
-  (``finished:finish``, ``finished:cancel``...); ``requests`` = all, ``aborted`` = ``cancel``
-  (or ``abort``), ``errors`` = reasons containing ``error``
+  (``finish``, ``cancel``... of the ``finished`` counters); ``requests`` = all, ``aborted``
+  = ``cancel`` (or ``abort``), ``errors`` = reasons containing ``error``
 * ttft ``time_to_first_token_seconds``; itl ``iter_token_latency``; tpot
   ``time_per_output_token_seconds`` (per request); e2e ``e2e_request_latency_seconds``; queue
   ``request_queue_time_seconds``; prefill/decode/inference ``request_{prefill,decode,
@@ -30,7 +30,7 @@ import math
 from typing import Any
 
 from llmtop.model import EngineSample, ModelSample
-from llmtop.parse.common import assemble, identity_version, parse_engine_text
+from llmtop.parse.common import add_value, assemble, identity_version, parse_engine_text
 from llmtop.parse.exposition import Family
 from llmtop.parse.vllm import Key, group_hists, group_values
 
@@ -127,9 +127,10 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
             k = _key(s.labels)
             if k is None:
                 continue
-            c = part(k).counters
+            m = part(k)
+            c = m.counters
             reason = _reason(s.labels.get("finished_reason", "unknown"))
-            c["finished:" + reason] = c.get("finished:" + reason, 0.0) + s.value
+            add_value(m, "counters", "finished", s.value, reason)
             c["requests"] = c.get("requests", 0.0) + s.value
             if reason in ("cancel", "abort"):
                 c["aborted"] = c.get("aborted", 0.0) + s.value

@@ -8,8 +8,8 @@ histogram without configured buckets comes out as a summary, read here as a mean
 running ``tgi_batch_current_size``; waiting ``tgi_queue_size``; kv_capacity_tokens
 ``tgi_batch_max_total_tokens``; kv_usage is a proxy: ``tgi_batch_current_max_tokens`` /
 ``tgi_batch_max_total_tokens`` (tokens the current batch may reach). ``requests`` = success +
-failure (``finished:success``/``finished:error``); failures by ``err`` label go to
-``errors``/``error:<err>``, ``rejected`` = ``err="overloaded"``. Histograms: e2e
+failure (``finished`` ``success``/``error``); failures by ``err`` label go to
+``errors``/``error`` by err, ``rejected`` = ``err="overloaded"``. Histograms: e2e
 ``tgi_request_duration``, queue ``tgi_request_queue_duration``, tpot
 ``tgi_request_mean_time_per_token_duration``, itl ``tgi_batch_forward_duration{method=
 "decode"}`` (one decode step of the batch), prompt_len/gen_len from the request length
@@ -112,4 +112,4 @@ def _requests(idx: dict[str, list[Sample]], m: ModelSample) -> None:
             fails[err] = fails.get(err, 0.0) + s.value
     if ok is None and not fails:
         return
-    outcome_counters(m.counters, ok, fails or None, rejected="overloaded")
+    outcome_counters(m, ok, fails or None, rejected="overloaded")

@@ -8,8 +8,8 @@ One ``ModelSample`` per ``model`` label (versions summed; ``info["version"]`` li
   ``nv_inference_queue_duration_us``, ``inference`` from the sum of the three
   ``nv_inference_compute_{input,infer,output}_duration_us``, all over ``success`` only: a real
   2.51 server adds nothing to them for a failed request. ``requests`` = success +
-  failure, split as ``finished:success``/``finished:error``; failures go to ``errors`` and
-  ``error:<REASON>`` (``rejected`` = REJECTED, ``aborted`` = CANCELED). TTFT from the opt-in
+  failure, split as ``finished`` ``success``/``error``; failures go to ``errors`` and
+  ``error`` by REASON (``rejected`` = REJECTED, ``aborted`` = CANCELED). TTFT from the opt-in
   ``nv_inference_first_response_histogram_ms`` (ms -> s). Compute times, execution counts,
   response-cache counters and the opt-in ``*_summary_us`` quantiles go to
   ``extra["triton_models"][model]`` (seconds).
@@ -191,7 +191,7 @@ def _core(idx: dict[str, list[Sample]], ms: Any, extra_models: dict[str, dict[st
     pending = _by_model(idx, "nv_inference_pending_request_count")
     for m in set(success) | set(failure):
         sample = ms(m)
-        outcome_counters(sample.counters, success.get(m), failure.get(m),
+        outcome_counters(sample, success.get(m), failure.get(m),
                          rejected="REJECTED", aborted="CANCELED")
     compute: dict[str, float] = {}
     for name in _COMPUTE:

@@ -34,6 +34,7 @@ from typing import Any
 from llmtop.model import EngineSample, ModelSample
 from llmtop.parse import common
 from llmtop.parse.common import (
+    add_value,
     hist_family,
     identity_model,
     identity_version,
@@ -221,8 +222,7 @@ def _from_text(body: str, identity: dict[str, Any] | None) -> EngineSample:
         m.counters["requests"] = m.counters.get("requests", 0.0) + s.value
         reason = s.labels.get("finished_reason")
         if reason:
-            k = f"finished:{reason}"
-            m.counters[k] = m.counters.get(k, 0.0) + s.value
+            add_value(m, "counters", "finished", s.value, reason)
     for m, s in values("request_error"):
         m.counters["errors"] = m.counters.get("errors", 0.0) + s.value
     _text_kv(values, models)

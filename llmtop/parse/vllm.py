@@ -10,7 +10,7 @@ Aliases (``../shared/METRICS.md`` §4.1, §4.2), first present wins:
 * swapped: ``num_requests_swapped`` (V0), kept apart from ``waiting``
 * kv_capacity_tokens: ``cache_config_info`` label ``kv_cache_size_tokens``, else
   ``num_gpu_blocks * block_size``; its other labels go to ``ModelSample.info``
-* ``request_success_total{finished_reason}`` -> ``finished:<reason>``, ``requests`` (sum),
+* ``request_success_total{finished_reason}`` -> ``finished`` by reason, ``requests`` (sum),
   ``aborted`` (``abort``), ``errors`` (``error``); ``admission_rejections_total`` -> ``rejected``
 * phases: ``request_{prefill,decode,inference}_time_seconds`` -> ``prefill``/``decode``/
   ``inference``; lengths ``request_prompt_tokens``/``request_generation_tokens`` ->
@@ -39,7 +39,7 @@ from operator import add, attrgetter, itemgetter
 from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample
-from llmtop.parse.common import assemble, parse_engine_text, put_value
+from llmtop.parse.common import add_value, assemble, parse_engine_text, put_value
 from llmtop.parse.dynamo_worker import ROLE_FAMILIES, set_role
 from llmtop.parse.exposition import Family
 from llmtop.parse.kv_offload import OFFLOAD_FAMILIES, read_offload
@@ -416,10 +416,10 @@ def _finished(fam: Family | None, key: KeyFn, part: Callable[[Key], ModelSample]
         k = key(s.labels)
         if k is None:
             continue
-        c = part(k).counters
+        m = part(k)
+        c = m.counters
         reason = s.labels.get("finished_reason", "unknown")
-        fk = "finished:" + reason
-        c[fk] = c.get(fk, 0.0) + s.value
+        add_value(m, "counters", "finished", s.value, reason)
         c["requests"] = c.get("requests", 0.0) + s.value
         if reason == "abort":
             c["aborted"] = c.get("aborted", 0.0) + s.value

@@ -126,7 +126,7 @@ def test_the_direct_mode_reads_the_real_text():
     s = trtllm.normalize(REAL)
     (m,) = s.models
     assert m.model == "default"  # model_name="undefined" and no identity: not "undefined"
-    assert m.counters["requests"] == 8 and m.counters["finished:length"] == 2
+    assert m.counters["requests"] == 8 and m.counters_by["finished"]["length"] == 2
     assert m.hists["ttft"].count == 8 and m.hists["ttft"].bounds[0] == 0.001
     assert m.hists["queue"].count == 3  # a zero queue time is not observed upstream
     assert set(m.hists) == {"e2e", "ttft", "tpot", "queue"}

@@ -199,12 +199,10 @@ def _ms(**kw):
 
 
 def test_derive_window_rates_finished_and_missing_stay_none():
-    s0 = _ms(counters={"generation_tokens": 100.0, "requests": 4.0, "finished:stop": 3.0,
-                       "finished:length": 1.0},
-             gauges={"running": 2.0})
-    s1 = _ms(counters={"generation_tokens": 300.0, "requests": 8.0, "finished:stop": 6.0,
-                       "finished:length": 2.0},
-             gauges={"running": 3.0})
+    s0 = _ms(counters={"generation_tokens": 100.0, "requests": 4.0},
+             counters_by={"finished": {"stop": 3.0, "length": 1.0}}, gauges={"running": 2.0})
+    s1 = _ms(counters={"generation_tokens": 300.0, "requests": 8.0},
+             counters_by={"finished": {"stop": 6.0, "length": 2.0}}, gauges={"running": 3.0})
     w = derive.derive_window([(0.0, s0), (2.0, s1)])
     assert w.rates["generation_tokens_per_s"] == pytest.approx(100.0)
     assert w.rates["requests_per_s"] == pytest.approx(2.0)
@@ -217,8 +215,8 @@ def test_derive_window_rates_finished_and_missing_stay_none():
 
 
 def test_derive_window_requests_fallback_and_errors_from_finished():
-    s0 = _ms(counters={"finished:stop": 3.0, "finished:error": 1.0})
-    s1 = _ms(counters={"finished:stop": 5.0, "finished:error": 2.0})
+    s0 = _ms(counters_by={"finished": {"stop": 3.0, "error": 1.0}})
+    s1 = _ms(counters_by={"finished": {"stop": 5.0, "error": 2.0}})
     w = derive.derive_window([(0.0, s0), (1.0, s1)])
     assert w.rates["requests_per_s"] == pytest.approx(3.0)
     assert w.rates["errors_per_s"] == pytest.approx(1.0)
@@ -233,8 +231,8 @@ def test_derive_window_prefix_gauge_fallback_only_without_counters():
 
 
 def test_derive_lifetime():
-    m = _ms(counters={"requests": 10.0, "prefix_hits": 25.0, "prefix_queries": 100.0,
-                      "finished:stop": 9.0, "finished:abort": 1.0},
+    m = _ms(counters={"requests": 10.0, "prefix_hits": 25.0, "prefix_queries": 100.0},
+            counters_by={"finished": {"stop": 9.0, "abort": 1.0}},
             hists={"ttft": H((2, 6, 9, 10), 5.0), "prompt_len": H((1, 1, 1, 1), 3.0)})
     life = derive.derive_lifetime(m, start_time=1000.0, t_wall=1060.0)
     assert life["ttft_s"].p50 == pytest.approx(0.4)

@@ -26,13 +26,12 @@ def test_synthetic_from_loggers_py():
     assert m.counters == {
         "prompt_tokens": 2300.0,
         "generation_tokens": 640.0,
-        "finished:finish": 4.0,
-        "finished:cancel": 1.0,
-        "finished:internal_engine_error": 0.0,
         "requests": 5.0,
         "aborted": 1.0,
         "errors": 0.0,
     }
+    assert m.counters_by == {"finished": {"finish": 4.0, "cancel": 1.0,
+                                          "internal_engine_error": 0.0}}
     assert "prefix_hits" not in m.counters  # no cached_tokens_total in that version
     assert set(m.hists) == {"ttft", "itl", "tpot", "e2e", "queue", "prompt_len", "gen_len",
                             "prefill", "decode", "inference", "iteration_tokens"}

@@ -36,16 +36,14 @@ def test_fixture_fields():
         "kv_usage": 40960 / 163840,
     }
     assert m.counters == {
-        "finished:success": 110.0,
-        "finished:error": 9.0,
         "errors": 9.0,
-        "error:validation": 6.0,
-        "error:overloaded": 3.0,
         "rejected": 3.0,
         "requests": 119.0,
         "prompt_tokens": 27500.0,
         "generation_tokens": 14080.0,
     }
+    assert m.counters_by == {"finished": {"success": 110.0, "error": 9.0},
+                             "error": {"validation": 6.0, "overloaded": 3.0}}
     assert m.hists["e2e"] == Hist(
         (0.00015, 1.2974, 6.5683, math.inf), (0, 30, 100, 110), 352.5, 110
     )
@@ -96,7 +94,7 @@ tgi_batch_current_size 2
 def test_counter_reset_pair():
     a = tgi.normalize(TEXT).models[0]
     b = tgi.normalize(TEXT.replace("tgi_request_success 110", "tgi_request_success 1")).models[0]
-    assert b.counters["finished:success"] == 1.0 < a.counters["finished:success"]
+    assert b.counters_by["finished"]["success"] == 1.0 < a.counters_by["finished"]["success"]
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,8 @@ def test_docs_fixture_ttft_without_bucket_suffix():
         sum=pytest.approx(10.771),
         count=37.0,
     )
-    assert m.counters == {"finished:success": 161.0, "requests": 161.0}
+    assert m.counters == {"requests": 161.0}
+    assert m.counters_by == {"finished": {"success": 161.0}}
     assert m.hists["queue"] == Hist((), (), pytest.approx(0.01111), 161.0)
     assert "e2e" not in m.hists  # no nv_inference_request_duration_us in this block
     assert m.gauges == {}
@@ -54,11 +55,10 @@ def test_trtllm_backend_readme():
         "kv_capacity_tokens": 6239.0 * 64,
     }
     assert m.counters == {
-        "finished:success": 0.0,
-        "finished:error": 0.0,
         "errors": 0.0,
         "requests": 0.0,
     }
+    assert m.counters_by == {"finished": {"success": 0.0, "error": 0.0}}
     assert "prefix_hits" not in m.counters  # no "reused" block type in this README sample
     assert "prompt_tokens" not in m.counters  # no nv_llm_input_token_len
     assert m.hists["e2e"] == Hist((), (), 0.0, 0.0)
@@ -156,14 +156,12 @@ def test_edge_failures_versions_nan_kv_from_used_max():
     s = triton.normalize(EDGE)
     (m,) = s.models
     assert m.info["version"] == "1,2"
-    assert m.counters["finished:success"] == 100.0
+    assert m.counters_by["finished"]["success"] == 100.0
     assert m.counters["errors"] == 6.0
-    assert m.counters["finished:error"] == 6.0
+    assert m.counters_by["finished"]["error"] == 6.0
     assert m.counters["requests"] == 106.0
-    assert m.counters["error:REJECTED"] == 3.0
-    assert m.counters["error:CANCELED"] == 2.0
-    assert m.counters["error:BACKEND"] == 1.0
-    assert m.counters["error:OTHER"] == 0.0
+    assert m.counters_by["error"] == {"REJECTED": 3.0, "CANCELED": 2.0, "BACKEND": 1.0,
+                                      "OTHER": 0.0}
     assert m.counters["rejected"] == 3.0
     assert m.counters["aborted"] == 2.0
     # the duration counters count successes only (real 2.51 server): the mean is over 100
@@ -190,8 +188,8 @@ def test_counter_reset_pair_reports_raw_values():
     before = triton.normalize(EDGE).models[0]
     after_text = EDGE.replace('version="1"} 90', 'version="1"} 2').replace("2120000", "15000")
     after = triton.normalize(after_text).models[0]
-    assert before.counters["finished:success"] == 100.0
-    assert after.counters["finished:success"] == 12.0
+    assert before.counters_by["finished"]["success"] == 100.0
+    assert after.counters_by["finished"]["success"] == 12.0
     assert after.hists["e2e"].sum == pytest.approx(0.015)
     assert after.counters["requests"] < before.counters["requests"]
 
@@ -308,7 +306,7 @@ def test_real_2_51_under_load(name):
     failed = _nv(text, 'nv_inference_request_failure{model="sleepy",reason="BACKEND"')
     assert failed == 4.0 and ok >= 100
     assert m.counters["requests"] == ok + failed
-    assert m.counters["error:BACKEND"] == failed == m.counters["errors"]
+    assert m.counters_by["error"]["BACKEND"] == failed == m.counters["errors"]
     assert m.gauges == {"waiting": 12.0}  # pending; no running gauge, no KV
     e2e_us = _nv(text, "nv_inference_request_duration_us")
     assert m.hists["e2e"] == Hist((), (), pytest.approx(e2e_us * 1e-6), ok)

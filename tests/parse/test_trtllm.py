@@ -97,14 +97,13 @@ def test_prometheus_text():
     }
     assert m.counters == {
         "requests": 42.0,
-        "finished:stop": 40.0,
-        "finished:length": 2.0,
         "errors": 1.0,
         "prompt_tokens": 21000.0,
         "generation_tokens": 5376.0,
         "prefix_hits": 128.0 * 32,
         "prefix_queries": (128.0 + 512.0) * 32,
     }
+    assert m.counters_by == {"finished": {"stop": 40.0, "length": 2.0}}
     assert m.hists["e2e"] == Hist((0.3, 1.0, math.inf), (0.0, 30.0, 42.0), 33.6, 42.0)
     assert m.hists["ttft"] == Hist((0.001, 0.1, math.inf), (0.0, 35.0, 42.0), 2.94, 42.0)
     assert m.hists["tpot"] == Hist((0.01, math.inf), (40.0, 42.0), 0.336, 42.0)
@@ -163,11 +162,11 @@ def test_bare_and_colon_names():
     assert m.gauges == {}  # NaN running is absent
     assert m.counters == {
         "requests": 7.0,
-        "finished:stop": 7.0,
         "prompt_tokens": 1000.0,
         "prefix_hits": 250.0,
         "prefix_queries": 1000.0,
     }
+    assert m.counters_by == {"finished": {"stop": 7.0}}
     assert m.hists["ttft"].count == 7.0
     assert "e2e" not in m.hists
 

@@ -39,17 +39,13 @@ def test_generated_v0_33():
         "preemptions": 1.0,
         "prefix_queries": 3072.0,
         "prefix_hits": 2048.0,
-        "finished:stop": 1.0,
-        "finished:length": 1.0,
-        "finished:abort": 1.0,
-        "finished:error": 0.0,
-        "finished:repetition": 0.0,
         "requests": 3.0,
         "aborted": 1.0,
         "errors": 0.0,
         "rejected": 0.0,
     }
     assert m.counters_by == {
+        "finished": {"stop": 1.0, "length": 1.0, "abort": 1.0, "error": 0.0, "repetition": 0.0},
         # vllm:prompt_tokens_by_source (kv_series: where prompt tokens came from)
         "prompt_tokens": {"local_compute": 1024.0, "local_cache_hit": 2048.0,
                           "external_kv_transfer": 0.0},
@@ -100,12 +96,10 @@ def test_docs_design_model_name_only():
     assert m.gauges == {"running": 8.0}  # waiting/kv usage elided in the docs
     assert m.counters == {
         "generation_tokens": 27453.0,
-        "finished:stop": 1.0,
-        "finished:length": 131.0,
-        "finished:abort": 0.0,
         "requests": 132.0,
         "aborted": 0.0,
     }
+    assert m.counters_by == {"finished": {"stop": 1.0, "length": 131.0, "abort": 0.0}}
     assert "errors" not in m.counters  # no "error" reason in that era: not reported, not 0
     ttft = m.hists["ttft"]
     assert ttft.bounds == (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1)
@@ -188,10 +182,9 @@ def test_v0_era_names():
         "prompt_tokens": 5120.0,
         "generation_tokens": 800.0,
         "preemptions": 4.0,
-        "finished:stop": 8.0,
-        "finished:length": 2.0,
         "requests": 10.0,
     }
+    assert m.counters_by == {"finished": {"stop": 8.0, "length": 2.0}}
     itl = m.hists["itl"]  # time_per_output_token_seconds
     assert itl.bounds == (0.01, 0.025, 2.5, math.inf)
     assert itl.cumulative == (100.0, 700.0, 790.0, 790.0)
@@ -239,12 +232,11 @@ def test_data_parallel_ranks():
     }
     assert m.counters == {
         "generation_tokens": 400.0,
-        "finished:stop": 8.0,
-        "finished:error": 1.0,
         "requests": 9.0,
         "errors": 1.0,
         "rejected": 3.0,  # admission_rejections has no engine label: model level only
     }
+    assert m.counters_by == {"finished": {"stop": 8.0, "error": 1.0}}
     assert m.hists["ttft"].cumulative == (3.0, 9.0)
     assert (m.hists["ttft"].sum, m.hists["ttft"].count) == (2.1, 9.0)
     assert [r.rank for r in s.ranks] == ["0", "1"]
@@ -255,8 +247,8 @@ def test_data_parallel_ranks():
         "kv_usage": 0.5,
         "kv_capacity_tokens": 1000.0,
     }
-    assert r1.counters == {"generation_tokens": 300.0, "finished:stop": 5.0, "finished:error": 1.0,
-                           "requests": 6.0, "errors": 1.0}  # fmt: skip
+    assert r1.counters == {"generation_tokens": 300.0, "requests": 6.0, "errors": 1.0}
+    assert r1.counters_by == {"finished": {"stop": 5.0, "error": 1.0}}
     assert r0.hists["ttft"].cumulative == (1.0, 3.0)
     assert "rejected" not in r0.counters
 
