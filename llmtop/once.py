@@ -14,13 +14,16 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from llmtop import __version__, clock
 from llmtop.config import Config
 from llmtop.errors import GpuRequiredError
 from llmtop.model import GOOD_STATES, Snapshot
 from llmtop.targets import NO_TARGETS_HINTS, NO_TARGETS_MESSAGE
+
+if TYPE_CHECKING:
+    from llmtop.monitor import Monitor
 
 __all__ = ["NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "empty_json", "run_once", "snapshot_json"]
 
@@ -30,7 +33,7 @@ def run_once(
     window_s: float = 1.0,
     as_json: bool = False,
     demo: Any = None,
-    monitor: Any = None,
+    monitor: Monitor | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
     make_monitor: Callable[[Config], Any] | None = None,
@@ -38,8 +41,8 @@ def run_once(
     """Run ``--once`` and return the exit status (see the module docstring).
 
     ``monitor`` replaces the real one (tests); ``make_monitor(config)`` builds it for the
-    targets found (``--record``, ``--otlp-listen``); ``out``/``err`` default to
-    stdout/stderr.
+    targets found (``--record``, ``--otlp-listen``: a ``Monitor``, or a recording one that
+    hands everything else to its ``Monitor``); ``out``/``err`` default to stdout/stderr.
     """
     return asyncio.run(_run(config, window_s=window_s, as_json=as_json, demo=demo,
                             monitor=monitor, out=out or sys.stdout, err=err or sys.stderr,
@@ -58,8 +61,8 @@ async def _targets(config: Config, err: TextIO | None = None) -> Config:
     return found.config(config)
 
 
-async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, monitor: Any,
-               out: TextIO, err: TextIO,
+async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any,
+               monitor: Monitor | None, out: TextIO, err: TextIO,
                make_monitor: Callable[[Config], Any] | None = None) -> int:
     if monitor is None:
         config = await _targets(config, err)
@@ -88,8 +91,7 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
         t0 = monitor.store.now_mono
         await clock.sleep(window_s)
         await monitor.tick(timeout_s=wait)
-        if (check := getattr(monitor, "check_health", None)) is not None:
-            await check(wait)  # a row that may be stuck: its /health answer (rules/stuck)
+        await monitor.check_health(wait)  # a row that may be stuck: its /health answer
         t1 = monitor.store.now_mono
         # the window actually covered: between the two scrapes of each target (median), else
         # between the two ticks
@@ -115,17 +117,16 @@ async def _run(config: Config, *, window_s: float, as_json: bool, demo: Any, mon
     return 0
 
 
-def _brings_backends(monitor: Any) -> bool:
+def _brings_backends(monitor: Monitor) -> bool:
     """True when the first tick's routers named backends: the monitor adds them at its next
     tick (``Monitor._add_backends``), so ``--once`` gives them a first scrape before the
     window starts."""
-    store = getattr(monitor, "store", None)
-    urls = store.backend_urls() if store is not None and hasattr(store, "backend_urls") else []
+    urls = monitor.store.backend_urls()
     if not urls:
         return False
     from llmtop.discovery import backend_targets
 
-    return bool(backend_targets(urls, getattr(monitor, "targets", ())))
+    return bool(backend_targets(urls, monitor.targets))
 
 
 def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
