@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmtop.history.request_rank import SORT_KEYS, median, nearest_rank, ranked, values
 from llmtop.request import ColdStart, InflightRequest, RequestRecord
 
 __all__ = ["KEEP_S", "MAX_REQUESTS", "SORT_KEYS", "RequestSummary", "RequestWindow",
@@ -26,8 +27,6 @@ KEEP_S = 600.0
 """Finished requests older than this (by end time) are dropped."""
 MAX_REQUESTS = 20_000
 """At most this many finished requests are kept (the oldest go first)."""
-SORT_KEYS = ("ttft_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "prompt_tokens",
-             "output_tokens")
 SLOW_SHARE = 0.1
 """The slowest tenth of a window (at least one request) is compared with the rest."""
 SNAPSHOT_LIMIT = 1000
@@ -37,37 +36,23 @@ REORDER_S = 60.0
 up to this much."""
 
 
-def _ranked(reqs: list[RequestRecord], by: str, n: int | None) -> list[RequestRecord]:
-    """``reqs`` slowest first by ``by``; those without it last, in their order; ``n`` first."""
-    if by not in SORT_KEYS:
-        raise ValueError(f"cannot sort requests by {by!r} (one of {', '.join(SORT_KEYS)})")
-    have = [r for r in reqs if getattr(r, by) is not None]
-    if n is not None and n < len(have):
-        import heapq
-
-        return heapq.nlargest(n, have, key=lambda r: getattr(r, by))
-    have.sort(key=lambda r: getattr(r, by), reverse=True)
-    out = have + [r for r in reqs if getattr(r, by) is None]
-    return out if n is None else out[:n]
-
-
 def _summary(reqs: list[RequestRecord], window_s: float, by: str) -> RequestSummary:
     s = RequestSummary(window_s=window_s, by=by, count=len(reqs))
     s.probe = sum(1 for r in reqs if r.source == "probe")
     s.traffic = s.count - s.probe
-    ttft, e2e = _vals(reqs, "ttft_s"), _vals(reqs, "e2e_s")
-    s.ttft_p50_s, s.ttft_p95_s = _rank(ttft, 0.5), _rank(ttft, 0.95)
-    s.e2e_p50_s, s.e2e_p95_s = _rank(e2e, 0.5), _rank(e2e, 0.95)
-    ranked = [r for r in _ranked(reqs, by, None) if getattr(r, by) is not None]
-    if not ranked:
+    ttft, e2e = values(reqs, "ttft_s"), values(reqs, "e2e_s")
+    s.ttft_p50_s, s.ttft_p95_s = nearest_rank(ttft, 0.5), nearest_rank(ttft, 0.95)
+    s.e2e_p50_s, s.e2e_p95_s = nearest_rank(e2e, 0.5), nearest_rank(e2e, 0.95)
+    have = [r for r in ranked(reqs, by) if getattr(r, by) is not None]
+    if not have:
         return s
-    k = max(1, math.ceil(len(ranked) * SLOW_SHARE))
-    slow, rest = ranked[:k], ranked[k:]
+    k = max(1, math.ceil(len(have) * SLOW_SHARE))
+    slow, rest = have[:k], have[k:]
     s.slow_count, s.slow_min_s = k, float(getattr(slow[-1], by))
-    s.slow_prompt_median = _median(_vals(slow, "prompt_tokens"))
-    s.rest_prompt_median = _median(_vals(rest, "prompt_tokens"))
-    s.slow_queue_median_s = _median(_vals(slow, "queue_s"))
-    s.rest_queue_median_s = _median(_vals(rest, "queue_s"))
+    s.slow_prompt_median = median(values(slow, "prompt_tokens"))
+    s.rest_prompt_median = median(values(rest, "prompt_tokens"))
+    s.slow_queue_median_s = median(values(slow, "queue_s"))
+    s.rest_queue_median_s = median(values(rest, "queue_s"))
     both = [(r.queue_s, r.ttft_s) for r in slow if r.queue_s is not None and r.ttft_s is not None]
     total = sum(t for _q, t in both)
     if both and total > 0:
@@ -111,26 +96,6 @@ def match_target(engine: str, service: str | None, peer: str | None,
     if len(exact) == 1:
         return exact[0][0]
     return same[0][0] if len(same) == 1 else None
-
-
-def _median(xs: list[float]) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    m = len(xs) // 2
-    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-
-
-def _rank(xs: list[float], q: float) -> float | None:
-    """Nearest-rank quantile of the values (None when there are none)."""
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[max(0, math.ceil(q * len(xs)) - 1)]
-
-
-def _vals(reqs: Iterable[RequestRecord], key: str) -> list[float]:
-    return [float(v) for r in reqs if (v := getattr(r, key)) is not None]
 
 
 @dataclass(slots=True)
@@ -277,7 +242,7 @@ class RequestWindow:
         reqs = [r for r in self.window(window_s, t_wall)
                 if (source is None or r.source == source)
                 and (target is None or r.target == target)]
-        return _ranked(reqs, by, n)
+        return ranked(reqs, by, n)
 
     def summary(self, window_s: float, t_wall: float, by: str = "ttft_s") -> RequestSummary:
         """The window summed up (see ``RequestSummary``)."""
@@ -296,7 +261,7 @@ class RequestWindow:
             "bad_bodies": self.bad_bodies, "slots_errors": self.slots_errors,
             "receiver": self.receiver,
         }
-        return _ranked(reqs, "ttft_s", limit), extra
+        return ranked(reqs, "ttft_s", limit), extra
 
     def inflight_list(self) -> list[InflightRequest]:
         """Every in-flight request, oldest first (unknown ages last)."""
