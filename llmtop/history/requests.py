@@ -1,11 +1,17 @@
 """The window of single requests beside the rows: finished ones from the engines' spans,
 in-flight ones from engines that show them live, and the cold starts.
 
-``RequestWindow`` keeps at most ``max_requests`` finished requests and none older than
-``keep_s`` (by their end time), answers "the slowest by TTFT or end-to-end" over any
-window ending at any time (live and replay share it), and sums a window up
-(``RequestSummary``): how many, and how the slowest differ from the rest. The store owns one
-(``Store.requests``) and matches each request to its row (``match_target``).
+- ``RequestWindow`` keeps at most ``max_requests`` finished requests and none that ended
+  more than ``keep_s`` ago on llmtop's clock (see "placed" below).
+- It answers "the slowest by TTFT or end-to-end" over any window ending at any time (live
+  and replay share it), and sums a window up (``RequestSummary``).
+- A request is placed at its end time, unless the body that brought it says the engine's
+  clock is off by more than ``REORDER_S`` (its latest end that far from when the body came):
+  then the body's requests are moved together so the latest is placed when the body came.
+  One engine's clock never moves the window; each request keeps the times its engine said.
+- A request without an end time is placed when it came.
+- The store owns one (``Store.requests``) and matches each request to its row
+  (``match_target``).
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from typing import Any
 from llmtop.history.request_rank import SORT_KEYS, median, nearest_rank, ranked, values
 from llmtop.request import ColdStart, InflightRequest, RequestRecord
 
-__all__ = ["KEEP_S", "MAX_REQUESTS", "SORT_KEYS", "RequestSummary", "RequestWindow",
-           "match_target"]
+__all__ = ["KEEP_S", "MAX_REQUESTS", "REORDER_S", "SORT_KEYS", "RequestSummary",
+           "RequestWindow", "clock_offset", "ingest_body", "match_target"]
 
 KEEP_S = 600.0
 """Finished requests older than this (by end time) are dropped."""
@@ -33,7 +39,8 @@ SNAPSHOT_LIMIT = 1000
 """A snapshot (``--once --json``, each TUI refresh) lists at most this many, the slowest."""
 REORDER_S = 60.0
 """Spans come in batches (vLLM's default: every 5 s), so end times arrive out of order by
-up to this much."""
+up to this much; a body whose latest end is further than this from when it came was sent
+by an engine whose clock is off."""
 
 
 def _summary(reqs: list[RequestRecord], window_s: float, by: str) -> RequestSummary:
@@ -99,6 +106,27 @@ def match_target(engine: str, service: str | None, peer: str | None,
 
 
 @dataclass(slots=True)
+class _Kept:
+    """One finished request in the window, with where it is placed on llmtop's clock."""
+
+    req: RequestRecord
+    at: float | None
+    """Its end on llmtop's clock (see the module docstring); None until a trim places it
+    (added without an end time, a receive time or anything before it)."""
+    came: float | None
+    """When its body came (``at`` when that is not known)."""
+
+
+def clock_offset(reqs: Sequence[RequestRecord], t_came: float) -> float:
+    """How far the sender's clock is ahead of llmtop's, judged from one body's requests
+    that came at ``t_came``: their latest end minus ``t_came`` where that is more than
+    ``REORDER_S`` either way; else 0 (the engine's times are used as they are)."""
+    ends = [r.t_end for r in reqs if r.t_end is not None]
+    off = max(ends) - t_came if ends else 0.0
+    return off if abs(off) > REORDER_S else 0.0
+
+
+@dataclass(slots=True)
 class RequestSummary:
     """One window of requests summed up: counts, quantiles, and the slowest against the rest
     (by ``by``). ``None`` where no request in that group said the value."""
@@ -135,7 +163,7 @@ class RequestWindow:
 
     def __init__(self, keep_s: float = KEEP_S, max_requests: int = MAX_REQUESTS) -> None:
         self.keep_s = keep_s
-        self._done: deque[RequestRecord] = deque(maxlen=max_requests)
+        self._done: deque[_Kept] = deque(maxlen=max_requests)
         self._ids: set[tuple[str | None, str, str]] = set()
         self.inflight: dict[str, list[InflightRequest]] = {}
         """Target -> its requests running now (replaced at each poll of that target)."""
@@ -151,6 +179,9 @@ class RequestWindow:
         self.slots_errors = 0
         """``/slots`` answers that were not a slot list."""
         self._slot_seen: dict[str, dict[tuple[Any, Any], float]] = {}
+        self._newest: float | None = None
+        """The latest placement so far: where a request with neither end nor receive time
+        goes (it came after those)."""
 
     @property
     def active(self) -> bool:
@@ -161,16 +192,26 @@ class RequestWindow:
     def __len__(self) -> int:
         return len(self._done)
 
-    def add(self, reqs: Iterable[RequestRecord]) -> None:
-        """Keep finished requests (a request already kept, by target, engine and id, once)."""
+    def add(self, reqs: Iterable[RequestRecord], t_came: float | None = None) -> None:
+        """Keep finished requests (a request already kept, by target, engine and id, once).
+        ``t_came``: when the body holding them came (llmtop's clock); it places them where
+        the sender's clock is off, and those without an end time."""
+        reqs = list(reqs)
+        off = clock_offset(reqs, t_came) if t_came is not None else 0.0
         for r in reqs:
             key = (r.target, r.engine, r.id)
             if key in self._ids:
                 continue
+            if r.t_end is not None:
+                at: float | None = r.t_end - off
+            else:
+                at = t_came if t_came is not None else self._newest
+            if at is not None:
+                self._newest = at if self._newest is None else max(self._newest, at)
             if len(self._done) == self._done.maxlen:
-                old = self._done[0]
+                old = self._done[0].req
                 self._ids.discard((old.target, old.engine, old.id))
-            self._done.append(r)
+            self._done.append(_Kept(r, at, t_came if t_came is not None else at))
             self._ids.add(key)
 
     def add_cold_start(self, cs: ColdStart) -> None:
@@ -213,24 +254,29 @@ class RequestWindow:
         self.inflight[target] = reqs
 
     def trim(self, t_wall: float) -> None:
-        """Drop what ended more than ``keep_s`` before ``t_wall``."""
-        while self._done and (self._done[0].t_end or t_wall) < t_wall - self.keep_s:
-            old = self._done.popleft()
+        """Drop what is placed more than ``keep_s`` before ``t_wall`` (oldest first, in the
+        order they came). A request not placed yet is placed at ``t_wall``."""
+        while self._done:
+            first = self._done[0]
+            if first.at is None:
+                first.at = first.came = t_wall
+            if first.at >= t_wall - self.keep_s:
+                break
+            self._done.popleft()
+            old = first.req
             self._ids.discard((old.target, old.engine, old.id))
 
     def window(self, window_s: float, t_wall: float) -> list[RequestRecord]:
-        """Requests that ended in ``(t_wall - window_s, t_wall]``, oldest first (in the order
-        they came: exporters batch, so that is end order give or take ``REORDER_S``)."""
+        """Requests placed in ``(t_wall - window_s, t_wall]`` (their end, or see the module
+        docstring), oldest first (in the order they came: exporters batch, so that is end
+        order give or take ``REORDER_S``). Those without an end time are not listed."""
         lo, hi = t_wall - window_s, t_wall + 1e-6
         out = []
-        for r in reversed(self._done):  # newest first: stop well before the window opens
-            end = r.t_end
-            if end is None:
-                continue
-            if end < lo - REORDER_S:
+        for k in reversed(self._done):  # newest first: stop well before the window opens
+            if k.came is not None and k.came < lo - REORDER_S:
                 break
-            if lo < end <= hi:
-                out.append(r)
+            if k.req.t_end is not None and k.at is not None and lo < k.at <= hi:
+                out.append(k.req)
         out.reverse()
         return out
 
@@ -290,7 +336,7 @@ def ingest_body(window: RequestWindow, raw: Any,
     window.unknown_spans += parsed.unknown
     for r in parsed.requests:
         r.target = match_target(r.engine, r.service, raw.peer, targets)
-    window.add(parsed.requests)
+    window.add(parsed.requests, t_came=raw.t_wall)
     for cs in parsed.cold_starts:
         cs.target = match_target(cs.engine, None, raw.peer, targets)
         window.add_cold_start(cs)
