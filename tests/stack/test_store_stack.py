@@ -137,3 +137,18 @@ def test_detail_rows_keep_router_and_role():
     s = round_robin_store()
     s.snapshot(10.0)
     assert s.row("a|tiny-llama", 60.0).router == "router"
+
+
+@pytest.mark.parametrize("capture", ["vllm-router-rr", "sglang-router-rr"])
+def test_real_round_robin_captures_say_each_breaker_and_share(capture):
+    """What the real-router test (tests/real_engine/test_real_routers.py) holds each router
+    to: both name every worker's breaker (cb_state) and what it was sent, so neither is
+    None on a healthy round robin."""
+    body = fixture_text(f"routers/real/{capture}.txt")
+    s = store_with(target("router", 29000))
+    for t, k in ((0.0, 1.0), (2.0, 2.0)):
+        feed(s, "router", t, scaled(body, k))
+    [r] = s.snapshot(10.0).routers
+    assert (r.open_breakers, r.healthy_backends, r.total_backends) == (0, 2, 2)
+    assert [(b.healthy, b.breaker_open) for b in r.backends] == [(True, False)] * 2
+    assert [b.routed_share for b in r.backends] == [pytest.approx(0.5, abs=0.01)] * 2
