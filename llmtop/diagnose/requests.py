@@ -1,8 +1,12 @@
-"""Findings cite single requests: where the engines' spans reached llmtop
-(``history.requests``), ``queueing`` and ``long_prompts`` name the window's slowest requests
-as evidence and in their summary. The requests are passed in as data (``diagnose(...,
-requests=...)``: the monitor's store, ``--once``, replay); without any, findings are
-unchanged. Pure: every number said is computed here from the requests given."""
+"""Findings cite single requests.
+
+- Where the engines' spans reached llmtop (``history.requests``), ``queueing`` and
+  ``long_prompts`` name the window's slowest requests as evidence and in their summary.
+- The requests are passed in as data (``diagnose(..., requests=...)``: the monitor's store,
+  ``--once``, replay); without any, findings are unchanged.
+- Pure: every number said is computed here from the requests given; the ranking and median
+  are ``history.request_rank``'s.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The one ranking and the one median of single requests, used by the request window and by
-the findings that cite requests.
+"""The one ranking and the one median of single requests.
 
+- Used by the request window (``history.requests``) and by the findings that cite requests
+  (``diagnose.requests``).
 - ``ranked``: slowest first by one value, those without it last.
 - ``median`` and ``nearest_rank``: the middle and a quantile of plain values.
 - ``values``: one value of each request that has it.

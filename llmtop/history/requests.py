@@ -1,6 +1,7 @@
-"""The window of single requests beside the rows: finished ones from the engines' spans,
-in-flight ones from engines that show them live, and the cold starts.
+"""The window of single requests beside the rows.
 
+- What it holds: finished requests from the engines' spans, in-flight ones from engines
+  that show them live, and the cold starts.
 - ``RequestWindow`` keeps at most ``max_requests`` finished requests and none that ended
   more than ``keep_s`` ago on llmtop's clock (see "placed" below).
 - It answers "the slowest by TTFT or end-to-end" over any window ending at any time (live

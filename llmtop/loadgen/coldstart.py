@@ -1,7 +1,8 @@
-"""Where an engine's cold start went: a bake-off or tuner trial that starts vLLM turns its
-tracing on, pointed at a receiver of its own, and reads the start-up spans it sends
-(``Load weights``, ``Allocate KV cache``, ``Initialize model``...; ``docs/requests.md``).
+"""Where an engine's cold start went, from the start-up spans of an engine llmtop starts.
 
+- A bake-off or tuner trial that starts vLLM turns its tracing on, pointed at a receiver of
+  its own, and reads the start-up spans it sends (``Load weights``, ``Allocate KV cache``,
+  ``Initialize model``...; ``docs/requests.md``).
 - ``traced(spec)`` gives the command and environment to start with (the command gets
   ``--otlp-traces-endpoint``), and the receiver; ``stages(rx)`` the stages it got, in seconds.
 - Which commands are changed: by default those that run vLLM themselves (``RUNS_VLLM``);

@@ -1,6 +1,7 @@
-"""Record from a thread of its own: what the TUI's loop hands over is queued, and encoding,
-compression and writing happen off the loop.
+"""Record from a thread of its own, off the TUI's loop.
 
+- What the loop hands over is queued; encoding, compression and writing happen on the
+  recorder's thread.
 - ``BackgroundRecorder`` wraps one ``Recorder``; only its thread touches it, in the order
   things were handed over (scrapes, GPU samples, span bodies, tick marks).
 - Span bodies waiting for the thread are bounded by bytes (``PENDING_SPAN_BYTES``): beyond

@@ -1,8 +1,11 @@
-"""Requests (``r``): the window's single requests, slowest first, and where each spent its
-time (queue / prefill / decode), from the engines' spans (``history.requests``); requests in
-flight (llama-server ``/slots``) on top with their age. Above them, the window's shape (the
-history's summary: how the slowest differ from the rest). ``s``/``S`` sort, ``/`` filters,
-``v`` widens the window, ``esc`` goes back. Works in replay: the recording's spans.
+"""Requests (``r``): the window's single requests, slowest first.
+
+- Each request's time split (queue / prefill / decode), from the engines' spans
+  (``history.requests``); requests in flight (llama-server ``/slots``) on top with their age.
+- Above them, the window's shape (the history's summary: how the slowest differ from the
+  rest).
+- Keys: ``s``/``S`` sort, ``/`` filters, ``v`` widens the window, ``esc`` goes back. Works in
+  replay: the recording's spans.
 
 - The window is read (ranked and summed up) at most every ``REFRESH_MIN_S`` on the app's
   ticks, and at once when the sort or the window changes.
