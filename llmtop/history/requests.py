@@ -7,8 +7,9 @@
 - It answers "the slowest by TTFT or end-to-end" over any window ending at any time (live
   and replay share it), and sums a window up (``RequestSummary``).
 - A request is placed at its end time, unless the body that brought it says the engine's
-  clock is off by more than ``REORDER_S`` (its latest end that far from when the body came):
-  then the body's requests are moved together so the latest is placed when the body came.
+  clock is off by more than ``REORDER_S`` (that engine's latest end in the body that far
+  from when the body came): then that engine's requests in the body are moved together so
+  the latest is placed when the body came.
   One engine's clock never moves the window; each request keeps the times its engine said.
 - A request without an end time is placed when it came.
 - The store owns one (``Store.requests``) and matches each request to its row
@@ -28,7 +29,7 @@ from llmtop.history.request_rank import SORT_KEYS, median, nearest_rank, ranked,
 from llmtop.request import ColdStart, InflightRequest, RequestRecord
 
 __all__ = ["KEEP_S", "MAX_REQUESTS", "REORDER_S", "SORT_KEYS", "RequestSummary",
-           "RequestWindow", "clock_offset", "ingest_body", "match_target"]
+           "RequestWindow", "clock_offsets", "ingest_body", "match_target"]
 
 KEEP_S = 600.0
 """Finished requests older than this (by end time) are dropped."""
@@ -118,13 +119,19 @@ class _Kept:
     """When its body came (``at`` when that is not known)."""
 
 
-def clock_offset(reqs: Sequence[RequestRecord], t_came: float) -> float:
-    """How far the sender's clock is ahead of llmtop's, judged from one body's requests
-    that came at ``t_came``: their latest end minus ``t_came`` where that is more than
+def clock_offsets(reqs: Sequence[RequestRecord], t_came: float
+                  ) -> dict[tuple[str, str | None], float]:
+    """How far each sender's clock is ahead of llmtop's, judged from one body's requests
+    that came at ``t_came``, per sender (engine and service: a collector may forward
+    several in one body): their latest end minus ``t_came`` where that is more than
     ``REORDER_S`` either way; else 0 (the engine's times are used as they are)."""
-    ends = [r.t_end for r in reqs if r.t_end is not None]
-    off = max(ends) - t_came if ends else 0.0
-    return off if abs(off) > REORDER_S else 0.0
+    latest: dict[tuple[str, str | None], float] = {}
+    for r in reqs:
+        if r.t_end is not None:
+            key = (r.engine, r.service)
+            latest[key] = max(latest.get(key, r.t_end), r.t_end)
+    offs = {k: end - t_came for k, end in latest.items()}
+    return {k: off if abs(off) > REORDER_S else 0.0 for k, off in offs.items()}
 
 
 @dataclass(slots=True)
@@ -198,13 +205,13 @@ class RequestWindow:
         ``t_came``: when the body holding them came (llmtop's clock); it places them where
         the sender's clock is off, and those without an end time."""
         reqs = list(reqs)
-        off = clock_offset(reqs, t_came) if t_came is not None else 0.0
+        offs = clock_offsets(reqs, t_came) if t_came is not None else {}
         for r in reqs:
             key = (r.target, r.engine, r.id)
             if key in self._ids:
                 continue
             if r.t_end is not None:
-                at: float | None = r.t_end - off
+                at: float | None = r.t_end - offs.get((r.engine, r.service), 0.0)
             else:
                 at = t_came if t_came is not None else self._newest
             if at is not None:

@@ -173,3 +173,24 @@ def test_a_request_added_without_an_end_time_does_not_stop_trimming():
     assert len(w) == 5
     w.trim(T + 200)
     assert len(w) == 0
+
+
+def test_a_collector_forwarding_a_skewed_and_a_true_engine_in_one_body_places_each():
+    """One body (a collector's) with the real burst from a true clock and the real requests
+    from another service whose clock is 5 minutes behind: only the latter are moved."""
+    from llmtop.history.requests import ingest_body
+
+    burst = [s for b in bodies("burst") for s in _as_sent_by(b, 0)]
+    skewed = _as_sent_by(bodies("requests")[0], -300)
+    for s in skewed:
+        s.resource = {**s.resource, "service.name": "b"}
+    came = max(s.end_ns for s in burst) / 1e9 + 1
+    w = RequestWindow()
+    ingest_body(w, RawSpans(t_wall=came, t_mono=0.0, body=b"", peer="10.0.0.9",
+                            spans=burst + skewed), _TWO_HOSTS)
+    got = w.window(60, came)
+    assert sorted(r.service for r in got) == ["b"] * 3 + ["vllm-tiny"] * 6
+    # the true engine's requests stay at their own ends (the last 1 s before the body came);
+    # the skewed ones are placed when the body came
+    assert sorted(r.service for r in w.window(2.5, came - 1)) == ["vllm-tiny"] * 6
+    assert sorted(r.service for r in w.window(0.99, came)) == ["b"] * 3
