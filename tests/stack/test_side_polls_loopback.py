@@ -9,6 +9,7 @@ public API (``Monitor(...).tick()``, its store's snapshot, a recording):
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from llmtop.config import Config, Target
@@ -25,15 +26,19 @@ A, B = "http://127.0.0.1:41235", "http://127.0.0.1:35871"  # prefill, decode in 
 REAL_A, REAL_B = "http://127.0.0.1:34417", "http://127.0.0.1:38201"  # in WORKERS
 
 TEXT = "text/plain; version=0.0.4"
-MAX_TICKS = 8
-"""Ticks the monitor gets for a side poll to land (each tick waits for what it asked)."""
+MAX_TICKS = 200
+"""A hang guard: ticks (a short pause after each, for a side poll in flight to land) before
+a test gives up waiting for what it expects."""
 
 
 async def _tick_until(mon: Monitor, done) -> object:
+    """Tick until ``done(snapshot)``: a side poll is fed at the first tick after it
+    answered, so how many ticks that takes is not judged."""
     for _ in range(MAX_TICKS):
         snap = await mon.tick()
         if done(snap):
             return snap
+        await asyncio.sleep(0.02)
     return snap
 
 
