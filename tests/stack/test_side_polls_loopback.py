@@ -4,7 +4,8 @@ public API (``Monitor(...).tick()``, its store's snapshot, a recording):
 - an sglang-router answers ``/workers`` on its serving port only (its metrics port has
   none): the roles arrive, asked where they are;
 - a llama-server's ``/slots`` answer carries the users' prompt and generated text: none of
-  it reaches the store, the snapshot or a recording; its numbers do.
+  it reaches the store, the snapshot or a recording (the TUI's ``--record``); its numbers
+  do.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import json
 from llmtop.config import Config, Target
 from llmtop.model import RawScrape
 from llmtop.monitor import Monitor
+from llmtop.record.live import attach
 from llmtop.record.reader import Recording
-from llmtop.record.recorder import Recorder
 from tests.conftest import fixture_text
 from tests.loopback import serve
 
@@ -86,8 +87,7 @@ async def test_slots_prompt_text_reaches_no_store_snapshot_or_recording(tmp_path
     with serve(routes) as (port, hits):
         config = Config(targets=(Target(name="llama", base_url=f"http://127.0.0.1:{port}",
                                         engine="llamacpp"),))
-        recorder = Recorder(path, config)
-        mon = Monitor(config, sink=recorder)
+        mon = attach(Monitor(config), str(path), config)  # the TUI's --record
         try:
             snap = await _tick_until(mon, lambda s: bool(
                 s.requests_window and s.requests_window.get("inflight")))
@@ -95,7 +95,6 @@ async def test_slots_prompt_text_reaches_no_store_snapshot_or_recording(tmp_path
             store = repr(mon.store.requests.inflight) + repr(mon.store.snapshot(10.0))
         finally:
             await mon.aclose()
-            recorder.close()
     assert hits.get("/slots", 0) >= 1
     [busy] = snap.requests_window["inflight"]  # the numbers arrive: slot 1, 219 tokens
     assert (busy["slot"], busy["prompt_tokens"]) == (1, 219)
