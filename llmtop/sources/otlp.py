@@ -14,23 +14,23 @@ hold no spans cannot grow memory either). A body that would pass either bound is
 refused unread with 429 and ``Retry-After`` (OTLP/HTTP's retryable answer to an overloaded
 server), counted in ``dropped_bodies`` / ``dropped_bytes``, and named in ``last_error``.
 
-Policy (loopback by default, a token or TLS off it) is the caller's: ``cli/otlp.py`` passes
-``allows`` (checks the ``Authorization`` header) and an ``ssl.SSLContext``.
+Threads, TLS, the token check, the connection cap and the read timeout are the shared
+server's (``llmtop/httpserve.py``), as for the exporter's ``/metrics``. Policy (loopback by
+default, a token or TLS off it) is the caller's: ``cli/listen.py`` checks the options and
+passes ``allows`` (checks the ``Authorization`` header) and an ``ssl.SSLContext``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import ssl
 import threading
 import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from llmtop.httpserve import Flags, Handler, Listen, Server
 from llmtop.model import RawSpans
 from llmtop.sources.otlp_decode import (
     OverBudget,
@@ -40,8 +40,8 @@ from llmtop.sources.otlp_decode import (
     partial_response,
 )
 
-__all__ = ["DEFAULT_OTLP_LISTEN", "MAX_BODY", "MAX_CONNECTIONS", "MAX_PENDING_BYTES",
-           "MAX_PENDING_SPANS", "MAX_SPANS_PER_S", "Busy", "OtlpReceiver"]
+__all__ = ["DEFAULT_OTLP_LISTEN", "MAX_BODY", "MAX_PENDING_BYTES", "MAX_PENDING_SPANS",
+           "MAX_SPANS_PER_S", "OTLP_FLAGS", "Busy", "OtlpReceiver"]
 
 DEFAULT_OTLP_LISTEN = "127.0.0.1:4318"
 MAX_BODY = 8 * 1024 * 1024
@@ -57,9 +57,8 @@ MAX_SPANS_PER_S = 500
 """Spans converted per second at most (a 1 s bucket): beyond it a body is parsed only far
 enough to count its spans, answered as rejected (OTLP partial success: the sender does not
 retry) and counted as dropped. It keeps a flood's CPU bounded (``docs/benchmarks.md``)."""
-MAX_CONNECTIONS = 32
-"""Connections served at once; more are closed unanswered."""
-READ_TIMEOUT_S = 10.0
+OTLP_FLAGS = Flags.named("--otlp-listen", "--otlp", "the engines", "take spans from")
+"""The receiver's options (``cli/otlp.py``); ``--otlp-grpc-listen`` shares the token and TLS."""
 _TYPES = {"application/x-protobuf": "protobuf", "application/protobuf": "protobuf",
           "application/json": "json"}
 _ANSWERED = object()
@@ -109,25 +108,15 @@ class OtlpReceiver:
         self.counts = dict.fromkeys(_COUNTERS, 0)
         self.last_error: str | None = None
         self.grpc: Any = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        try:
-            self._httpd = _Server((host, port), _handler(self), tls, self._slots)
-        except OSError as exc:
-            from llmtop.errors import ConfigError
-
-            raise ConfigError(f"--otlp-listen {host}:{port}: {exc.strerror or exc}") from None
-        h, p = self._httpd.server_address[:2]
-        self.host, self.port = str(h), int(p)
-        self.tls = tls is not None
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,),
-                                        name="llmtop-otlp-http", daemon=True)
-        self._thread.start()
+        self._server = Server(Listen(host, port, allows, tls), _handler(self),
+                              name="llmtop-otlp-http", flag=OTLP_FLAGS.listen)
+        self.host, self.port = self._server.host, self._server.port
+        self.tls = self._server.tls
 
     @property
     def url(self) -> str:
         """Where engines send: the ``--otlp-traces-endpoint`` to give vLLM."""
-        h = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{h}:{self.port}/v1/traces"
+        return self._server.url("/v1/traces")
 
     # -- what the listeners call ----------------------------------------------------------
     def count(self, what: str, error: str | None = None) -> None:
@@ -245,61 +234,22 @@ class OtlpReceiver:
     def close(self) -> None:
         if self.grpc is not None:
             self.grpc.stop(0)
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5.0)
+        self._server.close()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, addr: tuple[str, int], handler: type, tls: ssl.SSLContext | None,
-                 slots: threading.BoundedSemaphore) -> None:
-        if ":" in addr[0]:
-            self.address_family = socket.AF_INET6
-        self.tls = tls
-        self.slots = slots
-        super().__init__(addr, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):  # too many at once: close, unanswered
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(READ_TIMEOUT_S)
-        if self.tls is None:
-            super().finish_request(request, client_address)
-            return
-        try:
-            conn = self.tls.wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError):
-            return
-        try:
-            super().finish_request(conn, client_address)
-        finally:
-            conn.close()
-
-
-def _handler(rx: OtlpReceiver) -> type:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(rx: OtlpReceiver) -> type[Handler]:
+    class TracesHandler(Handler):
         server_version = "llmtop-otlp"
         protocol_version = "HTTP/1.1"
 
+        def refused(self) -> None:
+            rx.count("unauthorized", "a body without the right token")
+
         def do_POST(self) -> None:
             if self.path.split("?", 1)[0] != "/v1/traces":
-                self._send(404, b"not found: POST /v1/traces\n")
+                self.send(404, b"not found: POST /v1/traces\n")
                 return
-            if rx.allows is not None and not rx.allows(self.headers.get("Authorization")):
-                rx.count("unauthorized", "a body without the right token")
-                self._send(401, b"unauthorized\n", {"WWW-Authenticate": 'Bearer realm="llmtop"'})
+            if not self.authorized():
                 return
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             kind = _TYPES.get(ctype)
@@ -307,18 +257,18 @@ def _handler(rx: OtlpReceiver) -> type:
             if kind is None or enc not in ("identity", "gzip"):
                 what = f"content type {ctype or '(none)'}" if kind is None else f"encoding {enc}"
                 rx.count("wrong_type", f"{what} is not OTLP/HTTP traces")
-                self._send(415, f"unsupported {what}: want application/x-protobuf or "
+                self.send(415, f"unsupported {what}: want application/x-protobuf or "
                            "application/json, identity or gzip\n".encode())
                 return
             try:
                 length = int(self.headers.get("Content-Length") or "")
             except ValueError:
                 rx.count("bad", "no Content-Length")
-                self._send(411, b"Content-Length required\n")
+                self.send(411, b"Content-Length required\n")
                 return
             if length < 0 or length > rx.max_body:
                 rx.count("too_large", f"a body of {length} bytes (limit {rx.max_body})")
-                self._send(413, b"body too large\n")
+                self.send(413, b"body too large\n")
                 return
             if not rx.reserve(length):  # at a bound: shed unread
                 self._busy()
@@ -331,13 +281,13 @@ def _handler(rx: OtlpReceiver) -> type:
             if why is _ANSWERED:
                 return
             if isinstance(why, int):  # over the rate budget: rejected, not to be retried
-                self._send(200, partial_response(why, "llmtop: over its span rate budget, "
+                self.send(200, partial_response(why, "llmtop: over its span rate budget, "
                                                  "spans dropped", kind), ctype=ctype)
                 return
             if why is not None:
-                self._send(400, f"{why}\n".encode())
+                self.send(400, f"{why}\n".encode())
                 return
-            self._send(200, empty_response(kind), ctype=ctype)
+            self.send(200, empty_response(kind), ctype=ctype)
 
         def _read_and_accept(self, length: int, enc: str, kind: str) -> Any:
             """Read the body ``reserve`` made room for and hand it to ``accept``: what that
@@ -357,11 +307,11 @@ def _handler(rx: OtlpReceiver) -> type:
                 except zlib.error:
                     unpacked = None
                     rx.count("bad", "bad gzip data")
-                    self._send(400, b"bad gzip data\n")
+                    self.send(400, b"bad gzip data\n")
                 else:
                     if unpacked is None:
                         rx.count("too_large", f"a gzip body over {rx.max_body} bytes unpacked")
-                        self._send(413, b"body too large once gunzipped\n")
+                        self.send(413, b"body too large once gunzipped\n")
                 if unpacked is None:
                     rx.release(length)
                     return _ANSWERED
@@ -370,26 +320,9 @@ def _handler(rx: OtlpReceiver) -> type:
 
         def _busy(self) -> None:
             self.close_connection = True
-            self._send(429, b"busy: queue full\n", {"Retry-After": "1"})
+            self.send(429, b"busy: queue full\n", {"Retry-After": "1"})
 
         def do_GET(self) -> None:
-            self._send(405, b"POST OTLP trace exports to /v1/traces\n", {"Allow": "POST"})
+            self.send(405, b"POST OTLP trace exports to /v1/traces\n", {"Allow": "POST"})
 
-        def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None,
-                  ctype: str = "text/plain; charset=utf-8") -> None:
-            with contextlib.suppress(OSError):
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                if code >= 400:
-                    self.send_header("Connection", "close")
-                    self.close_connection = True
-                self.end_headers()
-                self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # no access log
-            pass
-
-    return Handler
+    return TracesHandler

@@ -46,7 +46,7 @@ def test_grpc_export_is_queued_and_hostile_ones_refused(rx):
 
 
 def test_grpc_token(tmp_path):
-    from llmtop.export.server import TokenFile
+    from llmtop.httpserve import TokenFile
     from llmtop.sources.otlp_grpc import start_grpc
 
     tok = tmp_path / "tok"
