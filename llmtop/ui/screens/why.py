@@ -20,13 +20,13 @@ from textual.widgets import Static
 
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
+from llmtop.ui.fmt import DASH
 from llmtop.ui.widgets.footer import FitFooter
 from llmtop.verdict import short_target
 
 __all__ = ["SEVERITY_STYLE", "WhyScreen", "diagnosis_window_s", "fmt_evidence", "why_renderable"]
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "bold yellow", "info": "cyan"}
-DASH = "\u2013"
 
 _PCT = ("kv", "hit_rate", "spec_accept", "share", "error_share", "abort_share")
 _TOKENS = ("prompt_p50", "prompt_p90", "iter_p50", "slowest_prompt_min", "slowest_prompt_max",
