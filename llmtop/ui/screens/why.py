@@ -20,8 +20,8 @@ from textual.widgets import Static
 
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
-from llmtop.ui.fmt import DASH
 from llmtop.ui.widgets.footer import FitFooter
+from llmtop.units import DASH, pct, secs_fine
 from llmtop.verdict import short_target
 
 __all__ = ["SEVERITY_STYLE", "WhyScreen", "diagnosis_window_s", "fmt_evidence", "why_renderable"]
@@ -42,11 +42,11 @@ def _val(name: str, v: float | str | None) -> str:
         return v
     base = name.rsplit(".", 1)[-1]
     if base in _PCT or "_share_of_" in base:  # queue_share_of_ttft, queue_share_of_e2e
-        return f"{v * 100:.0f}%"
+        return pct(v)
     if base in _TOKENS:
         return f"{v:.0f} tok"
     if base.endswith(("_p50", "_p95", "_mean")) or base in _SECONDS:
-        return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+        return secs_fine(v)
     if abs(v) >= 100 or v == int(v):
         return f"{v:.0f}"
     return f"{v:.2g}"
