@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from llmtop.httpserve import Flags, Handler, Listen, Server
+from llmtop.httpserve import READ_TIMEOUT_S, Flags, Handler, Listen, Server
 from llmtop.model import RawSpans
 from llmtop.sources.otlp_decode import (
     OverBudget,
@@ -90,6 +90,7 @@ class OtlpReceiver:
                  max_pending_spans: int = MAX_PENDING_SPANS,
                  max_pending_bytes: int = MAX_PENDING_BYTES,
                  max_spans_per_s: float = MAX_SPANS_PER_S,
+                 read_timeout_s: float = READ_TIMEOUT_S,
                  clock: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.max_body = max_body
@@ -109,7 +110,8 @@ class OtlpReceiver:
         self.last_error: str | None = None
         self.grpc: Any = None
         self._server = Server(Listen(host, port, allows, tls), _handler(self),
-                              name="llmtop-otlp-http", flag=OTLP_FLAGS.listen)
+                              name="llmtop-otlp-http", flag=OTLP_FLAGS.listen,
+                              read_timeout_s=read_timeout_s)
         self.host, self.port = self._server.host, self._server.port
         self.tls = self._server.tls
 

@@ -116,8 +116,7 @@ def test_half_a_request_is_dropped_after_the_read_timeout():
 
 
 def test_the_receiver_drops_a_body_that_stops_coming():
-    rx = OtlpReceiver("127.0.0.1", 0)
-    rx._server._httpd.read_timeout_s = 0.3  # the shared server's own setting, made short
+    rx = OtlpReceiver("127.0.0.1", 0, read_timeout_s=0.3)
     try:
         with socket.create_connection((rx.host, rx.port), timeout=10) as s:
             s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
