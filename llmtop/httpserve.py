@@ -51,16 +51,17 @@ class Flags:
     no_auth: str
     tls_cert: str
     tls_key: str
-    who: str
-    """Who sends the token, for the policy's message ("Prometheus", "the engines")."""
+    sender: str
+    """Who sends the token, for the policy's message ("Prometheus sends", "the engines
+    send")."""
     serves: str
     """What the face does for whoever reaches it ("serve", "take spans from")."""
 
     @classmethod
-    def named(cls, listen: str, prefix: str, who: str, serves: str) -> Flags:
+    def named(cls, listen: str, prefix: str, sender: str, serves: str) -> Flags:
         """``listen`` and ``<prefix>-token-file``, ``-no-auth``, ``-tls-cert``, ``-tls-key``."""
         return cls(listen, f"{prefix}-token-file", f"{prefix}-no-auth", f"{prefix}-tls-cert",
-                   f"{prefix}-tls-key", who, serves)
+                   f"{prefix}-tls-key", sender, serves)
 
 
 def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
@@ -166,7 +167,7 @@ def listen_policy(flags: Flags, addresses: dict[str, str | None], *,
         if not is_loopback(host) and token is None and not no_auth:
             raise ConfigError(
                 f"{flag} {addresses[flag]}: not a loopback address; give {flags.token_file} "
-                f"FILE (a bearer token {flags.who} sends), or {flags.no_auth} to "
+                f"FILE (a bearer token {flags.sender}), or {flags.no_auth} to "
                 f"{flags.serves} anyone who can reach it")
     tls = tls_context(tls_cert, tls_key, flags.tls_cert) if tls_cert else None
     host, port = parsed.get(flags.listen, ("127.0.0.1", 0))

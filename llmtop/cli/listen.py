@@ -10,6 +10,7 @@ spans), added to a parser by one function, and read back into a ``Listen``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from llmtop.httpserve import Flags, Listen, listen_policy
@@ -24,11 +25,14 @@ def dest(flag: str) -> str:
 
 def add_listen_options(p: Any, flags: Flags, *, listen_help: str,
                        listen_default: str | None = None, receives: str = "serve",
-                       tls_also: str = "") -> None:
+                       tls_also: str = "", more: Callable[[Any], None] | None = None) -> None:
     """Add ``flags``'s address, token, no-auth and TLS options to ``p`` (a parser or an
     argument group). ``receives``: the no-auth help's verb ("serve", "receive on");
-    ``tls_also``: what else TLS covers (" (and gRPC over TLS)")."""
+    ``tls_also``: what else TLS covers (" (and gRPC over TLS)"); ``more``: adds further
+    addresses that share the token and TLS, listed right after the first."""
     p.add_argument(flags.listen, default=listen_default, metavar="ADDR:PORT", help=listen_help)
+    if more is not None:
+        more(p)
     p.add_argument(flags.token_file, default=None, metavar="FILE",
                    help="require 'Authorization: Bearer <token>' with the token in FILE "
                    "(re-read when it changes)")

@@ -32,13 +32,16 @@ def add_otlp_options(p: argparse.ArgumentParser) -> None:
     from llmtop.cli.listen import add_listen_options
     from llmtop.sources.otlp import OTLP_FLAGS
 
-    g = p.add_argument_group("request spans (OTLP receiver, docs/requests.md)")
-    add_listen_options(g, OTLP_FLAGS, receives="receive on", tls_also=" (and gRPC over TLS)",
+    def grpc(g: Any) -> None:
+        g.add_argument(GRPC_LISTEN, default=None, metavar="ADDR:PORT",
+                       help="also receive OTLP/gRPC here (e.g. 127.0.0.1:4317; needs the "
+                       "otlp-grpc extra: pip install 'llmtop-tui[otlp-grpc]')")
+
+    add_listen_options(p.add_argument_group("request spans (OTLP receiver, docs/requests.md)"),
+                       OTLP_FLAGS, receives="receive on", tls_also=" (and gRPC over TLS)",
+                       more=grpc,
                        listen_help="receive the engines' request spans over OTLP/HTTP here "
                        "(e.g. 127.0.0.1:4318; engines send to http://ADDR:PORT/v1/traces)")
-    g.add_argument(GRPC_LISTEN, default=None, metavar="ADDR:PORT",
-                   help="also receive OTLP/gRPC here (e.g. 127.0.0.1:4317; needs the "
-                   "otlp-grpc extra: pip install 'llmtop-tui[otlp-grpc]')")
 
 
 def listen_for_demo(args: Any) -> None:

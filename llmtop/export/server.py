@@ -18,7 +18,7 @@ from llmtop.httpserve import Flags, Handler, Server, listen_policy
 __all__ = ["DEFAULT_LISTEN", "EXPORT_FLAGS", "MetricsServer"]
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
-EXPORT_FLAGS = Flags.named("--listen", "--listen", "Prometheus", "serve")
+EXPORT_FLAGS = Flags.named("--listen", "--listen", "Prometheus sends", "serve")
 """The exporter's options (``llmtop export`` and ``llmtop record --listen``)."""
 
 

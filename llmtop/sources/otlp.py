@@ -57,7 +57,7 @@ MAX_SPANS_PER_S = 500
 """Spans converted per second at most (a 1 s bucket): beyond it a body is parsed only far
 enough to count its spans, answered as rejected (OTLP partial success: the sender does not
 retry) and counted as dropped. It keeps a flood's CPU bounded (``docs/benchmarks.md``)."""
-OTLP_FLAGS = Flags.named("--otlp-listen", "--otlp", "the engines", "take spans from")
+OTLP_FLAGS = Flags.named("--otlp-listen", "--otlp", "the engines send", "take spans from")
 """The receiver's options (``cli/otlp.py``); ``--otlp-grpc-listen`` shares the token and TLS."""
 _TYPES = {"application/x-protobuf": "protobuf", "application/protobuf": "protobuf",
           "application/json": "json"}

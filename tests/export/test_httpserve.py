@@ -144,7 +144,7 @@ def test_a_token_is_asked_for_and_refusals_are_counted_by_the_face(tmp_path):
 
 
 def test_loopback_unless_told():
-    flags = Flags.named("--x-listen", "--x", "the tests", "serve")
+    flags = Flags.named("--x-listen", "--x", "the tests send", "serve")
     parsed, where = listen_policy(flags, {"--x-listen": "9464"}, token_file=None,
                                   no_auth=False, tls_cert=None, tls_key=None)
     assert parsed == {"--x-listen": ("127.0.0.1", 9464)}
