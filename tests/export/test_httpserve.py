@@ -208,3 +208,24 @@ def test_the_receiver_over_tls(cert):
         assert rx.drain() == []
     finally:
         rx.close()
+
+
+def _flags(parser) -> set[str]:
+    return {s for a in parser._actions for s in a.option_strings}
+
+
+def test_every_face_that_listens_has_the_options_users_know():
+    from llmtop.cli import export, record
+    from llmtop.cli.monitor import build_parser
+
+    otlp = {"--otlp-listen", "--otlp-grpc-listen", "--otlp-token-file", "--otlp-no-auth",
+            "--otlp-tls-cert", "--otlp-tls-key"}
+    metrics = {"--listen", "--listen-token-file", "--listen-no-auth", "--listen-tls-cert",
+               "--listen-tls-key"}
+    tui = build_parser()
+    assert otlp <= _flags(tui) and not metrics & _flags(tui)
+    assert otlp | metrics <= _flags(export.build_parser(build_parser()))
+    assert otlp | metrics <= _flags(record._record_parser())
+    exp = export.build_parser(build_parser()).parse_args([])
+    assert exp.listen == "127.0.0.1:9464"  # export serves by default, loopback
+    assert record._record_parser().parse_args(["f"]).listen is None  # record only when asked
