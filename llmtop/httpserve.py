@@ -1,5 +1,4 @@
-"""One HTTP(S) server for every face that listens: the exporter's ``/metrics`` and the span
-receiver's ``/v1/traces``.
+"""One HTTP(S) server for every face that listens (``/metrics``, ``/v1/traces``).
 
 - Threads: each connection in a daemon thread of its own; ``close()`` stops it all.
 - Connection cap: at most ``max_connections`` at once; more are closed unanswered.

@@ -1,6 +1,6 @@
-"""The options of a face that listens (``--listen…`` for ``/metrics``, ``--otlp…`` for
-spans), added to a parser by one function, and read back into a ``Listen``.
+"""The options of a face that listens, added to a parser by one function and read back.
 
+- ``--listen…`` for the exporter's ``/metrics``, ``--otlp…`` for the span receiver.
 - The flag names are the face's ``Flags`` (``export/server.py``, ``sources/otlp.py``), so
   a parser, a message and the docs name the same options.
 - What the options mean (loopback by default, a token or ``--…-no-auth`` off it, TLS) is

@@ -1,23 +1,23 @@
 """The OTLP trace receiver: engines POST their request spans here (``docs/requests.md``).
 
-``OtlpReceiver`` serves OTLP/HTTP ``POST /v1/traces`` (protobuf or JSON, gzip or not) in a
-thread of its own, and gRPC ``TraceService/Export`` when asked (``otlp_grpc``, needs the
-``grpcio`` extra). Each body is checked, decoded in the connection's thread and put on a
-bounded queue as a ``RawSpans``; the monitor takes them with ``drain()`` once a tick, so
-nothing here ever runs on the UI's event loop. Bad input is answered with an HTTP error
-and counted (``stats()``), never raised: a wrong content type 415, a body over
-``max_body`` (sent or gunzipped) 413, garbage or truncated 400, a missing token 401.
-
-The queue is bounded twice: by spans (``max_pending_spans``) and by bytes
-(``max_pending_bytes``: the bodies queued plus those being read, so a flood of bodies that
-hold no spans cannot grow memory either). A body that would pass either bound is shed:
-refused unread with 429 and ``Retry-After`` (OTLP/HTTP's retryable answer to an overloaded
-server), counted in ``dropped_bodies`` / ``dropped_bytes``, and named in ``last_error``.
-
-Threads, TLS, the token check, the connection cap and the read timeout are the shared
-server's (``llmtop/httpserve.py``), as for the exporter's ``/metrics``. Policy (loopback by
-default, a token or TLS off it) is the caller's: ``cli/listen.py`` checks the options and
-passes ``allows`` (checks the ``Authorization`` header) and an ``ssl.SSLContext``.
+- ``OtlpReceiver`` serves OTLP/HTTP ``POST /v1/traces`` (protobuf or JSON, gzip or not), and
+  gRPC ``TraceService/Export`` when asked (``otlp_grpc``, needs the ``grpcio`` extra).
+- Each body is checked, decoded in the connection's thread and put on a bounded queue as a
+  ``RawSpans``; the monitor takes them with ``drain()`` once a tick, so nothing here ever
+  runs on the UI's event loop.
+- Bad input is answered with an HTTP error and counted (``stats()``), never raised: a wrong
+  content type 415, a body over ``max_body`` (sent or gunzipped) 413, garbage or truncated
+  400, a missing token 401.
+- The queue is bounded twice: by spans (``max_pending_spans``) and by bytes
+  (``max_pending_bytes``: the bodies queued plus those being read, so a flood of bodies
+  that hold no spans cannot grow memory either). A body that would pass either bound is
+  shed: refused unread with 429 and ``Retry-After`` (OTLP/HTTP's retryable answer to an
+  overloaded server), counted in ``dropped_bodies`` / ``dropped_bytes``, named in
+  ``last_error``.
+- Threads, TLS, the token check, the connection cap and the read timeout are the shared
+  server's (``llmtop/httpserve.py``), as for the exporter's ``/metrics``. Policy (loopback
+  by default, a token or TLS off it) is the caller's: ``cli/listen.py`` checks the options
+  and passes ``allows`` (checks the ``Authorization`` header) and an ``ssl.SSLContext``.
 """
 
 from __future__ import annotations
