@@ -113,3 +113,24 @@ def test_an_empty_queue_takes_any_body_up_to_the_bound(nbytes):
         assert r.status_code == 200 and rx.stats()["pending_bytes"] == len(body)
     finally:
         rx.close()
+
+
+def test_a_gzip_body_is_held_at_its_unpacked_size():
+    import gzip
+
+    body = spanless(60 * 1024)  # packs to a few hundred bytes
+    packed = gzip.compress(body)
+    rx = OtlpReceiver("127.0.0.1", 0, max_body=128 * 1024, max_pending_bytes=100 * 1024)
+    try:
+        with httpx.Client(timeout=10) as c:
+            hdr = {**PB, "Content-Encoding": "gzip"}
+            first = c.post(rx.url, content=packed, headers=hdr).status_code
+            held = rx.stats()["pending_bytes"]
+            second = c.post(rx.url, content=packed, headers=hdr)
+        st = rx.stats()
+    finally:
+        rx.close()
+    assert len(packed) < 2048 and first == 200 and held == len(body)
+    assert second.status_code == 429 and second.headers["retry-after"] == "1"
+    assert st["dropped_bodies"] == 1 and st["dropped_bytes"] == len(body)
+    assert st["pending_bytes"] == len(body)  # the shed one gave back what it reserved
