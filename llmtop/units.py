@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["DASH", "age", "byte_rate", "count", "ms_words", "pct", "pct_change", "pct_words",
            "rate", "rate_fine", "secs", "secs_fine", "secs_words", "size", "span",
-           "tokens_words"]
+           "tokens_words", "window"]
 
 DASH = "\u2013"
 """En dash: shown for a value that was not reported (None)."""
@@ -50,6 +50,13 @@ def secs_fine(v: float | None) -> str:
 def ms_words(v: float | None) -> str:
     """Seconds as whole milliseconds in a sentence, however long: ``1250 ms``."""
     return DASH if v is None else f"{1000 * v:.0f} ms"
+
+
+def window(seconds: float) -> str:
+    """A window of time in a cell: ``30s``, ``90s``, ``1m``, ``5m`` (minutes when whole)."""
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds:g}s"
 
 
 def age(v: float) -> str:

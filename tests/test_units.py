@@ -52,3 +52,8 @@ def test_the_faces_use_the_units():
     assert (context.fmt_s, context.fmt_pct, context.fmt_tok) == (
         u.secs_words, u.pct_words, u.tokens_words)
     assert once_table.fmt_latency.__globals__["secs_fine"] is u.secs_fine
+
+
+def test_windows_name_whole_minutes():
+    assert [u.window(x) for x in (10.0, 30.0, 60.0, 90.0, 300.0)] == [
+        "10s", "30s", "1m", "90s", "5m"]
