@@ -19,6 +19,7 @@ from llmtop.loadgen.report import (
     unmet_sla_text,
 )
 from llmtop.report.charts import CHARTS, render_charts
+from llmtop.units import DASH
 from llmtop.units import pct_change as _pct
 
 __all__ = ["html_report", "page", "steps_table", "write_charts"]
@@ -42,7 +43,7 @@ def _e(v: Any) -> str:
 
 
 def _n(v: float | None, digits: int = 1, scale: float = 1.0) -> str:
-    return "\u2013" if v is None else f"{v * scale:,.{digits}f}"
+    return DASH if v is None else f"{v * scale:,.{digits}f}"
 
 
 def steps_table(report: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.diagnose.thresholds import KV_FULL, PREEMPT_MIN_EVENTS, RUNNING_AT_LIMIT
+from llmtop.units import DASH
 from llmtop.units import ms_words as _ms
 from llmtop.units import pct_words as _pct
 
@@ -30,7 +31,7 @@ it rarely shows the 95 % of ``KV_FULL`` while admission is blocked)."""
 def load_text(load: float | None, rate: bool = False) -> str:
     """``c=16`` or ``4 req/s``."""
     if load is None:
-        return "–"
+        return DASH
     return f"{load:g} req/s" if rate else f"c={load:g}"
 
 

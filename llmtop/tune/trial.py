@@ -28,6 +28,7 @@ from llmtop.tune.boundary import level_met, next_level, start_level
 from llmtop.tune.limiter import limiter, load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS
+from llmtop.units import DASH
 from llmtop.units import ms_words as _ms
 from llmtop.units import pct_words as _pct
 
@@ -329,6 +330,6 @@ def _level_line(lv: dict[str, Any], rate: bool) -> str:
 
 
 def _f(v: float | None) -> str:
-    return "–" if v is None else f"{v:.0f}"
+    return DASH if v is None else f"{v:.0f}"
 
 
