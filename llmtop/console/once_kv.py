@@ -7,26 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.model import Quantiles, Snapshot
+from llmtop.units import DASH
+from llmtop.units import byte_rate as _bytes
+from llmtop.units import pct as _pct
+from llmtop.units import secs as _s
 
 __all__ = ["kv_lines"]
 
-DASH = "–"
 WIDTH = 80
-
-
-def _s(v: float | None) -> str:
-    if v is None:
-        return DASH
-    return f"{v * 1e3:.0f}ms" if v < 1 else f"{v:.1f}s"
-
-
-def _bytes(v: float | None) -> str:
-    if v is None:
-        return DASH
-    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{unit}B/s"
-    return f"{v:.0f}B/s"
 
 
 def _num(v: float) -> str:
@@ -41,10 +29,6 @@ def _rate(v: float | None) -> str:
 
 def _tok(v: float | None) -> str:
     return DASH if v is None else f"{_num(v)} tok/s"
-
-
-def _pct(v: float | None) -> str:
-    return DASH if v is None else f"{100 * v:.0f}%"
 
 
 def _transfer(kt: dict[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from llmtop.diagnose.context import fmt_pct
+from llmtop.diagnose.context import fmt_pct, fmt_s
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import (
     CITE_MIN_REQUESTS,
@@ -40,10 +40,6 @@ def fmt_tokens(v: float) -> str:
     if v >= 1000:
         return f"{v / 1000:.1f}k"
     return f"{v:.0f}"
-
-
-def _secs(v: float) -> str:
-    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.1f} s"
 
 
 def _slowest(reqs: Sequence[RequestRecord], n: int, need: str) -> list[RequestRecord]:
@@ -73,7 +69,7 @@ def queue_citation(reqs: Sequence[RequestRecord], window: str
     longest = max((r for r in reqs if r.queue_s is not None), key=lambda r: r.queue_s or 0.0)
     q = longest.queue_s or 0.0
     text = (f"the {len(slow)} slowest requests spent {fmt_pct(share)} of their TTFT queued"
-            f"{_probe_words(slow)}; longest {longest.id}, {_secs(q)} in queue")
+            f"{_probe_words(slow)}; longest {longest.id}, {fmt_s(q)} in queue")
     ev = [Evidence("slowest_requests", float(len(slow)), window),
           Evidence("slowest_queue_share_of_ttft", share, window),
           Evidence("slowest_probe_requests", float(sum(r.source == "probe" for r in slow)),

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llmtop.export.names import QUANTILES
-from llmtop.model import EngineRow, Quantiles
+from llmtop.model import EngineRow
 
 __all__ = ["KV_DIRECTIONS", "kv"]
 
@@ -40,20 +39,14 @@ _PER_TIER = (("llmtop_kv_offload_hit_ratio", "hit_rate", None),
              ("llmtop_kv_offload_failures_per_second", "failures_per_s", None))
 
 
-def _quantiles(out: Any, name: str, labels: Mapping[str, str | None], q: Any) -> None:
-    if isinstance(q, Quantiles):
-        for label, f in QUANTILES:
-            out.add(name, {**labels, "quantile": label}, getattr(q, f))
-
-
 def _transfer(out: Any, kt: dict[str, Any], labels: Mapping[str, str | None]) -> None:
-    _quantiles(out, "llmtop_kv_transfer_seconds", labels, kt.get("time_s"))
+    out.quantiles("llmtop_kv_transfer_seconds", labels, kt.get("time_s"))
     for name, key in _TRANSFER:
         out.add(name, labels, kt.get(key))
     for queue, n in (kt.get("queues") or {}).items():
         out.add("llmtop_kv_transfer_queue_requests", {**labels, "queue": queue}, n)
     for stage, q in (kt.get("stages") or {}).items():
-        _quantiles(out, "llmtop_kv_transfer_stage_seconds", {**labels, "stage": stage}, q)
+        out.quantiles("llmtop_kv_transfer_stage_seconds", {**labels, "stage": stage}, q)
     for source, v in (kt.get("prompt_tokens_by_source") or {}).items():
         out.add("llmtop_kv_prompt_tokens_per_second", {**labels, "source": source}, v)
 
