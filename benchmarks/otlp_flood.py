@@ -8,7 +8,13 @@ protobuf bodies of ``--batch`` (512, an exporter's batch) real vLLM ``llm_reques
 flood), its peak RSS, what the sender saw (accepted / refused) and, for the recorder, the
 recording's size.
 
+``--spanless MIB --senders N`` floods with bodies of MIB MiB that hold no spans instead, from
+N senders at once: the receiver's byte bound (32 MiB queued) sheds them with 429 once it is
+reached, so the peak RSS stays bounded however long the flood (the queue's bytes plus what
+decoding and recording the bodies it took cost), where before every body was queued.
+
     .venv/bin/python benchmarks/otlp_flood.py [--rate 10000] [--seconds 30] [--tui]
+    .venv/bin/python benchmarks/otlp_flood.py --spanless 8 --senders 12 --seconds 12
 """
 
 from __future__ import annotations
@@ -78,6 +84,19 @@ def flood_body(batch: int) -> bytes:
     return out.SerializeToString()
 
 
+def spanless_body(mib: float) -> bytes:
+    """An OTLP export of ``mib`` MiB holding no spans (one padded resource attribute)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    req = ExportTraceServiceRequest()
+    kv = req.resource_spans.add().resource.attributes.add()
+    kv.key = "pad"
+    kv.value.string_value = "x" * int(mib * 2**20 - 64)
+    return req.SerializeToString()
+
+
 def cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -98,13 +117,17 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--tui", action="store_true", help="the TUI (80x24 pty), not the recorder")
+    ap.add_argument("--spanless", type=float, default=None, metavar="MIB",
+                    help="send bodies of MIB MiB holding no spans, as fast as answered")
+    ap.add_argument("--senders", type=int, default=1, help="sender processes at once")
     a = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tmp = Path(tempfile.mkdtemp())
     body = tmp / "body.pb"
-    body.write_bytes(flood_body(a.batch))
+    body.write_bytes(spanless_body(a.spanless) if a.spanless else flood_body(a.batch))
+    rate = 1e9 if a.spanless else a.rate / a.senders  # span-less: no pacing
     rec = tmp / "flood.llmtop"
     cmd = [sys.executable, "-m", "llmtop", "--no-discover", "--otlp-listen",
            f"127.0.0.1:{port}"] if a.tui else [
@@ -128,11 +151,11 @@ def main() -> int:
                 time.sleep(0.2)
         time.sleep(3)  # settle
         c0, t0, peak = cpu_s(proc.pid), time.monotonic(), 0.0
-        sender = subprocess.Popen(
-            [sys.executable, "-c", SENDER, str(body), str(a.rate), str(a.batch),
+        senders = [subprocess.Popen(
+            [sys.executable, "-c", SENDER, str(body), str(rate), str(a.batch),
              str(a.seconds), f"http://127.0.0.1:{port}/v1/traces"], stdout=subprocess.PIPE,
-            text=True)
-        while sender.poll() is None:
+            text=True) for _ in range(a.senders)]
+        while any(s.poll() is None for s in senders):
             if master is not None:
                 try:
                     os.read(master, 65536)
@@ -141,7 +164,13 @@ def main() -> int:
             peak = max(peak, rss_mb(proc.pid))
             time.sleep(0.5)
         c1, t1 = cpu_s(proc.pid), time.monotonic()
-        sent = json.loads(sender.stdout.read())
+        each = [json.loads(s.stdout.read()) for s in senders]
+        codes: dict[str, int] = {}
+        for e in each:
+            for k, v in e["codes"].items():
+                codes[k] = codes.get(k, 0) + v
+        sent = {"bodies": sum(e["bodies"] for e in each), "codes": codes,
+                "senders": a.senders, "spanless_mib": a.spanless}
         print(json.dumps({
             "what": "tui" if a.tui else "record", "rate_asked": a.rate, "batch": a.batch,
             "sender": sent, "cpu_pct_of_one_core": round(100 * (c1 - c0) / (t1 - t0), 1),

@@ -19,6 +19,7 @@ from typing import Any
 
 from llmtop.config import Thresholds
 from llmtop.model import EngineRow, GpuRecord, Snapshot
+from llmtop.units import secs as _fmt_s
 
 __all__ = [
     "CRIT",
@@ -149,10 +150,6 @@ def growth_per_min(values: Sequence[float | None], interval_s: float) -> float |
 
 def _fmt_rate(v: float) -> str:
     return f"{v:.0f}/s" if v >= 10 or v == int(v) else f"{v:.1f}/s"
-
-
-def _fmt_s(v: float) -> str:
-    return f"{v * 1000:.0f}ms" if v < 1 else f"{v:.1f}s"
 
 
 def rule_target_state(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:

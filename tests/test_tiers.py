@@ -4,7 +4,11 @@ server's fixture lands in that tier without being marked by hand."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +66,73 @@ def test_a_real_server_fixture_puts_a_test_in_the_ci_step_tier(fixture):
 
 def test_a_test_without_one_stays_in_the_fast_tier():
     assert "ci_step" not in _marked("tmp_path", "monkeypatch", "fleet_fixture")
+
+
+REAL_SERVERS = {
+    "demo_fleet": "demo engines scraped by a real Prometheus (tests/fleet/conftest.py)",
+    "prometheus_bin": "a Prometheus binary", "victoria_bin": "a VictoriaMetrics binary",
+    "prometheus_server": "a real Prometheus", "victoria_server": "a real VictoriaMetrics",
+    "fleet_backend": "a real Prometheus or VictoriaMetrics",
+    "linked_fleet": "a real Prometheus (tests/fleet/test_gpulink.py)",
+    "traps_prom": "a real Prometheus (tests/fleet/test_traps.py)",
+    "bare_fleet": "a real Prometheus or VictoriaMetrics (tests/fleet/test_trtllm_bare.py)",
+    "browser": "headless Chromium (tests/loadgen/test_bakeoff_chromium.py)",
+}
+"""The fixtures that start a real server, stated here apart from ``CI_STEP_FIXTURES`` (the
+list the marking reads), so that a fixture dropped there shows up in what is collected."""
+
+_PROBE = """
+import json, os
+
+def pytest_collection_finish(session):
+    with open(os.environ["LLMTOP_TIER_PROBE"], "w") as f:
+        json.dump([{"id": i.nodeid, "fixtures": sorted(getattr(i, "fixturenames", ())),
+                    "ci_step": i.get_closest_marker("ci_step") is not None}
+                   for i in session.items], f)
+"""
+
+
+@pytest.fixture(scope="module")
+def tiers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
+    """What pytest collects (after ``-m``) with the README's command's addopts, and with
+    ``-m ci_step``: each test's id, fixtures (all it uses, through other fixtures too) and
+    whether it is marked ``ci_step``. Both collections run at once, in subprocesses."""
+    d = tmp_path_factory.mktemp("tiers")
+    (d / "llmtop_tier_probe.py").write_text(_PROBE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(d), str(ROOT)])
+    procs = {}
+    for tier, extra in (("readme", []), ("ci_step", ["-m", "ci_step"])):
+        out = d / f"{tier}.json"
+        procs[tier] = (out, subprocess.Popen(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p",
+             "no:cacheprovider", "-p", "llmtop_tier_probe", *extra, "tests"],
+            cwd=ROOT, env={**env, "LLMTOP_TIER_PROBE": str(out)},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    got = {}
+    for tier, (out, proc) in procs.items():
+        log, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, log[-3000:]
+        got[tier] = json.loads(out.read_text())
+    return got
+
+
+def test_what_the_readme_command_collects_needs_no_real_server(tiers):
+    """Judged by what is collected: marking after ``-m`` deselects (or a fixture missing from
+    ``CI_STEP_FIXTURES``) puts real-server tests here."""
+    readme = tiers["readme"]
+    assert len(readme) > 1000  # the fast tier is there at all
+    assert [t["id"] for t in readme if t["ci_step"]] == []
+    assert [(t["id"], sorted(REAL_SERVERS.keys() & t["fixtures"])) for t in readme
+            if REAL_SERVERS.keys() & t["fixtures"]] == []
+
+
+def test_every_real_server_test_is_in_the_ci_step_tier(tiers):
+    readme = {t["id"] for t in tiers["readme"]}
+    ci_step = {t["id"]: t for t in tiers["ci_step"]}
+    assert not readme & ci_step.keys()  # each test in one tier
+    assert all(t["ci_step"] for t in ci_step.values())
+    for f in ("demo_fleet", "prometheus_bin", "linked_fleet", "traps_prom", "bare_fleet",
+              "browser"):  # the others are reached through request.getfixturevalue
+        assert any(f in t["fixtures"] for t in ci_step.values()), f
+    assert set(conftest.CI_STEP_FIXTURES) >= REAL_SERVERS.keys()

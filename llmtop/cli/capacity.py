@@ -10,6 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from llmtop.units import DASH
+
 __all__ = ["build_parser", "main", "save_capacity", "save_probe_capacity"]
 
 
@@ -28,12 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _num(v: Any, fmt: str) -> str:
-    return "–" if v is None else format(v, fmt)
+    return DASH if v is None else format(v, fmt)
 
 
 def _slo(slo: dict[str, Any]) -> str:
     parts = [f"{k} {v * 1000:.0f}ms" for k, v in slo.items() if v is not None]
-    return " ".join(parts) or "–"
+    return " ".join(parts) or DASH
 
 
 def rows(profiles: Sequence[Any]) -> list[list[str]]:
@@ -43,7 +45,7 @@ def rows(profiles: Sequence[Any]) -> list[list[str]]:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.measured_unix))
         shape = (f"{_num(p.shape.get('prompt_mean'), '.0f')}/"
                  f"{_num(p.shape.get('output_mean'), '.0f')}")
-        out.append([when, p.url, p.engine or "–", p.model or "–", p.gpu or "–",
+        out.append([when, p.url, p.engine or DASH, p.model or DASH, p.gpu or DASH,
                     f"{p.requests_per_s:.2f}", _num(p.output_tokens_per_s, ".0f"),
                     _slo(p.slo), shape, p.source])
     return out

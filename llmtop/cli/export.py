@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmtop.cli.stop import stop_event
-from llmtop.export.server import DEFAULT_LISTEN
+from llmtop.export.server import DEFAULT_LISTEN, EXPORT_FLAGS
 
 __all__ = ["add_listen_options", "build_parser", "main", "start_server"]
 
@@ -43,19 +43,12 @@ def _positive(text: str) -> float:
 
 def add_listen_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     """``--listen`` and its token and TLS options (export and record)."""
-    p.add_argument("--listen", default=DEFAULT_LISTEN if required else None,
-                   metavar="ADDR:PORT",
-                   help="serve /metrics here (default 127.0.0.1:9464 for export); a "
-                   "non-loopback address needs --listen-token-file or --listen-no-auth")
-    p.add_argument("--listen-token-file", default=None, metavar="FILE",
-                   help="require 'Authorization: Bearer <token>' with the token in FILE "
-                   "(re-read when it changes)")
-    p.add_argument("--listen-no-auth", action="store_true",
-                   help="serve a non-loopback address without a token")
-    p.add_argument("--listen-tls-cert", default=None, metavar="FILE",
-                   help="serve HTTPS with this PEM certificate (chain)")
-    p.add_argument("--listen-tls-key", default=None, metavar="FILE",
-                   help="its PEM private key (default: in the certificate file)")
+    from llmtop.cli import listen
+
+    listen.add_listen_options(
+        p, EXPORT_FLAGS, listen_default=DEFAULT_LISTEN if required else None,
+        listen_help="serve /metrics here (default 127.0.0.1:9464 for export); a "
+        "non-loopback address needs --listen-token-file or --listen-no-auth")
 
 
 def build_parser(main: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -4,7 +4,8 @@
 Loopback by default; any other address only when given explicitly, and then with a token
 file (``--otlp-token-file``, a bearer token the engines' exporters send as
 ``OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer <token>``) unless ``--otlp-no-auth``, as
-the exporter's ``--listen`` (``export/server.py``: the same token file and TLS code).
+the exporter's ``--listen`` (the same options and server, ``cli/listen.py`` and
+``llmtop/httpserve.py``).
 """
 
 from __future__ import annotations
@@ -20,27 +21,27 @@ __all__ = ["OTLP_DESTS", "add_otlp_options", "listen_for_demo", "start_demo_send
 
 log = logging.getLogger("llmtop.otlp")
 
+GRPC_LISTEN = "--otlp-grpc-listen"
+"""OTLP/gRPC's address: the token and TLS options of ``--otlp-listen`` apply to it too."""
 OTLP_DESTS = {"otlp_listen", "otlp_grpc_listen", "otlp_token_file", "otlp_no_auth",
               "otlp_tls_cert", "otlp_tls_key"}
 
 
 def add_otlp_options(p: argparse.ArgumentParser) -> None:
     """The receiver's options."""
-    g = p.add_argument_group("request spans (OTLP receiver, docs/requests.md)")
-    g.add_argument("--otlp-listen", default=None, metavar="ADDR:PORT",
-                   help="receive the engines' request spans over OTLP/HTTP here (e.g. "
-                   "127.0.0.1:4318; engines send to http://ADDR:PORT/v1/traces)")
-    g.add_argument("--otlp-grpc-listen", default=None, metavar="ADDR:PORT",
-                   help="also receive OTLP/gRPC here (e.g. 127.0.0.1:4317; needs the "
-                   "otlp-grpc extra: pip install 'llmtop-tui[otlp-grpc]')")
-    g.add_argument("--otlp-token-file", default=None, metavar="FILE",
-                   help="require 'Authorization: Bearer <token>' with the token in FILE")
-    g.add_argument("--otlp-no-auth", action="store_true",
-                   help="receive on a non-loopback address without a token")
-    g.add_argument("--otlp-tls-cert", default=None, metavar="FILE",
-                   help="serve HTTPS (and gRPC over TLS) with this PEM certificate (chain)")
-    g.add_argument("--otlp-tls-key", default=None, metavar="FILE",
-                   help="its PEM private key (default: in the certificate file)")
+    from llmtop.cli.listen import add_listen_options
+    from llmtop.sources.otlp import OTLP_FLAGS
+
+    def grpc(g: Any) -> None:
+        g.add_argument(GRPC_LISTEN, default=None, metavar="ADDR:PORT",
+                       help="also receive OTLP/gRPC here (e.g. 127.0.0.1:4317; needs the "
+                       "otlp-grpc extra: pip install 'llmtop-tui[otlp-grpc]')")
+
+    add_listen_options(p.add_argument_group("request spans (OTLP receiver, docs/requests.md)"),
+                       OTLP_FLAGS, receives="receive on", tls_also=" (and gRPC over TLS)",
+                       more=grpc,
+                       listen_help="receive the engines' request spans over OTLP/HTTP here "
+                       "(e.g. 127.0.0.1:4318; engines send to http://ADDR:PORT/v1/traces)")
 
 
 def listen_for_demo(args: Any) -> None:
@@ -74,33 +75,23 @@ def start_receiver(args: Any) -> Any:
     grpc_at = getattr(args, "otlp_grpc_listen", None)
     if not http and not grpc_at:
         return None
-    from llmtop.export.server import TokenFile, is_loopback, parse_listen, tls_context
-    from llmtop.sources.otlp import OtlpReceiver
+    from llmtop.cli.listen import read_listen
+    from llmtop.sources.otlp import OTLP_FLAGS, OtlpReceiver
 
-    token = TokenFile(args.otlp_token_file) if args.otlp_token_file else None
-    cert, key = args.otlp_tls_cert, args.otlp_tls_key
-    if key and not cert:
-        raise ConfigError("--otlp-tls-key needs --otlp-tls-cert")
-    for flag, addr in (("--otlp-listen", http), ("--otlp-grpc-listen", grpc_at)):
-        if addr and not is_loopback(parse_listen(addr)[0]) and token is None \
-                and not args.otlp_no_auth:
-            raise ConfigError(f"{flag} {addr}: not a loopback address; give "
-                              "--otlp-token-file FILE (a bearer token the engines send), or "
-                              "--otlp-no-auth to take spans from anyone who can reach it")
-    tls = tls_context(cert, key) if cert else None
-    host, port = parse_listen(http) if http else ("127.0.0.1", 0)
-    rx = OtlpReceiver(host, port, allows=token.allows if token else None, tls=tls)
+    parsed, where = read_listen(args, OTLP_FLAGS, GRPC_LISTEN)
+    rx = OtlpReceiver(where.host, where.port, allows=where.allows, tls=where.tls)
     if not http:  # gRPC only: the HTTP side listens on a free loopback port, unused
         log.info("OTLP/HTTP not asked for; gRPC only")
     else:
-        log.info("receiving spans on %s%s", rx.url, " (bearer token required)" if token else "")
+        log.info("receiving spans on %s%s", rx.url,
+                 " (bearer token required)" if where.allows else "")
     if grpc_at:
         from llmtop.sources.otlp_grpc import start_grpc
 
-        ghost, gport = parse_listen(grpc_at)
-        pem = _read(cert) if cert else None
+        ghost, gport = parsed[GRPC_LISTEN]
+        cert, key = args.otlp_tls_cert, args.otlp_tls_key
         try:
-            _server, bound = start_grpc(rx, ghost, gport, tls_cert=pem,
+            _server, bound = start_grpc(rx, ghost, gport, tls_cert=_read(cert) if cert else None,
                                         tls_key=_read(key) if key else None)
         except ConfigError:
             rx.close()

@@ -5,26 +5,14 @@ the engine reports are named; one reported but unknown shows ``–``."""
 from __future__ import annotations
 
 from llmtop.model import KvTiers, KvTransfer, Snapshot
+from llmtop.units import DASH
+from llmtop.units import byte_rate as _bytes
+from llmtop.units import pct as _pct
+from llmtop.units import secs as _s
 
 __all__ = ["TIERS", "TRANSFER", "kv_lines"]
 
-DASH = "–"
 WIDTH = 80
-
-
-def _s(v: float | None) -> str:
-    if v is None:
-        return DASH
-    return f"{v * 1e3:.0f}ms" if v < 1 else f"{v:.1f}s"
-
-
-def _bytes(v: float | None) -> str:
-    if v is None:
-        return DASH
-    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{unit}B/s"
-    return f"{v:.0f}B/s"
 
 
 def _num(v: float) -> str:
@@ -39,10 +27,6 @@ def _rate(v: float | None) -> str:
 
 def _tok(v: float | None) -> str:
     return DASH if v is None else f"{_num(v)} tok/s"
-
-
-def _pct(v: float | None) -> str:
-    return DASH if v is None else f"{100 * v:.0f}%"
 
 
 TRANSFER = (("bytes_per_s", "", _bytes), ("failures_per_s", "fail ", _rate),

@@ -7,18 +7,13 @@ from llmtop.model import Snapshot
 from llmtop.model_stack import BackendRow, RouterRow
 from llmtop.topology.pools import Pool
 from llmtop.topology.stack import build_stack
+from llmtop.units import DASH, pct
 
 __all__ = ["stack_lines"]
-
-DASH = "–"
 
 
 def _n(v: float | None, fmt: str = "{:.1f}", unit: str = "") -> str:
     return DASH if v is None else fmt.format(v) + unit
-
-
-def _pct(v: float | None) -> str:
-    return DASH if v is None else f"{100 * v:.0f}%"
 
 
 def _yes(v: bool | None, yes: str, no: str) -> str:
@@ -41,14 +36,14 @@ def _backend_line(b: BackendRow) -> str:
     return (f"  backend {b.url} → {b.target or 'not scraped'} · role {b.role or DASH}"
             f" · healthy {_yes(b.healthy, 'yes', 'NO')}"
             f" · breaker {_yes(b.breaker_open, 'OPEN', 'closed')}"
-            f" · routed {_pct(b.routed_share)} of requests, {_pct(b.capacity_share)} of capacity"
+            f" · routed {pct(b.routed_share)} of requests, {pct(b.capacity_share)} of capacity"
             f" · {_n(b.requests_per_s)} req/s")
 
 
 def _pool_line(p: Pool) -> str:
     running = (f"{_n(p.running, '{:.0f}')}/{_n(p.max_running, '{:.0f}')}")
     return (f"  pool {p.role}: {len(p.targets)} engines ({p.up} up) · waiting "
-            f"{_n(p.waiting, '{:.0f}')} · running {running} · KV {_pct(p.kv_usage)}"
+            f"{_n(p.waiting, '{:.0f}')} · running {running} · KV {pct(p.kv_usage)}"
             f" · queue {_n(p.queue_mean_s, '{:.2f}', ' s')}"
             f" · prefill {_n(p.prefill_mean_s, '{:.2f}', ' s')}"
             f" · ITL p95 {_n(p.itl_p95_s, '{:.3f}', ' s')}")

@@ -17,11 +17,11 @@ from rich.text import Text
 from llmtop.capacity.annotate import capacity_text
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import GOOD_STATES, EngineRow, GpuRecord, Quantiles, Snapshot
+from llmtop.units import DASH, pct, rate_fine, secs_fine
 
-__all__ = ["DASH", "build_table", "diagnosis_lines", "fmt_latency", "print_once",
+__all__ = ["build_table", "diagnosis_lines", "fmt_latency", "print_once",
            "state_badge"]
 
-DASH = "\u2013"
 
 _BADGES = {
     "ok": ("ok", "green"),
@@ -48,26 +48,6 @@ def _num(v: float | None, fmt: str = "{:.0f}") -> str:
     return DASH if v is None else fmt.format(v)
 
 
-def _pct(v: float | None) -> str:
-    return DASH if v is None else f"{100 * v:.0f}%"
-
-
-def _rate(v: float | None) -> str:
-    if v is None:
-        return DASH
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-def _secs(v: float) -> str:
-    if v < 1.0:
-        return f"{v * 1000:.0f} ms" if v >= 0.01 else f"{v * 1000:.1f} ms"
-    return f"{v:.2f} s"
-
-
 def fmt_latency(q: Quantiles | None, name: str) -> str:
     """One quantile (``p50``...) of a ``Quantiles`` as text; ``DASH`` when unknown."""
     if q is None:
@@ -76,7 +56,7 @@ def fmt_latency(q: Quantiles | None, name: str) -> str:
     if v is None:
         return DASH
     prefix = "<" if name in q.below else ">" if name in q.above else ""
-    return prefix + _secs(v)
+    return prefix + secs_fine(v)
 
 
 def _running(row: EngineRow) -> str:
@@ -104,11 +84,11 @@ def build_table(snap: Snapshot) -> Table:
             engine = f"{engine} {row.engine_version}"
         dim = "dim" if row.state not in GOOD_STATES else ""
         cells = [
-            _running(row), _pct(row.kv_cache_usage), _pct(row.prefix_hit_rate),
+            _running(row), pct(row.kv_cache_usage), pct(row.prefix_hit_rate),
             fmt_latency(row.ttft_s, "p50"), fmt_latency(row.ttft_s, "p95"),
-            fmt_latency(row.itl_s, "p95"), _rate(row.generation_tokens_per_s),
-            _rate(row.requests_per_s), capacity_text(row), _rate(row.preemptions_per_s),
-            _rate(row.errors_per_s),
+            fmt_latency(row.itl_s, "p95"), rate_fine(row.generation_tokens_per_s),
+            rate_fine(row.requests_per_s), capacity_text(row), rate_fine(row.preemptions_per_s),
+            rate_fine(row.errors_per_s),
         ]
         # an engine found in a container, pod or network namespace: its name under the target
         where = f"{row.target}\n{row.container.label}" if row.container else row.target
@@ -123,7 +103,7 @@ def _gpu_line(g: GpuRecord) -> str:
         parts.append(g.name)
     if g.error:
         return " · ".join([*parts, f"error: {g.error}"])
-    parts.append(f"util {_pct(g.util)}")
+    parts.append(f"util {pct(g.util)}")
     if g.mem_used_bytes is not None and g.mem_total_bytes:
         parts.append(f"mem {g.mem_used_bytes / 2**30:.1f}/{g.mem_total_bytes / 2**30:.1f} GiB")
     elif g.mem_used_bytes is not None:

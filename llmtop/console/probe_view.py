@@ -25,12 +25,11 @@ from llmtop.loadgen.report import (
     slo_text,
     unmet_sla_text,
 )
+from llmtop.units import DASH, pct_change
 
 __all__ = ["ProbeLiveView", "comparison_table", "print_comparison", "print_summary",
            "summary_table"]
 
-DASH = "\u2013"
-"""Shown for a value that was not measured (None)."""
 WIDE = 10_000
 """Width of a non-terminal console: wide enough that no table or line is ever cut."""
 
@@ -132,9 +131,7 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
 
 
 def _pct(v: float | None) -> Text:
-    if v is None:
-        return Text(DASH)
-    return Text(f"{v:+.0%}")
+    return Text(pct_change(v))
 
 
 def comparison_table(c: dict[str, Any], base: str) -> Table:

@@ -1,5 +1,10 @@
 """What one rule sees of one engine row: the row, its baseline, its GPUs and its siblings,
-plus the small formatting helpers every summary uses. Pure."""
+plus the small formatting helpers every summary uses. Pure.
+
+- ``fmt_s``, ``fmt_pct`` and ``fmt_tok`` are ``llmtop/units.py``'s sentence style
+  (``85 ms``, ``62 %``, ``812 tokens``), ``window_label`` its window (``30s``, ``5m``),
+  under the rules' names.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,10 @@ from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import signal
 from llmtop.model import EngineRow, GpuRecord
 from llmtop.request import RequestRecord
+from llmtop.units import pct_words as fmt_pct
+from llmtop.units import secs_words as fmt_s
+from llmtop.units import tokens_words as fmt_tok
+from llmtop.units import window as window_label
 
 GAUGES = frozenset({"kv", "waiting", "running", "waiting_deferred"})
 """Signals read from the newest sample (evidence window ``now``), not over the window."""
@@ -19,30 +28,6 @@ _SIGNAL = object()
 """``RowCtx.ev``'s default: read the value from the row."""
 
 __all__ = ["GAUGES", "RowCtx", "fmt_pct", "fmt_s", "fmt_tok", "fmt_x", "window_label"]
-
-
-def window_label(window_s: float) -> str:
-    """``30s``, ``1m``, ``5m``: the window as evidence names it."""
-    if window_s >= 60 and window_s % 60 == 0:
-        return f"{window_s / 60:.0f}m"
-    return f"{window_s:g}s"
-
-
-def fmt_s(v: float | None) -> str:
-    """Seconds for a sentence: ``85 ms``, ``3.2 s``, ``–``."""
-    if v is None:
-        return "\u2013"
-    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.1f} s"
-
-
-def fmt_pct(v: float | None) -> str:
-    """A 0..1 fraction as ``62 %``."""
-    return "\u2013" if v is None else f"{v * 100:.0f} %"
-
-
-def fmt_tok(v: float | None) -> str:
-    """``812 tokens``."""
-    return "\u2013" if v is None else f"{v:.0f} tokens"
 
 
 def fmt_x(v: float, base: float | None, unit: Callable[[float], str] | None = None) -> str:

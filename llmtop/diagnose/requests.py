@@ -1,21 +1,26 @@
-"""Findings cite single requests: where the engines' spans reached llmtop
-(``history.requests``), ``queueing`` and ``long_prompts`` name the window's slowest requests
-as evidence and in their summary. The requests are passed in as data (``diagnose(...,
-requests=...)``: the monitor's store, ``--once``, replay); without any, findings are
-unchanged. Pure: every number said is computed here from the requests given."""
+"""Findings cite single requests.
+
+- Where the engines' spans reached llmtop (``history.requests``), ``queueing`` and
+  ``long_prompts`` name the window's slowest requests as evidence and in their summary.
+- The requests are passed in as data (``diagnose(..., requests=...)``: the monitor's store,
+  ``--once``, replay); without any, findings are unchanged.
+- Pure: every number said is computed here from the requests given; the ranking and median
+  are ``history.request_rank``'s.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from llmtop.diagnose.context import fmt_pct
+from llmtop.diagnose.context import fmt_pct, fmt_s
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import (
     CITE_MIN_REQUESTS,
     CITE_PROMPT_SLOWEST,
     CITE_QUEUE_SLOWEST,
 )
+from llmtop.history.request_rank import median, ranked, values
 from llmtop.model import EngineRow
 from llmtop.request import RequestRecord
 
@@ -37,14 +42,10 @@ def fmt_tokens(v: float) -> str:
     return f"{v:.0f}"
 
 
-def _secs(v: float) -> str:
-    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.1f} s"
-
-
 def _slowest(reqs: Sequence[RequestRecord], n: int, need: str) -> list[RequestRecord]:
     """The ``n`` slowest by TTFT among those that have TTFT and ``need``."""
-    have = [r for r in reqs if r.ttft_s is not None and getattr(r, need) is not None]
-    return sorted(have, key=lambda r: -(r.ttft_s or 0.0))[:n]
+    return ranked([r for r in reqs if r.ttft_s is not None and getattr(r, need) is not None],
+                  "ttft_s", n)
 
 
 def _probe_words(slow: Sequence[RequestRecord]) -> str:
@@ -68,7 +69,7 @@ def queue_citation(reqs: Sequence[RequestRecord], window: str
     longest = max((r for r in reqs if r.queue_s is not None), key=lambda r: r.queue_s or 0.0)
     q = longest.queue_s or 0.0
     text = (f"the {len(slow)} slowest requests spent {fmt_pct(share)} of their TTFT queued"
-            f"{_probe_words(slow)}; longest {longest.id}, {_secs(q)} in queue")
+            f"{_probe_words(slow)}; longest {longest.id}, {fmt_s(q)} in queue")
     ev = [Evidence("slowest_requests", float(len(slow)), window),
           Evidence("slowest_queue_share_of_ttft", share, window),
           Evidence("slowest_probe_requests", float(sum(r.source == "probe" for r in slow)),
@@ -82,24 +83,23 @@ def prompt_citation(reqs: Sequence[RequestRecord], window: str
                     ) -> tuple[str, list[Evidence]] | None:
     """``the 3 slowest had 61k–90k prompt tokens, the window's median 1.2k`` and its
     evidence; None with fewer than ``CITE_MIN_REQUESTS`` prompt lengths."""
-    every = sorted(float(r.prompt_tokens) for r in reqs if r.prompt_tokens is not None)
+    every = values(reqs, "prompt_tokens")
     slow = _slowest(reqs, CITE_PROMPT_SLOWEST, "prompt_tokens")
-    if len(every) < CITE_MIN_REQUESTS or not slow:
+    mid = median(every)
+    if len(every) < CITE_MIN_REQUESTS or not slow or mid is None:
         return None
-    m = len(every) // 2
-    median = every[m] if len(every) % 2 else (every[m - 1] + every[m]) / 2
     toks = [float(r.prompt_tokens or 0) for r in slow]
     lo, hi = min(toks), max(toks)
     span = fmt_tokens(lo) if fmt_tokens(lo) == fmt_tokens(hi) else \
         f"{fmt_tokens(lo)}\u2013{fmt_tokens(hi)}"
     text = (f"the {len(slow)} slowest had {span} prompt tokens{_probe_words(slow)}, "
-            f"the window's median {fmt_tokens(median)}")
+            f"the window's median {fmt_tokens(mid)}")
     ev = [Evidence("slowest_requests", float(len(slow)), window),
           Evidence("slowest_prompt_min", lo, window),
           Evidence("slowest_prompt_max", hi, window),
           Evidence("slowest_probe_requests", float(sum(r.source == "probe" for r in slow)),
                    window),
-          Evidence("window_prompt_median", median, window)]
+          Evidence("window_prompt_median", mid, window)]
     return text, ev
 
 

@@ -40,6 +40,9 @@ class Rediscovery:
         """When the last search finished (None: none has)."""
         self.notes: list[str] = []
         """What the latest search could not read (``discovery.notes``), newest search's."""
+        self.searches = 0
+        """Searches that finished with an answer: a change means the latest ``first``/``poll``
+        answer is the whole of what this machine runs now (an engine not in it is gone)."""
 
     async def _discover_noting(self, config: Config) -> list[Target]:
         from llmtop.discovery.find import search_machine
@@ -63,9 +66,12 @@ class Rediscovery:
     async def first(self) -> list[Target]:
         """Search now and wait for the answer (the first tick's targets)."""
         try:
-            return list(await self._find(self.config))
+            found = list(await self._find(self.config))
         except Exception:  # discovery never raises by design; a bug here is no crash
             return []
+        else:
+            self.searches += 1
+            return found
         finally:
             self._last = self._clock()
 
@@ -79,6 +85,7 @@ class Rediscovery:
             self._last = self._clock()
             if not task.cancelled() and task.exception() is None:
                 found = list(task.result())
+                self.searches += 1
         if self._task is None and (self._last is None
                                    or self._clock() - self._last >= self.every_s):
             self._task = asyncio.ensure_future(self._find(self.config))

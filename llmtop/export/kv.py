@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llmtop.export.names import QUANTILES
-from llmtop.model import EngineRow, KvTiers, KvTransfer, Quantiles
+from llmtop.model import EngineRow, KvTiers, KvTransfer
 
 __all__ = ["KV_DIRECTIONS", "PER_TIER", "TIERS", "TRANSFER", "kv"]
 
@@ -43,21 +42,14 @@ PER_TIER = (("llmtop_kv_offload_hit_ratio", "hit_rate", None),
 """(series, ``KvTier`` field, ``direction`` label or None) of each secondary tier."""
 
 
-def _quantiles(out: Any, name: str, labels: Mapping[str, str | None],
-               q: Quantiles | None) -> None:
-    if q is not None:
-        for label, f in QUANTILES:
-            out.add(name, {**labels, "quantile": label}, getattr(q, f))
-
-
 def _transfer(out: Any, kt: KvTransfer, labels: Mapping[str, str | None]) -> None:
-    _quantiles(out, "llmtop_kv_transfer_seconds", labels, kt.time_s)
+    out.quantiles("llmtop_kv_transfer_seconds", labels, kt.time_s)
     for name, field in TRANSFER:
         out.add(name, labels, getattr(kt, field))
     for queue, n in (kt.queues or {}).items():
         out.add("llmtop_kv_transfer_queue_requests", {**labels, "queue": queue}, n)
     for stage, q in (kt.stages or {}).items():
-        _quantiles(out, "llmtop_kv_transfer_stage_seconds", {**labels, "stage": stage}, q)
+        out.quantiles("llmtop_kv_transfer_stage_seconds", {**labels, "stage": stage}, q)
     for source, v in (kt.prompt_tokens_by_source or {}).items():
         out.add("llmtop_kv_prompt_tokens_per_second", {**labels, "source": source}, v)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from llmtop.export.names import QUANTILES
 from llmtop.model_stack import RouterRow
 
 __all__ = ["LATENCY_KINDS", "routers"]
@@ -37,10 +36,8 @@ def routers(out: Any, rows: Iterable[RouterRow], good: tuple[str, ...]) -> None:
         out.add("llmtop_router_backends_healthy", labels, r.healthy_backends)
         out.add("llmtop_router_open_breakers", labels, r.open_breakers)
         for kind, attr in LATENCY_KINDS:
-            q = getattr(r, attr)
-            for label, f in QUANTILES if q is not None else ():
-                out.add("llmtop_router_latency_seconds",
-                        {**labels, "kind": kind, "quantile": label}, getattr(q, f))
+            out.quantiles("llmtop_router_latency_seconds", {**labels, "kind": kind},
+                          getattr(r, attr))
         for b in r.backends:
             bl = {**labels, "backend": b.url, "backend_target": b.target, "role": b.role}
             out.add("llmtop_router_backend_routed_ratio", bl, b.routed_share)

@@ -19,7 +19,7 @@ from llmtop.diagnose.findings import Finding
 from llmtop.export.kv import kv
 from llmtop.export.names import ENGINE_VALUES, QUANTILE_VALUES, QUANTILES, SERIES
 from llmtop.export.routers import routers
-from llmtop.model import GOOD_STATES, STATES, EngineRow, GpuRecord, Snapshot
+from llmtop.model import GOOD_STATES, STATES, EngineRow, GpuRecord, Quantiles, Snapshot
 
 __all__ = ["Health", "View", "build"]
 
@@ -74,6 +74,13 @@ class _Out:
             return
         self.by_name[name].add_sample(name, {k: x for k, x in labels.items() if x}, v)
 
+    def quantiles(self, name: str, labels: Mapping[str, str | None], q: Any) -> None:
+        """One sample per quantile of ``q`` (a ``Quantiles``; anything else: none), with
+        its ``quantile`` label (``QUANTILES``)."""
+        if isinstance(q, Quantiles):
+            for label, f in QUANTILES:
+                self.add(name, {**labels, "quantile": label}, getattr(q, f))
+
     def metrics(self) -> list[Metric]:
         return [m for m in self.by_name.values() if m.samples]
 
@@ -88,11 +95,7 @@ def _values(out: _Out, row: EngineRow, rank: str | None) -> None:
     for name, attr, _ in ENGINE_VALUES:
         out.add(name, labels, getattr(row, attr))
     for name, attr, _ in QUANTILE_VALUES:
-        q = getattr(row, attr)
-        if q is None:
-            continue
-        for label, f in QUANTILES:
-            out.add(name, {**labels, "quantile": label}, getattr(q, f))
+        out.quantiles(name, labels, getattr(row, attr))
     kv(out, row, labels)
 
 

@@ -29,12 +29,12 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
-from urllib.parse import urlsplit
 
 from llmtop.config import Target
 from llmtop.gpu import proc as procfs
 from llmtop.model import GpuProcess
 from llmtop.sources import procnet
+from llmtop.urls import host_port
 
 __all__ = ["Attributor", "attribute", "engine_of", "is_local_host", "target_port"]
 
@@ -110,11 +110,8 @@ def target_port(t: Target) -> int | None:
     """The target's TCP port (explicit, from the URL, or the scheme's default)."""
     if t.port:
         return t.port
-    try:
-        u = urlsplit(t.base_url)
-        return u.port or {"http": 80, "https": 443}.get(u.scheme)
-    except ValueError:
-        return None
+    got = host_port(t.base_url)
+    return got[1] if got is not None else None
 
 
 class _Scan:

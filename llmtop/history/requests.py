@@ -1,11 +1,19 @@
-"""The window of single requests beside the rows: finished ones from the engines' spans,
-in-flight ones from engines that show them live, and the cold starts.
+"""The window of single requests beside the rows.
 
-``RequestWindow`` keeps at most ``max_requests`` finished requests and none older than
-``keep_s`` (by their end time), answers "the slowest by TTFT or end-to-end" over any
-window ending at any time (live and replay share it), and sums a window up
-(``RequestSummary``): how many, and how the slowest differ from the rest. The store owns one
-(``Store.requests``) and matches each request to its row (``match_target``).
+- What it holds: finished requests from the engines' spans, in-flight ones from engines
+  that show them live, and the cold starts.
+- ``RequestWindow`` keeps at most ``max_requests`` finished requests and none that ended
+  more than ``keep_s`` ago on llmtop's clock (see "placed" below).
+- It answers "the slowest by TTFT or end-to-end" over any window ending at any time (live
+  and replay share it), and sums a window up (``RequestSummary``).
+- A request is placed at its end time, unless the body that brought it says the engine's
+  clock is off by more than ``REORDER_S`` (that engine's latest end in the body that far
+  from when the body came): then that engine's requests in the body are moved together so
+  the latest is placed when the body came.
+  One engine's clock never moves the window; each request keeps the times its engine said.
+- A request without an end time is placed when it came.
+- The store owns one (``Store.requests``) and matches each request to its row
+  (``match_target``).
 """
 
 from __future__ import annotations
@@ -17,57 +25,43 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmtop.history.request_rank import SORT_KEYS, median, nearest_rank, ranked, values
 from llmtop.request import ColdStart, InflightRequest, RequestRecord
 
-__all__ = ["KEEP_S", "MAX_REQUESTS", "SORT_KEYS", "RequestSummary", "RequestWindow",
-           "match_target"]
+__all__ = ["KEEP_S", "MAX_REQUESTS", "REORDER_S", "SORT_KEYS", "RequestSummary",
+           "RequestWindow", "clock_offsets", "ingest_body", "match_target"]
 
 KEEP_S = 600.0
 """Finished requests older than this (by end time) are dropped."""
 MAX_REQUESTS = 20_000
 """At most this many finished requests are kept (the oldest go first)."""
-SORT_KEYS = ("ttft_s", "e2e_s", "queue_s", "prefill_s", "decode_s", "prompt_tokens",
-             "output_tokens")
 SLOW_SHARE = 0.1
 """The slowest tenth of a window (at least one request) is compared with the rest."""
 SNAPSHOT_LIMIT = 1000
 """A snapshot (``--once --json``, each TUI refresh) lists at most this many, the slowest."""
 REORDER_S = 60.0
 """Spans come in batches (vLLM's default: every 5 s), so end times arrive out of order by
-up to this much."""
-
-
-def _ranked(reqs: list[RequestRecord], by: str, n: int | None) -> list[RequestRecord]:
-    """``reqs`` slowest first by ``by``; those without it last, in their order; ``n`` first."""
-    if by not in SORT_KEYS:
-        raise ValueError(f"cannot sort requests by {by!r} (one of {', '.join(SORT_KEYS)})")
-    have = [r for r in reqs if getattr(r, by) is not None]
-    if n is not None and n < len(have):
-        import heapq
-
-        return heapq.nlargest(n, have, key=lambda r: getattr(r, by))
-    have.sort(key=lambda r: getattr(r, by), reverse=True)
-    out = have + [r for r in reqs if getattr(r, by) is None]
-    return out if n is None else out[:n]
+up to this much; a body whose latest end is further than this from when it came was sent
+by an engine whose clock is off."""
 
 
 def _summary(reqs: list[RequestRecord], window_s: float, by: str) -> RequestSummary:
     s = RequestSummary(window_s=window_s, by=by, count=len(reqs))
     s.probe = sum(1 for r in reqs if r.source == "probe")
     s.traffic = s.count - s.probe
-    ttft, e2e = _vals(reqs, "ttft_s"), _vals(reqs, "e2e_s")
-    s.ttft_p50_s, s.ttft_p95_s = _rank(ttft, 0.5), _rank(ttft, 0.95)
-    s.e2e_p50_s, s.e2e_p95_s = _rank(e2e, 0.5), _rank(e2e, 0.95)
-    ranked = [r for r in _ranked(reqs, by, None) if getattr(r, by) is not None]
-    if not ranked:
+    ttft, e2e = values(reqs, "ttft_s"), values(reqs, "e2e_s")
+    s.ttft_p50_s, s.ttft_p95_s = nearest_rank(ttft, 0.5), nearest_rank(ttft, 0.95)
+    s.e2e_p50_s, s.e2e_p95_s = nearest_rank(e2e, 0.5), nearest_rank(e2e, 0.95)
+    have = [r for r in ranked(reqs, by) if getattr(r, by) is not None]
+    if not have:
         return s
-    k = max(1, math.ceil(len(ranked) * SLOW_SHARE))
-    slow, rest = ranked[:k], ranked[k:]
+    k = max(1, math.ceil(len(have) * SLOW_SHARE))
+    slow, rest = have[:k], have[k:]
     s.slow_count, s.slow_min_s = k, float(getattr(slow[-1], by))
-    s.slow_prompt_median = _median(_vals(slow, "prompt_tokens"))
-    s.rest_prompt_median = _median(_vals(rest, "prompt_tokens"))
-    s.slow_queue_median_s = _median(_vals(slow, "queue_s"))
-    s.rest_queue_median_s = _median(_vals(rest, "queue_s"))
+    s.slow_prompt_median = median(values(slow, "prompt_tokens"))
+    s.rest_prompt_median = median(values(rest, "prompt_tokens"))
+    s.slow_queue_median_s = median(values(slow, "queue_s"))
+    s.rest_queue_median_s = median(values(rest, "queue_s"))
     both = [(r.queue_s, r.ttft_s) for r in slow if r.queue_s is not None and r.ttft_s is not None]
     total = sum(t for _q, t in both)
     if both and total > 0:
@@ -113,24 +107,31 @@ def match_target(engine: str, service: str | None, peer: str | None,
     return same[0][0] if len(same) == 1 else None
 
 
-def _median(xs: list[float]) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    m = len(xs) // 2
-    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+@dataclass(slots=True)
+class _Kept:
+    """One finished request in the window, with where it is placed on llmtop's clock."""
+
+    req: RequestRecord
+    at: float | None
+    """Its end on llmtop's clock (see the module docstring); None until a trim places it
+    (added without an end time, a receive time or anything before it)."""
+    came: float | None
+    """When its body came (``at`` when that is not known)."""
 
 
-def _rank(xs: list[float], q: float) -> float | None:
-    """Nearest-rank quantile of the values (None when there are none)."""
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[max(0, math.ceil(q * len(xs)) - 1)]
-
-
-def _vals(reqs: Iterable[RequestRecord], key: str) -> list[float]:
-    return [float(v) for r in reqs if (v := getattr(r, key)) is not None]
+def clock_offsets(reqs: Sequence[RequestRecord], t_came: float
+                  ) -> dict[tuple[str, str | None], float]:
+    """How far each sender's clock is ahead of llmtop's, judged from one body's requests
+    that came at ``t_came``, per sender (engine and service: a collector may forward
+    several in one body): their latest end minus ``t_came`` where that is more than
+    ``REORDER_S`` either way; else 0 (the engine's times are used as they are)."""
+    latest: dict[tuple[str, str | None], float] = {}
+    for r in reqs:
+        if r.t_end is not None:
+            key = (r.engine, r.service)
+            latest[key] = max(latest.get(key, r.t_end), r.t_end)
+    offs = {k: end - t_came for k, end in latest.items()}
+    return {k: off if abs(off) > REORDER_S else 0.0 for k, off in offs.items()}
 
 
 @dataclass(slots=True)
@@ -170,7 +171,7 @@ class RequestWindow:
 
     def __init__(self, keep_s: float = KEEP_S, max_requests: int = MAX_REQUESTS) -> None:
         self.keep_s = keep_s
-        self._done: deque[RequestRecord] = deque(maxlen=max_requests)
+        self._done: deque[_Kept] = deque(maxlen=max_requests)
         self._ids: set[tuple[str | None, str, str]] = set()
         self.inflight: dict[str, list[InflightRequest]] = {}
         """Target -> its requests running now (replaced at each poll of that target)."""
@@ -186,6 +187,9 @@ class RequestWindow:
         self.slots_errors = 0
         """``/slots`` answers that were not a slot list."""
         self._slot_seen: dict[str, dict[tuple[Any, Any], float]] = {}
+        self._newest: float | None = None
+        """The latest placement so far: where a request with neither end nor receive time
+        goes (it came after those)."""
 
     @property
     def active(self) -> bool:
@@ -196,16 +200,26 @@ class RequestWindow:
     def __len__(self) -> int:
         return len(self._done)
 
-    def add(self, reqs: Iterable[RequestRecord]) -> None:
-        """Keep finished requests (a request already kept, by target, engine and id, once)."""
+    def add(self, reqs: Iterable[RequestRecord], t_came: float | None = None) -> None:
+        """Keep finished requests (a request already kept, by target, engine and id, once).
+        ``t_came``: when the body holding them came (llmtop's clock); it places them where
+        the sender's clock is off, and those without an end time."""
+        reqs = list(reqs)
+        offs = clock_offsets(reqs, t_came) if t_came is not None else {}
         for r in reqs:
             key = (r.target, r.engine, r.id)
             if key in self._ids:
                 continue
+            if r.t_end is not None:
+                at: float | None = r.t_end - offs.get((r.engine, r.service), 0.0)
+            else:
+                at = t_came if t_came is not None else self._newest
+            if at is not None:
+                self._newest = at if self._newest is None else max(self._newest, at)
             if len(self._done) == self._done.maxlen:
-                old = self._done[0]
+                old = self._done[0].req
                 self._ids.discard((old.target, old.engine, old.id))
-            self._done.append(r)
+            self._done.append(_Kept(r, at, t_came if t_came is not None else at))
             self._ids.add(key)
 
     def add_cold_start(self, cs: ColdStart) -> None:
@@ -248,24 +262,29 @@ class RequestWindow:
         self.inflight[target] = reqs
 
     def trim(self, t_wall: float) -> None:
-        """Drop what ended more than ``keep_s`` before ``t_wall``."""
-        while self._done and (self._done[0].t_end or t_wall) < t_wall - self.keep_s:
-            old = self._done.popleft()
+        """Drop what is placed more than ``keep_s`` before ``t_wall`` (oldest first, in the
+        order they came). A request not placed yet is placed at ``t_wall``."""
+        while self._done:
+            first = self._done[0]
+            if first.at is None:
+                first.at = first.came = t_wall
+            if first.at >= t_wall - self.keep_s:
+                break
+            self._done.popleft()
+            old = first.req
             self._ids.discard((old.target, old.engine, old.id))
 
     def window(self, window_s: float, t_wall: float) -> list[RequestRecord]:
-        """Requests that ended in ``(t_wall - window_s, t_wall]``, oldest first (in the order
-        they came: exporters batch, so that is end order give or take ``REORDER_S``)."""
+        """Requests placed in ``(t_wall - window_s, t_wall]`` (their end, or see the module
+        docstring), oldest first (in the order they came: exporters batch, so that is end
+        order give or take ``REORDER_S``). Those without an end time are not listed."""
         lo, hi = t_wall - window_s, t_wall + 1e-6
         out = []
-        for r in reversed(self._done):  # newest first: stop well before the window opens
-            end = r.t_end
-            if end is None:
-                continue
-            if end < lo - REORDER_S:
+        for k in reversed(self._done):  # newest first: stop well before the window opens
+            if k.came is not None and k.came < lo - REORDER_S:
                 break
-            if lo < end <= hi:
-                out.append(r)
+            if k.req.t_end is not None and k.at is not None and lo < k.at <= hi:
+                out.append(k.req)
         out.reverse()
         return out
 
@@ -277,7 +296,7 @@ class RequestWindow:
         reqs = [r for r in self.window(window_s, t_wall)
                 if (source is None or r.source == source)
                 and (target is None or r.target == target)]
-        return _ranked(reqs, by, n)
+        return ranked(reqs, by, n)
 
     def summary(self, window_s: float, t_wall: float, by: str = "ttft_s") -> RequestSummary:
         """The window summed up (see ``RequestSummary``)."""
@@ -296,7 +315,7 @@ class RequestWindow:
             "bad_bodies": self.bad_bodies, "slots_errors": self.slots_errors,
             "receiver": self.receiver,
         }
-        return _ranked(reqs, "ttft_s", limit), extra
+        return ranked(reqs, "ttft_s", limit), extra
 
     def inflight_list(self) -> list[InflightRequest]:
         """Every in-flight request, oldest first (unknown ages last)."""
@@ -325,7 +344,7 @@ def ingest_body(window: RequestWindow, raw: Any,
     window.unknown_spans += parsed.unknown
     for r in parsed.requests:
         r.target = match_target(r.engine, r.service, raw.peer, targets)
-    window.add(parsed.requests)
+    window.add(parsed.requests, t_came=raw.t_wall)
     for cs in parsed.cold_starts:
         cs.target = match_target(cs.engine, None, raw.peer, targets)
         window.add_cold_start(cs)

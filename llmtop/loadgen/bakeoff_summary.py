@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.loadgen.report import capacity, knee_text, load_text, slo_text
+from llmtop.units import DASH
 
-__all__ = ["DASH", "METRICS", "books_text", "engine_lines", "engine_name", "engine_what",
+__all__ = ["METRICS", "books_text", "engine_lines", "engine_name", "engine_what",
            "is_bakeoff", "level_key", "levels", "table_rows", "traffic_text"]
 
-DASH = "\u2013"
 METRICS = (
     # (key, header, lower is better (None: never marked best), format)
     ("tps", "out tok/s", False, "{:,.0f}"),

@@ -1,11 +1,13 @@
-"""Where an engine's cold start went: a bake-off or tuner trial that starts vLLM turns its
-tracing on, pointed at a receiver of its own, and reads the start-up spans it sends
-(``Load weights``, ``Allocate KV cache``, ``Initialize model``...; ``docs/requests.md``).
+"""Where an engine's cold start went, from the start-up spans of an engine llmtop starts.
 
-``traced(spec)`` gives the command and environment to start with (the command gets
-``--otlp-traces-endpoint``), and the receiver; ``stages(rx)`` the stages it got, in seconds.
-Only commands that run vLLM are changed, and not when they trace already or the plan says
-``traces = false``.
+- A bake-off or tuner trial that starts vLLM turns its tracing on, pointed at a receiver of
+  its own, and reads the start-up spans it sends (``Load weights``, ``Allocate KV cache``,
+  ``Initialize model``...; ``docs/requests.md``).
+- ``traced(spec)`` gives the command and environment to start with (the command gets
+  ``--otlp-traces-endpoint``), and the receiver; ``stages(rx)`` the stages it got, in seconds.
+- Which commands are changed: by default those that run vLLM themselves (``RUNS_VLLM``);
+  with the plan's ``traces = true`` any command (a script that starts vLLM and passes its
+  flags on); with ``traces = false`` none. A command that traces already is left as written.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from typing import Any
 
 __all__ = ["RUNS_VLLM", "STAGE_WORDS", "describe", "stages", "traced"]
 
-RUNS_VLLM = re.compile(r"(?:^|[\s/'\"])vllm\s+serve\b|\bvllm\.entrypoints\b|real_vllm/serve_fg\.sh")
-"""A start command that runs vLLM: ``vllm serve``, ``python -m vllm.entrypoints...``, or this
-project's ``scripts/real_vllm/serve_fg.sh`` (which passes its flags on). ``llmtop demo serve
---engines vllm`` is not one."""
+RUNS_VLLM = re.compile(r"(?:^|[\s/'\"])vllm\s+serve\b|\bvllm\.entrypoints\b")
+"""A start command that runs vLLM itself: ``vllm serve``, ``python -m vllm.entrypoints...``.
+``llmtop demo serve --engines vllm`` is not one; a wrapper script is one only where the plan
+says ``traces = true``."""
 
 STAGE_WORDS = (("weights", "weights"), ("kv_cache", "KV cache"), ("model_init", "model init"),
                ("total", "loading in all"))
@@ -28,8 +30,9 @@ STAGE_WORDS = (("weights", "weights"), ("kv_cache", "KV cache"), ("model_init", 
 def traced(spec: Any) -> tuple[str | None, dict[str, str], Any]:
     """(start command, env, receiver or None) for ``spec`` (an ``EngineSpec``)."""
     cmd, env = spec.start, dict(spec.env)
-    if (not getattr(spec, "traces", True) or not cmd or not RUNS_VLLM.search(cmd)
-            or "--otlp-traces-endpoint" in cmd):
+    want = spec.traces
+    if (want is False or not cmd or "--otlp-traces-endpoint" in cmd
+            or (want is None and not RUNS_VLLM.search(cmd))):
         return cmd, env, None
     from llmtop.sources.otlp import OtlpReceiver
 

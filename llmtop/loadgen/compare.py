@@ -19,6 +19,7 @@ from typing import Any
 
 from llmtop.errors import ConfigError
 from llmtop.loadgen.report import capacity, load_text
+from llmtop.units import pct_change as _pct
 
 __all__ = ["compare", "load_report", "load_runs"]
 
@@ -152,10 +153,6 @@ def _one(base: dict[str, Any], other: dict[str, Any], name: str) -> dict[str, An
         "max_tokens_per_s": [(base.get("max_throughput") or {}).get("output_tokens_per_s"),
                              (other.get("max_throughput") or {}).get("output_tokens_per_s")],
     }
-
-
-def _pct(v: float | None) -> str:
-    return "\u2013" if v is None else f"{v:+.0%}"
 
 
 def _sentence(c: dict[str, Any], base_name: str) -> str:

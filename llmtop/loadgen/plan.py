@@ -57,9 +57,11 @@ class EngineSpec:
     gpu_hour_price: float | None = None
     stop_timeout_s: float = 30.0
     cuda_visible_devices: str | None = None
-    traces: bool = True
-    """A vLLM that llmtop starts sends its start-up spans to the bake-off (its cold start
-    broken down, ``loadgen/coldstart.py``); false: its command is left as written."""
+    traces: bool | None = None
+    """Whether the started engine sends its start-up spans to the bake-off (its cold start
+    broken down, ``loadgen/coldstart.py``): None, when its command runs vLLM itself; true,
+    whatever the command (a script that starts vLLM); false: its command is left as
+    written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +107,8 @@ def _engine(e: Any, i: int, seen: set[str]) -> EngineSpec:
     if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
         raise ConfigError(f"{where}: env must be a table of NAME = \"value\"")
     cvd = e.get("cuda_visible_devices")
-    traces = e.get("traces", True)
-    if not isinstance(traces, bool):
+    traces = e.get("traces")
+    if traces is not None and not isinstance(traces, bool):
         raise ConfigError(f"{where}: traces must be true or false")
     return EngineSpec(
         name=name, url=url, start=start, env={k: str(v) for k, v in env.items()},

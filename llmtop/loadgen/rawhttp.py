@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from llmtop.loadgen.client import Result, SSEReader, parse_retry_after
 from llmtop.request import probe_traceparent
+from llmtop.urls import default_port
 
 __all__ = ["RawStreamClient"]
 
@@ -260,7 +261,7 @@ class RawStreamClient:
         self.endpoint_url = endpoint_url
         self.host = u.hostname or "127.0.0.1"
         tls = u.scheme == "https"
-        self.port = u.port or (443 if tls else 80)
+        self.port = u.port or default_port(u.scheme)
         self.ssl: ssl.SSLContext | None = None
         if tls:
             self.ssl = ssl.create_default_context()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtop.capacity.ceiling import above_boundary
+from llmtop.units import DASH
 
 __all__ = ["CSV_COLUMNS", "capacity", "honesty_lines", "knee_text", "lengths_lines", "load_text",
            "partial_report", "slo_text", "to_csv", "to_json", "to_markdown", "unmet_sla_text",
@@ -80,7 +81,7 @@ def to_csv(report: dict[str, Any]) -> str:
 
 def _f(v: Any, scale: float = 1.0, digits: int = 1) -> str:
     if v is None:
-        return "\u2013"  # None: not measured
+        return DASH  # None: not measured
     if isinstance(v, bool):
         return "yes" if v else "no"
     return f"{v * scale:.{digits}f}"
@@ -93,14 +94,14 @@ def load_text(d: dict[str, Any] | None) -> str:
         return f"c={d['concurrency']}"
     if d.get("rate"):
         return f"{d['rate']:g} req/s"
-    return "\u2013"
+    return DASH
 
 
 def knee_text(sat: dict[str, Any]) -> str:
     """Where the fitted knee lies, as a load: ``c=39.3`` or ``39.3 req/s``."""
     k = sat.get("knee_load")
     if k is None:
-        return "\u2013"
+        return DASH
     return f"{k:.1f} req/s" if sat.get("rate") and not sat.get("concurrency") else f"c={k:.1f}"
 
 
@@ -263,8 +264,8 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
 
 def _qs(q: dict[str, Any] | None) -> str:
     if not q:
-        return "\u2013"
-    return " / ".join("\u2013" if q.get(k) is None else f"{q[k]:,.0f}"
+        return DASH
+    return " / ".join(DASH if q.get(k) is None else f"{q[k]:,.0f}"
                       for k in ("p50", "p90", "p99"))
 
 
@@ -286,7 +287,7 @@ def lengths_lines(report: dict[str, Any]) -> list[str]:
             q = d.get("quantiles") or {}
             mean = d.get("mean")
             lines.append(f"  engine's {w} lengths: p10/p50/p90/p99 "
-                         + " / ".join("\u2013" if q.get(k) is None else f"{q[k]:,.0f}"
+                         + " / ".join(DASH if q.get(k) is None else f"{q[k]:,.0f}"
                                       for k in ("p10", "p50", "p90", "p99"))
                          + f" tokens, mean {'–' if mean is None else f'{mean:,.0f}'}"
                          f" over {d.get('requests', 0):,.0f} requests")
@@ -310,7 +311,7 @@ def lengths_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _ms_text(v: float | None) -> str:
-    return "–" if v is None else f"{v * 1000:,.0f} ms"
+    return DASH if v is None else f"{v * 1000:,.0f} ms"
 
 
 def honesty_lines(report: dict[str, Any]) -> list[str]:

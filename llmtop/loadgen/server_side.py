@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from llmtop.config import Config
 from llmtop.loadgen.options import split_url
 from llmtop.targets import make_target
+from llmtop.urls import default_port
 
 __all__ = ["ServerWatch", "empty_server"]
 
@@ -49,7 +50,7 @@ class ServerWatch:
                  interval_s: float = 1.0) -> None:
         base, host, _ep = split_url(url)
         parts = urlsplit(base)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port or default_port(parts.scheme)
         self.target = make_target(host, port, scheme=parts.scheme, api_key=api_key,
                                   verify_tls=not insecure, timeout_s=max(1.0, interval_s))
         self.config = Config(targets=(self.target,), interval_s=interval_s, discover=False,

@@ -4,6 +4,10 @@
   in a pod or container back at a new address keeps its row (``moved_targets``); a new pod
   at an address a moved one had gets a name of its own (``unclash``); discovery's notes
   are said once.
+- Engines a search found in a container or pod that later searches no longer find and
+  that no longer answer are dropped after ``FOUND_GRACE_S`` (a replaced pod: its
+  successor is a row of its own). Engines the user named, and engines found outside a
+  container, stay for ever (a crashed engine stays DOWN for the operator to see).
 - Router backends: the worker URLs routers name become targets (``backend_targets``). One
   no router names any more is dropped after ``BACKEND_GRACE_S``; one that is down is asked
   less and less often (``next_scrape_in``) until it answers again.
@@ -25,12 +29,19 @@ from llmtop.model import RawScrape
 from llmtop.monitor.ports import GpuSampler, Scraper
 from llmtop.topology.link import host_port
 
-__all__ = ["BACKEND_GRACE_S", "BACKOFF_CAP_S", "TargetSet", "next_scrape_in", "unclash"]
+__all__ = ["BACKEND_GRACE_S", "BACKOFF_CAP_S", "FOUND_GRACE_S", "TargetSet", "next_scrape_in",
+           "unclash"]
 
 BACKEND_GRACE_S = 60.0
 """A backend no router names any more is dropped this long after it was last named: a router
 re-listing its pool (a restart, a rolling update) names the same backends again within a few
 refreshes, and a row that vanishes and comes back is worse than one that stays a minute."""
+
+FOUND_GRACE_S = 300.0
+"""A container or pod engine that searches no longer find, and that does not answer, is
+dropped this long after a search last found it: long enough for an operator to see the DOWN
+row of a replaced or deleted pod (the event log keeps the drop), short enough that a
+cluster replacing pods all day does not pile up rows, scrapes and history."""
 
 BACKOFF_CAP_S = 60.0
 """The longest wait between scrapes of a backend that stays down: a dead backend costs one
@@ -72,24 +83,35 @@ class TargetSet:
         self._said: set[str] = set()
         """Discovery's notes already in the event log (each is said once)."""
         self._backends: dict[str, _Backend] = {}
+        self._found_at: dict[str, float] = {}
+        """Container or pod engines found by a search: when a search last found each."""
         self._backends_seen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
         """The routers' backend URLs and the targets ``add_backends`` last looked at."""
 
     # ------------------------------------------------------------------ discovery
-    def add_found(self, found: list[Target], notes: list[str]) -> None:
+    def add_found(self, found: list[Target], notes: list[str], *,
+                  searched: bool = False) -> list[str]:
         """Add the engines a search found that are not watched yet, each named in the log;
         a watched engine in a pod or container now at a new address keeps its row (it is
-        scraped there); what the search could not read (``notes``) is said once."""
+        scraped there); what the search could not read (``notes``) is said once.
+        ``searched``: ``found`` is a whole search's answer, so a container or pod engine not
+        in it is gone from this machine (dropped after ``FOUND_GRACE_S``). Returns the names
+        dropped."""
         for note in notes:
             if note not in self._said:
                 self._said.add(note)
                 self.store.event("warn", None, note)
-        if not found:
-            return
+        if found:
+            self._add_found(found)
+        return self._drop_gone(found, self.now()) if searched and self._found_at else []
+
+    def _add_found(self, found: list[Target]) -> None:
+        now = self.now()
         for old, new in moved_targets(self.targets, found):
             moved = dataclasses.replace(new, name=old.name)
             self.targets[self.targets.index(old)] = moved
             self.store.learn(moved)
+            self._found_at[old.name] = now
             self.scraper.reidentify(old.name)
             assert moved.container is not None
             self.store.event("info", old.name, f"{moved.container.label} is back at "
@@ -97,10 +119,38 @@ class TargetSet:
         for t in new_targets(self.targets, unclash(self.targets, found)):
             self.targets.append(t)
             self.store.learn(t)
+            if t.container is not None:
+                self._found_at[t.name] = now
             where = f" ({t.container.label})" if t.container is not None else ""
             self.store.event("info", t.name, f"found on this machine{where} (autodiscovery)")
         if self.gpu is not None:  # GPU memory is attributed to the engines found too
             self.gpu.set_targets(self.targets)
+
+    def _drop_gone(self, found: list[Target], now: float) -> list[str]:
+        """Note which found engines this search found again; drop those not found for
+        ``FOUND_GRACE_S`` whose latest scrape did not answer."""
+        here = {host_port(t.base_url) for t in found}
+        dropped = []
+        for t in list(self.targets):
+            at = self._found_at.get(t.name)
+            if at is None:
+                continue
+            if host_port(t.base_url) in here:
+                self._found_at[t.name] = now
+                continue
+            h = self.store.history_of(t.name)
+            if now - at <= FOUND_GRACE_S or (h is not None and h.status == "ok"):
+                continue
+            dropped.append(t.name)
+            del self._found_at[t.name]
+            self.targets.remove(t)
+            self.store.forget(t.name)
+            where = t.container.label if t.container is not None else t.base_url
+            self.store.event("info", t.name, f"dropped: {where} not found on this machine "
+                             f"for {FOUND_GRACE_S / 60:.0f} min and not answering")
+        if dropped and self.gpu is not None:
+            self.gpu.set_targets(self.targets)
+        return dropped
 
     # ------------------------------------------------------------------ router backends
     def add_backends(self) -> list[str]:

@@ -80,6 +80,8 @@ class Monitor:
         for engines, again every 10 s (``llmtop.discovery``); None where targets were named."""
         self._found_first: list[Target] = []
         """What ``prefetch``'s search found, added by the next tick."""
+        self._searches = 0
+        """``rediscovery.searches`` as last seen: a change is a whole new search's answer."""
         self.receiver = receiver
         """The span receiver (``--otlp-listen``): each tick takes its queued span bodies to
         the sink and the store's request window; ``aclose`` closes it."""
@@ -161,7 +163,9 @@ class Monitor:
             found, self._found_first = self._found_first, []  # prefetch's search
             if not (found or r.searched):
                 found = await r.first()
-            self.target_set.add_found([*found, *r.poll()], list(r.notes))
+            found = [*found, *r.poll()]
+            searched, self._searches = r.searches != self._searches, r.searches
+            self._cancel(self.target_set.add_found(found, list(r.notes), searched=searched))
         self._follow_backends()
         self._start_scrapes(raws)
         if (gpu_now is None and self._gpu is not None and self._gpu_task is None
@@ -212,6 +216,10 @@ class Monitor:
         except Exception as exc:  # never take the tick down
             self.feeder.error(None, "router backends", exc)
             return
+        self._cancel(dropped)
+
+    def _cancel(self, dropped: list[str]) -> None:
+        """A dropped target's scrape and side polls in flight are cancelled."""
         for name in dropped:
             task = self._pending.pop(name, None)
             if task is not None:

@@ -19,6 +19,8 @@ from llmtop.loadgen.report import (
     unmet_sla_text,
 )
 from llmtop.report.charts import CHARTS, render_charts
+from llmtop.units import DASH
+from llmtop.units import pct_change as _pct
 
 __all__ = ["html_report", "page", "steps_table", "write_charts"]
 
@@ -41,7 +43,7 @@ def _e(v: Any) -> str:
 
 
 def _n(v: float | None, digits: int = 1, scale: float = 1.0) -> str:
-    return "\u2013" if v is None else f"{v * scale:,.{digits}f}"
+    return DASH if v is None else f"{v * scale:,.{digits}f}"
 
 
 def steps_table(report: dict[str, Any]) -> str:
@@ -106,8 +108,6 @@ def _comparison_html(comparison: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _pct(v: float | None) -> str:
-    return "\u2013" if v is None else f"{v:+.0%}"
 
 
 def html_report(reports: Sequence[dict[str, Any]], names: Sequence[str] | None = None,

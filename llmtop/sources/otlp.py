@@ -1,31 +1,36 @@
 """The OTLP trace receiver: engines POST their request spans here (``docs/requests.md``).
 
-``OtlpReceiver`` serves OTLP/HTTP ``POST /v1/traces`` (protobuf or JSON, gzip or not) in a
-thread of its own, and gRPC ``TraceService/Export`` when asked (``otlp_grpc``, needs the
-``grpcio`` extra). Each body is checked, decoded in the connection's thread and put on a
-bounded queue as a ``RawSpans``; the monitor takes them with ``drain()`` once a tick, so
-nothing here ever runs on the UI's event loop. Bad input is answered with an HTTP error
-and counted (``stats()``), never raised: a wrong content type 415, a body over
-``max_body`` (sent or gunzipped) 413, garbage or truncated 400, a missing token 401. A
-flood fills the queue: later bodies are refused with 429 unread and counted as dropped.
-
-Policy (loopback by default, a token or TLS off it) is the caller's: ``cli/otlp.py`` passes
-``allows`` (checks the ``Authorization`` header) and an ``ssl.SSLContext``.
+- ``OtlpReceiver`` serves OTLP/HTTP ``POST /v1/traces`` (protobuf or JSON, gzip or not), and
+  gRPC ``TraceService/Export`` when asked (``otlp_grpc``, needs the ``grpcio`` extra).
+- Each body is checked, decoded in the connection's thread and put on a bounded queue as a
+  ``RawSpans``; the monitor takes them with ``drain()`` once a tick, so nothing here ever
+  runs on the UI's event loop.
+- Bad input is answered with an HTTP error and counted (``stats()``), never raised: a wrong
+  content type 415, a body over ``max_body`` (sent or gunzipped) 413, garbage or truncated
+  400, a missing token 401.
+- The queue is bounded twice: by spans (``max_pending_spans``) and by bytes
+  (``max_pending_bytes``: the bodies queued plus those being read, so a flood of bodies
+  that hold no spans cannot grow memory either). A body that would pass either bound is
+  shed: refused unread with 429 and ``Retry-After`` (OTLP/HTTP's retryable answer to an
+  overloaded server), counted in ``dropped_bodies`` / ``dropped_bytes``, named in
+  ``last_error``.
+- Threads, TLS, the token check, the connection cap and the read timeout are the shared
+  server's (``llmtop/httpserve.py``), as for the exporter's ``/metrics``. Policy (loopback
+  by default, a token or TLS off it) is the caller's: ``cli/listen.py`` checks the options
+  and passes ``allows`` (checks the ``Authorization`` header) and an ``ssl.SSLContext``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import ssl
 import threading
 import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from llmtop.httpserve import READ_TIMEOUT_S, Flags, Handler, Listen, Server
 from llmtop.model import RawSpans
 from llmtop.sources.otlp_decode import (
     OverBudget,
@@ -35,8 +40,8 @@ from llmtop.sources.otlp_decode import (
     partial_response,
 )
 
-__all__ = ["DEFAULT_OTLP_LISTEN", "MAX_BODY", "MAX_CONNECTIONS", "MAX_PENDING_SPANS",
-           "MAX_SPANS_PER_S", "OtlpReceiver"]
+__all__ = ["DEFAULT_OTLP_LISTEN", "MAX_BODY", "MAX_PENDING_BYTES", "MAX_PENDING_SPANS",
+           "MAX_SPANS_PER_S", "OTLP_FLAGS", "Busy", "OtlpReceiver"]
 
 DEFAULT_OTLP_LISTEN = "127.0.0.1:4318"
 MAX_BODY = 8 * 1024 * 1024
@@ -44,17 +49,25 @@ MAX_BODY = 8 * 1024 * 1024
 well under 1 MiB)."""
 MAX_PENDING_SPANS = 50_000
 """Spans waiting for the next ``drain()``; beyond this, bodies are refused (429)."""
+MAX_PENDING_BYTES = 32 * 1024 * 1024
+"""Bytes of bodies waiting for the next ``drain()`` or being read; a body that would pass
+this is refused (429). Four of the largest bodies; a tick's worth of spans at the rate
+budget is a small part of it."""
 MAX_SPANS_PER_S = 500
 """Spans converted per second at most (a 1 s bucket): beyond it a body is parsed only far
 enough to count its spans, answered as rejected (OTLP partial success: the sender does not
 retry) and counted as dropped. It keeps a flood's CPU bounded (``docs/benchmarks.md``)."""
-MAX_CONNECTIONS = 32
-"""Connections served at once; more are closed unanswered."""
-READ_TIMEOUT_S = 10.0
+OTLP_FLAGS = Flags.named("--otlp-listen", "--otlp", "the engines send", "take spans from")
+"""The receiver's options (``cli/otlp.py``); ``--otlp-grpc-listen`` shares the token and TLS."""
 _TYPES = {"application/x-protobuf": "protobuf", "application/protobuf": "protobuf",
           "application/json": "json"}
+_ANSWERED = object()
 _COUNTERS = ("bodies", "spans", "bad", "too_large", "unauthorized", "wrong_type",
              "dropped_bodies", "dropped_bytes", "dropped_spans", "truncated")
+
+
+class Busy(Exception):
+    """The queue is at one of its bounds: the body was shed (and counted)."""
 
 
 def gunzip(body: bytes, limit: int) -> bytes | None:
@@ -75,11 +88,14 @@ class OtlpReceiver:
                  allows: Callable[[str | None], bool] | None = None,
                  tls: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
                  max_pending_spans: int = MAX_PENDING_SPANS,
+                 max_pending_bytes: int = MAX_PENDING_BYTES,
                  max_spans_per_s: float = MAX_SPANS_PER_S,
+                 read_timeout_s: float = READ_TIMEOUT_S,
                  clock: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.max_body = max_body
         self.max_pending_spans = max_pending_spans
+        self.max_pending_bytes = max_pending_bytes
         self.max_spans_per_s = max_spans_per_s
         self._bucket = float(max_spans_per_s)
         self._bucket_t = mono()
@@ -88,28 +104,21 @@ class OtlpReceiver:
         self._lock = threading.Lock()
         self._queue: deque[RawSpans] = deque()
         self._pending = 0
+        self._bytes = 0
+        """Bytes queued plus bytes reserved by bodies being read (``reserve``)."""
         self.counts = dict.fromkeys(_COUNTERS, 0)
         self.last_error: str | None = None
         self.grpc: Any = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        try:
-            self._httpd = _Server((host, port), _handler(self), tls, self._slots)
-        except OSError as exc:
-            from llmtop.errors import ConfigError
-
-            raise ConfigError(f"--otlp-listen {host}:{port}: {exc.strerror or exc}") from None
-        h, p = self._httpd.server_address[:2]
-        self.host, self.port = str(h), int(p)
-        self.tls = tls is not None
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,),
-                                        name="llmtop-otlp-http", daemon=True)
-        self._thread.start()
+        self._server = Server(Listen(host, port, allows, tls), _handler(self),
+                              name="llmtop-otlp-http", flag=OTLP_FLAGS.listen,
+                              read_timeout_s=read_timeout_s)
+        self.host, self.port = self._server.host, self._server.port
+        self.tls = self._server.tls
 
     @property
     def url(self) -> str:
         """Where engines send: the ``--otlp-traces-endpoint`` to give vLLM."""
-        h = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{h}:{self.port}/v1/traces"
+        return self._server.url("/v1/traces")
 
     # -- what the listeners call ----------------------------------------------------------
     def count(self, what: str, error: str | None = None) -> None:
@@ -118,15 +127,29 @@ class OtlpReceiver:
             if error is not None:
                 self.last_error = error
 
-    def full(self) -> bool:
-        """True while the queue is at its bound (the next body is refused unread)."""
-        return self._pending >= self.max_pending_spans
-
-    def dropped(self, nbytes: int) -> None:
+    def reserve(self, nbytes: int) -> bool:
+        """Room for a body of ``nbytes`` before it is read: True and the bytes are held
+        (``accept`` or ``release`` gives them back); False when the queue is at a bound, and
+        the body is counted as shed."""
         with self._lock:
-            self.counts["dropped_bodies"] += 1
-            self.counts["dropped_bytes"] += nbytes
-            self.last_error = "flood: queue full, bodies dropped"
+            if (self._pending >= self.max_pending_spans
+                    or self._bytes + nbytes > self.max_pending_bytes):
+                self._shed(nbytes)
+                return False
+            self._bytes += nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        """Give back bytes ``reserve`` held for a body that is not queued."""
+        with self._lock:
+            self._bytes -= nbytes
+
+    def _shed(self, nbytes: int) -> None:
+        self.counts["dropped_bodies"] += 1
+        self.counts["dropped_bytes"] += nbytes
+        full = ("spans" if self._pending >= self.max_pending_spans
+                else f"{self.max_pending_bytes / 2**20:g} MiB")
+        self.last_error = f"flood: queue full ({full}), bodies dropped"
 
     def _drop_flood(self, nbytes: int, spans: int) -> None:
         with self._lock:
@@ -150,30 +173,48 @@ class OtlpReceiver:
             self._bucket -= n
             return True
 
-    def accept(self, body: bytes, kind: str, peer: str | None, transport: str
-               ) -> str | int | None:
+    def accept(self, body: bytes, kind: str, peer: str | None, transport: str,
+               reserved: int = 0) -> str | int | None:
         """Decode ``body`` and queue it: None when queued, the number of spans refused over
         the rate budget (0: not even counted, the bucket was empty), or the reason it is
-        bad."""
+        bad. ``reserved``: the bytes ``reserve`` holds for it (given back or kept here).
+        Raises ``Busy`` (counted) when its bytes do not fit."""
+        size = len(body)
+        with self._lock:  # hold what it is now (a gunzipped body is bigger than it was sent)
+            if size > reserved and self._bytes - reserved + size > self.max_pending_bytes:
+                self._bytes -= reserved
+                self._shed(size)
+                raise Busy
+            self._bytes += size - reserved
+        verdict = self._decode(body, kind)
+        if not isinstance(verdict, list):
+            self.release(size)
+            return verdict
+        item = RawSpans(t_wall=self._clock(), t_mono=self._mono(), body=body, kind=kind,
+                        peer=peer, transport=transport, spans=verdict)
+        with self._lock:
+            self._queue.append(item)
+            self._pending += len(verdict)
+            self.counts["bodies"] += 1
+            self.counts["spans"] += len(verdict)
+        return None
+
+    def _decode(self, body: bytes, kind: str) -> list[Any] | str | int:
+        """The spans of ``body``, or what ``accept`` answers instead (see there)."""
         if self._admit(0) is False:  # empty bucket: not even parsed
             self._drop_flood(len(body), 0)
             return 0
         try:
-            spans = decode(body, kind, self._admit)
+            return decode(body, kind, self._admit)
         except OverBudget as exc:
             self._drop_flood(len(body), exc.spans)
             return exc.spans
         except SpanDecodeError as exc:
             self.count("bad", str(exc))
             return str(exc)
-        item = RawSpans(t_wall=self._clock(), t_mono=self._mono(), body=body, kind=kind,
-                        peer=peer, transport=transport, spans=spans)
-        with self._lock:
-            self._queue.append(item)
-            self._pending += len(spans)
-            self.counts["bodies"] += 1
-            self.counts["spans"] += len(spans)
-        return None
+        except BaseException:
+            self.release(len(body))
+            raise
 
     # -- what the monitor calls -----------------------------------------------------------
     def drain(self) -> list[RawSpans]:
@@ -182,72 +223,35 @@ class OtlpReceiver:
             items = list(self._queue)
             self._queue.clear()
             self._pending = 0
+            self._bytes -= sum(len(x.body) for x in items)
         return items
 
     def stats(self) -> dict[str, Any]:
         """Counters since start, the spans waiting, and the last error (for the UI/JSON)."""
         with self._lock:
             return {**self.counts, "pending_spans": self._pending,
+                    "pending_bytes": self._bytes,
                     "last_error": self.last_error, "url": self.url}
 
     def close(self) -> None:
         if self.grpc is not None:
             self.grpc.stop(0)
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5.0)
+        self._server.close()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, addr: tuple[str, int], handler: type, tls: ssl.SSLContext | None,
-                 slots: threading.BoundedSemaphore) -> None:
-        if ":" in addr[0]:
-            self.address_family = socket.AF_INET6
-        self.tls = tls
-        self.slots = slots
-        super().__init__(addr, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):  # too many at once: close, unanswered
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(READ_TIMEOUT_S)
-        if self.tls is None:
-            super().finish_request(request, client_address)
-            return
-        try:
-            conn = self.tls.wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError):
-            return
-        try:
-            super().finish_request(conn, client_address)
-        finally:
-            conn.close()
-
-
-def _handler(rx: OtlpReceiver) -> type:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(rx: OtlpReceiver) -> type[Handler]:
+    class TracesHandler(Handler):
         server_version = "llmtop-otlp"
         protocol_version = "HTTP/1.1"
 
+        def refused(self) -> None:
+            rx.count("unauthorized", "a body without the right token")
+
         def do_POST(self) -> None:
             if self.path.split("?", 1)[0] != "/v1/traces":
-                self._send(404, b"not found: POST /v1/traces\n")
+                self.send(404, b"not found: POST /v1/traces\n")
                 return
-            if rx.allows is not None and not rx.allows(self.headers.get("Authorization")):
-                rx.count("unauthorized", "a body without the right token")
-                self._send(401, b"unauthorized\n", {"WWW-Authenticate": 'Bearer realm="llmtop"'})
+            if not self.authorized():
                 return
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             kind = _TYPES.get(ctype)
@@ -255,71 +259,72 @@ def _handler(rx: OtlpReceiver) -> type:
             if kind is None or enc not in ("identity", "gzip"):
                 what = f"content type {ctype or '(none)'}" if kind is None else f"encoding {enc}"
                 rx.count("wrong_type", f"{what} is not OTLP/HTTP traces")
-                self._send(415, f"unsupported {what}: want application/x-protobuf or "
+                self.send(415, f"unsupported {what}: want application/x-protobuf or "
                            "application/json, identity or gzip\n".encode())
                 return
             try:
                 length = int(self.headers.get("Content-Length") or "")
             except ValueError:
                 rx.count("bad", "no Content-Length")
-                self._send(411, b"Content-Length required\n")
+                self.send(411, b"Content-Length required\n")
                 return
             if length < 0 or length > rx.max_body:
                 rx.count("too_large", f"a body of {length} bytes (limit {rx.max_body})")
-                self._send(413, b"body too large\n")
+                self.send(413, b"body too large\n")
                 return
-            if rx.full():
-                self.close_connection = True
-                rx.dropped(length)
-                self._send(429, b"busy: queue full\n", {"Retry-After": "1"})
+            if not rx.reserve(length):  # at a bound: shed unread
+                self._busy()
                 return
+            try:
+                why = self._read_and_accept(length, enc, kind)
+            except Busy:
+                self._busy()
+                return
+            if why is _ANSWERED:
+                return
+            if isinstance(why, int):  # over the rate budget: rejected, not to be retried
+                self.send(200, partial_response(why, "llmtop: over its span rate budget, "
+                                                 "spans dropped", kind), ctype=ctype)
+                return
+            if why is not None:
+                self.send(400, f"{why}\n".encode())
+                return
+            self.send(200, empty_response(kind), ctype=ctype)
+
+        def _read_and_accept(self, length: int, enc: str, kind: str) -> Any:
+            """Read the body ``reserve`` made room for and hand it to ``accept``: what that
+            answers, or ``_ANSWERED`` when the body was bad and answered here."""
             try:
                 body = self.rfile.read(length)
             except OSError:
                 body = b""
             if len(body) < length:
+                rx.release(length)
                 rx.count("truncated", f"body ended after {len(body)} of {length} bytes")
                 self.close_connection = True
-                return
+                return _ANSWERED
             if enc == "gzip":
                 try:
-                    body = gunzip(body, rx.max_body)
+                    unpacked = gunzip(body, rx.max_body)
                 except zlib.error:
+                    unpacked = None
                     rx.count("bad", "bad gzip data")
-                    self._send(400, b"bad gzip data\n")
-                    return
-                if body is None:
-                    rx.count("too_large", f"a gzip body over {rx.max_body} bytes unpacked")
-                    self._send(413, b"body too large once gunzipped\n")
-                    return
-            why = rx.accept(body, kind, self.client_address[0], "http")
-            if isinstance(why, int):  # over the rate budget: rejected, not to be retried
-                self._send(200, partial_response(why, "llmtop: over its span rate budget, "
-                                                 "spans dropped", kind), ctype=ctype)
-                return
-            if why is not None:
-                self._send(400, f"{why}\n".encode())
-                return
-            self._send(200, empty_response(kind), ctype=ctype)
+                    self.send(400, b"bad gzip data\n")
+                else:
+                    if unpacked is None:
+                        rx.count("too_large", f"a gzip body over {rx.max_body} bytes unpacked")
+                        self.send(413, b"body too large once gunzipped\n")
+                if unpacked is None:
+                    rx.release(length)
+                    return _ANSWERED
+                body = unpacked
+            return rx.accept(body, kind, self.client_address[0], "http", reserved=length)
+
+        def _busy(self) -> None:
+            self.close_connection = True
+            self.send(429, b"busy: queue full\n", {"Retry-After": "1"})
 
         def do_GET(self) -> None:
-            self._send(405, b"POST OTLP trace exports to /v1/traces\n", {"Allow": "POST"})
+            self.send(405, b"POST OTLP trace exports to /v1/traces\n", {"Allow": "POST"})
 
-        def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None,
-                  ctype: str = "text/plain; charset=utf-8") -> None:
-            with contextlib.suppress(OSError):
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                if code >= 400:
-                    self.send_header("Connection", "close")
-                    self.close_connection = True
-                self.end_headers()
-                self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # no access log
-            pass
-
-    return Handler
+    return TracesHandler

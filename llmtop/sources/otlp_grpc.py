@@ -3,7 +3,8 @@
 vLLM's exporter speaks gRPC unless told ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf``;
 this listener takes those exports into the same ``OtlpReceiver`` queue, with the same
 checks: a body over ``max_body`` is refused by gRPC itself (RESOURCE_EXHAUSTED), garbage is
-INVALID_ARGUMENT, a missing token UNAUTHENTICATED, a full queue UNAVAILABLE (retryable).
+INVALID_ARGUMENT, a missing token UNAUTHENTICATED, a full queue (spans or bytes) UNAVAILABLE
+(retryable).
 ``grpcio`` is optional (``pip install 'llmtop-tui[otlp-grpc]'``): without it
 ``start_grpc`` raises ``ConfigError`` naming the install command.
 """
@@ -14,6 +15,7 @@ import concurrent.futures
 from typing import Any
 
 from llmtop.errors import ConfigError
+from llmtop.sources.otlp import Busy
 from llmtop.sources.otlp_decode import partial_response
 
 __all__ = ["GRPC_INSTALL", "SERVICE", "start_grpc"]
@@ -47,10 +49,12 @@ def start_grpc(rx: Any, host: str, port: int, *, tls_cert: bytes | None = None,
             if not rx.allows(meta.get("authorization")):
                 rx.count("unauthorized", "a gRPC export without the right token")
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "unauthorized")
-        if rx.full():
-            rx.dropped(len(body))
+        if not rx.reserve(len(body)):
             context.abort(grpc.StatusCode.UNAVAILABLE, "busy: queue full")
-        why = rx.accept(body, "protobuf", _peer(context), "grpc")
+        try:
+            why = rx.accept(body, "protobuf", _peer(context), "grpc", reserved=len(body))
+        except Busy:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "busy: queue full")
         if isinstance(why, int):  # over the rate budget: rejected, not to be retried
             return partial_response(why, "llmtop: over its span rate budget")
         if why is not None:

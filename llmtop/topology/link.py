@@ -20,11 +20,11 @@ import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from urllib.parse import urlsplit
 
 from llmtop.model import EngineRow
 from llmtop.model_stack import BackendRow, RouterRow
 from llmtop.topology.roles import role_from_labels
+from llmtop.urls import host_port as url_host_port
 
 __all__ = ["DECODE_BY_SOURCE", "host_port", "link_stack", "merge_backends"]
 
@@ -47,18 +47,10 @@ def host_port(url: str | None) -> tuple[str, int] | None:
 @functools.lru_cache(maxsize=4096)
 def _host_port(url: str) -> tuple[str, int] | None:
     """``host_port`` of a non-empty URL, remembered (the same few URLs every refresh)."""
-    if "://" not in url:
-        url = "http://" + url
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
+    got = url_host_port(url)
+    if got is None:
         return None
-    host = (parts.hostname or "").lower()
-    if not host:
-        return None
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80
+    host, port = got
     return ("127.0.0.1" if host in _LOOPBACK else host), port
 
 

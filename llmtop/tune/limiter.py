@@ -13,6 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.diagnose.thresholds import KV_FULL, PREEMPT_MIN_EVENTS, RUNNING_AT_LIMIT
+from llmtop.units import DASH
+from llmtop.units import ms_words as _ms
+from llmtop.units import pct_words as _pct
 
 __all__ = ["KINDS", "is_rate", "judged_level", "limiter", "load_text"]
 
@@ -28,17 +31,13 @@ it rarely shows the 95 % of ``KV_FULL`` while admission is blocked)."""
 def load_text(load: float | None, rate: bool = False) -> str:
     """``c=16`` or ``4 req/s``."""
     if load is None:
-        return "–"
+        return DASH
     return f"{load:g} req/s" if rate else f"c={load:g}"
 
 
 def is_rate(t: dict[str, Any]) -> bool:
     """Whether a trial's loads are request rates (``load_unit`` "req/s")."""
     return t.get("load_unit") == "req/s"
-
-
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.0f} %"
 
 
 def judged_level(levels: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -101,5 +100,3 @@ def _kind(lv: dict[str, Any], seats: float | None, at: str) -> tuple[str, str]:
                             f"KV {_pct(kv)})")
 
 
-def _ms(v: float | None) -> str:
-    return "–" if v is None else f"{1000 * v:.0f} ms"

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.tune.limiter import is_rate, load_text
+from llmtop.units import DASH
 
 __all__ = ["COLUMNS", "LIMITER_WORDS", "capacity_sentence", "pareto", "ranked", "score",
            "summarize", "table_rows", "trial_port_text"]
 
 LIMITER_WORDS = {"kv": "KV-bound", "seats": "seat-bound", "compute": "compute-bound",
                  "errors": "errors", "client": "client-bound", "under_driven": "under-driven",
-                 "none": "–"}
+                 "none": DASH}
 
 
 def score(t: dict[str, Any], objective: str) -> float | None:
@@ -96,7 +97,7 @@ COLUMNS = (("rank", "#"), ("params", "configuration"), ("status", "status"),
 
 
 def _fmt(v: float | None, digits: int = 1, scale: float = 1.0) -> str:
-    return "–" if v is None else f"{v * scale:.{digits}f}"
+    return DASH if v is None else f"{v * scale:.{digits}f}"
 
 
 def trial_port_text(best: dict[str, Any]) -> str | None:
@@ -121,14 +122,14 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         lim = t["limiter"]
         measured = t["status"] == "measured"
         out.append({
-            "index": str(i), "rank": str(rank.get(i, "–")), "command": t["command"],
-            "trial_port": "–" if t.get("port") is None else str(t["port"]),
+            "index": str(i), "rank": str(rank.get(i, DASH)), "command": t["command"],
+            "trial_port": DASH if t.get("port") is None else str(t["port"]),
             "params": ", ".join(f"{k}={v}" for k, v in t["params"].items()),
             "status": t["status"] + (" (resumed)" if t.get("resumed") else ""),
             "sla_load": load_text(t.get("sla_load"), is_rate(t)),
             "goodput": _fmt((t.get("per_gpu") or {}).get("goodput_rps"), 2),
             "tok_s": _fmt(t.get("output_tok_s"), 0), "ttft95": _fmt(t.get("ttft_p95_s"), 0, 1000),
             "cost": _fmt(t.get("cost_per_mtok_usd"), 2), "cold": _fmt(t.get("cold_start_s"), 1),
-            "limiter": LIMITER_WORDS.get(lim["kind"], lim["kind"]) if measured else "–",
-            "why": lim["evidence"] if measured else (t.get("reason") or "–")})
+            "limiter": LIMITER_WORDS.get(lim["kind"], lim["kind"]) if measured else DASH,
+            "why": lim["evidence"] if measured else (t.get("reason") or DASH)})
     return out

@@ -28,6 +28,9 @@ from llmtop.tune.boundary import level_met, next_level, start_level
 from llmtop.tune.limiter import limiter, load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS
+from llmtop.units import DASH
+from llmtop.units import ms_words as _ms
+from llmtop.units import pct_words as _pct
 
 __all__ = ["HUNG_S", "RATE_LEVEL_S", "TrialRun", "empty_trial"]
 
@@ -327,12 +330,6 @@ def _level_line(lv: dict[str, Any], rate: bool) -> str:
 
 
 def _f(v: float | None) -> str:
-    return "–" if v is None else f"{v:.0f}"
+    return DASH if v is None else f"{v:.0f}"
 
 
-def _ms(v: float | None) -> str:
-    return "–" if v is None else f"{1000 * v:.0f} ms"
-
-
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.0f} %"

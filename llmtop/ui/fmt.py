@@ -1,6 +1,8 @@
 """Formatting at the edge: numbers, units, bars, badges and sparklines as Rich ``Text``.
 
-``None`` (not reported) always renders as a dash (``DASH``); nothing here substitutes zero.
+- ``None`` (not reported) always renders as a dash (``DASH``); nothing here substitutes zero.
+- Numbers with units are ``llmtop/units.py``'s cell style, under the TUI's names
+  (``fmt_s`` is ``units.secs``, ``fmt_pct`` is ``units.pct``…).
 """
 
 from __future__ import annotations
@@ -13,6 +15,14 @@ from rich.text import Text
 from llmtop.capacity.annotate import capacity_text
 from llmtop.config import Thresholds
 from llmtop.model import Container, EngineRow, Quantiles
+from llmtop.units import DASH
+from llmtop.units import age as fmt_age
+from llmtop.units import count as fmt_num
+from llmtop.units import pct as fmt_pct
+from llmtop.units import rate as fmt_rate
+from llmtop.units import secs as fmt_s
+from llmtop.units import size as fmt_bytes
+from llmtop.units import span as fmt_span
 from llmtop.verdict import short_target
 
 __all__ = [
@@ -50,7 +60,6 @@ __all__ = [
     "trend_arrow",
 ]
 
-DASH = "\u2013"  # en dash
 BLOCKS = " ▁▂▃▄▅▆▇█"
 LEVEL_STYLES = ("gauge-ok", "gauge-warn", "gauge-crit")
 """Style names resolved against the theme's $gauge-* variables (see ``set_palette``)."""
@@ -92,55 +101,6 @@ def capacity_cell(r: EngineRow) -> Text:
     v = r.capacity_used
     style = S(level_style(v, CAP_WARN, CAP_CRIT)) if v is not None else ""
     return Text(capacity_text(r), style=style, justify="right")
-
-
-def fmt_num(v: float | None, digits: int = 0) -> str:
-    if v is None:
-        return DASH
-    a = abs(v)
-    if a >= 1e6:
-        return f"{v / 1e6:.1f}M"
-    if a >= 1e4:
-        return f"{v / 1e3:.0f}k"
-    if a >= 1e3 and digits == 0:
-        return f"{v / 1e3:.1f}k"
-    return f"{v:.{digits}f}"
-
-
-def fmt_rate(v: float | None) -> str:
-    if v is None:
-        return DASH
-    if v == 0:
-        return "0"
-    if abs(v) < 10:
-        return f"{v:.1f}"
-    return fmt_num(v)
-
-
-def fmt_pct(v: float | None) -> str:
-    return DASH if v is None else f"{v * 100:.0f}%"
-
-
-def fmt_s(v: float | None) -> str:
-    """Seconds, compact: ``420ms``, ``1.8s``, ``35µs``."""
-    if v is None:
-        return DASH
-    if v < 1e-3:
-        return f"{v * 1e6:.0f}µs"
-    if v < 1:
-        return f"{v * 1e3:.0f}ms"
-    if v < 100:
-        return f"{v:.1f}s"
-    return f"{v:.0f}s"
-
-
-def fmt_bytes(v: float | None) -> str:
-    if v is None:
-        return DASH
-    for unit, div in (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024)):
-        if abs(v) >= div:
-            return f"{v / div:.1f}{unit}" if v / div < 100 else f"{v / div:.0f}{unit}"
-    return f"{v:.0f}B"
 
 
 def quantile_text(q: Quantiles | None, name: str) -> str:
@@ -291,15 +251,6 @@ def spark_span_s(times: Sequence[float], points: int, interval_s: float) -> floa
     return points * interval_s
 
 
-def fmt_span(seconds: float) -> str:
-    """A span of history, at most 4 cells: ``40s`` (under 100 s), ``5m``, ``2h``."""
-    if seconds < 99.5:
-        return f"{max(0, round(seconds))}s"
-    if seconds < 99.5 * 60:
-        return f"{round(seconds / 60)}m"
-    return f"{round(seconds / 3600)}h"
-
-
 _BADGES = {"ok": "ok", "down": "DOWN", "unauthorized": "UNAUTHORIZED",
            "bad_payload": "BAD PAYLOAD", "restarted": "RESTARTED"}
 """The product's badge words (``STALE 12s`` and ``HTTP 503`` are built in ``badge``)."""
@@ -309,15 +260,6 @@ _SHORT_BADGES = {"unauthorized": "NO AUTH"}
 
 BADGE_WIDTH = 12
 """Cells the longest badge needs (``UNAUTHORIZED``); every other badge fits in 11."""
-
-
-def fmt_age(v: float) -> str:
-    """A compact age of at most 4 cells: ``12s``, ``999s``, ``17m``, ``5h``, ``3d``."""
-    for unit, div in (("s", 1), ("m", 60), ("h", 3600)):
-        n = round(v / div)
-        if n < 1000:
-            return f"{n}{unit}"
-    return f"{round(v / 86400)}d"
 
 
 def badge(row: EngineRow, *, width: int | None = None) -> Text:

@@ -3,6 +3,8 @@
 
 Each test runs a stack in this process on a clock ``SCALE`` times as fast as the wall clock
 (``LLMTOP_TIME_SCALE``), so a 2 s health-check interval passes in a fraction of a second.
+A test waits for the simulation to reach a state (``until``), however long a loaded machine
+takes, and judges that state; the only bound is a hang guard (``HANG_S``), never a measure.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from llmtop.demo.server import DemoServer
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "routers"
 SCALE = 12.0
+HANG_S = 1200.0
+"""Clock seconds (100 s of wall time) after which ``until`` gives up: a simulation that
+never reaches the state, not one that is late."""
 
 
 @pytest.fixture
@@ -37,16 +42,19 @@ async def wait(clock_s: float) -> None:
     await clock.sleep(clock_s)
 
 
-async def until(check, limit_s: float = 30.0) -> None:
-    """Poll ``check()`` (sync or async) every 0.25 clock seconds until it is true, for at
-    most ``limit_s`` clock seconds (a loaded machine runs the simulation late)."""
-    end = clock.monotonic() + limit_s
+async def until(check) -> None:
+    """Poll ``check()`` (sync or async) every 0.25 clock seconds until it is true; fail
+    only when it is still false after ``HANG_S`` (a loaded machine runs the simulation late,
+    so no tighter bound judges it)."""
+    end = clock.monotonic() + HANG_S
     while True:
         ok = check()
         if asyncio.iscoroutine(ok):
             ok = await ok
-        if ok or clock.monotonic() > end:
+        if ok:
             return
+        if clock.monotonic() > end:
+            pytest.fail(f"the simulation never reached the state in {HANG_S:.0f} clock s")
         await clock.sleep(0.25)
 
 
@@ -173,7 +181,7 @@ async def test_kv_transfer_takes_most_of_ttft_and_some_fail(stack):
     s = await stack("kv-transfer", baseline_s=0.0)  # the slow link from the start
     pre, dec = s.sites
     st = dec.engine.stats
-    await until(lambda: st.c["nixl_failed"] >= 1 and st.hist("nixl_xfer").count >= 5, 60.0)
+    await until(lambda: st.c["nixl_failed"] >= 1 and st.hist("nixl_xfer").count >= 5)
     v = values(await scrape(dec.base_url))
     base = {"engine": "0", "model_name": dec.engine.model}
     n = get(v, "vllm:nixl_xfer_time_seconds_count", **base)

@@ -14,7 +14,9 @@ import pytest
 from llmtop.diagnose import Diagnoser, diagnose
 from llmtop.history.requests import RequestWindow, ingest_body
 from llmtop.model import RawSpans
+from llmtop.parse.spans import parse_spans
 from llmtop.request import PROBE_TRACE_PREFIX, RequestRecord
+from llmtop.sources.otlp_decode import decode
 from tests.diagnose.rows import T, base, healthy, q
 from tests.spans.spanfix import bodies
 
@@ -85,10 +87,13 @@ def _real_window() -> list[RequestRecord]:
     """The real vLLM's six requests at once on --max-num-seqs 2 (four of them queued) and
     its three one after another, matched to the row by the sender's address."""
     w = RequestWindow()
-    for b in bodies("burst") + bodies("requests"):
-        ingest_body(w, RawSpans(t_wall=0.0, t_mono=0.0, body=b, peer="127.0.0.1"),
+    sent = bodies("burst") + bodies("requests")
+    came = 1 + max(r.t_end or 0.0 for b in sent
+                   for r in parse_spans(decode(b, "protobuf")).requests)  # as they were sent
+    for b in sent:
+        ingest_body(w, RawSpans(t_wall=came, t_mono=0.0, body=b, peer="127.0.0.1"),
                     [(T, "127.0.0.1", "vllm")])
-    return w.window(3600, max(r.t_end for r in w._done))
+    return w.window(3600, came)
 
 
 def test_queueing_cites_the_real_vllm_requests():

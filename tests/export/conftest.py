@@ -88,3 +88,26 @@ def need_binary(name: str) -> str:
             pytest.fail(msg)
         pytest.skip(msg)
     return path
+
+
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (with the IP in subjectAltName, as Go's TLS
+    in Prometheus requires) and its key, made by the ``openssl`` command (skips without)."""
+    import shutil
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl not installed")
+    crt, key = tmp_path / "server.crt", tmp_path / "server.key"
+    r = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(crt)], capture_output=True, check=False)
+    if r.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {r.stderr[-200:]!r}")
+    return crt, key
+
+
+@pytest.fixture
+def cert(tmp_path: Path) -> tuple[Path, Path]:
+    """``self_signed``'s certificate and key."""
+    return self_signed(tmp_path)

@@ -6,8 +6,9 @@ import httpx
 import pytest
 
 from llmtop.errors import ConfigError
-from llmtop.export.server import MetricsServer, is_loopback, parse_listen
+from llmtop.export.server import MetricsServer
 from llmtop.export.state import ExportState
+from llmtop.httpserve import is_loopback, parse_listen
 from llmtop.model import EngineRow, Snapshot
 
 

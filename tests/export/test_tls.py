@@ -4,10 +4,8 @@ not stop it serving others."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
-import subprocess
 import time
 from pathlib import Path
 
@@ -20,22 +18,6 @@ from llmtop.export.server import MetricsServer
 from llmtop.export.state import ExportState
 from llmtop.model import EngineRow, Snapshot
 from tests.export.conftest import need_binary
-
-
-@pytest.fixture
-def cert(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (with the IP in subjectAltName, as Go's TLS
-    in Prometheus requires) and its key."""
-    if not shutil.which("openssl"):
-        pytest.skip("openssl not installed")
-    crt, key = tmp_path / "exporter.crt", tmp_path / "exporter.key"
-    r = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(crt)], capture_output=True, check=False)
-    if r.returncode != 0:
-        pytest.skip(f"openssl could not make a certificate: {r.stderr[-200:]!r}")
-    return crt, key
 
 
 def _trust(crt: Path) -> ssl.SSLContext:

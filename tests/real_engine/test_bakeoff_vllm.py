@@ -70,9 +70,9 @@ def test_two_vllm_settings_ranked_as_their_counters_say(tmp_path):
         f"[probe]\nlevels = {list(LEVELS)}\nrequests_per_step = {PER_STEP}\n"
         f"output_tokens = {OUT}\nprompt_tokens = 64\nttft_slo = 5.0\ngpu_hour_price = 1.0\n\n"
         f'[[engine]]\nname = "seqs-2"\nurl = "http://127.0.0.1:{p2}"\n'
-        f'start = "bash {serve} {p2} --max-num-seqs 2"\nready_timeout_s = 300\n\n'
+        f'start = "bash {serve} {p2} --max-num-seqs 2"\ntraces = true\nready_timeout_s = 300\n\n'
         f'[[engine]]\nname = "seqs-8"\nurl = "http://127.0.0.1:{p8}"\n'
-        f'start = "bash {serve} {p8} --max-num-seqs 8"\nready_timeout_s = 300\n')
+        f'start = "bash {serve} {p8} --max-num-seqs 8"\ntraces = true\nready_timeout_s = 300\n')
     out = tmp_path / "bakeoff.json"
     run = subprocess.run([sys.executable, "-m", "llmtop", "probe", "--plan", str(plan),
                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True,

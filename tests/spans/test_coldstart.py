@@ -45,10 +45,20 @@ def test_other_commands_are_left_as_written(start):
 
 
 @pytest.mark.parametrize("start", [
-    "/opt/venv/bin/vllm serve m", "python3 -m vllm.entrypoints.openai.api_server --model m",
-    "taskset -c 0 bash /x/scripts/real_vllm/serve_fg.sh 8000 --max-num-seqs 2"])
+    "/opt/venv/bin/vllm serve m", "python3 -m vllm.entrypoints.openai.api_server --model m"])
 def test_what_runs_vllm(start):
     cmd, _env, rx = traced(EngineSpec(name="x", url="http://127.0.0.1:1", start=start))
+    rx.close()
+    assert cmd.startswith(start + " --otlp-traces-endpoint http://127.0.0.1:")
+
+
+def test_a_script_that_starts_vllm_is_traced_where_the_plan_says_so():
+    start = "taskset -c 0 bash /x/scripts/real_vllm/serve_fg.sh 8000 --max-num-seqs 2"
+    assert traced(EngineSpec(name="x", url="http://127.0.0.1:1", start=start)) == \
+        (start, {}, None)  # a script is not known to run vLLM
+    plan = parse_plan(f'[[engine]]\nurl = "http://127.0.0.1:8000"\nstart = "{start}"\n'
+                      'traces = true\n')
+    cmd, _env, rx = traced(plan.engines[0])
     rx.close()
     assert cmd.startswith(start + " --otlp-traces-endpoint http://127.0.0.1:")
 

@@ -46,7 +46,7 @@ def test_grpc_export_is_queued_and_hostile_ones_refused(rx):
 
 
 def test_grpc_token(tmp_path):
-    from llmtop.export.server import TokenFile
+    from llmtop.httpserve import TokenFile
     from llmtop.sources.otlp_grpc import start_grpc
 
     tok = tmp_path / "tok"
@@ -64,4 +64,27 @@ def test_grpc_token(tmp_path):
             export(b, timeout=5, metadata=(("authorization", "Bearer s3cret"),))
         assert len(r.drain()) == 1 and r.stats()["unauthorized"] == 1
     finally:
+        r.close()
+
+
+def test_grpc_bodies_without_spans_are_shed_at_the_byte_bound():
+    from llmtop.sources.otlp_grpc import start_grpc
+    from tests.spans.test_receiver_bytes import spanless
+
+    r = OtlpReceiver("127.0.0.1", 0, max_body=64 * 1024, max_pending_bytes=100 * 1024)
+    _server, port = start_grpc(r, "127.0.0.1", 0)
+    chan = grpc.insecure_channel(f"127.0.0.1:{port}")
+    export = chan.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+    try:
+        body = spanless(40 * 1024)
+        assert export(body, timeout=5) == b"" and export(body, timeout=5) == b""
+        with pytest.raises(grpc.RpcError) as e:
+            export(body, timeout=5)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE  # retryable
+        st = r.stats()
+        assert (st["bodies"], st["dropped_bodies"], st["pending_bytes"]) == (2, 1, 2 * len(body))
+        r.drain()
+        assert export(body, timeout=5) == b""
+    finally:
+        chan.close()
         r.close()

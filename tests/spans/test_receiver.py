@@ -131,7 +131,7 @@ def test_a_flood_is_dropped_and_counted(rx):
 
 
 def test_a_token_is_required_when_asked(tmp_path):
-    from llmtop.export.server import TokenFile
+    from llmtop.httpserve import TokenFile
 
     tok = tmp_path / "tok"
     tok.write_text("s3cret\n")

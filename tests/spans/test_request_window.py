@@ -95,3 +95,102 @@ def test_store_turns_bodies_into_matched_requests_and_counts_bad_ones():
         "decode_s", "ttft_s", "e2e_s", "finish_reason"]
     assert doc["requests_window"]["bad_bodies"] == 1
     assert doc["requests_window"]["cold_starts"][0]["target"] == "tiny"
+
+
+def _as_sent_by(body: bytes, clock_off_s: float, *, no_end: bool = False) -> list:
+    """``body``'s spans as an engine whose clock is ``clock_off_s`` off would send them
+    (``no_end``: the spans say no end time)."""
+    from llmtop.sources.otlp_decode import decode
+
+    spans = decode(body, "protobuf")
+    off = int(clock_off_s * 1e9)
+    for s in spans:
+        s.start_ns += off
+        s.end_ns = 0 if no_end else s.end_ns + off
+        s.events = [(name, t + off, attrs) for name, t, attrs in s.events]
+    return spans
+
+
+_TWO_HOSTS = [("a", "127.0.0.1", "vllm"), ("b", "10.0.0.9", "vllm")]
+
+
+def _burst_then(w: RequestWindow, later: list, peer: str) -> float:
+    """The real burst from host ``a`` received as it ended, then ``later`` spans from
+    ``peer`` a second after; returns that second."""
+    from llmtop.history.requests import ingest_body
+
+    burst = bodies("burst")
+    end = max(s.end_ns for b in burst for s in _as_sent_by(b, 0)) / 1e9
+    for b in burst:
+        ingest_body(w, RawSpans(t_wall=end + 0.5, t_mono=0.0, body=b, peer="127.0.0.1"),
+                    _TWO_HOSTS)
+    ingest_body(w, RawSpans(t_wall=end + 1, t_mono=0.0, body=b"", peer=peer, spans=later),
+                _TWO_HOSTS)
+    return end + 1
+
+
+@pytest.mark.parametrize("clock_off_s", [-300.0, -70.0, 90.0, 3600.0])
+def test_an_engine_with_a_skewed_clock_neither_empties_the_window_nor_leaves_it(clock_off_s):
+    """The window and its trimming go by when llmtop received a request, where the
+    engine's clock is further off than spans are late; the request keeps its own times."""
+    w = RequestWindow(keep_s=600)
+    now = _burst_then(w, _as_sent_by(bodies("requests")[0], clock_off_s), "10.0.0.9")
+    got = w.window(60, now)
+    assert sorted(r.target for r in got) == ["a"] * 6 + ["b"] * 3
+    assert len(w.slowest(60, now)) == 9 and w.summary(60, now).count == 9
+    skewed = [r for r in got if r.target == "b"]
+    assert min(r.t_end for r in skewed) > now + clock_off_s - 60  # as the engine said
+    w.trim(now + 590)  # both arrived within the last 600 s: both kept
+    assert sorted(r.target for r in w.window(600, now + 590)) == ["a"] * 6 + ["b"] * 3
+    w.trim(now + 610)
+    assert len(w) == 0
+
+
+def test_a_request_without_an_end_time_does_not_stop_trimming():
+    from llmtop.history.requests import ingest_body
+
+    w = RequestWindow(keep_s=100)
+    t0 = 1_796_173_400.0
+    ingest_body(w, RawSpans(t_wall=t0, t_mono=0.0, body=b"", peer="10.0.0.9",
+                            spans=_as_sent_by(bodies("requests")[0], 0, no_end=True)),
+                _TWO_HOSTS)
+    assert len(w) == 3 and w.window(1e10, t0 + 1) == []  # kept, but no end to list them by
+    now = _burst_then(w, [], "10.0.0.9")
+    assert len(w) == 9
+    w.trim(t0 + 101)  # the three without an end came at t0: gone; the burst stays
+    assert len(w) == 6 and len(w.window(60, now)) == 6
+    w.trim(now + 101)
+    assert len(w) == 0
+
+
+def test_a_request_added_without_an_end_time_does_not_stop_trimming():
+    w = RequestWindow(keep_s=100, max_requests=50)
+    w.add([_req(1, 0.1, end=T - 50)])
+    w.add([RequestRecord(id="open", engine="vllm", target="a", t_end=None)])
+    w.add([_req(2 + i, 0.1, end=T - 10 + i) for i in range(5)])
+    w.trim(T + 80)  # r1 ended at T - 50 and "open" came after it, before the rest
+    assert sorted(r.id for r in w.window(1000, T + 80)) == ["r2", "r3", "r4", "r5", "r6"]
+    assert len(w) == 5
+    w.trim(T + 200)
+    assert len(w) == 0
+
+
+def test_a_collector_forwarding_a_skewed_and_a_true_engine_in_one_body_places_each():
+    """One body (a collector's) with the real burst from a true clock and the real requests
+    from another service whose clock is 5 minutes behind: only the latter are moved."""
+    from llmtop.history.requests import ingest_body
+
+    burst = [s for b in bodies("burst") for s in _as_sent_by(b, 0)]
+    skewed = _as_sent_by(bodies("requests")[0], -300)
+    for s in skewed:
+        s.resource = {**s.resource, "service.name": "b"}
+    came = max(s.end_ns for s in burst) / 1e9 + 1
+    w = RequestWindow()
+    ingest_body(w, RawSpans(t_wall=came, t_mono=0.0, body=b"", peer="10.0.0.9",
+                            spans=burst + skewed), _TWO_HOSTS)
+    got = w.window(60, came)
+    assert sorted(r.service for r in got) == ["b"] * 3 + ["vllm-tiny"] * 6
+    # the true engine's requests stay at their own ends (the last 1 s before the body came);
+    # the skewed ones are placed when the body came
+    assert sorted(r.service for r in w.window(2.5, came - 1)) == ["vllm-tiny"] * 6
+    assert sorted(r.service for r in w.window(0.99, came)) == ["b"] * 3

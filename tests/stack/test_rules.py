@@ -72,6 +72,25 @@ def test_routing_names_capacity_shares_rows_built_in_code():
     assert ev["routed_share"] == 0.5 and ev["capacity_share"] == pytest.approx(1 / 9)
 
 
+def test_routing_fires_above_the_capacity_share_when_below_an_equal_share():
+    """Three replicas, one with 1 seat of 17: it gets 25 % (under the equal-share line,
+    0.8 x 1/3) yet over 1.5 x its 6 % of the capacity; with equal seats, no finding."""
+    shares, waiting = (0.25, 0.375, 0.375), (12.0, 0.0, 0.0)
+    rows, r = _seats_case((1.0, 8.0, 8.0), shares=shares, waiting=waiting)
+    found = diagnose(rows, routers=[r], window_s=30.0,
+                     waiting_min={row.key: w for row, w in zip(rows, waiting, strict=True)})
+    [f] = rules(found, "routing")
+    assert f.target == "e0" and "sends e0 25 % of the requests" in f.summary
+    assert "(it has 6 % of the pool's running limits)" in f.summary
+    ev = {e.signal: e for e in f.evidence}
+    assert ev["routed_share"].value == 0.25 < ev["routed_share"].threshold == 0.267
+    assert ev["capacity_share"].value == pytest.approx(1 / 17)
+    rows, r = _seats_case((8.0, 8.0, 8.0), shares=shares, waiting=waiting)
+    assert not rules(diagnose(rows, routers=[r], window_s=30.0,
+                              waiting_min={row.key: w for row, w in
+                                           zip(rows, waiting, strict=True)}), "routing")
+
+
 def test_routing_quiet_on_a_calm_stack_and_when_all_are_busy():
     s = round_robin_store("calm", "calm")
     assert not rules(run(s.snapshot(10.0), 5.0), "routing")

@@ -88,14 +88,21 @@ def test_router_down_is_a_state_with_an_event_and_no_traceback():
     assert any(e.target == "router" and "DOWN" in e.text for e in s.events)
 
 
-def test_router_counter_reset_gives_no_negative_rate():
+def test_router_counter_reset_starts_the_rates_again_from_the_reset():
+    """Counters x5, x6, then reset to x0.1, x0.2 of the fixture's (120 processed, 60 per
+    worker, 2 retries): the window starts again at the reset, so each rate is its last
+    second's, never negative and never the drop before it."""
     router = fixture_text("routers/vllm-router-SYNTHETIC-metrics-rs.txt")
     s = store_with(target("router", 29000))
     for t, k in ((0.0, 5.0), (1.0, 6.0), (2.0, 0.1), (3.0, 0.2)):
         feed(s, "router", t, scaled(router, k))
     [r] = s.snapshot(10.0).routers
-    assert r.requests_per_s is not None and r.requests_per_s >= 0
-    assert all(b.requests_per_s is None or b.requests_per_s >= 0 for b in r.backends)
+    assert r.requests_per_s == pytest.approx(24.0 - 12.0)  # over the 1 s since the reset
+    assert r.retries_per_s == pytest.approx(0.4 - 0.2)
+    assert [(b.url, b.requests_per_s) for b in r.backends] == [
+        ("http://127.0.0.1:8001", pytest.approx(12.0 - 6.0)),
+        ("http://127.0.0.1:8002", pytest.approx(12.0 - 6.0))]
+    assert [b.routed_share for b in r.backends] == [pytest.approx(0.5)] * 2
 
 
 def test_gauge_only_router_rates_and_links_to_engines():
@@ -130,3 +137,18 @@ def test_detail_rows_keep_router_and_role():
     s = round_robin_store()
     s.snapshot(10.0)
     assert s.row("a|tiny-llama", 60.0).router == "router"
+
+
+@pytest.mark.parametrize("capture", ["vllm-router-rr", "sglang-router-rr"])
+def test_real_round_robin_captures_say_each_breaker_and_share(capture):
+    """What the real-router test (tests/real_engine/test_real_routers.py) holds each router
+    to: both name every worker's breaker (cb_state) and what it was sent, so neither is
+    None on a healthy round robin."""
+    body = fixture_text(f"routers/real/{capture}.txt")
+    s = store_with(target("router", 29000))
+    for t, k in ((0.0, 1.0), (2.0, 2.0)):
+        feed(s, "router", t, scaled(body, k))
+    [r] = s.snapshot(10.0).routers
+    assert (r.open_breakers, r.healthy_backends, r.total_backends) == (0, 2, 2)
+    assert [(b.healthy, b.breaker_open) for b in r.backends] == [(True, False)] * 2
+    assert [b.routed_share for b in r.backends] == [pytest.approx(0.5, abs=0.01)] * 2

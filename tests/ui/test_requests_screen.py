@@ -214,25 +214,75 @@ async def test_replay_of_a_recording_with_real_spans(tmp_path):
         assert "3 requests in 1 min" in _text(app)
 
 
-async def test_the_window_is_read_at_most_every_refresh_min_s_unless_a_key_changes_it():
+def _ticks(monkeypatch) -> list[float]:
+    """The requests screen's throttle on a clock the test moves (``now[0]``)."""
+    now = [1000.0]
+    monkeypatch.setattr(RequestsScreen, "ticks", staticmethod(lambda: now[0]), raising=False)
+    return now
+
+
+def _count_reads(w: RequestWindow) -> dict[str, list]:
+    """Count the window's summaries and rankings (each call's ``by`` and ``n``)."""
+    calls: dict[str, list] = {"summary": [], "slowest": []}
+    summary, slowest = w.summary, w.slowest
+    w.summary = lambda *a, **k: calls["summary"].append(k.get("by")) or summary(*a, **k)
+    w.slowest = lambda *a, **k: calls["slowest"].append(k.get("n")) or slowest(*a, **k)
+    return calls
+
+
+async def test_the_window_is_read_at_most_every_refresh_min_s_unless_a_key_changes_it(
+        monkeypatch):
     from llmtop.ui.screens.requests import REFRESH_MIN_S
 
+    now = _ticks(monkeypatch)
     w = _window(_req("cmpl-a-0", 1.0, 2.0))
-    reads = []
-    summary = w.summary
-    w.summary = lambda *a, **k: reads.append(k.get("by")) or summary(*a, **k)
+    reads = _count_reads(w)["summary"]
     app = make_app(source=FakeSource.demo("ok", requests=w))
     async with app.run_test(size=(80, 24)) as pilot:
         scr = await _open(app, pilot)
         n = len(reads)
         w.add([_req("cmpl-b-0", 5.0, 6.0)])
+        now[0] += REFRESH_MIN_S - 0.01
         app.paint()  # a tick within REFRESH_MIN_S: not read again
         assert len(reads) == n and [r.id for r in scr.shown] == ["cmpl-a-0"]
-        scr._read = (scr._read[0], scr._read[1] - REFRESH_MIN_S)  # time passed
+        now[0] += 0.01  # REFRESH_MIN_S passed
         app.paint()
         assert len(reads) == n + 1 and [r.id for r in scr.shown] == ["cmpl-b-0", "cmpl-a-0"]
-        await pilot.press("s")  # a key: at once
+        await pilot.press("s")  # a key that changes the sort: at once
         assert reads[-1] == "e2e_s"
+
+
+async def test_typing_a_filter_reads_the_window_at_most_once_per_refresh_min_s(monkeypatch):
+    """Each keystroke filters the last read; the window is summed up again only when
+    ``REFRESH_MIN_S`` passed, and ranked whole at most once per read."""
+    from llmtop.ui.screens.requests import REFRESH_MIN_S
+
+    now = _ticks(monkeypatch)
+    w = _window(*[_req(f"cmpl-{i}", 0.1 + i / 100, 1.0 + i / 100) for i in range(30)])
+    calls = _count_reads(w)
+    app = make_app(source=FakeSource.demo("ok", requests=w))
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        sums, ranks = len(calls["summary"]), len(calls["slowest"])
+        await pilot.press("slash", *"cmpl-1")
+        await pilot.pause()
+        app.paint()  # the app's tick in between keys
+        assert scr.filter_text == "cmpl-1"
+        want = ["cmpl-19", *[f"cmpl-1{i}" for i in range(8, -1, -1)], "cmpl-1"]
+        assert [r.id for r in scr.shown] == want
+        assert len(calls["summary"]) == sums  # not summed up again
+        assert calls["slowest"][ranks:] == [None]  # the whole window ranked once
+        await pilot.press("enter", "S")  # fastest first: from that read
+        await pilot.pause()
+        assert len(calls["summary"]) == sums and len(calls["slowest"]) == ranks + 1
+        assert [r.id for r in scr.shown] == want[::-1]
+        now[0] += REFRESH_MIN_S  # one read more, then typing goes on that one
+        await pilot.press("slash", "end", "backspace", "2")
+        await pilot.pause()
+        app.paint()
+        assert len(calls["summary"]) == sums + 1 and len(calls["slowest"]) == ranks + 3
+        assert scr.filter_text == "cmpl-2", scr.filter_text
+        assert [r.id for r in scr.shown] == ["cmpl-2", *[f"cmpl-2{i}" for i in range(10)]]
 
 
 async def test_fleet_mode_offers_no_requests_screen():

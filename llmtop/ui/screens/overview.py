@@ -19,6 +19,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
+from llmtop import units
 from llmtop.targets import NO_TARGETS_HINTS
 from llmtop.ui import fmt
 from llmtop.ui.compositor import use_crop_compositor
@@ -427,5 +428,4 @@ def empty_hint(problem: str | None = None, search_every_s: float | None = None,
 def _window(snap) -> str:
     if snap is None:
         return fmt.DASH
-    w = snap.window_s
-    return f"{w:g}s" if w < 60 else f"{w / 60:g}m"
+    return units.window(snap.window_s)

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Input, Select, Static
 
 from llmtop.ui import fmt
+from llmtop.units import DASH
 
 __all__ = ["ENGINE_MODES", "LOAD_MODES", "ShapeForm", "dataset_path", "dataset_summary",
            "engine_spec", "read_engine_shape", "shape_text"]
@@ -51,7 +52,7 @@ async def read_engine_shape(spec: str, mode: str, *, api_key: str | None = None,
 
 
 def _tok(v: float | None) -> str:
-    return "\u2013" if v is None else f"{v:,.0f}"
+    return DASH if v is None else f"{v:,.0f}"
 
 
 def shape_text(traffic: dict[str, Any]) -> str:

@@ -1,13 +1,22 @@
-"""Requests (``r``): the window's single requests, slowest first, and where each spent its
-time (queue / prefill / decode), from the engines' spans (``history.requests``); requests in
-flight (llama-server ``/slots``) on top with their age. Above them, the window's shape (the
-history's summary: how the slowest differ from the rest). ``s``/``S`` sort, ``/`` filters,
-``v`` widens the window, ``esc`` goes back. Works in replay: the recording's spans.
+"""Requests (``r``): the window's single requests, slowest first.
+
+- Each request's time split (queue / prefill / decode), from the engines' spans
+  (``history.requests``); requests in flight (llama-server ``/slots``) on top with their age.
+- Above them, the window's shape (the history's summary: how the slowest differ from the
+  rest).
+- Keys: ``s``/``S`` sort, ``/`` filters, ``v`` widens the window, ``esc`` goes back. Works in
+  replay: the recording's spans.
+
+- The window is read (ranked and summed up) at most every ``REFRESH_MIN_S`` on the app's
+  ticks, and at once when the sort or the window changes.
+- The filter and the order work on the last read: typing does not read the window again
+  (the whole window is ranked at most once per read, when a filter or the order first asks).
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from textual import on
@@ -17,7 +26,8 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from llmtop.history.requests import KEEP_S, SORT_KEYS
+from llmtop import clock
+from llmtop.history.requests import KEEP_S, SORT_KEYS, RequestSummary
 from llmtop.request import InflightRequest, RequestRecord
 from llmtop.ui.screens.requests_cells import (
     PHASES,
@@ -44,8 +54,25 @@ SHOW_MAX = 200
 many there were."""
 
 REFRESH_MIN_S = 2.0
-"""The window is re-read (ranked, summed up, the table rebuilt) at most this often unless a
-key changed what is shown: 20,000 requests in 10 minutes cost tens of ms to rank and sum."""
+"""The window is re-read (ranked, summed up, the table rebuilt) at most this often unless
+the sort or the window changed: a full window is thousands of requests to rank and sum."""
+
+
+@dataclass(slots=True)
+class _Read:
+    """One read of the window: what the filter and the order then work on."""
+
+    what: tuple[Any, ...]
+    """(window object, sort, window length) it was read for."""
+    at: float
+    """When (``RequestsScreen.ticks``)."""
+    t_wall: float
+    summary: RequestSummary | None
+    live: list[InflightRequest]
+    top: list[RequestRecord]
+    """The ``SHOW_MAX`` slowest by the sort."""
+    every: list[RequestRecord] | None = None
+    """All of them, slowest first: ranked when a filter or the order first asks."""
 
 
 def request_window(view: LiveView) -> Any:
@@ -69,6 +96,9 @@ def _title(by: str, reverse: bool, label: str) -> str:
 
 class RequestsScreen(Screen):
     """The requests of the window (see the module doc)."""
+
+    ticks: Callable[[], float] = staticmethod(clock.monotonic)
+    """The clock the read throttle runs on."""
 
     BINDINGS = [
         Binding("escape", "back", "Back", tooltip="clear the filter, else go back",
@@ -97,8 +127,9 @@ class RequestsScreen(Screen):
         """Rows before the ``SHOW_MAX`` cut (after the filter)."""
         self._layout: list[Col] | None = None
         self._keys: list[tuple[str, str]] = []
-        self._read: tuple[Any, ...] | None = None
-        """What the last read showed (window object, sort, window, filter) and when."""
+        self._read: _Read | None = None
+        self._painted: tuple[Any, ...] | None = None
+        """(read, filter, order) of the last paint."""
 
     def compose(self) -> ComposeResult:
         yield Static("Requests", classes="title")
@@ -115,40 +146,62 @@ class RequestsScreen(Screen):
         self.query_one("#requests-table", DataTable).focus()
 
     def on_resize(self, event: Resize) -> None:
-        self.refresh_data(force=True)
+        if self._read is not None:
+            self._show(self._read, force=True)
 
     # -- data ---------------------------------------------------------------------------------
-    def _rows(self, window: Any, t_wall: float, count: int
+    def _rows(self, read: _Read, window: Any
               ) -> tuple[list[RequestRecord | InflightRequest], int]:
-        """The rows to show (in flight first, at most ``SHOW_MAX``) and how many matched.
-        Unfiltered and slowest first, only the ``SHOW_MAX`` slowest are ranked."""
+        """The rows to show (in flight first, at most ``SHOW_MAX``) and how many matched,
+        from the last read. Unfiltered and slowest first, only the ``SHOW_MAX`` slowest
+        were ranked; else the whole window is, once per read."""
         needle = self.filter_text
-        live = [r for r in window.inflight_list() if matches(r, needle)]
+        live = [r for r in read.live if matches(r, needle)]
+        count = read.summary.count if read.summary is not None else 0
         if not needle and not self.reverse:
-            done = window.slowest(self.window_s, t_wall, by=self.by, n=SHOW_MAX)
-            return [*live, *done][:SHOW_MAX], len(live) + count
-        done = [r for r in window.slowest(self.window_s, t_wall, by=self.by)
-                if matches(r, needle)]
+            return [*live, *read.top][:SHOW_MAX], len(live) + count
+        if read.every is None:
+            read.every = window.slowest(self.window_s, read.t_wall, by=self.by) \
+                if window is not None else []
+        done = [r for r in read.every if matches(r, needle)]
         if self.reverse:
             have = [r for r in done if r.get(self.by) is not None]
             done = have[::-1] + done[len(have):]
         rows = [*live, *done]
         return rows[:SHOW_MAX], len(rows)
 
-    def refresh_data(self, *, force: bool = False) -> None:
+    def _read_window(self, window: Any, what: tuple[Any, ...], now: float) -> _Read:
         snap = self.view.snapshot
-        window = request_window(self.view)
-        what = (id(window), self.by, self.reverse, self.window_s, self.filter_text)
-        now = time.monotonic()
-        if (not force and self._read is not None and self._read[0] == what
-                and now - self._read[1] < REFRESH_MIN_S):
-            return
-        self._read = (what, now)
         t_wall = snap.time if snap is not None else self.view.clock()
-        summary = window.summary(self.window_s, t_wall, by=self.by) \
-            if window is not None and len(window) else None
-        rows, self.total = self._rows(window, t_wall, summary.count if summary else 0) \
-            if window is not None else ([], 0)
+        if window is None:
+            return _Read(what, now, t_wall, None, [], [])
+        summary = window.summary(self.window_s, t_wall, by=self.by) if len(window) else None
+        top = window.slowest(self.window_s, t_wall, by=self.by, n=SHOW_MAX) \
+            if summary is not None else []
+        return _Read(what, now, t_wall, summary, window.inflight_list(), top)
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        """Read the window when ``force``, when the sort or the window changed, or when
+        ``REFRESH_MIN_S`` passed since the last read; then show it."""
+        window = request_window(self.view)
+        what = (id(window), self.by, self.window_s)
+        now = self.ticks()
+        read = self._read
+        if (force or read is None or read.what != what
+                or now - read.at >= REFRESH_MIN_S):
+            read = self._read = self._read_window(window, what, now)
+        self._show(read, force=force)
+
+    def _show(self, read: _Read, *, force: bool = False) -> None:
+        """Show ``read`` with the filter and order as they are now (nothing when that is
+        what is shown already, unless ``force``)."""
+        painted = (id(read), self.filter_text, self.reverse)
+        if not force and painted == self._painted:
+            return
+        self._painted = painted
+        window = request_window(self.view)
+        summary = read.summary
+        rows, self.total = self._rows(read, window)
         label = _label(self.window_s)
         title = _title(self.by, self.reverse, label)
         if self.total > len(rows):
@@ -215,7 +268,7 @@ class RequestsScreen(Screen):
 
     def action_sort_reverse(self) -> None:
         self.reverse = not self.reverse
-        self.refresh_data(force=True)
+        self.refresh_data()
 
     def action_next_window(self) -> None:
         i = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else -1
@@ -230,7 +283,7 @@ class RequestsScreen(Screen):
     @on(Input.Changed, "#requests-filter")
     def _filter(self, event: Input.Changed) -> None:
         self.filter_text = event.value
-        self.refresh_data(force=True)
+        self.refresh_data()
 
     @on(Input.Submitted, "#requests-filter")
     def _filter_done(self) -> None:
@@ -243,6 +296,6 @@ class RequestsScreen(Screen):
             self.filter_text = ""
             box.remove_class("-open")
             self.query_one("#requests-table", DataTable).focus()
-            self.refresh_data(force=True)
+            self.refresh_data()
             return
         self.app.pop_screen()

@@ -1,6 +1,10 @@
-"""What the requests screen draws, apart from the screen: its columns for a width, each
-request's cells (the queue / prefill / decode bar among them), the window's shape in words
-(from ``history.requests``' summary, never computed here) and the empty states."""
+"""What the requests screen draws, apart from the screen.
+
+- Its columns for a width, and each request's cells (the queue / prefill / decode bar among
+  them).
+- The window's shape in words (from ``history.requests``' summary, never computed here) and
+  the empty states.
+"""
 
 from __future__ import annotations
 

@@ -21,12 +21,12 @@ from textual.widgets import Static
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.ui.widgets.footer import FitFooter
+from llmtop.units import DASH, pct, secs_fine
 from llmtop.verdict import short_target
 
 __all__ = ["SEVERITY_STYLE", "WhyScreen", "diagnosis_window_s", "fmt_evidence", "why_renderable"]
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "bold yellow", "info": "cyan"}
-DASH = "\u2013"
 
 _PCT = ("kv", "hit_rate", "spec_accept", "share", "error_share", "abort_share")
 _TOKENS = ("prompt_p50", "prompt_p90", "iter_p50", "slowest_prompt_min", "slowest_prompt_max",
@@ -42,11 +42,11 @@ def _val(name: str, v: float | str | None) -> str:
         return v
     base = name.rsplit(".", 1)[-1]
     if base in _PCT or "_share_of_" in base:  # queue_share_of_ttft, queue_share_of_e2e
-        return f"{v * 100:.0f}%"
+        return pct(v)
     if base in _TOKENS:
         return f"{v:.0f} tok"
     if base.endswith(("_p50", "_p95", "_mean")) or base in _SECONDS:
-        return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+        return secs_fine(v)
     if abs(v) >= 100 or v == int(v):
         return f"{v:.0f}"
     return f"{v:.2g}"
