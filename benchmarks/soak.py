@@ -240,8 +240,8 @@ def _rss_mb() -> float:
 
 
 async def run(args: argparse.Namespace) -> None:
-    from llmtop.monitor import Monitor
     from llmtop.discovery import Rediscovery
+    from llmtop.monitor import Monitor
 
     clk = SimClock()
     clk.install()

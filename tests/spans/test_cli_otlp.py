@@ -55,4 +55,7 @@ def test_the_monitor_is_built_with_the_receiver_and_closes_it():
     mon = Monitor.from_config(Config(discover=False), receiver=rx)
     assert mon.receiver is rx
     asyncio.run(mon.aclose())
-    assert not rx._thread.is_alive()  # closed with the monitor
+    import socket
+
+    with pytest.raises(OSError):  # closed with the monitor: its port refuses
+        socket.create_connection(("127.0.0.1", rx.port), timeout=2.0).close()
