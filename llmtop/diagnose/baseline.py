@@ -5,7 +5,9 @@
 keeps ``BASELINE_KEEP_S`` of them: about 90 points of ~20 floats per row, whatever the
 refresh rate. ``baseline(key, t, exclude_s)`` is the per-signal median of the points older
 than the current window. Live, it is fed every tick; in a replay, from the recording's
-earlier part. Pure: time is passed in, never read.
+earlier part. A row or GPU with no point in the last ``BASELINE_KEEP_S`` (a target gone, a
+pod replaced) is forgotten, so a churning stack keeps a bounded tracker. Pure: time is
+passed in, never read.
 """
 
 from __future__ import annotations
@@ -127,7 +129,16 @@ class BaselineTracker:
             if s is None:
                 s = self._gpus[k] = _Series(GPU_SIGNALS, self._maxlen)
             s.points.append((t, (g.sm_clock_mhz, g.util)))
+        self._forget_older(t - self.keep_s)
         return True
+
+    def _forget_older(self, cutoff: float) -> None:
+        """Drop the rows and GPUs whose newest point is older than ``cutoff``: no baseline
+        can be made of them any more."""
+        for book in (self._rows, self._gpus):
+            gone = [k for k, s in book.items() if not s.points or s.points[-1][0] < cutoff]
+            for k in gone:
+                del book[k]
 
     def baseline(self, key: str, t: float, exclude_s: float) -> Baseline | None:
         """Medians of row ``key`` over ``[t - keep_s, t - exclude_s]``; None when fewer than

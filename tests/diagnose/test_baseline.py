@@ -102,3 +102,16 @@ def test_reuse_s_keeps_a_row_s_medians_for_that_long():
         assert got == pytest.approx(0.075 if reuse is None else 0.05), reuse
         got = tr.baseline(row.key, 95.0, exclude_s=0.0).get("ttft_p50")  # 65 s later: anew
         assert got == pytest.approx(0.075), reuse
+
+
+def test_a_row_gone_for_longer_than_the_kept_past_is_forgotten():
+    tr = BaselineTracker(step_s=10.0, keep_s=60.0)
+    gone, stays = healthy(), replace(healthy(), key="vllm@127.0.0.2:8000|m", target="b")
+    for t in range(0, 60, 10):
+        tr.observe(float(t), [gone, stays])
+    for t in range(60, 200, 10):  # ``gone``'s target was dropped: only ``stays`` is fed
+        tr.observe(float(t), [stays])
+        if t <= 110:  # its points are still within the kept past
+            assert gone.key in tr._rows
+    assert set(tr._rows) == {stays.key}  # a churning stack keeps a bounded tracker
+    assert tr.baseline(stays.key, 190.0, exclude_s=30.0) is not None
