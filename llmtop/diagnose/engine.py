@@ -17,7 +17,7 @@ from llmtop.diagnose.rules import ROW_RULES, STACK_RULES
 from llmtop.diagnose.stack_ctx import stack_ctx
 from llmtop.diagnose.thresholds import DIAG_WINDOW_S
 from llmtop.model import GOOD_STATES, EngineRow, GpuRecord
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.request import RequestRecord
 
 __all__ = ["diagnose", "gpus_by_target"]

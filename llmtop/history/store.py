@@ -46,7 +46,7 @@ from llmtop.model import (
     RawSpans,
     Snapshot,
 )
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.parse.exposition import Family
 from llmtop.topology.link import link_stack
 
