@@ -27,7 +27,7 @@ from llmtop.diagnose.thresholds import (
     END_HOLD_S,
 )
 from llmtop.model import EngineRow, GpuRecord
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
 
 __all__ = ["Diagnoser", "Transition", "kin"]
 

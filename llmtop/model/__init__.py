@@ -5,6 +5,7 @@ Nothing here does I/O, reads a clock or imports a UI library.
 
 - Here: samples, engine rows, GPU records, ``Snapshot`` (``from llmtop.model import X``).
 - ``model.stack``: routers, their backends and roles.
+- ``model.request_records``: single requests (from spans and live slots), cold starts.
 - ``model.values``: ``Hist``, ``Quantiles``, ``json_number``, below both (the first two
   re-exported here).
 
@@ -24,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from llmtop.model.values import Hist, Quantiles, json_number
 
 if TYPE_CHECKING:
+    from llmtop.model.request_records import RequestRecord
     from llmtop.model.stack import RouterRow
-    from llmtop.request import RequestRecord
 
 __all__ = [
     "COUNTER_KEYS",
@@ -623,7 +624,7 @@ class Snapshot:
     is never among ``engines``."""
     requests: list[RequestRecord] | None = None
     """The window's finished requests, slowest TTFT first; None
-    when llmtop receives no spans (``history.requests``)."""
+    when llmtop receives no spans (``history.request_window``)."""
     requests_window: dict[str, Any] | None = None
     """The requests' summary, in-flight requests, cold starts and receiver counters."""
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmtop.history.requests import RequestWindow
-from llmtop.request import InflightRequest, RequestRecord
+from llmtop.history.request_window import RequestWindow
+from llmtop.model.request_records import InflightRequest, RequestRecord
 from llmtop.ui.fake import FROZEN_TIME, FakeSource, demo_requests
 from llmtop.ui.screens.overview import OverviewScreen
 from llmtop.ui.screens.requests import RequestsScreen

@@ -1,7 +1,7 @@
 """Requests (``r``): the window's single requests, slowest first.
 
 - Each request's time split (queue / prefill / decode), from the engines' spans
-  (``history.requests``); requests in flight (llama-server ``/slots``) on top with their age.
+  (``history.request_window``); requests in flight (llama-server ``/slots``) on top with their age.
 - Above them, the window's shape (the history's summary: how the slowest differ from the
   rest).
 - Keys: ``s``/``S`` sort, ``/`` filters, ``v`` widens the window, ``esc`` goes back. Works in
@@ -27,8 +27,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from llmtop import clock
-from llmtop.history.requests import KEEP_S, SORT_KEYS, RequestSummary
-from llmtop.request import InflightRequest, RequestRecord
+from llmtop.history.request_window import KEEP_S, SORT_KEYS, RequestSummary
+from llmtop.model.request_records import InflightRequest, RequestRecord
 from llmtop.ui.screens.requests_cells import (
     PHASES,
     SORT_LABELS,
@@ -76,7 +76,7 @@ class _Read:
 
 
 def request_window(view: LiveView) -> Any:
-    """The source's request window (``history.requests.RequestWindow``), or None: a source
+    """The source's request window (``history.request_window.RequestWindow``), or None: a source
     that has none (fleet mode), or whose store keeps none."""
     try:
         return view.source.request_window()
