@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from llmtop import clock
-from llmtop.history.request_window import KEEP_S, SORT_KEYS, RequestSummary
+from llmtop.history.request_window import KEEP_S, SORT_KEYS, RequestSummary, RequestWindow
 from llmtop.model.request_records import InflightRequest, RequestRecord
 from llmtop.ui.screens.requests_cells import (
     PHASES,
@@ -75,9 +75,9 @@ class _Read:
     """All of them, slowest first: ranked when a filter or the order first asks."""
 
 
-def request_window(view: LiveView) -> Any:
-    """The source's request window (``history.request_window.RequestWindow``), or None: a source
-    that has none (fleet mode), or whose store keeps none."""
+def request_window(view: LiveView) -> RequestWindow | None:
+    """The source's request window, or None: a source that has none (fleet mode), or whose
+    store keeps none."""
     try:
         return view.source.request_window()
     except Exception:
@@ -150,7 +150,7 @@ class RequestsScreen(Screen):
             self._show(self._read, force=True)
 
     # -- data ---------------------------------------------------------------------------------
-    def _rows(self, read: _Read, window: Any
+    def _rows(self, read: _Read, window: RequestWindow | None
               ) -> tuple[list[RequestRecord | InflightRequest], int]:
         """The rows to show (in flight first, at most ``SHOW_MAX``) and how many matched,
         from the last read. Unfiltered and slowest first, only the ``SHOW_MAX`` slowest
@@ -170,7 +170,8 @@ class RequestsScreen(Screen):
         rows = [*live, *done]
         return rows[:SHOW_MAX], len(rows)
 
-    def _read_window(self, window: Any, what: tuple[Any, ...], now: float) -> _Read:
+    def _read_window(self, window: RequestWindow | None, what: tuple[Any, ...], now: float
+                     ) -> _Read:
         snap = self.view.snapshot
         t_wall = snap.time if snap is not None else self.view.clock()
         if window is None:

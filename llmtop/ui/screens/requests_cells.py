@@ -169,8 +169,9 @@ def matches(r: RequestRecord | InflightRequest, needle: str) -> bool:
     """The filter: a substring of the target, engine, id, source or finish reason."""
     if not needle:
         return True
-    hay = " ".join(str(x) for x in (r.target, r.engine, r.id, getattr(r, "source", "running"),
-                                    getattr(r, "finish_reason", None) or "") if x)
+    source, reason = (r.source, r.finish_reason) if isinstance(r, RequestRecord) \
+        else ("running", None)
+    hay = " ".join(str(x) for x in (r.target, r.engine, r.id, source, reason or "") if x)
     return needle.lower() in hay.lower()
 
 
