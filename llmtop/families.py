@@ -14,7 +14,7 @@ Order matters where one server exports another's names:
 - Triton's ``nv_*`` before ``vllm:``: Triton's vLLM backend also exports ``vllm:*``;
 - ``dynamo_component_`` last: a Dynamo worker passes its engine's series through.
 
-To add a family: a row here, its parser (``parse/``) and, for a router, ``model_stack.ROUTERS``.
+To add a family: a row here, its parser (``parse/``) and, for a router, ``model.stack.ROUTERS``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ PREFIXES: tuple[tuple[str, str, Kind], ...] = (
     ("DCGM_FI_", "dcgm", "engine"),
     ("dynamo_component_", "dynamo_worker", "engine"),
 )
-"""Metric-name prefix -> family (``model.ENGINES`` or ``model_stack.ROUTERS``), in match
+"""Metric-name prefix -> family (``model.ENGINES`` or ``model.stack.ROUTERS``), in match
 order."""
 
 

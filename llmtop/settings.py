@@ -23,7 +23,7 @@ from typing import Any
 from llmtop.config import DEFAULT_INTERVAL_S, Config, Target, Thresholds
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
-from llmtop.model_stack import ROUTERS
+from llmtop.model.stack import ROUTERS
 from llmtop.targets import parse_target
 
 if sys.version_info >= (3, 11):

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from llmtop.config import Target
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES, Container
-from llmtop.model_stack import ROUTERS
+from llmtop.model.stack import ROUTERS
 
 __all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
            "make_target", "parse_target"]

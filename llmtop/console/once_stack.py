@@ -4,7 +4,7 @@ them, beside their engine rows), its pools and its TTFT path. Missing numbers sh
 from __future__ import annotations
 
 from llmtop.model import Snapshot
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.pools import Pool
 from llmtop.topology.stack import build_stack
 from llmtop.units import DASH, pct

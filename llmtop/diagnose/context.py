@@ -15,7 +15,7 @@ from llmtop.diagnose.baseline import Baseline, gpu_key
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import signal
 from llmtop.model import EngineRow, GpuRecord
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
 from llmtop.units import pct_words as fmt_pct
 from llmtop.units import secs_words as fmt_s
 from llmtop.units import tokens_words as fmt_tok
@@ -57,7 +57,7 @@ class RowCtx:
     """Seconds since llmtop saw this engine restart (None: not seen)."""
     requests: Sequence[RequestRecord] = ()
     """This row's single requests that ended in the window, from the engines' spans
-    (``diagnose.requests``); empty without spans."""
+    (``diagnose.request_citations``); empty without spans."""
 
     @property
     def window(self) -> str:

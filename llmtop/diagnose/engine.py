@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from llmtop.diagnose.baseline import Baseline
 from llmtop.diagnose.context import RowCtx
 from llmtop.diagnose.findings import EXPLAINS, Finding, order_findings
-from llmtop.diagnose.requests import cite, row_requests
+from llmtop.diagnose.request_citations import cite, row_requests
 from llmtop.diagnose.rules import ROW_RULES, STACK_RULES
 from llmtop.diagnose.stack_ctx import stack_ctx
 from llmtop.diagnose.thresholds import DIAG_WINDOW_S
 from llmtop.model import GOOD_STATES, EngineRow, GpuRecord
-from llmtop.model_stack import RouterRow
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
+from llmtop.model.stack import RouterRow
 
 __all__ = ["diagnose", "gpus_by_target"]
 
@@ -59,7 +59,7 @@ def diagnose(
     ``routers``: the routers over the same window (rows linked to them by the store): the
     stack rules (``rules.STACK_RULES``) run over them and every row. ``requests``: the single
     requests that ended in the window (the engines' spans), cited by the findings they bear
-    out (``diagnose.requests``)."""
+    out (``diagnose.request_citations``)."""
     baselines = baselines or {}
     waiting_min = waiting_min or {}
     restarted_ago_s = restarted_ago_s or {}

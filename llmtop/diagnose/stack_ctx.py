@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from llmtop.diagnose.context import window_label
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.model import EngineRow
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.stack import Stack, build_stack
 
 __all__ = ["StackCtx", "stack_ctx"]

@@ -27,7 +27,7 @@ from llmtop.diagnose.thresholds import (
     END_HOLD_S,
 )
 from llmtop.model import EngineRow, GpuRecord
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
 
 __all__ = ["Diagnoser", "Transition", "kin"]
 
@@ -129,7 +129,7 @@ class Diagnoser:
         requests: Sequence[RequestRecord] | Callable[[], Sequence[RequestRecord]] = (),
     ) -> list[Transition]:
         """Re-run the rules if due (or ``force``); returns what started, worsened or ended.
-        ``rows``, ``routers`` (``model_stack.RouterRow``) and ``requests`` (the window's single
+        ``rows``, ``routers`` (``model.stack.RouterRow``) and ``requests`` (the window's single
         requests, cited as examples) may be functions, called only when the rules run."""
         if not force and not self.due(t):
             return []

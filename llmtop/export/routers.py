@@ -1,4 +1,4 @@
-"""The exporter's router series (``llmtop_router_*``): one router row (``model_stack``) and
+"""The exporter's router series (``llmtop_router_*``): one router row (``model.stack``) and
 its backends as samples. Read only, like ``view``: what a router does not report is absent,
 never 0."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 
 __all__ = ["LATENCY_KINDS", "routers"]
 

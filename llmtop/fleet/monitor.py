@@ -25,7 +25,6 @@ from llmtop.config import Config, PrometheusConfig
 from llmtop.errors import ConfigError
 from llmtop.fleet import pinned
 from llmtop.fleet.diagnosis import FleetDiagnosis
-from llmtop.fleet.down_errors import ERRORS_TTL_S, scrape_errors
 from llmtop.fleet.gpulink import link_gpus
 from llmtop.fleet.queries import (
     BUCKET_PARTS,
@@ -54,7 +53,7 @@ from llmtop.fleet.record import (
 )
 from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_groups
 from llmtop.fleet.stack import fleet_stack
-from llmtop.fleet.states import StateInfo, apply_states, read_state
+from llmtop.fleet.states import StateInfo, apply_states, down_errors, read_state
 from llmtop.fleet.warm import Warmup, fetch, warm
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
@@ -72,6 +71,8 @@ __all__ = ["ERRORS_TTL_S", "REDISCOVER_S", "FleetMonitor"]
 REDISCOVER_S = 300.0
 """Connect-time work (names, interval) is redone this often: discovery touches every engine
 series once, so not every refresh."""
+ERRORS_TTL_S = 30.0
+"""Down targets' scrape errors are asked again after this long (or when the set changes)."""
 VM_LATENCY_OFFSET_S = 30.0
 """VictoriaMetrics hides samples younger than this by default (``-search.latencyOffset``)."""
 
@@ -512,8 +513,17 @@ class FleetMonitor:
 
     async def _scrape_errors(self, down: dict[tuple[str, ...], dict[str, str]]
                              ) -> dict[tuple[str, ...], str]:
-        """``down_errors.scrape_errors``, cached on the monitor."""
-        out, self._errors = await scrape_errors(self.client, down, self._errors, self.clock())
+        """The down groups' last scrape errors (``states.down_errors``): the whole target list
+        is asked at most every ``ERRORS_TTL_S`` while the same targets stay down."""
+        keys, now, cached = frozenset(down), self.clock(), self._errors
+        if cached is not None and cached[0] == keys and 0 <= now - cached[1] < ERRORS_TTL_S:
+            return cached[2]
+        try:
+            body = await self.client.get("/api/v1/targets", {"state": "active"})
+        except PromError:
+            return {}
+        out = down_errors(body, down)
+        self._errors = (keys, now, out)
         return out
 
     # ------------------------------------------------------------------ one row

@@ -30,7 +30,7 @@ from llmtop.fleet.rows import render, split_groups, target_name
 from llmtop.history.routers import router_row
 from llmtop.history.rows import Entry
 from llmtop.model import EngineRow
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.parse.detect import router_from_body
 from llmtop.parse.exposition import ParseError
 from llmtop.parse.registry import normalize

@@ -1,7 +1,8 @@
 """Row states in fleet mode, from the ``state`` query's answers. Pure: no I/O.
 
 * ``down``: every target of the row's group has ``up == 0`` (with the target's last scrape
-  error when ``/api/v1/targets`` gave it); some but not all down: ``k of n targets down``;
+  error when ``/api/v1/targets`` gave it: ``down_errors``); some but not all down:
+  ``k of n targets down``;
 * ``stale``: the newest sample is older than 2 x the scrape interval, or the instance was
   seen in the inventory's lookback but has no current series;
 * ``restarted``: ``process_start_time_seconds`` moved inside the window;
@@ -19,7 +20,7 @@ from llmtop.fleet.rows import target_name
 from llmtop.model import EngineRow
 from llmtop.sources.prometheus import parse_value
 
-__all__ = ["StateInfo", "apply_states", "gone_row", "read_state"]
+__all__ = ["StateInfo", "apply_states", "down_errors", "gone_row", "read_state"]
 
 GroupKey = tuple[str, ...]
 
@@ -65,6 +66,21 @@ def read_state(items: list[dict[str, Any]], group: tuple[str, ...]) -> StateInfo
                 out.down_labels[gkey] = metric
         elif tag == "restarts":
             out.restarts[gkey] = max(v, out.restarts.get(gkey, v))
+    return out
+
+
+def down_errors(body: dict[str, Any], down: dict[GroupKey, dict[str, str]]
+                ) -> dict[GroupKey, str]:
+    """The last scrape error of each down group, from ``/api/v1/targets``' answer (``down``:
+    the group's labels from ``read_state``), matched by job and instance; a group whose
+    target says no error is left out (its row says ``up == 0``)."""
+    out: dict[GroupKey, str] = {}
+    want = {(m.get("job", ""), m.get("instance", "")): k for k, m in down.items()}
+    for tg in (body.get("data") or {}).get("activeTargets") or []:
+        labels = tg.get("labels") or {}
+        k = want.get((labels.get("job", ""), labels.get("instance", "")))
+        if k is not None and tg.get("lastError"):
+            out[k] = f"down: {tg['lastError']}"
     return out
 
 

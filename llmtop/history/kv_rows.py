@@ -13,7 +13,7 @@ from typing import Any
 from llmtop.history.derive import counter_delta, counter_rate, hist_delta, hist_quantiles
 from llmtop.model import EngineRow, KvTier, KvTiers, KvTransfer, ModelSample, Quantiles
 
-__all__ = ["fill_stack", "tokens_idle_s"]
+__all__ = ["fill_kv_values", "tokens_idle_s"]
 
 Points = Sequence[tuple[float, ModelSample]]
 
@@ -167,8 +167,9 @@ def tokens_idle_s(pts: Points) -> float | None:
     return t_end - since
 
 
-def fill_stack(row: EngineRow, pts: Points) -> None:
-    """Set ``kv_transfer``, ``kv_tiers`` and ``tokens_idle_s`` of ``row``."""
+def fill_kv_values(row: EngineRow, pts: Points) -> None:
+    """Fill the KV values of ``row`` from its points: ``kv_transfer``, ``kv_tiers`` and
+    ``tokens_idle_s``."""
     if not pts:
         return
     row.kv_transfer = _kv_transfer(pts)

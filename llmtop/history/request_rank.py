@@ -1,7 +1,7 @@
 """The one ranking and the one median of single requests.
 
-- Used by the request window (``history.requests``) and by the findings that cite requests
-  (``diagnose.requests``).
+- Used by the request window (``history.request_window``) and by the findings that cite requests
+  (``diagnose.request_citations``).
 - ``ranked``: slowest first by one value, those without it last.
 - ``median`` and ``nearest_rank``: the middle and a quantile of plain values.
 - ``values``: one value of each request that has it.
@@ -13,7 +13,7 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
 
 __all__ = ["SORT_KEYS", "median", "nearest_rank", "ranked", "values"]
 

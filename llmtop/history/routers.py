@@ -19,7 +19,7 @@ from llmtop.history.derive import counter_rate, hist_delta, hist_quantiles
 from llmtop.history.rows import Entry
 from llmtop.history.target import TargetHistory
 from llmtop.model import Hist, Quantiles
-from llmtop.model_stack import ROUTERS, BackendRow, BackendSample, RouterRow, RouterSample
+from llmtop.model.stack import ROUTERS, BackendRow, BackendSample, RouterRow, RouterSample
 
 __all__ = ["BREAKER_OPEN", "RouterBook", "is_router", "router_of", "router_row"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.history.derive import TOKEN_HISTS, derive_lifetime, derive_window
-from llmtop.history.kv_rows import fill_stack
+from llmtop.history.kv_rows import fill_kv_values
 from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 
 __all__ = ["ROW_HISTS", "Entry", "Lifetime", "build_model_row", "clean_gpu", "clean_sample",
@@ -228,7 +228,7 @@ def build_model_row(
         setattr(row, attr, q.get(key))
     newest = window[-1]
     row.lifetime = Lifetime(last, newest.sample.start_time, newest.t_wall)
-    fill_stack(row, pts)
+    fill_kv_values(row, pts)
     return row
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from llmtop.history.requests import RequestWindow
+from llmtop.history.request_window import RequestWindow
 from llmtop.history.routers import RouterBook
 from llmtop.history.target import TargetHistory
 from llmtop.model import SCRAPE_HEALTH, SCRAPE_SLOTS, SCRAPE_WORKERS, RawScrape

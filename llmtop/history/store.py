@@ -28,7 +28,7 @@ from llmtop.history.parsing import (
     default_normalize,
     parse_body,
 )
-from llmtop.history.requests import RequestWindow, ingest_body
+from llmtop.history.request_window import RequestWindow, ingest_body
 from llmtop.history.routers import RouterBook, is_router
 from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
 from llmtop.history.series import EventLog, SeriesBook, tail
@@ -46,7 +46,7 @@ from llmtop.model import (
     RawSpans,
     Snapshot,
 )
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.parse.exposition import Family
 from llmtop.topology.link import link_stack
 
@@ -293,7 +293,7 @@ class Store:
 
     def ingest_spans(self, raw: RawSpans) -> None:
         """One OTLP trace body into the request window, each request matched to its
-        target (``history.requests``). Never raises for bad input (it is counted)."""
+        target (``history.request_window``). Never raises for bad input (it is counted)."""
         self._gen += 1
         self.note_time(raw.t_mono, raw.t_wall)
         targets = [(ts.name, ts.host, ts.engine) for ts in self._targets.values()]

@@ -139,7 +139,7 @@ class StreamClient:
                  timeout_s: float = 300.0) -> None:
         aiohttp = self._aiohttp = require_aiohttp()
         self.endpoint_url = endpoint_url
-        from llmtop.request import probe_traceparent
+        from llmtop.model.request_records import probe_traceparent
 
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                          "traceparent": probe_traceparent()}  # marks the probe's requests

@@ -21,7 +21,7 @@ import time
 from urllib.parse import urlsplit
 
 from llmtop.loadgen.client import Result, SSEReader, parse_retry_after
-from llmtop.request import probe_traceparent
+from llmtop.model.request_records import probe_traceparent
 from llmtop.urls import default_port
 
 __all__ = ["RawStreamClient"]

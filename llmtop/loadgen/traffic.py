@@ -50,7 +50,8 @@ def _from_sample(source: str, engine: str | None, t_wall: float,
                  sample: EngineSample) -> Signals:
     sig = Signals(source, engine, t_wall, sample.start_time)
     if sample.models:  # the busiest model (most prompts seen) speaks for the engine
-        m = max(sample.models, key=lambda m: getattr(m.hists.get("prompt_len"), "count", -1))
+        m = max(sample.models, key=lambda m: h.count
+                if (h := m.hists.get("prompt_len")) is not None else -1.0)
         sig.hists, sig.counters, sig.gauges = dict(m.hists), dict(m.counters), dict(m.gauges)
     return sig
 

@@ -128,7 +128,7 @@ _ROUTER_PREFIXES = tuple((p, f) for p, f, kind in PREFIXES if kind == "router")
 
 
 def router_from_body(body: str) -> str | None:
-    """The router family (``model_stack.ROUTERS``) a Prometheus payload names, or None."""
+    """The router family (``model.stack.ROUTERS``) a Prometheus payload names, or None."""
     for prefix, family in _ROUTER_PREFIXES:
         if _has(body, prefix):
             return family

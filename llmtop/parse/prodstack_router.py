@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.model import EngineSample
-from llmtop.model_stack import RouterSample
+from llmtop.model.stack import RouterSample
 from llmtop.parse.router_common import by_label, make_sample, parse_router, put_backend
 
 __all__ = ["normalize"]

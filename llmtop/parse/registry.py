@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 from llmtop.model import ENGINES, EngineSample
-from llmtop.model_stack import ROUTERS
+from llmtop.model.stack import ROUTERS
 from llmtop.parse.exposition import ParseError
 
 __all__ = ["ENGINE_MODULES", "ROUTER_MODULES", "normalize"]
@@ -28,7 +28,7 @@ ROUTER_MODULES: dict[str, str] = {
     "production-stack": "llmtop.parse.prodstack_router",
     "litellm": "llmtop.parse.litellm_router",
 }
-"""Router family id (``model_stack.ROUTERS``) -> adapter module, parsed like an engine."""
+"""Router family id (``model.stack.ROUTERS``) -> adapter module, parsed like an engine."""
 assert set(ROUTER_MODULES) == set(ROUTERS)
 ENGINE_MODULES.update(ROUTER_MODULES)
 

@@ -1,7 +1,7 @@
 """Helpers shared by the router adapters: per-worker values, the policy, roles.
 
 A router adapter returns an ``EngineSample`` without models whose ``extra["router"]`` is a
-``model_stack.RouterSample``: router-level counters, gauges and histograms (its declared
+``model.stack.RouterSample``: router-level counters, gauges and histograms (its declared
 fields), and one ``BackendSample`` per worker URL (the ``worker`` label, or what the family
 names it). Pure.
 """
@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 
 from llmtop.model import EngineSample, Hist
-from llmtop.model_stack import BackendSample, RouterSample
+from llmtop.model.stack import BackendSample, RouterSample
 from llmtop.parse.common import build_hists, hist_family, sample_index
 from llmtop.parse.exposition import Family, ParseError, Sample, parse
 

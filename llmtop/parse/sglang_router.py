@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmtop.model import EngineSample
-from llmtop.model_stack import RouterSample
+from llmtop.model.stack import RouterSample
 from llmtop.parse import vllm_router
 from llmtop.parse.router_common import (
     Index,

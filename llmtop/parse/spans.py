@@ -4,7 +4,7 @@ vLLM sends one ``llm_request`` span per finished request (``vllm/v1/engine/outpu
 attributes in ``vllm/tracing/utils.py``) and, at start-up, one span per loading stage.
 SGLang and Triton shapes are in ``parse/spans_other.py``. A span of no known shape is
 counted as unknown, never an error. Which row a request belongs to is the store's business
-(``history.requests``): here only the engine (from the shape) and ``service.name``.
+(``history.request_window``): here only the engine (from the shape) and ``service.name``.
 
 The probe marks its requests (``request.source_of``): the engines keep the caller's trace id.
 """
@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmtop.model.request_records import ColdStart, RequestRecord, source_of
 from llmtop.parse.spans_other import other_requests
-from llmtop.request import ColdStart, RequestRecord, source_of
 from llmtop.sources.otlp_decode import Span
 
 __all__ = ["VLLM_STARTUP", "ParsedSpans", "parse_spans", "vllm_request"]

@@ -15,7 +15,7 @@ Only spans in the same batch are joined (read from the source, not run here).
 
 from __future__ import annotations
 
-from llmtop.request import RequestRecord, source_of
+from llmtop.model.request_records import RequestRecord, source_of
 from llmtop.sources.otlp_decode import Span
 
 __all__ = ["SGLANG_STAGES", "other_requests", "sglang_requests", "triton_requests"]

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from llmtop.model import EngineRow
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.roles import role_from_labels
 from llmtop.urls import host_port as url_host_port
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmtop.model import EngineRow, Quantiles
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.topology.pools import mean_of
 
 __all__ = ["COUNT_MATCH", "STAGES", "Stage", "ttft_path"]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llmtop.model import EngineRow
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.topology.path import Stage, ttft_path
 from llmtop.topology.pools import Pool, build_pools
 

@@ -16,10 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from llmtop.gpu import reasons
-from llmtop.history.requests import RequestWindow
+from llmtop.history.request_window import RequestWindow
 from llmtop.model import EngineRow, Event, GpuProcess, GpuRecord, Quantiles, Snapshot
+from llmtop.model.request_records import PROBE_TRACE_PREFIX, RequestRecord
 from llmtop.parse.exposition import Family, Sample
-from llmtop.request import PROBE_TRACE_PREFIX, RequestRecord
 
 __all__ = ["FROZEN_TIME", "FakeSource", "demo_requests", "demo_snapshot"]
 

@@ -10,7 +10,7 @@ and then to a decode pool (``:8201``, ``:8202``). Fixed numbers, linked by the r
 from __future__ import annotations
 
 from llmtop.model import EngineRow, GpuRecord, Quantiles, Snapshot
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.link import link_stack
 
 __all__ = ["STACK_MODEL", "stack_snapshot"]

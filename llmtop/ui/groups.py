@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from llmtop.model import EngineRow, Quantiles
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.link import merge_backends
 from llmtop.topology.pools import Pool, build_pools
 

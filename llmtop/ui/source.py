@@ -16,6 +16,7 @@ from llmtop.history.series import tail
 from llmtop.model import EngineRow, Event, GpuRecord, Snapshot
 
 if TYPE_CHECKING:
+    from llmtop.history.request_window import RequestWindow
     from llmtop.history.store import Store
 
 __all__ = [
@@ -83,8 +84,8 @@ class Source(Protocol):
     def events(self) -> list[Event]: ...
     def event(self, level: str, target: str | None, text: str) -> None: ...
     def raw_families(self, target: str) -> tuple[dict, dict, float]: ...
-    def request_window(self) -> Any:
-        """The single requests (``history.requests.RequestWindow``), or None without one."""
+    def request_window(self) -> RequestWindow | None:
+        """The single requests, or None without them."""
     async def aclose(self) -> None: ...
 
 
@@ -267,7 +268,7 @@ class MonitorSource:
         store = self.store
         return store.raw_families(target) if store is not None else ({}, {}, 0.0)
 
-    def request_window(self) -> Any:
+    def request_window(self) -> RequestWindow | None:
         """The store's request window (looked up each time: a replay seeking back starts a
         fresh store); None where there is no store (fleet mode)."""
         store = self.store

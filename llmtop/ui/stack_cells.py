@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from llmtop.model import GOOD_STATES, EngineRow
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.ui import fmt
 from llmtop.ui.fmt import S
 

@@ -1,4 +1,4 @@
-"""Findings cite single requests (``diagnose.requests``): ``queueing`` and ``long_prompts``
+"""Findings cite single requests (``diagnose.request_citations``): ``queueing`` and ``long_prompts``
 name the window's slowest requests where spans reached llmtop, and say exactly what the
 requests show (``claims_hold`` recomputes every number from the requests); without spans,
 findings are unchanged, and requests never make a finding on a healthy row."""
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import pytest
 
 from llmtop.diagnose import Diagnoser, diagnose
-from llmtop.history.requests import RequestWindow, ingest_body
+from llmtop.history.request_window import RequestWindow, ingest_body
 from llmtop.model import RawSpans
+from llmtop.model.request_records import PROBE_TRACE_PREFIX, RequestRecord
 from llmtop.parse.spans import parse_spans
-from llmtop.request import PROBE_TRACE_PREFIX, RequestRecord
 from llmtop.sources.otlp_decode import decode
 from tests.diagnose.rows import T, base, healthy, q
 from tests.spans.spanfix import bodies
@@ -47,7 +47,7 @@ def _probe(m_all: str | None, m_n: str | None, slow: list[RequestRecord]) -> Non
 
 def claims_hold(summary: str, reqs: Sequence[RequestRecord]) -> None:
     """Every number a citation says, recomputed from the requests (independently of
-    ``diagnose.requests``)."""
+    ``diagnose.request_citations``)."""
     m = QUEUE_CLAIM.search(summary)
     if m:
         slow = _slowest(reqs, 10, "queue_s")

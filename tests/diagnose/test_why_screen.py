@@ -113,7 +113,8 @@ def test_queue_shares_read_as_percentages():
 
 
 def test_request_citations_read_in_their_units():
-    """The evidence of single requests (``diagnose.requests``): seconds, tokens, a share."""
+    """The evidence of single requests (``diagnose.request_citations``): seconds, tokens, a
+    share."""
     from llmtop.diagnose.findings import Evidence
     from llmtop.ui.screens.why import fmt_evidence
 

@@ -145,7 +145,7 @@ def test_a_name_two_rows_share_links_to_neither():
 
 
 def test_direct_mode_keeps_exact_matching():
-    from llmtop.model_stack import BackendRow, RouterRow
+    from llmtop.model.stack import BackendRow, RouterRow
 
     row = EngineRow(key="a|m", target="a", engine="vllm", model="m")
     r = RouterRow(target="r", backends=[BackendRow(url="http://10-0-0-5.ns.pod.cluster.local:1")])
@@ -156,7 +156,7 @@ def test_direct_mode_keeps_exact_matching():
 
 
 def test_merge_backends_of_one():
-    from llmtop.model_stack import BackendRow
+    from llmtop.model.stack import BackendRow
 
     b = BackendRow(url="u", routed_share=0.3)
     assert merge_backends([b]) is b

@@ -246,3 +246,22 @@ def test_lengths_from_a_recording_use_its_last_window(tmp_path):
     t = build_traffic(first, second, lengths=True, prefix=False, window_s=600)
     assert t["window"] == ("lifetime (no requests finished in the window of the last 10 min)")
     assert t["prompt"]["requests"] == 43  # both lengths from the lifetime, never a mix
+
+
+def test_the_model_with_most_prompts_speaks_for_the_engine():
+    """Of several models, the one whose prompt-length histogram counts most gives the
+    shape; a model without that histogram never wins over one with it."""
+    from llmtop.model import EngineSample, ModelSample
+
+    def model(name: str, prompts: float | None) -> ModelSample:
+        m = ModelSample(model=name)
+        if prompts is not None:
+            m.hists["prompt_len"] = Hist((math.inf,), (prompts,), prompts * 10, prompts)
+        return m
+
+    sample = EngineSample(engine="vllm", models=[model("a", 3), model("none", None),
+                                                 model("b", 40), model("c", 0)])
+    sig = _from_sample("x", "vllm", 1000.0, sample)
+    assert sig.hists["prompt_len"].count == 40
+    only = EngineSample(engine="vllm", models=[model("none", None), model("c", 0)])
+    assert _from_sample("x", "vllm", 1000.0, only).hists["prompt_len"].count == 0

@@ -7,14 +7,14 @@ import importlib
 import pytest
 
 from llmtop.model import ENGINES
-from llmtop.model_stack import ROUTERS
+from llmtop.model.stack import ROUTERS
 from llmtop.parse import registry
 from llmtop.parse.exposition import ParseError
 from tests.conftest import fixture_text
 
 
 def test_engine_modules_cover_every_engine():
-    # routers are parsed like engines (model_stack.ROUTERS, docs/stack.md)
+    # routers are parsed like engines (model.stack.ROUTERS, docs/stack.md)
     assert set(registry.ENGINE_MODULES) == set(ENGINES) | set(ROUTERS)
     assert registry.ENGINE_MODULES["vllm"] == "llmtop.parse.vllm"
     for module in set(registry.ROUTER_MODULES.values()):

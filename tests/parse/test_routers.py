@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtop.model_stack import RouterSample
+from llmtop.model.stack import RouterSample
 from llmtop.parse import detect, registry
 from llmtop.parse.exposition import ParseError
 from llmtop.parse.router_common import put_backend

@@ -1,5 +1,5 @@
 """llama-server's ``/slots`` on the REAL llama-server: its in-flight requests, through the
-monitor and the store (``sources/slots.py``, ``history/requests.py``).
+monitor and the store (``sources/slots.py``, ``history/request_window.py``).
 
 Skipped unless LLMTOP_REAL_LLAMACPP_URL points at it (``.ci/run`` starts it with 2 slots).
 Two clients keep long requests running while the monitor ticks: both show as in flight,

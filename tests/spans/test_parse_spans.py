@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from llmtop.model.request_records import PROBE_TRACE_PREFIX, probe_traceparent, source_of
 from llmtop.parse.spans import parse_spans
-from llmtop.request import PROBE_TRACE_PREFIX, probe_traceparent, source_of
 from llmtop.sources.otlp_decode import Span, decode
 from tests.spans.spanfix import bodies, note
 

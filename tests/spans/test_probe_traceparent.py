@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from llmtop.loadgen.rawhttp import RawStreamClient
-from llmtop.request import source_of
+from llmtop.model.request_records import source_of
 
 
 async def _head_of_one_request() -> bytes:

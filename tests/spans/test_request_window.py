@@ -1,14 +1,14 @@
-"""history/requests.py: the window of requests, slowest first, its summary, row matching."""
+"""history/request_window.py: the window of requests, slowest first, its summary, row matching."""
 
 from __future__ import annotations
 
 import pytest
 
 from llmtop.config import Config, Target
-from llmtop.history.requests import RequestWindow, match_target
+from llmtop.history.request_window import RequestWindow, match_target
 from llmtop.history.store import Store
 from llmtop.model import RawSpans
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
 from tests.spans.spanfix import bodies
 
 T = 1_796_000_000.0
@@ -117,7 +117,7 @@ _TWO_HOSTS = [("a", "127.0.0.1", "vllm"), ("b", "10.0.0.9", "vllm")]
 def _burst_then(w: RequestWindow, later: list, peer: str) -> float:
     """The real burst from host ``a`` received as it ended, then ``later`` spans from
     ``peer`` a second after; returns that second."""
-    from llmtop.history.requests import ingest_body
+    from llmtop.history.request_window import ingest_body
 
     burst = bodies("burst")
     end = max(s.end_ns for b in burst for s in _as_sent_by(b, 0)) / 1e9
@@ -147,7 +147,7 @@ def test_an_engine_with_a_skewed_clock_neither_empties_the_window_nor_leaves_it(
 
 
 def test_a_request_without_an_end_time_does_not_stop_trimming():
-    from llmtop.history.requests import ingest_body
+    from llmtop.history.request_window import ingest_body
 
     w = RequestWindow(keep_s=100)
     t0 = 1_796_173_400.0
@@ -178,7 +178,7 @@ def test_a_request_added_without_an_end_time_does_not_stop_trimming():
 def test_a_collector_forwarding_a_skewed_and_a_true_engine_in_one_body_places_each():
     """One body (a collector's) with the real burst from a true clock and the real requests
     from another service whose clock is 5 minutes behind: only the latter are moved."""
-    from llmtop.history.requests import ingest_body
+    from llmtop.history.request_window import ingest_body
 
     burst = [s for b in bodies("burst") for s in _as_sent_by(b, 0)]
     skewed = _as_sent_by(bodies("requests")[0], -300)

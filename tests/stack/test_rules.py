@@ -13,7 +13,7 @@ from llmtop.diagnose import diagnose
 from llmtop.diagnose.context import RowCtx
 from llmtop.diagnose.rules.stuck import stuck
 from llmtop.model import RawScrape
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.link import link_stack
 from tests.conftest import fixture_text
 from tests.diagnose.rows import healthy, q

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llmtop.model import KvTransfer
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.parse import registry
 from llmtop.topology.link import link_stack
 from llmtop.topology.path import ttft_path

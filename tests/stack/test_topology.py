@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.link import host_port, link_stack
 from llmtop.topology.path import ttft_path
 from llmtop.topology.pools import build_pools

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmtop.history.requests import RequestWindow
-from llmtop.request import InflightRequest, RequestRecord
+from llmtop.history.request_window import RequestWindow
+from llmtop.model.request_records import InflightRequest, RequestRecord
 from llmtop.ui.fake import FROZEN_TIME, FakeSource, demo_requests
 from llmtop.ui.screens.overview import OverviewScreen
 from llmtop.ui.screens.requests import RequestsScreen
@@ -295,3 +295,15 @@ async def test_fleet_mode_offers_no_requests_screen():
         await pilot.press("r")
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
+
+
+def test_the_filter_reads_source_and_finish_reason_of_finished_requests_only():
+    """A finished request matches by its source and finish reason; one in flight matches
+    "running" and has no finish reason."""
+    from llmtop.ui.screens.requests_cells import matches
+
+    done = _req("r1", 0.5, 1.0, source="probe", finish="length")
+    live = InflightRequest(target="llamacpp@127.0.0.1:8080", engine="llamacpp", id="7")
+    assert matches(done, "PROBE") and matches(done, "length") and not matches(done, "running")
+    assert matches(live, "running") and not matches(live, "length")
+    assert matches(live, "llamacpp@127") and not matches(done, "llamacpp")

@@ -27,7 +27,7 @@ from llmtop.diagnose.thresholds import (
     ROUTER_OVERHEAD_SHARE,
 )
 from llmtop.model import GOOD_STATES, EngineRow
-from llmtop.model_stack import BackendRow, RouterRow
+from llmtop.model.stack import BackendRow, RouterRow
 
 __all__ = ["routing"]
 

@@ -1,7 +1,7 @@
 """Requests (``r``): the window's single requests, slowest first.
 
 - Each request's time split (queue / prefill / decode), from the engines' spans
-  (``history.requests``); requests in flight (llama-server ``/slots``) on top with their age.
+  (``history.request_window``); requests in flight (llama-server ``/slots``) on top with their age.
 - Above them, the window's shape (the history's summary: how the slowest differ from the
   rest).
 - Keys: ``s``/``S`` sort, ``/`` filters, ``v`` widens the window, ``esc`` goes back. Works in
@@ -27,8 +27,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from llmtop import clock
-from llmtop.history.requests import KEEP_S, SORT_KEYS, RequestSummary
-from llmtop.request import InflightRequest, RequestRecord
+from llmtop.history.request_window import KEEP_S, SORT_KEYS, RequestSummary, RequestWindow
+from llmtop.model.request_records import InflightRequest, RequestRecord
 from llmtop.ui.screens.requests_cells import (
     PHASES,
     SORT_LABELS,
@@ -75,9 +75,9 @@ class _Read:
     """All of them, slowest first: ranked when a filter or the order first asks."""
 
 
-def request_window(view: LiveView) -> Any:
-    """The source's request window (``history.requests.RequestWindow``), or None: a source
-    that has none (fleet mode), or whose store keeps none."""
+def request_window(view: LiveView) -> RequestWindow | None:
+    """The source's request window, or None: a source that has none (fleet mode), or whose
+    store keeps none."""
     try:
         return view.source.request_window()
     except Exception:
@@ -150,7 +150,7 @@ class RequestsScreen(Screen):
             self._show(self._read, force=True)
 
     # -- data ---------------------------------------------------------------------------------
-    def _rows(self, read: _Read, window: Any
+    def _rows(self, read: _Read, window: RequestWindow | None
               ) -> tuple[list[RequestRecord | InflightRequest], int]:
         """The rows to show (in flight first, at most ``SHOW_MAX``) and how many matched,
         from the last read. Unfiltered and slowest first, only the ``SHOW_MAX`` slowest
@@ -170,7 +170,8 @@ class RequestsScreen(Screen):
         rows = [*live, *done]
         return rows[:SHOW_MAX], len(rows)
 
-    def _read_window(self, window: Any, what: tuple[Any, ...], now: float) -> _Read:
+    def _read_window(self, window: RequestWindow | None, what: tuple[Any, ...], now: float
+                     ) -> _Read:
         snap = self.view.snapshot
         t_wall = snap.time if snap is not None else self.view.clock()
         if window is None:

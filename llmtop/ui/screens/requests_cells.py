@@ -2,8 +2,8 @@
 
 - Its columns for a width, and each request's cells (the queue / prefill / decode bar among
   them).
-- The window's shape in words (from ``history.requests``' summary, never computed here) and
-  the empty states.
+- The window's shape in words (from the summary of ``history.request_window``, never
+  computed here) and the empty states.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from llmtop.request import InflightRequest, RequestRecord
+from llmtop.model.request_records import InflightRequest, RequestRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH
 from llmtop.verdict import short_target
 
 if TYPE_CHECKING:
-    from llmtop.history.requests import RequestWindow
+    from llmtop.history.request_window import RequestWindow
 
 __all__ = ["PHASES", "SORT_LABELS", "Col", "empty_text", "inflight_cells", "matches",
            "phase_bar", "request_cells", "request_layout", "selected_text", "shape_text"]
@@ -29,7 +29,7 @@ __all__ = ["PHASES", "SORT_LABELS", "Col", "empty_text", "inflight_cells", "matc
 SORT_LABELS = {"ttft_s": "TTFT", "e2e_s": "e2e", "queue_s": "queue", "prefill_s": "prefill",
                "decode_s": "decode", "prompt_tokens": "prompt tokens",
                "output_tokens": "output tokens"}
-"""``history.requests.SORT_KEYS`` in words (the order ``s`` steps through)."""
+"""``history.request_window.SORT_KEYS`` in words (the order ``s`` steps through)."""
 
 PHASES = (("queue_s", "\u2592", "yellow", "queue"), ("prefill_s", "\u2593", "cyan", "prefill"),
           ("decode_s", "\u2588", "green", "decode"))
@@ -169,8 +169,9 @@ def matches(r: RequestRecord | InflightRequest, needle: str) -> bool:
     """The filter: a substring of the target, engine, id, source or finish reason."""
     if not needle:
         return True
-    hay = " ".join(str(x) for x in (r.target, r.engine, r.id, getattr(r, "source", "running"),
-                                    getattr(r, "finish_reason", None) or "") if x)
+    source, reason = (r.source, r.finish_reason) if isinstance(r, RequestRecord) \
+        else ("running", None)
+    hay = " ".join(str(x) for x in (r.target, r.engine, r.id, source, reason or "") if x)
     return needle.lower() in hay.lower()
 
 

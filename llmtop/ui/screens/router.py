@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from llmtop.model import EngineRow, Quantiles, Snapshot
-from llmtop.model_stack import RouterRow
+from llmtop.model.stack import RouterRow
 from llmtop.topology.path import STAGES, ttft_path
 from llmtop.topology.pools import build_pools
 from llmtop.ui import fmt

@@ -32,7 +32,7 @@ _PCT = ("kv", "hit_rate", "spec_accept", "share", "error_share", "abort_share")
 _TOKENS = ("prompt_p50", "prompt_p90", "iter_p50", "slowest_prompt_min", "slowest_prompt_max",
            "window_prompt_median")
 _SECONDS = ("longest_queue_s",)
-"""Evidence of single requests (``diagnose.requests``) in seconds."""
+"""Evidence of single requests (``diagnose.request_citations``) in seconds."""
 
 
 def _val(name: str, v: float | str | None) -> str:

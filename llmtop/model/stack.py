@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from llmtop.model import Hist, Quantiles, _num
+from llmtop.model.values import Hist, Quantiles, json_number
 
 __all__ = ["ROLES", "ROUTERS", "BackendRow", "BackendSample", "RouterRow", "RouterSample"]
 
@@ -137,10 +137,10 @@ class BackendRow:
             "role": self.role,
             "healthy": self.healthy,
             "breaker_open": self.breaker_open,
-            "routed_share": _num(self.routed_share),
-            "requests_per_s": _num(self.requests_per_s),
-            "pending": _num(self.pending),
-            "capacity_share": _num(self.capacity_share),
+            "routed_share": json_number(self.routed_share),
+            "requests_per_s": json_number(self.requests_per_s),
+            "pending": json_number(self.pending),
+            "capacity_share": json_number(self.capacity_share),
             "capacity_basis": self.capacity_basis,
         }
 
@@ -174,7 +174,7 @@ class RouterRow:
 
     def to_json(self) -> dict[str, Any]:
         def p95(q: Quantiles | None) -> float | None:
-            return _num(q.p95) if q is not None else None
+            return json_number(q.p95) if q is not None else None
 
         return {
             "target": self.target,
@@ -183,15 +183,15 @@ class RouterRow:
             "state": self.state,
             "error": self.error,
             "policy": self.policy,
-            "requests_per_s": _num(self.requests_per_s),
+            "requests_per_s": json_number(self.requests_per_s),
             "healthy_backends": self.healthy_backends,
             "total_backends": self.total_backends,
             "open_breakers": self.open_breakers,
-            "retries_per_s": _num(self.retries_per_s),
-            "errors_per_s": _num(self.errors_per_s),
+            "retries_per_s": json_number(self.retries_per_s),
+            "errors_per_s": json_number(self.errors_per_s),
             "latency": {"request_p95_s": p95(self.request_s), "ttft_p95_s": p95(self.ttft_s),
                         "decode_pending_p95_s": p95(self.decode_pending_s),
                         "decode_pending_p95_router_window_s":
-                            _num(self.decode_pending_p95_router_window_s)},
+                            json_number(self.decode_pending_p95_router_window_s)},
             "backends": [b.to_json() for b in self.backends],
         }

@@ -5,8 +5,8 @@ are seconds, times Unix seconds. Nothing here does I/O or reads a clock.
 
 Flow::
 
-    OtlpReceiver --RawSpans--> parse.spans --RequestRecord / ColdStart--> history.requests
-    llama-server /slots --parse.slots--> InflightRequest --> history.requests
+    OtlpReceiver --RawSpans--> parse.spans --RequestRecord / ColdStart--> history.request_window
+    llama-server /slots --parse.slots--> InflightRequest --> history.request_window
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.history.request_rank import SORT_KEYS, median, nearest_rank, ranked, values
-from llmtop.request import ColdStart, InflightRequest, RequestRecord
+from llmtop.model.request_records import ColdStart, InflightRequest, RequestRecord
 
 __all__ = ["KEEP_S", "MAX_REQUESTS", "REORDER_S", "SORT_KEYS", "RequestSummary",
            "RequestWindow", "clock_offsets", "ingest_body", "match_target"]

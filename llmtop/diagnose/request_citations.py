@@ -1,6 +1,6 @@
 """Findings cite single requests.
 
-- Where the engines' spans reached llmtop (``history.requests``), ``queueing`` and
+- Where the engines' spans reached llmtop (``history.request_window``), ``queueing`` and
   ``long_prompts`` name the window's slowest requests as evidence and in their summary.
 - The requests are passed in as data (``diagnose(..., requests=...)``: the monitor's store,
   ``--once``, replay); without any, findings are unchanged.
@@ -22,7 +22,7 @@ from llmtop.diagnose.thresholds import (
 )
 from llmtop.history.request_rank import median, ranked, values
 from llmtop.model import EngineRow
-from llmtop.request import RequestRecord
+from llmtop.model.request_records import RequestRecord
 
 __all__ = ["CITES", "cite", "fmt_tokens", "prompt_citation", "queue_citation", "row_requests"]
 

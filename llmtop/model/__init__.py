@@ -3,6 +3,12 @@
 Contract: ``None`` always means "not reported by the source", never zero.
 Nothing here does I/O, reads a clock or imports a UI library.
 
+- Here: samples, engine rows, GPU records, ``Snapshot`` (``from llmtop.model import X``).
+- ``model.stack``: routers, their backends and roles.
+- ``model.request_records``: single requests (from spans and live slots), cold starts.
+- ``model.values``: ``Hist``, ``Quantiles``, ``json_number``, below both (the first two
+  re-exported here).
+
 Flow::
 
     Scraper --RawScrape--> adapter (parse/) --EngineSample--> Store (history/)
@@ -12,13 +18,15 @@ Flow::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from llmtop.model.values import Hist, Quantiles, json_number
+
 if TYPE_CHECKING:
-    from llmtop.request import RequestRecord
+    from llmtop.model.request_records import RequestRecord
+    from llmtop.model.stack import RouterRow
 
 __all__ = [
     "COUNTER_KEYS",
@@ -190,21 +198,6 @@ class RawSpans:
 
 
 @dataclass(slots=True)
-class Hist:
-    """A cumulative histogram, as exposed by the engine, converted to base units.
-
-    ``bounds`` are upper bounds ascending and end with ``math.inf``; ``cumulative[i]`` is
-    the number of observations ``<= bounds[i]``. A mean-only series (Triton's microsecond
-    counters) has ``bounds == ()`` and only ``sum``/``count``.
-    """
-
-    bounds: tuple[float, ...]
-    cumulative: tuple[float, ...]
-    sum: float
-    count: float
-
-
-@dataclass(slots=True)
 class ModelSample:
     """Normalized values of one model (or one data-parallel rank) at one scrape.
 
@@ -351,44 +344,6 @@ class GpuSample:
     error: str | None = None
     """One line: reason plus hint, e.g. ``gpu.reasons.LIBRARY_NOT_FOUND``."""
     cost_s: float | None = None
-
-
-def _num(v: float | None) -> float | None:
-    """JSON-safe float: NaN/Inf become None."""
-    if v is None or math.isnan(v) or math.isinf(v):
-        return None
-    return v
-
-
-@dataclass(slots=True)
-class Quantiles:
-    """Latency summary over one window, in seconds.
-
-    ``below`` names quantiles whose value is only an upper bound (all observations fell in
-    the lowest bucket: show "<value"); ``above`` names quantiles that fell in the +Inf
-    bucket (value is the last finite bound: show ">value").
-    """
-
-    p50: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    mean: float | None = None
-    count: float = 0.0
-    below: tuple[str, ...] = ()
-    above: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "p50": _num(self.p50),
-            "p90": _num(self.p90),
-            "p95": _num(self.p95),
-            "p99": _num(self.p99),
-            "mean": _num(self.mean),
-            "count": self.count,
-            "below": list(self.below),
-            "above": list(self.above),
-        }
 
 
 class _Reported:
@@ -562,7 +517,7 @@ class EngineRow:
     router: str | None = None
     """The target of the router this engine is a backend of (``llmtop.topology``), else None."""
     role: str | None = None
-    """``prefill`` | ``decode`` | ``both`` (``model_stack.ROLES``), from its router, its own
+    """``prefill`` | ``decode`` | ``both`` (``model.stack.ROLES``), from its router, its own
     KV-transfer role or pod labels; None when nothing says."""
     kv_transfer: KvTransfer | None = None
     """P/D KV transfer over the window; None when the engine exports none."""
@@ -596,13 +551,13 @@ class EngineRow:
             "model": self.model,
             "state": self.state,
             "error": self.error,
-            "running": _num(self.running),
-            "waiting": _num(self.waiting),
-            "waiting_deferred": _num(self.waiting_deferred),
-            "max_running": _num(self.max_running),
-            "kv_cache_usage": _num(self.kv_cache_usage),
-            "kv_capacity_tokens": _num(self.kv_capacity_tokens),
-            "prefix_hit_rate": _num(self.prefix_hit_rate),
+            "running": json_number(self.running),
+            "waiting": json_number(self.waiting),
+            "waiting_deferred": json_number(self.waiting_deferred),
+            "max_running": json_number(self.max_running),
+            "kv_cache_usage": json_number(self.kv_cache_usage),
+            "kv_capacity_tokens": json_number(self.kv_capacity_tokens),
+            "prefix_hit_rate": json_number(self.prefix_hit_rate),
             "ttft_s": q(self.ttft_s),
             "itl_s": q(self.itl_s),
             "tpot_s": q(self.tpot_s),
@@ -614,19 +569,19 @@ class EngineRow:
             "prompt_len": q(self.prompt_len),
             "gen_len": q(self.gen_len),
             "iteration_tokens": q(self.iteration_tokens),
-            "spec_accept_rate": _num(self.spec_accept_rate),
-            "prompt_tokens_per_s": _num(self.prompt_tokens_per_s),
-            "generation_tokens_per_s": _num(self.generation_tokens_per_s),
-            "requests_per_s": _num(self.requests_per_s),
-            "preemptions_per_s": _num(self.preemptions_per_s),
-            "errors_per_s": _num(self.errors_per_s),
+            "spec_accept_rate": json_number(self.spec_accept_rate),
+            "prompt_tokens_per_s": json_number(self.prompt_tokens_per_s),
+            "generation_tokens_per_s": json_number(self.generation_tokens_per_s),
+            "requests_per_s": json_number(self.requests_per_s),
+            "preemptions_per_s": json_number(self.preemptions_per_s),
+            "errors_per_s": json_number(self.errors_per_s),
             "finished": self.finished,
             "ranks": [r.to_json() for r in self.ranks],
             "lifetime": {
                 k: (v.to_json() if isinstance(v, Quantiles) else v)
                 for k, v in self.lifetime.items()
             },
-            "capacity_used": _num(self.capacity_used),
+            "capacity_used": json_number(self.capacity_used),
             "capacity": ({**self.capacity, "drift": list(self.capacity_drift)}
                          if self.capacity is not None else None),
         }
@@ -634,7 +589,7 @@ class EngineRow:
         out["role"] = self.role
         out["kv_transfer"] = self.kv_transfer.to_json() if self.kv_transfer else None
         out["kv_tiers"] = self.kv_tiers.to_json() if self.kv_tiers else None
-        out["tokens_idle_s"] = _num(self.tokens_idle_s)
+        out["tokens_idle_s"] = json_number(self.tokens_idle_s)
         out["container"] = self.container.to_json() if self.container is not None else None
         out["health_status"] = self.health_status
         if self.rank is not None:
@@ -664,13 +619,12 @@ class Snapshot:
     engines: list[EngineRow] = field(default_factory=list)
     gpus: list[GpuRecord] = field(default_factory=list)
     gpu_error: str | None = None
-    routers: list[Any] = field(default_factory=list)
-    """``model_stack.RouterRow`` of each router target (``model_stack.ROUTERS``), with its
-    backends; a router is never among ``engines``. (``Any``: ``model_stack`` imports this
-    module, and the no-cycles contract counts type-hint imports too.)"""
+    routers: list[RouterRow] = field(default_factory=list)
+    """The row of each router target (``model.stack.ROUTERS``), with its backends; a router
+    is never among ``engines``."""
     requests: list[RequestRecord] | None = None
     """The window's finished requests, slowest TTFT first; None
-    when llmtop receives no spans (``history.requests``)."""
+    when llmtop receives no spans (``history.request_window``)."""
     requests_window: dict[str, Any] | None = None
     """The requests' summary, in-flight requests, cold starts and receiver counters."""
 
@@ -695,7 +649,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (Quantiles, _Reported)):
         return v.to_json()
     if isinstance(v, float):
-        return _num(v)
+        return json_number(v)
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     return v
