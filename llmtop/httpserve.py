@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from llmtop.errors import ConfigError
-from llmtop.urls import is_loopback
+from llmtop.urls import is_loopback, netloc
 
 __all__ = ["MAX_CONNECTIONS", "READ_TIMEOUT_S", "Flags", "Handler", "Listen", "Server",
            "TokenFile", "listen_policy", "parse_listen", "tls_context"]
@@ -267,8 +267,7 @@ class Server:
 
     def url(self, path: str) -> str:
         """``http(s)://host:port`` and ``path``."""
-        h = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{h}:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://{netloc(self.host, self.port)}{path}"
 
     def close(self) -> None:
         self._httpd.shutdown()
