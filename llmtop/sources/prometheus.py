@@ -166,8 +166,8 @@ class PromClient:
         if cfg.ca_file and not cfg.insecure:
             verify = ssl.create_default_context(cafile=os.path.expanduser(cfg.ca_file))
         if transport is None and parts.scheme == "http":
-            # llmtop's lean HTTP/1.1 transport (sources/plainhttp.py): a 500-instance refresh
-            # reads ~6 MB of answers, where httpcore + h11 cost a good part of the CPU
+            # llmtop's lean HTTP/1.1 transport (sources/plainhttp.py): a large fleet's refresh
+            # reads megabytes of answers, and the client's own CPU must stay small beside them
             transport = PlainHTTPTransport()
         self._client = httpx.AsyncClient(
             transport=transport, verify=verify, timeout=httpx.Timeout(cfg.timeout_s),
