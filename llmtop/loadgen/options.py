@@ -238,9 +238,7 @@ def redact_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    host = join_netloc(parts.hostname or "", parts.port or None)
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 

@@ -31,6 +31,7 @@ import orjson
 from llmtop.config import PrometheusConfig
 from llmtop.sources.plainhttp import PlainHTTPTransport
 from llmtop.sources.scrape_http import connect_reason
+from llmtop.urls import netloc
 
 __all__ = ["BACKENDS", "Backend", "PromClient", "PromError", "PromResult", "display_url",
            "gc_paused", "parse_value"]
@@ -103,11 +104,8 @@ def parse_value(text: Any) -> float:
 def display_url(url: str) -> str:
     """``url`` without user info, query or fragment: safe for the screen and JSON."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return urlunsplit((parts.scheme, netloc(parts.hostname or "", parts.port or None),
+                       parts.path.rstrip("/"), "", ""))
 
 
 class _Secret:

@@ -15,7 +15,7 @@ from pathlib import Path
 from llmtop.cli.probe import build_parser, confirm_target, resolve_api_key
 from llmtop.loadgen import report as rep
 from llmtop.loadgen.api import start_probe
-from llmtop.loadgen.options import ProbeOptions, split_url
+from llmtop.loadgen.options import ProbeOptions, redact_url, split_url
 from llmtop.urls import is_loopback
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +160,9 @@ def test_console_summary_renders():
               "errors": {}})
     con.print(v.render())
     assert "3.9" in con.file.getvalue()
+
+
+def test_redacted_url_keeps_an_ipv6_host_readable():
+    assert redact_url("http://u:secret@[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert redact_url("http://u:secret@h:8000/v1?x=1") == "http://h:8000/v1?x=1"
+    assert redact_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
