@@ -3,12 +3,15 @@
 - No scheme means ``http://``; the port defaults by scheme (443 for https, else 80).
 - A URL that cannot be read (bad port, no host) gives None, never an exception.
 - ``netloc`` writes ``host:port`` back, an IPv6 host in brackets.
-- Loopback, the one rule and its one variant:
+- Loopback, the one rule and its variants:
   ``is_loopback`` (the name ``localhost`` or a ``*.localhost`` name, any case; an address
   in 127.0.0.0/8; ``::1``; brackets allowed): the servers' "loopback unless told" policy,
   the probe's "load goes only here without asking", the scrape's "never through a proxy";
   ``is_local_peer`` (a sender's address as a server saw it): also True for an empty
-  address, which is what a client on a Unix socket has.
+  address, which is what a client on a Unix socket has;
+  ``is_this_machine`` (a host a URL names, for "is that engine here"): also the wildcard
+  addresses ``0.0.0.0`` and ``::`` (a URL naming them reaches this machine) and the loopback
+  names distributions put in ``/etc/hosts`` (``ip6-localhost``, ``localhost.localdomain``).
 - Below every layer: imports nothing of llmtop.
 """
 
@@ -17,7 +20,12 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-__all__ = ["default_port", "host_port", "is_local_peer", "is_loopback", "netloc", "split_url"]
+__all__ = ["THIS_MACHINE_NAMES", "default_port", "host_port", "is_local_peer", "is_loopback",
+           "is_this_machine", "netloc", "split_url"]
+
+THIS_MACHINE_NAMES = frozenset({"0.0.0.0", "::", "ip6-localhost", "ip6-loopback",
+                                "localhost.localdomain"})
+"""Beyond ``is_loopback``: names and addresses a URL may use for this machine."""
 
 
 def default_port(scheme: str) -> int:
@@ -72,3 +80,9 @@ def is_local_peer(host: str | None) -> bool:
     """True for a sender on this machine: ``is_loopback``, or an empty address (a client on
     a Unix socket has none); False for None (not known)."""
     return host is not None and (host == "" or is_loopback(host))
+
+
+def is_this_machine(host: str) -> bool:
+    """True for ``is_loopback`` hosts, the wildcard addresses and the distributions' loopback
+    names (``THIS_MACHINE_NAMES``); any case, brackets allowed."""
+    return is_loopback(host) or host.strip().strip("[]").lower() in THIS_MACHINE_NAMES

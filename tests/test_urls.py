@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from llmtop.urls import default_port, host_port, is_local_peer, is_loopback, netloc, split_url
+from llmtop.urls import (
+    default_port,
+    host_port,
+    is_local_peer,
+    is_loopback,
+    is_this_machine,
+    netloc,
+    split_url,
+)
 
 
 @pytest.mark.parametrize(("url", "want"), [
@@ -56,3 +64,13 @@ def test_a_peer_without_an_address_is_local_an_unknown_one_is_not():
     assert is_local_peer("") and not is_loopback("")
     assert not is_local_peer(None)
     assert not is_local_peer("10.0.0.1")
+
+
+@pytest.mark.parametrize(("host", "here"), [
+    ("127.0.0.1", True), ("localhost", True), ("[::1]", True), ("0.0.0.0", True), ("::", True),
+    ("[::]", True), ("ip6-localhost", True), ("Localhost.LocalDomain", True),
+    ("10.0.0.1", False), ("gpu-node-7", False), ("", False),
+])
+def test_this_machine_adds_the_wildcards_and_the_hosts_files_names(host, here):
+    assert is_this_machine(host) is here
+    assert not is_loopback("0.0.0.0") and not is_local_peer("::")  # never for a policy
