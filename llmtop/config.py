@@ -116,8 +116,8 @@ class Config:
     """Fleet mode (``--prometheus URL``); None = direct mode."""
     history_s: float = 330.0
     """How much history the store keeps: the longest window and sparkline (5 min) plus
-    margin. Nothing on screen reads older samples; an hour of them cost ~20 MB of RSS on the
-    box being watched (long history is what ``--record`` is for)."""
+    margin. Nothing on screen reads older samples, and memory on the box being watched must
+    not grow with time (long history is what ``--record`` is for)."""
     capacity_file: str | None = None
     """``--capacity FILE``: the capacity profiles of that report or profile only, instead
     of the ones saved in the state folder (``docs/capacity.md``)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import os
 import socket
 import ssl
@@ -30,9 +29,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from llmtop.errors import ConfigError
+from llmtop.urls import is_loopback, netloc
 
 __all__ = ["MAX_CONNECTIONS", "READ_TIMEOUT_S", "Flags", "Handler", "Listen", "Server",
-           "TokenFile", "is_loopback", "listen_policy", "parse_listen", "tls_context"]
+           "TokenFile", "listen_policy", "parse_listen", "tls_context"]
 
 MAX_CONNECTIONS = 32
 """Connections served at once; more are closed unanswered."""
@@ -77,16 +77,6 @@ def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
     if not 0 <= p <= 65535:
         raise ConfigError(f"{flag} {text!r}: port out of range")
     return host, p
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class TokenFile:
@@ -277,8 +267,7 @@ class Server:
 
     def url(self, path: str) -> str:
         """``http(s)://host:port`` and ``path``."""
-        h = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{h}:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://{netloc(self.host, self.port)}{path}"
 
     def close(self) -> None:
         self._httpd.shutdown()

@@ -20,9 +20,10 @@ from llmtop.config import Target
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES, Container
 from llmtop.model.stack import ROUTERS
+from llmtop.urls import default_port, netloc
 
-__all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "format_hostport",
-           "make_target", "parse_target"]
+__all__ = ["ENGINE_DEFAULT_PORTS", "NO_TARGETS_HINTS", "NO_TARGETS_MESSAGE", "make_target",
+           "parse_target"]
 
 ENGINE_DEFAULT_PORTS: dict[str, int] = {
     "vllm": 8000,
@@ -48,12 +49,6 @@ _HINT_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)@(.*)$", re.S)
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def format_hostport(host: str, port: int | None) -> str:
-    """``host:port``, with IPv6 literals bracketed (``[::1]:8000``)."""
-    h = f"[{host}]" if ":" in host else host
-    return h if port is None else f"{h}:{port}"
-
-
 def make_target(
     host: str,
     port: int,
@@ -70,7 +65,7 @@ def make_target(
     api_url: str | None = None,
 ) -> Target:
     """Build a ``Target`` from parts (used by the parser and by autodiscovery)."""
-    hp = format_hostport(host, port)
+    hp = netloc(host, port)
     if name is None:
         name = f"{engine}@{hp}" if engine else hp
     return Target(
@@ -137,7 +132,7 @@ def parse_target(spec: str, *, timeout_s: float = 2.0, verify_tls: bool = True) 
         raise ConfigError(f"no host in target {spec.strip()!r}")
     if port is None:
         if had_scheme:
-            port = 443 if scheme == "https" else 80
+            port = default_port(scheme)
         elif engine is not None:
             port = ENGINE_DEFAULT_PORTS[engine]
         else:

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-__all__ = ["DASH", "age", "byte_rate", "count", "ms_words", "pct", "pct_change", "pct_words",
-           "rate", "rate_fine", "secs", "secs_fine", "secs_words", "size", "span",
+__all__ = ["DASH", "age", "byte_rate", "count", "fixed", "ms_words", "pct", "pct_change",
+           "pct_words", "rate", "rate_fine", "secs", "secs_fine", "secs_words", "size", "span",
            "tokens_words", "window"]
 
 DASH = "\u2013"
@@ -94,6 +94,12 @@ def pct_change(v: float | None) -> str:
 
 
 # -- counts and rates ------------------------------------------------------------------------
+def fixed(v: float | None, digits: int = 0) -> str:
+    """A number with ``digits`` decimals and no unit (a column or a sentence names it):
+    ``4``, ``2.5``, ``0.42``."""
+    return DASH if v is None else f"{v:.{digits}f}"
+
+
 def count(v: float | None, digits: int = 0) -> str:
     """A count in a cell: ``812``, ``1.2k``, ``61k``, ``1.5M`` (``digits`` below 1000)."""
     if v is None:

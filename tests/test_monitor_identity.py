@@ -1,5 +1,5 @@
-"""A target's model key is stable from its first sample (issue 15, "llama.cpp behind an engine
-hint reports no rates").
+"""A target's model key is stable from its first sample (llama.cpp behind an engine hint must
+report rates).
 
 Engines without a model label are named from their identity endpoints (llama.cpp ``/props``
 and ``/v1/models``, TGI ``/info``, trtllm-serve ``/v1/models``). If the first sample counted
@@ -12,12 +12,9 @@ the real ``Monitor`` and ``Scraper`` for two ticks.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +23,7 @@ from llmtop.config import Config
 from llmtop.monitor import Monitor
 from llmtop.sources.scrape import Scraper
 from llmtop.targets import parse_target
+from tests.loopback import Route, serve
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 
@@ -74,54 +72,14 @@ def advance_trtllm_json(text: str, k: int) -> str:
     return json.dumps(stats)
 
 
-Route = Callable[[int], tuple[str, str]]
-
-
 def _static(obj: object) -> Route:
-    return lambda _k: ("application/json", json.dumps(obj))
+    return lambda _k: (200, "application/json", json.dumps(obj))
 
 
 def _metrics(name: str, grow: Callable[[str, int], str] = advance,
              ctype: str = "text/plain; version=0.0.4") -> Route:
     text = _fixture(name)
-    return lambda k: (ctype, grow(text, k))
-
-
-@contextlib.contextmanager
-def serve(routes: dict[str, Route]) -> Iterator[int]:
-    """A loopback HTTP server: GET ``path`` -> ``routes[path](n)`` where n counts the
-    requests to that path so far."""
-    hits: dict[str, int] = {}
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            route = routes.get(path)
-            if route is None:
-                self.send_error(404)
-                return
-            with lock:
-                n = hits[path] = hits.get(path, -1) + 1
-            ctype, body = route(n)
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    return lambda k: (200, ctype, grow(text, k))
 
 
 def _models(model: str, owned_by: str) -> Route:
@@ -186,7 +144,7 @@ async def _two_ticks(spec: str) -> tuple[list, list]:
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_model_key_is_stable_from_the_first_sample(engine: str, hint: bool) -> None:
     routes, model = ENGINES[engine]
-    with serve(routes) as port:
+    with serve(routes) as (port, _hits):
         spec = f"{engine}@127.0.0.1:{port}" if hint else f"127.0.0.1:{port}"
         keys_first, rows = asyncio.run(_two_ticks(spec))
     assert rows, f"{engine}: no rows"
@@ -210,7 +168,7 @@ def test_once_json_with_a_hint_reports_rates(engine: str, capsys, monkeypatch, t
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.delenv("LLMTOP_CONFIG", raising=False)
     routes, model = ENGINES[engine]
-    with serve(routes) as port:
+    with serve(routes) as (port, _hits):
         rc = main(["--once", "--json", "--window", "0.3", f"{engine}@127.0.0.1:{port}"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0
@@ -225,7 +183,7 @@ def test_identity_fields_reach_the_adapters() -> None:
     ``/info``'s ``model_id``, not ``default``."""
     llama = dict(ENGINES["llamacpp"][0])
     tgi = {k: v for k, v in ENGINES["tgi"][0].items() if k != "/v1/models"}
-    with serve(llama) as lport, serve(tgi) as tport:
+    with serve(llama) as (lport, _lhits), serve(tgi) as (tport, _thits):
         _, lrows = asyncio.run(_two_ticks(f"llamacpp@127.0.0.1:{lport}"))
         _, trows = asyncio.run(_two_ticks(f"127.0.0.1:{tport}"))
     assert [(r.model, r.max_running) for r in lrows] == [(LLAMA_MODEL, 4.0)]

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmtop.errors import ConfigError
-from llmtop.targets import format_hostport, make_target, parse_target
+from llmtop.targets import make_target, parse_target
+from llmtop.urls import netloc
 
 CASES = [
     # spec, name, base_url, engine, metrics_path, host, port
@@ -83,7 +84,7 @@ def test_credentials_in_url_refused_without_echo():
 def test_make_target_and_hostport():
     t = make_target("::1", 8000, engine="sglang")
     assert t.name == "sglang@[::1]:8000" and t.base_url == "http://[::1]:8000"
-    assert format_hostport("h", None) == "h"
+    assert netloc("h", None) == "h"
 
 
 @settings(max_examples=300, deadline=None)

@@ -8,8 +8,8 @@ from llmtop import units as u
 
 
 @pytest.mark.parametrize("f", [u.secs, u.secs_words, u.secs_fine, u.ms_words, u.pct,
-                               u.pct_words, u.pct_change, u.count, u.rate, u.rate_fine,
-                               u.tokens_words, u.size, u.byte_rate])
+                               u.pct_words, u.pct_change, u.count, u.fixed, u.rate,
+                               u.rate_fine, u.tokens_words, u.size, u.byte_rate])
 def test_none_is_a_dash_never_zero(f):
     assert f(None) == u.DASH == "\u2013"
 
@@ -24,6 +24,7 @@ def test_none_is_a_dash_never_zero(f):
     (u.pct_change, -0.03, "-3%"),
     (u.count, 812, "812"), (u.count, 1862, "1.9k"), (u.count, 61_000, "61k"),
     (u.count, 1.5e6, "1.5M"),
+    (u.fixed, 4.4, "4"), (u.fixed, 2.0, "2"),
     (u.rate, 0.0, "0"), (u.rate, 2.54, "2.5"), (u.rate, 42.0, "42"), (u.rate, 1234.0, "1.2k"),
     (u.rate_fine, 2.5, "2.50"), (u.rate_fine, 42.0, "42.0"), (u.rate_fine, 420.0, "420"),
     (u.tokens_words, 812.4, "812 tokens"),
@@ -41,6 +42,10 @@ def test_ages_and_spans_fit_four_cells():
     assert [u.span(x) for x in (40.2, 300.0, 7200.0)] == ["40s", "5m", "2h"]
 
 
+def test_fixed_takes_its_decimals():
+    assert (u.fixed(2.456, 1), u.fixed(2.456, 2), u.fixed(1234.5, 0)) == ("2.5", "2.46", "1234")
+
+
 def test_the_faces_use_the_units():
     """The TUI's cells, the rules' sentences and the --once table are these functions."""
     from llmtop.console import once_table
@@ -52,6 +57,13 @@ def test_the_faces_use_the_units():
     assert (context.fmt_s, context.fmt_pct, context.fmt_tok) == (
         u.secs_words, u.pct_words, u.tokens_words)
     assert once_table.fmt_latency.__globals__["secs_fine"] is u.secs_fine
+    from llmtop.console import probe_view
+    from llmtop.diagnose import requests
+    from llmtop.tune import trial
+
+    for module in (once_table, probe_view, trial):
+        assert vars(module)["fixed"] is u.fixed
+    assert vars(requests)["count"] is u.count
 
 
 def test_windows_name_whole_minutes():

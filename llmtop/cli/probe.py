@@ -20,12 +20,12 @@ from typing import Any
 from llmtop.errors import ConfigError
 from llmtop.loadgen.options import (
     ProbeOptions,
-    is_loopback_host,
     parse_cpus,
     parse_levels,
     parse_shared_prefix,
     split_url,
 )
+from llmtop.urls import is_loopback
 
 __all__ = ["build_compare_parser", "build_parser", "compare_main", "confirm_target", "main",
            "options_from_args", "read_traffic", "resolve_api_key"]
@@ -141,7 +141,7 @@ def resolve_api_key(flag: str | None, env: dict[str, str] | None = None,
 def confirm_target(host: str, *, yes: bool, interactive: bool,
                    ask: Callable[[str], str] | None = None) -> tuple[bool, str | None]:
     """May load go to ``host``? Returns ``(allowed, message)``; asks only when interactive."""
-    if is_loopback_host(host) or yes:
+    if is_loopback(host) or yes:
         return True, None
     if not interactive:
         return False, (f"refusing to send load to non-loopback host {host!r} without --yes "

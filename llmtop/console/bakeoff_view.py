@@ -5,7 +5,7 @@ The table: one row per load level, per engine output tok/s, TTFT p50 / p95, ITL 
 errors; ``*`` marks the best value of a row (bold green on a colour terminal, and the ``*``
 without colour too). On a pipe or in a file nothing is cut; on a terminal narrower than the
 whole table the engines are split into stacked tables, each as wide as the terminal allows.
-Missing values are ``–``, never 0. Fed only with the report dict (issue 23's contract); the
+Missing values are ``–``, never 0. Fed only with the report dict (the bake-off JSON); the
 text comes from ``llmtop.loadgen.bakeoff_summary``, shared with the CSV and HTML reports.
 """
 

@@ -17,7 +17,7 @@ from rich.text import Text
 from llmtop.capacity.annotate import capacity_text
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import GOOD_STATES, EngineRow, GpuRecord, Quantiles, Snapshot
-from llmtop.units import DASH, pct, rate_fine, secs_fine
+from llmtop.units import DASH, fixed, pct, rate_fine, secs_fine
 
 __all__ = ["build_table", "diagnosis_lines", "fmt_latency", "print_once",
            "state_badge"]
@@ -44,10 +44,6 @@ def state_badge(row: EngineRow) -> Text:
     return Text(word, style=style)
 
 
-def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return DASH if v is None else fmt.format(v)
-
-
 def fmt_latency(q: Quantiles | None, name: str) -> str:
     """One quantile (``p50``...) of a ``Quantiles`` as text; ``DASH`` when unknown."""
     if q is None:
@@ -62,10 +58,10 @@ def fmt_latency(q: Quantiles | None, name: str) -> str:
 def _running(row: EngineRow) -> str:
     if row.running is None and row.waiting is None:
         return DASH
-    run = _num(row.running)
+    run = fixed(row.running)
     if row.running is not None and row.max_running is not None:
         run = f"{run}/{row.max_running:.0f}"
-    return f"{run} · {_num(row.waiting)}"
+    return f"{run} · {fixed(row.waiting)}"
 
 
 def build_table(snap: Snapshot) -> Table:

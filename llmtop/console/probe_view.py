@@ -25,7 +25,7 @@ from llmtop.loadgen.report import (
     slo_text,
     unmet_sla_text,
 )
-from llmtop.units import DASH, pct_change
+from llmtop.units import DASH, fixed, pct_change
 
 __all__ = ["ProbeLiveView", "comparison_table", "print_comparison", "print_summary",
            "summary_table"]
@@ -36,10 +36,6 @@ WIDE = 10_000
 
 def _ms(v: float | None) -> str:
     return DASH if v is None else f"{v * 1000:.0f}"
-
-
-def _num(v: float | None, digits: int = 1) -> str:
-    return DASH if v is None else f"{v:.{digits}f}"
 
 
 def _load(d: dict[str, Any]) -> str:
@@ -68,10 +64,10 @@ def summary_table(report: dict[str, Any], title: str | None = None) -> Table:
     for s in report.get("steps", []):
         t.add_row(
             f"{s['index'] + 1}{'*' if s.get('partial') else ''}", _load(s),
-            _num(s.get("achieved_concurrency")), _num(s.get("requests_per_s"), 2),
-            _num(s.get("output_tokens_per_s"), 0), _num(s.get("goodput_per_s"), 2),
+            fixed(s.get("achieved_concurrency"), 1), fixed(s.get("requests_per_s"), 2),
+            fixed(s.get("output_tokens_per_s"), 0), fixed(s.get("goodput_per_s"), 2),
             _ms(s["ttft_s"]["p50"]), _ms(s["ttft_s"]["p95"]), _ms(s["itl_s"]["p50"]),
-            _num(s["e2e_s"]["p95"], 2), str(sum((s.get("errors") or {}).values())),
+            fixed(s["e2e_s"]["p95"], 2), str(sum((s.get("errors") or {}).values())),
             Text("BOUND", style="red") if s.get("client_bound") else Text("ok"))
     return t
 
@@ -148,7 +144,7 @@ def comparison_table(c: dict[str, Any], base: str) -> Table:
     for r in c["rows"]:
         (ta, tb), (la, lb) = r["tokens_per_s"], r["ttft_p95_s"]
         mark = "~" if r["interpolated"] else ""
-        t.add_row(load_text({key: r[key]}), _num(ta, 0), _num(tb, 0) + mark,
+        t.add_row(load_text({key: r[key]}), fixed(ta, 0), fixed(tb, 0) + mark,
                   _pct(r["tokens_change"]), _ms(la) + " ms" if la is not None else DASH,
                   (_ms(lb) + " ms" + mark) if lb is not None else DASH, _pct(r["ttft_change"]))
     return t
@@ -233,10 +229,10 @@ class ProbeLiveView:
             step = f"{self.step['step'] + 1}/{n}" if n else str(self.step["step"] + 1)
             target = _load(self.step)
             g.add_row("step", step, "phase", p.get("phase", "warmup"), "target", target,
-                      "achieved", _num(p.get("achieved_concurrency")))
+                      "achieved", fixed(p.get("achieved_concurrency"), 1))
             g.add_row("in flight", str(p.get("in_flight", DASH)), "requests",
                       f"{p.get('requests_done', 0)} ({p.get('requests_total', 0)} total)",
-                      "out tok/s", _num(p.get("output_tokens_per_s"), 0), "TTFT p50/p95",
+                      "out tok/s", fixed(p.get("output_tokens_per_s"), 0), "TTFT p50/p95",
                       f"{_ms(p.get('ttft_p50_s'))}/{_ms(p.get('ttft_p95_s'))} ms")
             g.add_row("errors", _errors(p.get("errors")), "", "", "", "", "", "")
         parts: list[Any] = [head, g]

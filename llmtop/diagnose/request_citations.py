@@ -23,23 +23,15 @@ from llmtop.diagnose.thresholds import (
 from llmtop.history.request_rank import median, ranked, values
 from llmtop.model import EngineRow
 from llmtop.model.request_records import RequestRecord
+from llmtop.units import count
 
-__all__ = ["CITES", "cite", "fmt_tokens", "prompt_citation", "queue_citation", "row_requests"]
+__all__ = ["CITES", "cite", "prompt_citation", "queue_citation", "row_requests"]
 
 
 def row_requests(row: EngineRow, requests: Sequence[RequestRecord]) -> list[RequestRecord]:
     """The requests of one row: its target, and its model where the span names one."""
     return [r for r in requests if r.target == row.target
             and (r.model is None or row.model is None or r.model == row.model)]
-
-
-def fmt_tokens(v: float) -> str:
-    """``61k``, ``1.2k``, ``812``."""
-    if v >= 10_000:
-        return f"{v / 1000:.0f}k"
-    if v >= 1000:
-        return f"{v / 1000:.1f}k"
-    return f"{v:.0f}"
 
 
 def _slowest(reqs: Sequence[RequestRecord], n: int, need: str) -> list[RequestRecord]:
@@ -90,10 +82,9 @@ def prompt_citation(reqs: Sequence[RequestRecord], window: str
         return None
     toks = [float(r.prompt_tokens or 0) for r in slow]
     lo, hi = min(toks), max(toks)
-    span = fmt_tokens(lo) if fmt_tokens(lo) == fmt_tokens(hi) else \
-        f"{fmt_tokens(lo)}\u2013{fmt_tokens(hi)}"
+    span = count(lo) if count(lo) == count(hi) else f"{count(lo)}\u2013{count(hi)}"
     text = (f"the {len(slow)} slowest had {span} prompt tokens{_probe_words(slow)}, "
-            f"the window's median {fmt_tokens(mid)}")
+            f"the window's median {count(mid)}")
     ev = [Evidence("slowest_requests", float(len(slow)), window),
           Evidence("slowest_prompt_min", lo, window),
           Evidence("slowest_prompt_max", hi, window),

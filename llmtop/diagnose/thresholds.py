@@ -82,8 +82,9 @@ __all__ = [
 DIAG_WINDOW_S = 30.0
 """The window the rules judge (live and in replay): long enough for a minimum request count."""
 DIAG_EVERY_S = 5.0
-"""The store re-runs the rules at most this often: the 30 s rows cost ~0.15 ms per engine
-to derive, so every 5 s keeps the diagnosis under 0.1 ms per engine per 1 s refresh."""
+"""The store re-runs the rules at most this often: deriving the 30 s rows costs more than the
+diagnosis may spend per engine per 1 s refresh (``docs/benchmarks.md``, "Diagnosis"), so
+they are derived every few refreshes."""
 END_HOLD_S = 15.0
 """Hysteresis: a finding ends only after it has not fired for this long."""
 BASELINE_STEP_S = 10.0
@@ -220,7 +221,7 @@ QUEUE_DEFERRED_SHARE = 0.5
 transfer, a blocked request: ``num_requests_waiting_by_reason``), the queue is not load, and
 a replica or a higher ``--max-num-seqs`` is not the fix."""
 
-# ---------------------------------------------------------------- serving stack (issue 42)
+# ---------------------------------------------------------------- serving stack
 ROUTE_WAITING_MIN = 4.0
 """``routing``: a backend the router keeps feeding has at least this many waiting, all window
 long, while a sibling of its pool has none and KV below ``IMB_KV_ROOM`` (half of
@@ -259,9 +260,9 @@ KV_FAIL_CRIT_PER_S = 0.1
 """Failures at this rate or more are critical."""
 STUCK_IDLE_S = 15.0
 """``stuck``: requests running or waiting, no generated token for this long, and the server
-still answering: vLLM issue #53130's admission stall (``/health`` 200, ~0.5 tok/s). Half the
-diagnosis window: named long before a latency histogram can show it (stuck requests never
-finish, so TTFT and e2e stay empty)."""
+still answering: vLLM's admission stall, vllm-project/vllm#53130 (``/health`` 200,
+~0.5 tok/s). Half the diagnosis window: named long before a latency histogram can show it
+(stuck requests never finish, so TTFT and e2e stay empty)."""
 STUCK_HEALTH_PROBE_S = STUCK_IDLE_S / 2
 """... and its health endpoint is asked (at most once per refresh) once a row holding requests
 has made no token for this long: half of ``STUCK_IDLE_S``, so the answer is in before the
@@ -270,11 +271,10 @@ making tokens is never asked."""
 # ---------------------------------------------------------------- requests cited as examples
 CITE_QUEUE_SLOWEST = 10
 """``queueing`` cites the share of TTFT the window's this-many slowest requests (by TTFT)
-spent queued (issue 44's example: "the 10 slowest requests spent 88 % of their TTFT
-queued")."""
+spent queued ("the 10 slowest requests spent 88 % of their TTFT queued")."""
 CITE_PROMPT_SLOWEST = 3
-"""``long_prompts`` cites the prompt tokens of the this-many slowest (issue 44: "the 3 slowest
-had 61k-90k prompt tokens, the window's median 1.2k")."""
+"""``long_prompts`` cites the prompt tokens of the this-many slowest ("the 3 slowest had
+61k-90k prompt tokens, the window's median 1.2k")."""
 CITE_MIN_REQUESTS = 3
 """Requests with the values in the window below this: no citation (one or two requests say
 nothing about "the slowest" against the rest)."""

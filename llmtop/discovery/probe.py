@@ -15,6 +15,7 @@ import json
 
 from llmtop.discovery.candidates import Candidate
 from llmtop.families import family_of
+from llmtop.urls import netloc
 
 __all__ = ["HEAD_CAP", "get_head", "probe", "sniff_engine"]
 
@@ -33,7 +34,7 @@ async def get_head(host: str, port: int, path: str, key: str | None) -> tuple[in
     """(status, content type, first 64 KiB of body) of a tiny HTTP/1.0 GET."""
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        hp = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        hp = netloc(host, port)
         auth = f"Authorization: Bearer {key}\r\n" if key else ""
         writer.write(
             f"GET {path} HTTP/1.0\r\nHost: {hp}\r\nUser-Agent: llmtop-discover\r\n"

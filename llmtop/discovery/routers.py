@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from llmtop.config import Target
 from llmtop.discovery.changes import new_targets
+from llmtop.urls import netloc, split_url
 
 __all__ = ["ROUTER_TITLE", "api_ports", "backend_targets", "titled_router"]
 
@@ -72,18 +73,10 @@ def backend_targets(urls: Iterable[str], have: Iterable[Target], *, timeout_s: f
 
 def _with_port(url: str) -> str | None:
     """``scheme://host:port`` of a worker URL that names its port, else None."""
-    from urllib.parse import urlsplit
-
-    text = url.strip()
-    if "://" not in text:
-        text = "http://" + text
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
+    got = split_url(url)
+    if got is None:
         return None
-    if port is None or not parts.hostname or parts.scheme not in ("http", "https"):
+    scheme, host, port = got
+    if port is None or scheme not in ("http", "https"):
         return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}:{port}"
-    return f"{parts.scheme}://{host}:{port}"
+    return f"{scheme}://{netloc(host, port)}"

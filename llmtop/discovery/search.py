@@ -26,7 +26,8 @@ from llmtop.discovery.namespaces import namespace_candidates
 from llmtop.discovery.probe import probe
 from llmtop.discovery.processes import engine_processes
 from llmtop.sources import procnet
-from llmtop.targets import format_hostport, make_target
+from llmtop.targets import make_target
+from llmtop.urls import netloc
 
 __all__ = ["DEFAULT_PORTS", "discover", "process_candidates"]
 
@@ -90,7 +91,7 @@ def _merge(found: Iterable[Candidate], config: Config) -> list[Target]:
             timeout_s=config.timeout_s,
             verify_tls=config.verify_tls,
             container=c.container,
-            api_url=(f"http://{format_hostport(c.host, c.api_port)}"
+            api_url=(f"http://{netloc(c.host, c.api_port)}"
                      if c.api_port is not None else None),
         )
         for c in best.values()

@@ -507,7 +507,7 @@ class FleetMonitor:
         if self.partial:
             self.warnings.insert(0, "PARTIAL: some stores did not answer; values may be "
                                  "incomplete")
-        routers = fleet_stack(results, plan.group, t, self.window_s, rows)  # issue 42
+        routers = fleet_stack(results, plan.group, t, self.window_s, rows)
         return Snapshot(time=t, window_s=self.window_s, engines=rows, gpus=gpus, routers=routers,
                         gpu_error=None if gpus else "no DCGM exporter series")
 

@@ -484,7 +484,7 @@ class Plan:
         return " or ".join(parts) or None
 
     def stack(self) -> str:
-        """One query (issue 42, read by ``fleet/stack.py``): the routers' series now, the
+        """One query (read by ``fleet/stack.py``): the routers' series now, the
         same ``W`` earlier (``llmtop_base="1"``) and one series per engine instance with its
         group, ``instance``, ``pod`` and role labels (tagged: backends link by them)."""
         now = selector(None, [f'__name__=~"{ROUTER_NAMES}"', *self.target_matchers])

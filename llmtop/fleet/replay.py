@@ -198,7 +198,7 @@ def _copy(results: dict[str, list[dict[str, Any]]], keep: dict[str, str] | None 
     ``keep``, when given): the recording is read again on a seek."""
     out = {}
     for role, items in results.items():
-        if keep and len(keep) == 1:  # one group label: the common case, ~5x faster
+        if keep and len(keep) == 1:  # one group label: the common case, kept to one lookup
             ((k, v),) = keep.items()
             items = [it for it in items if (it.get("metric") or {}).get(k, "") == v]
         elif keep:

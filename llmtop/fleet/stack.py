@@ -1,4 +1,4 @@
-"""Fleet mode's serving stack (issue 42): routers read from Prometheus by the same names and
+"""Fleet mode's serving stack: routers read from Prometheus by the same names and
 the same adapters as in direct mode, and roles from pod labels.
 
 One query joins each refresh (``queries.Plan.stack``, listed in ``docs/fleet.md``), a union

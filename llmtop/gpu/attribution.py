@@ -34,12 +34,11 @@ from llmtop.config import Target
 from llmtop.gpu import proc as procfs
 from llmtop.model import GpuProcess
 from llmtop.sources import procnet
-from llmtop.urls import host_port
+from llmtop.urls import host_port, is_this_machine
 
 __all__ = ["Attributor", "attribute", "engine_of", "is_local_host", "target_port"]
 
 _MAX_DEPTH = 64
-_LOOPBACK = {"localhost", "localhost.localdomain", "ip6-localhost", "::1", "0.0.0.0", "::", ""}
 
 # (engine id, argv[0] basenames, substrings of the whole command line / title)
 _TITLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -98,7 +97,7 @@ def _own_address(ip: str) -> bool:
 def is_local_host(host: str, hostname: str | None = None) -> bool:
     """True for loopback names/addresses, this machine's hostname and its own IP addresses."""
     h = (host or "").strip().strip("[]").lower()
-    if h in _LOOPBACK or h.startswith("127."):
+    if not h or is_this_machine(h):
         return True
     me = (hostname if hostname is not None else socket.gethostname()).lower()
     if me and (h == me or h.split(".", 1)[0] == me.split(".", 1)[0] == h):

@@ -13,10 +13,11 @@ once per tick, which runs it in a worker thread; while NVML is down and not due 
   NoPermission, anything) becomes None. ``GpuIsLost`` marks that GPU's record
   (``error = "GPU is lost (fell off the bus?)"``) and the other GPUs keep working.
 - A call that answers NotSupported is not asked again for that GPU (keeps ticks cheap).
-  PCIe throughput blocks ~20 ms per call inside NVML, so it is read at most every
-  ``pcie_every_s``; total energy (~3 ms of CPU per call on an H100 VM, measured by
-  ``benchmarks/nvml_calls.py``) and the MIG mode (~0.14 ms; it changes only with a GPU reset)
-  at most every ``slow_every_s`` (30 s). What they answer, a failed read too, is held between.
+  PCIe throughput blocks for milliseconds inside NVML, so it is read at most every
+  ``pcie_every_s``; total energy (milliseconds of CPU per call) and the MIG mode (it changes
+  only with a GPU reset) at most every ``slow_every_s`` (30 s); the costs per call are in
+  ``docs/benchmarks.md`` ("GPUs", ``benchmarks/nvml_calls.py``). What they answer, a failed
+  read too, is held between.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ _MISSING = object()
 def _driver_library_or_raise() -> None:
     """Raise ImportError where Linux has no NVML library, before importing ``pynvml``.
 
-    ``pynvml`` is ~1.3 MB of resident code and constants; a box without the driver (where
-    it could only fail in ``nvmlInit``) does not pay for it. A ``pynvml`` already imported
-    (a test's fake) or another platform goes straight to ``pynvml``'s own loading."""
+    ``pynvml`` is a good part of the resident code (``docs/benchmarks.md``, "Where the memory
+    goes"); a box without the driver (where it could only fail in ``nvmlInit``) does not pay
+    for it. A ``pynvml`` already imported (a test's fake) or another platform goes straight to
+    ``pynvml``'s own loading."""
     if "pynvml" in sys.modules or not sys.platform.startswith("linux"):
         return
     import ctypes

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 from llmtop.history.request_rank import SORT_KEYS, median, nearest_rank, ranked, values
 from llmtop.model.request_records import ColdStart, InflightRequest, RequestRecord
+from llmtop.urls import is_local_peer
 
 __all__ = ["KEEP_S", "MAX_REQUESTS", "REORDER_S", "SORT_KEYS", "RequestSummary",
            "RequestWindow", "clock_offsets", "ingest_body", "match_target"]
@@ -72,17 +72,8 @@ def _summary(reqs: list[RequestRecord], window_s: float, by: str) -> RequestSumm
     return s
 
 
-def _loopback(host: str | None) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(str(host)).is_loopback
-    except ValueError:
-        return False
-
-
 def _same_host(a: str | None, b: str | None) -> bool:
-    return a == b or (_loopback(a) and _loopback(b))
+    return a == b or (is_local_peer(a) and is_local_peer(b))
 
 
 def match_target(engine: str, service: str | None, peer: str | None,

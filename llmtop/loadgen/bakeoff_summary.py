@@ -1,9 +1,10 @@
 """A bake-off report as text, for every face (console table, CSV, HTML): pure formatting.
 
-The report is issue 23's contract: ``endpoints`` (each a probe report plus ``name``, ``url``,
-``engine``, ``engine_version``, ``error``, ``cold_start_s``, ``server``,
-``cost_per_mtok_usd``, ``short_outputs``, maybe ``comparable`` and ``settings``),
-``traffic`` and ``warnings``. Any field may be missing or null: shown as ``–``, never 0.
+The report is the bake-off JSON (``docs/probe.md``, "Bake-off JSON"): ``endpoints`` (each a
+probe report plus ``name``, ``url``, ``engine``, ``engine_version``, ``error``,
+``cold_start_s``, ``server``, ``cost_per_mtok_usd``, ``short_outputs``, maybe ``comparable``
+and ``settings``), ``traffic`` and ``warnings``. Any field may be missing or null: shown as
+``–``, never 0.
 """
 
 from __future__ import annotations

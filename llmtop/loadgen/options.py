@@ -6,18 +6,17 @@
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from llmtop.errors import ConfigError
+from llmtop.urls import netloc as join_netloc
 
 __all__ = [
     "DEFAULT_DURATION_S",
     "DEFAULT_SWEEP_DURATION_S",
     "ProbeOptions",
-    "is_loopback_host",
     "parse_cpus",
     "parse_levels",
     "parse_shared_prefix",
@@ -239,9 +238,7 @@ def redact_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    host = join_netloc(parts.hostname or "", parts.port or None)
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
@@ -273,18 +270,7 @@ def split_url(url: str) -> tuple[str, str, str | None]:
             break
     if path.endswith("/v1"):
         path = path[:-3]
-    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
+    netloc = join_netloc(parts.hostname, parts.port or None)
     return urlunsplit((parts.scheme, netloc, path, "", "")), parts.hostname, endpoint
 
 
-def is_loopback_host(host: str) -> bool:
-    """True for localhost, 127.0.0.0/8 and ::1 (the only hosts load goes to without asking)."""
-    h = host.strip("[]").lower()
-    if h == "localhost" or h.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from llmtop.loadgen.client import Result, SSEReader, parse_retry_after
 from llmtop.model.request_records import probe_traceparent
-from llmtop.urls import default_port
+from llmtop.urls import default_port, netloc
 
 __all__ = ["RawStreamClient"]
 
@@ -268,9 +268,7 @@ class RawStreamClient:
             if insecure:
                 self.ssl.check_hostname = False
                 self.ssl.verify_mode = ssl.CERT_NONE
-        host_hdr = self.host if ":" not in self.host else f"[{self.host}]"
-        if u.port:
-            host_hdr += f":{u.port}"
+        host_hdr = netloc(self.host, u.port or None)
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         head = (f"POST {path} HTTP/1.1\r\nHost: {host_hdr}\r\nUser-Agent: llmtop-probe\r\n"
                 "Content-Type: application/json\r\nAccept: text/event-stream\r\n"

@@ -222,7 +222,7 @@ def capacity(report: dict[str, Any], target_rate: float | None = None) -> dict[s
         first = min(usable, key=_load)
         p95 = (first.get("ttft_s") or {}).get("p95")
         head = (f"No load met {slo_text(sla.get('slo'))}: at {load_text(first)} TTFT p95 was "
-                f"{'–' if p95 is None else f'{p95 * 1000:,.0f} ms'}")
+                f"{_ms_text(p95)}")
         below = [s for s in bound if _load(s) < _load(first)]
         if below:
             head += (f" (the load generator was client-bound at {', '.join(_loads(below))} "

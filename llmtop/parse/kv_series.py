@@ -25,8 +25,7 @@ Keys put on ``ModelSample`` (absent = not exported, never 0):
 - info ``kv_role`` (``prefill`` | ``decode``) from SGLang's ``engine_type`` label.
 
 Sources: vLLM ``NixlPromMetrics`` (nixl connector) and ``docs/usage/metrics.md``; LMCache
-``lmcache/observability.py``; SGLang ``python/sglang/srt/observability/metrics_collector.py``
-(/work/shared/STACK.md lists them).
+``lmcache/observability.py``; SGLang ``python/sglang/srt/observability/metrics_collector.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """LMDeploy ``/metrics`` (``lmdeploy serve api_server``, port 23333) -> ``EngineSample``.
 
-``../shared/METRICS.md`` §10 and ``InternLM/lmdeploy lmdeploy/metrics/loggers.py``: vLLM-like
+``docs/metrics.md`` ("LMDeploy") and ``InternLM/lmdeploy lmdeploy/metrics/loggers.py``: vLLM-like
 names under ``lmdeploy:``, labels ``model_name`` and ``engine`` (the DP rank; DP > 1 usually
 means one API server per rank, so one rank per scrape). No ``_created`` series
 (``disable_created_metrics``) and no ``process_*`` start time.

@@ -1,6 +1,6 @@
 """SGLang ``/metrics`` (``--enable-metrics``) -> ``EngineSample``, old and new names.
 
-``../shared/METRICS.md`` §5, §5.1. Multiprocess exposition: no ``_created``, no
+``docs/metrics.md`` ("SGLang") lists both. Multiprocess exposition: no ``_created``, no
 ``process_*``; gauges without a multiprocess mode carry a ``pid`` label (summed away).
 
 * model label: ``model_name`` (v0.4+) | ``name`` (v0.3.5); ranks: ``dp_rank``

@@ -1,6 +1,7 @@
 """vLLM ``/metrics`` -> ``EngineSample``, for every name generation from V0 to 0.33.
 
-Aliases (``../shared/METRICS.md`` §4.1, §4.2), first present wins:
+Aliases (``docs/metrics.md`` "vLLM"; ``vllm/v1/metrics/loggers.py`` and its older releases),
+first present wins:
 
 * kv_usage: ``kv_cache_usage_perc`` | ``gpu_cache_usage_perc`` (<= 0.11)
 * prefix_queries/prefix_hits: ``prefix_cache_*`` (tokens) | ``gpu_prefix_cache_*`` (V1 0.7-0.11;

@@ -30,6 +30,7 @@ from llmtop.model import SCRAPE_METRICS, GpuSample, RawScrape, RawSpans
 from llmtop.record import delta
 from llmtop.record.frames import MAGIC, FrameScan, append_frame, encode_frame, scan_frames
 from llmtop.record.legacy import KINDS_FLAG
+from llmtop.urls import netloc
 
 __all__ = ["SCHEMA", "Recorder", "parse_size", "safe_url"]
 
@@ -45,12 +46,8 @@ def safe_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "?"
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    if ":" in (parts.hostname or "") and not host.startswith("["):
-        host = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return urlunsplit((parts.scheme, netloc(parts.hostname or "", parts.port or None),
+                       parts.path, "", ""))
 
 
 def parse_size(text: str | None) -> int | None:

@@ -1,8 +1,8 @@
 """An engine's health endpoint: which path to ask, and what its answer says.
 
 The monitor asks it only for a row that may be stuck (``diagnose.rules.stuck.wants_health``):
-the ``stuck`` finding (vLLM issue #53130's admission stall) is named when the engine makes no
-token while this endpoint answers 200, the case a health check misses.
+the ``stuck`` finding (vLLM's admission stall, vllm-project/vllm#53130) is named when the
+engine makes no token while this endpoint answers 200, the case a health check misses.
 
 Health paths, from each engine's source or docs:
 

@@ -17,6 +17,7 @@ from typing import Any
 from llmtop.errors import ConfigError
 from llmtop.sources.otlp import Busy
 from llmtop.sources.otlp_decode import partial_response
+from llmtop.urls import netloc
 
 __all__ = ["GRPC_INSTALL", "SERVICE", "start_grpc"]
 
@@ -67,7 +68,7 @@ def start_grpc(rx: Any, host: str, port: int, *, tls_cert: bytes | None = None,
         concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmtop-otlp"),
         handlers=(handler,), maximum_concurrent_rpcs=32,
         options=[("grpc.max_receive_message_length", rx.max_body)])
-    addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    addr = netloc(host, port)
     try:
         if tls_cert is not None:
             creds = grpc.ssl_server_credentials([(tls_key or tls_cert, tls_cert)])

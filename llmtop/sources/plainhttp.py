@@ -1,8 +1,8 @@
 """A lean HTTP/1.1 transport under httpx for ``http://`` scrapes.
 
 httpx stays the client (headers, redirects, timeouts, content decoding); this replaces
-httpcore + anyio + h11 beneath it, which cost about 1 ms of CPU per 55 KB scrape against
-about 0.1 ms here (``benchmarks/scrape_cost.py``). A monitor scrapes every target every
+httpcore + anyio + h11 beneath it, which cost several times more CPU per scrape
+(``docs/benchmarks.md``, "Scraping and parsing"). A monitor scrapes every target every
 second on the box it watches, so that difference is most of llmtop's scrape cost.
 
 Scope: one request per connection at a time, keep-alive pooling per (host, port), bodies

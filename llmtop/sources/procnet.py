@@ -81,9 +81,9 @@ def listen_table(proc_root: str | os.PathLike[str] = "/proc") -> dict[int, Liste
 def listen_table_of(pid: int, proc_root: str | os.PathLike[str] = "/proc", *,
                     files: tuple[str, ...] = ("tcp", "tcp6")) -> dict[int, ListenSocket] | None:
     """The LISTEN sockets of ``pid``'s network namespace (``/proc/<pid>/net/tcp{,6}``, or
-    only ``files``: each read walks the kernel's whole socket hash, ~20 ms on a VM, however
-    few sockets the namespace has); None when none can be read (the process is gone, or
-    /proc hides it)."""
+    only ``files``: each read walks the kernel's whole socket hash, however few sockets the
+    namespace has, so ask only for the files needed); None when none can be read (the process
+    is gone, or /proc hides it)."""
     return _table(Path(proc_root, str(pid), "net"), files)
 
 

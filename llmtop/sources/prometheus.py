@@ -31,6 +31,7 @@ import orjson
 from llmtop.config import PrometheusConfig
 from llmtop.sources.plainhttp import PlainHTTPTransport
 from llmtop.sources.scrape_http import connect_reason
+from llmtop.urls import netloc
 
 __all__ = ["BACKENDS", "Backend", "PromClient", "PromError", "PromResult", "display_url",
            "gc_paused", "parse_value"]
@@ -103,11 +104,8 @@ def parse_value(text: Any) -> float:
 def display_url(url: str) -> str:
     """``url`` without user info, query or fragment: safe for the screen and JSON."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return urlunsplit((parts.scheme, netloc(parts.hostname or "", parts.port or None),
+                       parts.path.rstrip("/"), "", ""))
 
 
 class _Secret:
@@ -166,8 +164,8 @@ class PromClient:
         if cfg.ca_file and not cfg.insecure:
             verify = ssl.create_default_context(cafile=os.path.expanduser(cfg.ca_file))
         if transport is None and parts.scheme == "http":
-            # llmtop's lean HTTP/1.1 transport (sources/plainhttp.py): a 500-instance refresh
-            # reads ~6 MB of answers, where httpcore + h11 cost a good part of the CPU
+            # llmtop's lean HTTP/1.1 transport (sources/plainhttp.py): a large fleet's refresh
+            # reads megabytes of answers, and the client's own CPU must stay small beside them
             transport = PlainHTTPTransport()
         self._client = httpx.AsyncClient(
             transport=transport, verify=verify, timeout=httpx.Timeout(cfg.timeout_s),

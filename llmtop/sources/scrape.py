@@ -80,6 +80,7 @@ from llmtop.sources.scrape_identity import (
     engine_from_identity,
     identify,
 )
+from llmtop.urls import netloc
 
 __all__ = [
     "IDENTITY_PATHS",
@@ -209,8 +210,7 @@ class Scraper:
             st.triton_tried = True
             parts = urlsplit(url)
             host = parts.hostname or target.host
-            netloc = f"[{host}]:8002" if ":" in host else f"{host}:8002"
-            alt = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+            alt = urlunsplit((parts.scheme, netloc(host, 8002), parts.path, parts.query, ""))
             res2, el2 = await self._http.fetch(target, alt)
             if res2.status == "ok":
                 st.metrics_url = alt

@@ -24,9 +24,9 @@ import httpx
 from llmtop import __version__
 from llmtop.config import Config, Target
 from llmtop.sources.plainhttp import PlainHTTPTransport
+from llmtop.urls import is_loopback
 
-__all__ = ["IDENTITY_BODY_CAP", "SAFE_HEADERS", "HttpFetcher", "connect_reason", "env_proxy",
-           "is_loopback"]
+__all__ = ["IDENTITY_BODY_CAP", "SAFE_HEADERS", "HttpFetcher", "connect_reason", "env_proxy"]
 
 SAFE_HEADERS = ("process-start-time-unix",)
 """Response headers copied into ``RawScrape.headers`` (lower case)."""
@@ -47,11 +47,6 @@ _ACCEPT = "text/plain;version=0.0.4;q=0.9, application/json;q=0.8, */*;q=0.1"
 
 def _fmt_cap(n: int) -> str:
     return f"{n // _MIB} MiB" if n >= _MIB and n % _MIB == 0 else f"{n} bytes"
-
-
-def is_loopback(host: str) -> bool:
-    """True for a loopback host name (never proxied)."""
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def env_proxy(target: Target) -> str | None:

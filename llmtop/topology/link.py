@@ -24,6 +24,7 @@ from dataclasses import replace
 from llmtop.model import EngineRow
 from llmtop.model.stack import BackendRow, RouterRow
 from llmtop.topology.roles import role_from_labels
+from llmtop.urls import THIS_MACHINE_NAMES
 from llmtop.urls import host_port as url_host_port
 
 __all__ = ["DECODE_BY_SOURCE", "host_port", "link_stack", "merge_backends"]
@@ -32,7 +33,9 @@ DECODE_BY_SOURCE = 0.5
 """A vLLM engine whose prompt tokens over the window came more than half from
 ``external_kv_transfer`` (``vllm:prompt_tokens_by_source``) is a decode instance."""
 
-_LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", "ip6-localhost"}
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"}) | THIS_MACHINE_NAMES
+"""Hosts a URL names this machine by, keyed as ``127.0.0.1``; another loopback address
+(``127.0.0.2``) stays itself: a socket bound there is a different one."""
 _DASHED_IP = re.compile(r"(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})")
 _IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 

@@ -7,7 +7,7 @@
   or ``llminferenceservice-workload`` (the main workload: decode beside a prefill workload, else
   both; one pod cannot tell, so both).
 Prometheus relabels ``.``, ``/`` and ``-`` into ``_`` (``label_llm_d_ai_role``): both spellings
-are read. Source: /work/shared/STACK.md, "Roles in Kubernetes labels".
+are read. ``docs/stack.md`` ("Topology") lists the labels.
 """
 
 from __future__ import annotations

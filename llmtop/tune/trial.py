@@ -28,7 +28,7 @@ from llmtop.tune.boundary import level_met, next_level, start_level
 from llmtop.tune.limiter import limiter, load_text
 from llmtop.tune.progress import TuneProgress
 from llmtop.tune.rules import SEAT_PARAMS
-from llmtop.units import DASH
+from llmtop.units import fixed
 from llmtop.units import ms_words as _ms
 from llmtop.units import pct_words as _pct
 
@@ -324,12 +324,9 @@ def _level_record(load: float, step: dict[str, Any], server: dict[str, Any], met
 def _level_line(lv: dict[str, Any], rate: bool) -> str:
     """One progress line per measured level."""
     return (f"{load_text(lv['load'], rate)} {'meets' if lv['met'] else 'misses'} the SLOs: "
-            f"{_f(lv['output_tok_s'])} tok/s, TTFT p95 {_ms(lv['ttft_p95_s'])}, running "
-            f"{_f(lv['running_peak'])}, waiting {_f(lv['waiting_peak'])}, KV {_pct(lv['kv_peak'])}"
+            f"{fixed(lv['output_tok_s'])} tok/s, TTFT p95 {_ms(lv['ttft_p95_s'])}, running "
+            f"{fixed(lv['running_peak'])}, waiting {fixed(lv['waiting_peak'])}, "
+            f"KV {_pct(lv['kv_peak'])}"
             + (f" ({lv['stopped_early']})" if lv.get("stopped_early") else ""))
-
-
-def _f(v: float | None) -> str:
-    return DASH if v is None else f"{v:.0f}"
 
 

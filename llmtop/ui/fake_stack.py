@@ -1,7 +1,8 @@
 """The ``stack`` scenario of ``FakeSource``: two vLLM routers in front of vLLM engines.
 
 ``vllm-router :29000`` (round robin) sends half of its requests to ``:8002``, which holds
-one request at a time and queues, while ``:8001`` (8 seats) idles — the issue's case.
+one request at a time and queues, while ``:8001`` (8 seats) idles: the case the
+``routing`` finding names.
 ``vllm-router :29001`` (P/D) sends each request to a prefill pool (``:8101``, ``:8102``)
 and then to a decode pool (``:8201``, ``:8202``). Fixed numbers, linked by the real
 ``topology.link_stack``; the router names and policies are those the routers export.

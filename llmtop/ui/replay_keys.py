@@ -1,4 +1,4 @@
-"""Replay keys (issue 7): active only when the source offers a ``ReplayControl``."""
+"""Replay keys: active only when the source offers a ``ReplayControl``."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def gpu_key(g: GpuRecord) -> str:
 
 @runtime_checkable
 class ReplayControl(Protocol):
-    """Playback controls a replay source offers (issue 7)."""
+    """Playback controls a replay source offers."""
 
     is_replay: bool
     position_wall: float | None

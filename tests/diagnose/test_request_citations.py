@@ -24,11 +24,13 @@ QUEUE_CLAIM = re.compile(
     r"the (\d+) slowest requests spent (\d+) % of their TTFT queued"
     r"(?: \((all|\d+) of the (\d+) are the probe's\))?; longest (\S+), ([\d.]+) (ms|s) in queue")
 PROMPT_CLAIM = re.compile(
-    r"the (\d+) slowest had ([\d.]+k?)(?:\u2013([\d.]+k?))? prompt tokens"
-    r"(?: \((all|\d+) of the (\d+) are the probe's\))?, the window's median ([\d.]+k?)")
+    r"the (\d+) slowest had ([\d.]+[kM]?)(?:\u2013([\d.]+[kM]?))? prompt tokens"
+    r"(?: \((all|\d+) of the (\d+) are the probe's\))?, the window's median ([\d.]+[kM]?)")
 
 
 def _tok(v: float) -> str:
+    if v >= 1e6:
+        return f"{v / 1e6:.1f}M"
     return f"{v / 1000:.0f}k" if v >= 10_000 else f"{v / 1000:.1f}k" if v >= 1000 else f"{v:.0f}"
 
 
@@ -163,6 +165,15 @@ def test_long_prompts_cites_the_issues_example():
     ev = {e.signal: e.value for e in f[0].evidence}
     assert (ev["slowest_prompt_min"], ev["slowest_prompt_max"],
             ev["window_prompt_median"]) == (61_000, 90_000, 1200)
+
+
+def test_million_token_prompts_are_cited_in_millions():
+    reqs = [RequestRecord(id=f"r{i}", engine="vllm", target=T, prompt_tokens=p, ttft_s=t)
+            for i, (p, t) in enumerate([(1_500_000, 9.0), (1_000_000, 8.0), (980_000, 7.0)]
+                                       + [(1200, 0.2)] * 20)]
+    f = diagnose([long_prompted()], baselines={f"{T}|llama": base()}, requests=reqs)
+    assert "the 3 slowest had 980k\u20131.5M prompt tokens" in f[0].summary
+    claims_hold(f[0].summary, reqs)
 
 
 def test_without_spans_findings_are_exactly_as_before():

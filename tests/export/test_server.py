@@ -8,8 +8,9 @@ import pytest
 from llmtop.errors import ConfigError
 from llmtop.export.server import MetricsServer
 from llmtop.export.state import ExportState
-from llmtop.httpserve import is_loopback, parse_listen
+from llmtop.httpserve import parse_listen
 from llmtop.model import EngineRow, Snapshot
+from llmtop.urls import is_loopback
 
 
 def test_parse_listen():

@@ -15,7 +15,8 @@ from pathlib import Path
 from llmtop.cli.probe import build_parser, confirm_target, resolve_api_key
 from llmtop.loadgen import report as rep
 from llmtop.loadgen.api import start_probe
-from llmtop.loadgen.options import ProbeOptions, is_loopback_host, split_url
+from llmtop.loadgen.options import ProbeOptions, redact_url, split_url
+from llmtop.urls import is_loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-SECRET-1234"
@@ -72,9 +73,9 @@ def test_cli_ctrl_c_writes_partial_report(slow_mock, tmp_path):
 
 
 def test_non_loopback_refused_without_yes():
-    assert is_loopback_host("127.0.0.1") and is_loopback_host("localhost")
-    assert is_loopback_host("::1") and not is_loopback_host("10.0.0.1")
-    assert not is_loopback_host("example.com")
+    assert is_loopback("127.0.0.1") and is_loopback("localhost")
+    assert is_loopback("::1") and not is_loopback("10.0.0.1")
+    assert not is_loopback("example.com")
     ok, msg = confirm_target("10.1.2.3", yes=False, interactive=False)
     assert not ok and "--yes" in msg
     assert confirm_target("10.1.2.3", yes=True, interactive=False) == (True, None)
@@ -159,3 +160,9 @@ def test_console_summary_renders():
               "errors": {}})
     con.print(v.render())
     assert "3.9" in con.file.getvalue()
+
+
+def test_redacted_url_keeps_an_ipv6_host_readable():
+    assert redact_url("http://u:secret@[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert redact_url("http://u:secret@h:8000/v1?x=1") == "http://h:8000/v1?x=1"
+    assert redact_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"

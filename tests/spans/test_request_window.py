@@ -70,6 +70,8 @@ def test_match_target():
     assert match_target("vllm", None, "10.9.9.9", ts) is None  # two candidates: not guessed
     assert match_target("sglang", None, None, ts) == "sgl"  # the only one of its engine
     assert match_target("triton", None, None, ts) is None
+    # a sender on a Unix socket has no address: it is on this machine
+    assert match_target("vllm", None, "", ts) == "vllm-a"
 
 
 def test_store_turns_bodies_into_matched_requests_and_counts_bad_ones():

@@ -21,6 +21,8 @@ def test_host_port_loopback_and_defaults():
     assert host_port("10.0.0.5:9") == ("10.0.0.5", 9)
     assert host_port("http://[::1]:7") == ("127.0.0.1", 7)
     assert host_port("") is None and host_port("http://x:notaport") is None
+    assert host_port("http://localhost.localdomain:8000") == ("127.0.0.1", 8000)
+    assert host_port("http://127.0.0.2:8000") == ("127.0.0.2", 8000)  # another socket
 
 
 @pytest.mark.parametrize("labels,role", [

@@ -249,3 +249,13 @@ async def test_a_probe_stopped_in_its_first_step_says_what_happened():
         assert "first step (c=4)" in screen.status and "3.2 s" in screen.status
         assert "partial" in screen.status and "no capacity figure" in screen.status
         assert "c=4*" in text and "partial" in text.split("Client side")[1], text
+
+
+def test_a_url_without_a_scheme_is_judged_by_its_host():
+    # "host:port" as typed in the form: the host decides, not a missing scheme.
+    screen = ProbeScreen("t", starter=lambda o: None, options_cls=Options)
+    said: list[str] = []
+    screen._set_status = lambda text, **_kw: said.append(text)  # type: ignore[method-assign]
+    assert screen._confirmed("127.0.0.1:8000") and screen._confirmed("localhost:8000")
+    assert not screen._confirmed("192.0.2.10:8000") and "192.0.2.10" in said[-1]
+    assert screen._confirmed("192.0.2.10:8000")  # the second start

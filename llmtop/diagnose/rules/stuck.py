@@ -1,5 +1,5 @@
 """``stuck``: an engine holds requests (running or waiting) but has made no token for
-``STUCK_IDLE_S`` — vLLM issue #53130's admission stall (running + deferred at
+``STUCK_IDLE_S`` — vLLM's admission stall, vllm-project/vllm#53130 (running + deferred at
 ``max_num_seqs``, ``/health`` 200, KV ~20 %, ~0 tok/s). Stuck requests never finish, so no
 latency histogram can show it: this reads the token counter itself
 (``EngineRow.tokens_idle_s``) and the engine's own health endpoint

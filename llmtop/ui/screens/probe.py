@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 from rich.table import Table
 from rich.text import Text
@@ -22,6 +21,7 @@ from llmtop.ui import fmt
 from llmtop.ui.screens import probe_shape as shape
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.footer import FitFooter
+from llmtop.urls import is_loopback, split_url
 
 __all__ = ["POLL_S", "ProbeScreen", "StateCheckbox", "bounds_text", "build_options",
            "ladder_text", "step_chart"]
@@ -29,7 +29,6 @@ __all__ = ["POLL_S", "ProbeScreen", "StateCheckbox", "bounds_text", "build_optio
 POLL_S = 0.5
 """How often the screen reads the probe's progress queue."""
 
-LOOPBACK = ("localhost", "::1", "")
 
 FIELDS = (
     ("concurrency", "concurrency", "4"),
@@ -403,8 +402,9 @@ class ProbeScreen(shape.ShapeForm, Screen):
 
     def _confirmed(self, url: str | None) -> bool:
         """Load goes to a non-loopback host only after a second start (the probe's rule)."""
-        host = urlsplit(url or "").hostname or ""
-        if host in LOOPBACK or host.startswith("127.") or self._confirm_url == url:
+        got = split_url(url or "")
+        host = got[1] if got is not None else (url or "")
+        if is_loopback(host) or self._confirm_url == url:
             return True
         self._confirm_url = url
         self._set_status(f"{host} is not this machine: start again (Enter / ctrl+r) to send "
