@@ -58,12 +58,12 @@ def test_the_faces_use_the_units():
         u.secs_words, u.pct_words, u.tokens_words)
     assert once_table.fmt_latency.__globals__["secs_fine"] is u.secs_fine
     from llmtop.console import probe_view
-    from llmtop.diagnose import requests
+    from llmtop.diagnose import request_citations
     from llmtop.tune import trial
 
     for module in (once_table, probe_view, trial):
         assert vars(module)["fixed"] is u.fixed
-    assert vars(requests)["count"] is u.count
+    assert vars(request_citations)["count"] is u.count
 
 
 def test_windows_name_whole_minutes():
