@@ -134,6 +134,8 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
 
     Uses the last recorded tick at or before ``at`` and the tick closest to ``window_s``
     before it, feeding only those two ticks' items into a fresh store, as ``--once`` does.
+    A target not asked in either tick (a dead router backend backing off) is first given
+    its latest earlier answer (within ``LOOKBACK_S``), as the live store still holds it.
     """
     ticks = [(i, r) for i, r in enumerate(rec.records) if r.get("k") == "tick"]
     if len(ticks) < 2:
@@ -147,6 +149,8 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     prev_b = max((i for i, _ in ticks if i < b_idx), default=-1)
     store = replay_store(rec, config_from_header(rec, config))
     ids = _identities(rec, prev_a + 1)
+    for item in _latest_before(rec, prev_a + 1, b_idx + 1, b["w"] - LOOKBACK_S):
+        _feed(store, _with_identity(item, ids))
     for item in rec.items(prev_a + 1, a_idx + 1):
         _feed(store, _with_identity(item, ids))
     for i in range(a_idx + 1, prev_b + 1):  # the spans received between the two ticks
@@ -156,6 +160,23 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
         _feed(store, _with_identity(item, ids))
     elapsed = b["m"] - a["m"]
     return store.once_snapshot(elapsed if elapsed > 0 else window_s)
+
+
+def _latest_before(rec: Recording, start: int, stop: int, since_wall: float) -> list[Item]:
+    """The latest metrics answer before ``start`` (recorded after ``since_wall``) of each
+    target with no metrics answer in ``records[start:stop]``, oldest first."""
+    asked = {r["t"] for r in rec.records[start:stop] if r.get("k") == "s" and "kd" not in r}
+    latest: dict[str, int] = {}
+    for i in range(start - 1, -1, -1):
+        r = rec.records[i]
+        if r.get("w", since_wall) < since_wall:
+            break
+        if r.get("k") == "s" and "kd" not in r and r["t"] not in asked:
+            latest.setdefault(r["t"], i)
+    out: list[Item] = []
+    for i in sorted(latest.values()):
+        out.extend(it for it in rec.items(i, i + 1) if isinstance(it, RawScrape))
+    return out
 
 
 def diagnosis_at(rec: Recording, at: float, config: Config | None = None) -> list[Finding]:

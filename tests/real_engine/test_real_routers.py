@@ -32,6 +32,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmtop.model import RawScrape
+from llmtop.monitor.targetset import BACKOFF_CAP_S
 from llmtop.record.reader import Recording, Tick
 from tests.real_engine.incidents import ROOT, served, vllm_ready
 from tests.real_engine.servers import llmtop
@@ -379,8 +380,10 @@ def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
     assert backend(re_, c)["healthy"] is True and backend(re_, b)["healthy"] is True
     assert backend(rl, c)["healthy"] is False and backend(rl, b)["healthy"] is True
     assert row(early, c)["state"] == "ok" and row(late, c)["state"] == "down"
-    # nothing lost: the file is whole, and from the first tick that scraped the router and both
-    # backends on, every tick holds all three (c's failing after the kill, never dropped)
+    # nothing lost: the file is whole; from the first tick that scraped the router and both
+    # backends on, every tick holds the router and b, and c every tick while it answers; once
+    # killed c is asked less and less often (the target set's back-off), each answer failing,
+    # never dropped (the router still names it)
     recording = Recording.open(rec)
     assert recording.problem is None, recording.problem
     ticks: list[dict[int, str]] = []
@@ -391,7 +394,14 @@ def test_backend_killed_router_and_llmtop_agree(engines, tmp_path):
         elif isinstance(item, Tick):
             ticks.append(current)
             current = {}
-    want = {urlsplit(u).port for u in (murl, b, c)}
-    first = next(i for i, t in enumerate(ticks) if want <= set(t))
-    assert all(want <= set(t) for t in ticks[first:]), ticks
-    assert ticks[first][urlsplit(c).port] == "ok" and ticks[-1][urlsplit(c).port] != "ok", ticks
+    cp = urlsplit(c).port
+    always = {urlsplit(u).port for u in (murl, b)}
+    first = next(i for i, t in enumerate(ticks) if always | {cp} <= set(t))
+    assert all(always <= set(t) for t in ticks[first:]), ticks
+    assert ticks[first][cp] == "ok", ticks
+    down_at = next(i for i in range(first, len(ticks)) if ticks[i].get(cp, "ok") != "ok")
+    assert all(cp in t for t in ticks[first:down_at]), ticks
+    asked = [i for i in range(down_at, len(ticks)) if cp in ticks[i]]
+    assert len(asked) >= 3 and all(ticks[i][cp] != "ok" for i in asked), ticks
+    gaps = [j - i for i, j in zip(asked, [*asked[1:], len(ticks) - 1], strict=True)]
+    assert max(gaps) <= BACKOFF_CAP_S + 2, ticks

@@ -186,3 +186,25 @@ def test_an_old_recording_without_profiles_uses_this_machines(tmp_path, monkeypa
                          measured_unix=time.time(), model=model))
     replayed = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))
     assert replayed["engines"][0]["capacity"]["requests_per_s"] == 4.0
+
+
+def test_once_at_a_moment_keeps_a_target_not_asked_in_its_two_ticks(tmp_path):
+    """A dead router backend backs off: the two ticks ``--at`` reads may hold no answer of
+    it. Its latest earlier answer stands, as the live store still holds it (not dropped)."""
+    dead = Target(name="127.0.0.1:19", base_url="http://127.0.0.1:19", engine="vllm",
+                  host="127.0.0.1", port=19)
+    path = tmp_path / "backoff.llmtop"
+    rec = Recorder(path, Config(targets=(TARGET, dead), discover=False))
+    for n in range(1, 7):
+        t_wall, t_mono = 1_800_000_000.0 + n, 100.0 + n
+        rec(RawScrape(target=TARGET.name, url=TARGET.base_url + "/metrics", t_wall=t_wall,
+                      t_mono=t_mono, status="ok", http_status=200, content_type="text/plain",
+                      body=_bump(BASE, n), engine_hint="vllm"))
+        if n in (1, 2):  # asked twice, then backing off: not asked in ticks 3-6
+            rec(RawScrape(target=dead.name, url=dead.base_url + "/metrics", t_wall=t_wall,
+                          t_mono=t_mono, status="down", error="connection refused"))
+        rec.tick(t_mono, t_wall)
+    rec.close()
+    snap = snapshot_at(Recording.open(path), 1_800_000_006.0, 1.0)
+    states = {r.target: (r.state, r.error) for r in snap.engines}
+    assert states == {TARGET.name: ("ok", None), dead.name: ("down", "connection refused")}
