@@ -149,11 +149,11 @@ def test_router_backends_become_targets_once():
     have = [Target(name="localhost:8001", base_url="http://localhost:8001", host="localhost",
                    port=8001)]
     urls = ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8002/",
-            "123", "pod1-rank-0", "https://api.openai.com", "http://10.0.0.5:8000/v1",
-            "10.0.0.7:8000", "http://[::1]:8003", "garbage://x:1"]
+            "123", "pod1-rank-0", "https://api.openai.com", "http://127.0.1.5:8000/v1",
+            "127.0.1.7:8000", "http://[::1]:8003", "garbage://x:1"]
     got = backend_targets(urls, have)
-    assert [t.base_url for t in got] == ["http://127.0.0.1:8002", "http://10.0.0.5:8000",
-                                         "http://10.0.0.7:8000", "http://[::1]:8003"]
+    assert [t.base_url for t in got] == ["http://127.0.0.1:8002", "http://127.0.1.5:8000",
+                                         "http://127.0.1.7:8000", "http://[::1]:8003"]
     assert all(t.metrics_path is None for t in got)  # /v1 of an api_base is not metrics
 def _in_pod(name: str, url: str, pod: str) -> Target:
     from llmtop.model import Container
@@ -165,9 +165,9 @@ def _in_pod(name: str, url: str, pod: str) -> Target:
 def test_moved_targets_pair_the_same_pod_at_a_new_address():
     from llmtop.discovery import moved_targets
 
-    old = _in_pod("vllm@10.0.0.5:8000", "http://10.0.0.5:8000", "vllm-0")
-    back = _in_pod("vllm@10.0.0.9:8000", "http://10.0.0.9:8000", "vllm-0")
-    other = _in_pod("vllm@10.0.0.7:8000", "http://10.0.0.7:8000", "vllm-1")
+    old = _in_pod("vllm@127.0.1.5:8000", "http://127.0.1.5:8000", "vllm-0")
+    back = _in_pod("vllm@127.0.1.9:8000", "http://127.0.1.9:8000", "vllm-0")
+    other = _in_pod("vllm@127.0.1.7:8000", "http://127.0.1.7:8000", "vllm-1")
     plain = _t("vllm@127.0.0.1:8000", "http://127.0.0.1:8000")
     assert moved_targets([old, plain], [back, other, plain]) == [(old, back)]
     assert moved_targets([old], [old]) == []  # same address: nothing moved

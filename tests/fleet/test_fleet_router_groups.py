@@ -29,11 +29,11 @@ from .conftest import _missing
 from .test_fleet_routers import ROUTER, _answer, _Served, _until_scraped
 
 _A, _B = "http://127.0.0.1:39201", "http://127.0.0.1:38637"  # the fixture's workers
-ROUTER_AT = "10.0.0.9:9000"
+ROUTER_AT = "127.0.1.9:9000"
 PODS = (  # (namespace, pod, instance, job, max_num_seqs)
-    ("ns", "vllm-0", "10.0.0.5:8000", "vllm-small", 1.0),
-    ("ns", "vllm-1", "10.0.0.6:8000", "vllm-big", 8.0),
-    ("ns", "vllm-2", "10.0.0.7:8000", "vllm-big", 8.0),
+    ("ns", "vllm-0", "127.0.1.5:8000", "vllm-small", 1.0),
+    ("ns", "vllm-1", "127.0.1.6:8000", "vllm-big", 8.0),
+    ("ns", "vllm-2", "127.0.1.7:8000", "vllm-big", 8.0),
 )
 
 
@@ -81,19 +81,19 @@ def _stack(group: tuple[str, ...], urls: dict[str, str], rows: list[EngineRow], 
 def test_grouped_by_instance_links_exact_host_port_and_a_statefulset_name():
     rows = _rows(("instance",))
     # the router names vllm-0 by its IP with a path, vllm-1 by its headless-service name
-    r = _stack(("instance",), {_A: "http://10.0.0.5:8000/v1",
+    r = _stack(("instance",), {_A: "http://127.0.1.5:8000/v1",
                                _B: "http://vllm-1.vllm.ns.svc.cluster.local:8000"}, rows)
-    assert [b.target for b in r.backends] == ["10.0.0.5:8000", "10.0.0.6:8000"]
+    assert [b.target for b in r.backends] == ["127.0.1.5:8000", "127.0.1.6:8000"]
     assert [b.capacity_share for b in r.backends] == pytest.approx([1 / 9, 8 / 9])
     assert {x.target: x.router for x in rows} == {
-        "10.0.0.5:8000": ROUTER_AT, "10.0.0.6:8000": ROUTER_AT, "10.0.0.7:8000": None}
+        "127.0.1.5:8000": ROUTER_AT, "127.0.1.6:8000": ROUTER_AT, "127.0.1.7:8000": None}
 
 
 def test_grouped_by_pod_links_ip_and_pod_ip_dns_names():
     rows = _rows(("namespace", "pod"))
     assert {x.target for x in rows} == {"ns/vllm-0", "ns/vllm-1", "ns/vllm-2"}
-    r = _stack(("namespace", "pod"), {_A: "https://10.0.0.5:8000",
-                                      _B: "http://10-0-0-6.ns.pod.cluster.local:8000/"}, rows)
+    r = _stack(("namespace", "pod"), {_A: "https://127.0.1.5:8000",
+                                      _B: "http://127-0-1-6.ns.pod.cluster.local:8000/"}, rows)
     assert [b.target for b in r.backends] == ["ns/vllm-0", "ns/vllm-1"]
     assert [b.capacity_share for b in r.backends] == pytest.approx([1 / 9, 8 / 9])
     assert r.backends[0].routed_share == pytest.approx(66 / 131)  # the router's own number
@@ -103,7 +103,7 @@ def test_grouped_by_pod_links_ip_and_pod_ip_dns_names():
 def test_grouped_by_job_links_to_the_row_holding_the_instance():
     rows = _rows(("job",))
     assert {x.target: x.max_running for x in rows} == {"vllm-small": 1.0, "vllm-big": 16.0}
-    r = _stack(("job",), {_A: "http://10.0.0.5:8000", _B: "http://10.0.0.7:8000"}, rows)
+    r = _stack(("job",), {_A: "http://127.0.1.5:8000", _B: "http://127.0.1.7:8000"}, rows)
     assert [b.target for b in r.backends] == ["vllm-small", "vllm-big"]
     # vllm-big is two engines: the router sends to one of them, the pool is both
     assert [b.capacity_share for b in r.backends] == pytest.approx([1 / 17, 16 / 17])
@@ -112,30 +112,30 @@ def test_grouped_by_job_links_to_the_row_holding_the_instance():
 
 def test_two_backends_in_one_aggregate_row_keep_their_shares_and_no_capacity_share():
     rows = _rows(("job",))
-    r = _stack(("job",), {_A: "http://10.0.0.6:8000", _B: "http://10.0.0.7:8000"}, rows)
+    r = _stack(("job",), {_A: "http://127.0.1.6:8000", _B: "http://127.0.1.7:8000"}, rows)
     assert [b.target for b in r.backends] == ["vllm-big", "vllm-big"]
     assert [b.routed_share for b in r.backends] == pytest.approx([66 / 131, 65 / 131])
     assert [b.capacity_share for b in r.backends] == [None, None]  # unknown, not halves
     [(key, cell)] = stack_groups(rows, [r]).backends.items()  # the row's cells: their sum
     assert key == "vllm-big|m" and cell.routed_share == pytest.approx(1.0)
-    assert cell.url == "http://10.0.0.6:8000, http://10.0.0.7:8000"
+    assert cell.url == "http://127.0.1.6:8000, http://127.0.1.7:8000"
     assert {x.target: x.router for x in rows}["vllm-small"] is None
 
 
 def test_a_backend_without_a_row_stays_unlinked_and_says_so():
     rows = _rows(("namespace", "pod"))
-    r = _stack(("namespace", "pod"), {_A: "http://10.0.0.5:8000",
-                                      _B: "http://10.9.9.9:8000"}, rows)
+    r = _stack(("namespace", "pod"), {_A: "http://127.0.1.5:8000",
+                                      _B: "http://127.0.9.9:8000"}, rows)
     a, b = r.backends
     assert a.target == "ns/vllm-0" and b.target is None
     assert a.capacity_share is None and b.capacity_share is None  # the pool is not all known
     lines = stack_lines(Snapshot(time=0.0, window_s=10.0, engines=rows, routers=[r]))
-    assert "backend http://10.9.9.9:8000 → not scraped" in "\n".join(lines)
+    assert "backend http://127.0.9.9:8000 → not scraped" in "\n".join(lines)
     assert [x.router for x in rows] == [ROUTER_AT, None, None]
 
 
 def test_a_name_two_rows_share_links_to_neither():
-    pods = (("ns-a", "vllm-0", "10.0.0.5:8000", "a", 1.0),
+    pods = (("ns-a", "vllm-0", "127.0.1.5:8000", "a", 1.0),
             ("ns-b", "vllm-0", "10.0.1.5:8000", "b", 8.0))
     rows = _rows(("namespace", "pod"), pods)
     r = _stack(("namespace", "pod"), {_A: "http://vllm-0.svc:8000",
@@ -148,10 +148,10 @@ def test_direct_mode_keeps_exact_matching():
     from llmtop.model.stack import BackendRow, RouterRow
 
     row = EngineRow(key="a|m", target="a", engine="vllm", model="m")
-    r = RouterRow(target="r", backends=[BackendRow(url="http://10-0-0-5.ns.pod.cluster.local:1")])
-    link_stack([row], [r], {"a": "http://10.0.0.5:1"})
+    r = RouterRow(target="r", backends=[BackendRow(url="http://127-0-1-5.ns.pod.cluster.local:1")])
+    link_stack([row], [r], {"a": "http://127.0.1.5:1"})
     assert r.backends[0].target is None
-    link_stack([row], [r], {"a": "http://10.0.0.5:1"}, loose=True)
+    link_stack([row], [r], {"a": "http://127.0.1.5:1"}, loose=True)
     assert r.backends[0].target == "a"
 
 
