@@ -6,7 +6,9 @@ Nothing here does I/O, reads a clock or imports a UI library.
 - Here: samples, engine rows, GPU records, ``Snapshot`` (``from llmtop.model import X``).
 - ``model.stack``: routers, their backends and roles.
 - ``model.request_records``: single requests (from spans and live slots), cold starts.
-- ``model.values``: ``Hist``, ``Quantiles``, ``json_number``, below both (the first two
+- ``model.gpu``: GPU records and samples; ``model.kv``: the KV transfer and tier values
+  (both re-exported here).
+- ``model.values``: ``Hist``, ``Quantiles``, ``json_number``, below the rest (the first two
   re-exported here).
 
 Flow::
@@ -19,9 +21,18 @@ Flow::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llmtop.model.gpu import GpuProcess, GpuRecord, GpuSample
+from llmtop.model.kv import (
+    KV_TIER_FIELDS,
+    KV_TIERS_FIELDS,
+    KV_TRANSFER_FIELDS,
+    KvTier,
+    KvTiers,
+    KvTransfer,
+)
 from llmtop.model.values import Hist, Quantiles, json_number
 
 if TYPE_CHECKING:
@@ -244,215 +255,6 @@ class EngineSample:
 
 
 @dataclass(slots=True)
-class GpuProcess:
-    """A process holding memory on a GPU."""
-
-    pid: int | None
-    name: str | None = None
-    used_bytes: int | None = None
-    engine_target: str | None = None
-    """Name of the monitored target this process belongs to, when attributed."""
-    cmdline: str | None = None
-    visible: bool = True
-    """False when the pid is not visible from this PID namespace (containers)."""
-    user: str | None = None
-    """The process owner's user name (from /proc, on the sampling machine), when known."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "name": self.name,
-            "used_bytes": self.used_bytes,
-            "engine_target": self.engine_target,
-            "user": self.user,
-        }
-
-
-@dataclass(slots=True)
-class GpuRecord:
-    """One GPU, from NVML, DCGM exporter, Triton's ``nv_gpu_*`` or the demo. Fractions are 0..1."""
-
-    host: str
-    index: int
-    source: str
-    """``nvml`` | ``dcgm`` | ``triton`` | ``demo``."""
-    uuid: str | None = None
-    name: str | None = None
-    pci_bus_id: str | None = None
-    util: float | None = None
-    mem_util: float | None = None
-    mem_used_bytes: int | None = None
-    mem_free_bytes: int | None = None
-    mem_reserved_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    energy_j: float | None = None
-    temp_c: float | None = None
-    temp_slowdown_c: float | None = None
-    temp_shutdown_c: float | None = None
-    mem_temp_c: float | None = None
-    fan_pct: float | None = None
-    sm_clock_mhz: float | None = None
-    sm_clock_max_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    mem_clock_max_mhz: float | None = None
-    throttle: list[str] | None = None
-    """Clock-event reasons in words (``power cap``, ``thermal slowdown``...); [] = none active."""
-    pcie_tx_bytes_s: float | None = None
-    pcie_rx_bytes_s: float | None = None
-    ecc_corrected: int | None = None
-    ecc_uncorrected: int | None = None
-    xid: int | None = None
-    mig_mode: bool | None = None
-    mig_instances: list[str] = field(default_factory=list)
-    extra: dict[str, float] = field(default_factory=dict)
-    """Source-specific extras (e.g. DCGM ``tensor_active``), shown in GPU detail."""
-    processes: list[GpuProcess] = field(default_factory=list)
-    error: str | None = None
-    """Set when this GPU could not be read (e.g. "GPU is lost")."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "index": self.index,
-            "uuid": self.uuid,
-            "name": self.name,
-            "util": self.util,
-            "mem_util": self.mem_util,
-            "mem_used_bytes": self.mem_used_bytes,
-            "mem_total_bytes": self.mem_total_bytes,
-            "power_w": self.power_w,
-            "power_limit_w": self.power_limit_w,
-            "temp_c": self.temp_c,
-            "sm_clock_mhz": self.sm_clock_mhz,
-            "sm_clock_max_mhz": self.sm_clock_max_mhz,
-            "throttle": self.throttle,
-            "processes": [p.to_json() for p in self.processes],
-            "source": self.source,
-            "error": self.error,
-        }
-
-
-@dataclass(slots=True)
-class GpuSample:
-    """One GPU sampling tick: the GPUs read, or why none could be read."""
-
-    t_wall: float
-    t_mono: float
-    gpus: list[GpuRecord] = field(default_factory=list)
-    error: str | None = None
-    """One line: reason plus hint, e.g. ``gpu.reasons.LIBRARY_NOT_FOUND``."""
-    cost_s: float | None = None
-
-
-class _Reported:
-    """What the KV values share: a field is reported when it holds a value or is named in
-    ``unknown`` (exported by the engine, not known over the window: shown as ``–``, JSON
-    null); the rest were not exported (no line, no JSON key)."""
-
-    __slots__ = ()
-    unknown: frozenset[str]
-
-    def __post_init__(self) -> None:
-        names = {f.name for f in fields(self)}
-        if not self.unknown <= names:
-            raise ValueError(f"unknown names no field: {sorted(self.unknown - names)}")
-
-    @classmethod
-    def of(cls, **values: Any) -> Any:
-        """One with ``values`` set; a value given as None is exported but unknown."""
-        return cls(**values, unknown=frozenset(k for k, v in values.items() if v is None))
-
-    def reported(self, name: str) -> bool:
-        """Whether field ``name`` was exported (holds a value or is unknown)."""
-        return getattr(self, name) is not None or name in self.unknown
-
-    def to_json(self) -> dict[str, Any]:
-        """The reported fields, in declaration order (Quantiles as their JSON)."""
-        return {f.name: _jsonable(getattr(self, f.name))
-                for f in fields(self) if f.name != "unknown" and self.reported(f.name)}
-
-
-@dataclass(frozen=True, slots=True)
-class KvTransfer(_Reported):
-    """P/D KV transfer of one engine over the window (``history.kv_rows``); JSON
-    ``engines[].kv_transfer`` (``docs/json-schema.md``)."""
-
-    time_s: Quantiles | None = None
-    """Transfer time (vLLM NIXL transfer time, SGLang transfer latency)."""
-    latency_now_s: float | None = None
-    """SGLang's transfer-latency gauge, where it is not a histogram."""
-    bytes_per_s: float | None = None
-    failures_per_s: float | None = None
-    """Failed transfers and notifications (vLLM), bootstrap and transfer failures (SGLang)."""
-    expired_per_s: float | None = None
-    """Requests whose KV expired before the decode side pulled it (vLLM NIXL)."""
-    stages: dict[str, Quantiles | None] | None = None
-    """SGLang's bootstrap / alloc / P/D stage latencies by stage."""
-    queues: dict[str, float] | None = None
-    """SGLang's P/D queues: requests by queue name."""
-    prompt_tokens_by_source: dict[str, float | None] | None = None
-    """Prompt tokens/s by where their KV came from, on a P/D engine."""
-    unknown: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class KvTier(_Reported):
-    """One secondary tier of vLLM's offloading connector (its tiering spec's ``tier``)."""
-
-    hit_rate: float | None = None
-    """From chunk hit / query deltas."""
-    offload_bytes_per_s: float | None = None
-    load_back_bytes_per_s: float | None = None
-    failures_per_s: float | None = None
-    unknown: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class KvTiers(_Reported):
-    """KV offload tiers of one engine over the window (vLLM ``kv_offload_*``, LMCache,
-    SGLang HiCache; ``history.kv_rows``); JSON ``engines[].kv_tiers``."""
-
-    hit_rate: float | None = None
-    """0..1 of the tokens asked of the offload tiers that they held."""
-    used_bytes: float | None = None
-    used_tokens: float | None = None
-    usage: float | None = None
-    """0..1 of the tier's token capacity in use."""
-    cached_tokens_per_s: dict[str, float | None] | None = None
-    """Prefix-cache hit tokens/s by the tier that served them (``device`` among them)."""
-    offload_bytes_per_s: float | None = None
-    """GPU → offload medium."""
-    load_back_bytes_per_s: float | None = None
-    failures_per_s: float | None = None
-    """Store allocation failures."""
-    offload_blocks_per_s: float | None = None
-    load_back_blocks_per_s: float | None = None
-    dropped_blocks_per_s: float | None = None
-    pinned: float | None = None
-    """0..1 of the offload tier pinned by transfers in flight."""
-    tiers: dict[str, KvTier] | None = None
-    """Each secondary tier by name."""
-    offload_tokens_per_s: float | None = None
-    evicted_tokens_per_s: float | None = None
-    load_back_tokens_per_s: float | None = None
-    unknown: frozenset[str] = frozenset()
-
-
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if f.name != "unknown")
-
-
-KV_TRANSFER_FIELDS = _names(KvTransfer)
-"""The fields of ``KvTransfer`` (the keys of ``kv_transfer`` in JSON), in order."""
-KV_TIERS_FIELDS = _names(KvTiers)
-"""The fields of ``KvTiers``, in order."""
-KV_TIER_FIELDS = _names(KvTier)
-"""The fields of ``KvTier``, in order."""
-
-
-@dataclass(slots=True)
 class EngineRow:
     """One row of the engines view: a target and model (or one rank), over one window."""
 
@@ -642,17 +444,6 @@ class Snapshot:
             out["requests"] = [r.to_json() for r in self.requests]
             out["requests_window"] = self.requests_window
         return out
-
-
-def _jsonable(v: Any) -> Any:
-    """Quantiles and KV values inside dicts become their JSON; NaN/Inf floats null."""
-    if isinstance(v, (Quantiles, _Reported)):
-        return v.to_json()
-    if isinstance(v, float):
-        return json_number(v)
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    return v
 
 
 @dataclass(frozen=True, slots=True)
