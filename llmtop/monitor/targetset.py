@@ -141,16 +141,23 @@ class TargetSet:
             h = self.store.history_of(t.name)
             if now - at <= FOUND_GRACE_S or (h is not None and h.status == "ok"):
                 continue
-            dropped.append(t.name)
             del self._found_at[t.name]
-            self.targets.remove(t)
-            self.store.forget(t.name)
             where = t.container.label if t.container is not None else t.base_url
-            self.store.event("info", t.name, f"dropped: {where} not found on this machine "
-                             f"for {FOUND_GRACE_S / 60:.0f} min and not answering")
-        if dropped and self.gpu is not None:
-            self.gpu.set_targets(self.targets)
+            dropped.append(self._drop(t.name, f"{where} not found on this machine for "
+                                              f"{FOUND_GRACE_S / 60:.0f} min and not answering"))
+        self._retarget_gpus(dropped)
         return dropped
+
+    def _drop(self, name: str, why: str) -> str:
+        """Stop watching ``name``: out of the targets and the store, said in the event log."""
+        self.targets[:] = [t for t in self.targets if t.name != name]
+        self.store.forget(name)
+        self.store.event("info", name, f"dropped: {why}")
+        return name
+
+    def _retarget_gpus(self, dropped: list[str]) -> None:
+        if dropped and self.gpu is not None:  # GPU memory is attributed to the rest
+            self.gpu.set_targets(self.targets)
 
     # ------------------------------------------------------------------ router backends
     def add_backends(self) -> list[str]:
@@ -179,13 +186,11 @@ class TargetSet:
             if b.addr in named:
                 b.named_at = now
             elif now - b.named_at > BACKEND_GRACE_S:
-                dropped.append(name)
                 del self._backends[name]
-                self.targets = [t for t in self.targets if t.name != name]
-                self.store.forget(name)
-                self.store.event("info", name, "dropped: no router names it any more")
+                dropped.append(self._drop(name, "no router names it any more"))
         if dropped:
             self._backends_seen = None
+        self._retarget_gpus(dropped)
         return dropped
 
     def due(self, name: str) -> bool:

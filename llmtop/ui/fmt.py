@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from llmtop.capacity.annotate import capacity_text
-from llmtop.config import Thresholds
 from llmtop.model import Container, EngineRow, Quantiles
 from llmtop.units import DASH
 from llmtop.units import age as fmt_age
@@ -341,6 +340,3 @@ def clock(t: float | None = None, *, seconds: bool = True) -> str:
     """Local wall-clock time, ``HH:MM:SS``."""
     return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(t))
 
-
-def thresholds_or_default(th: Thresholds | None) -> Thresholds:
-    return th or Thresholds()
