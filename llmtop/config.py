@@ -42,6 +42,12 @@ class Target:
     container: Container | None = None
     """Where discovery found the engine: its container, pod or network namespace (None: the
     host's own network, or a target the user named)."""
+    log: str | None = None
+    """The engine's log as the user named it (config ``log``, ``--log TARGET=PATH``): a file
+    path, or ``cmd:<command>`` whose output is followed; None: found by discovery, if it can."""
+    pid: int | None = field(default=None, compare=False)
+    """The engine's listening process on this machine, when discovery found it (finding its
+    log); None: not known."""
     api_url: str | None = None
     """A router's serving URL when its metrics are on another port (sglang-router's
     ``--port`` beside ``--prometheus-port``), for its worker list; discovery sets it from the

@@ -33,6 +33,7 @@ from llmtop.model.kv import (
     KvTiers,
     KvTransfer,
 )
+from llmtop.model.logs import LogEvent, LogLocation, LogSummary, RawLog
 from llmtop.model.values import Hist, Quantiles, json_number
 
 if TYPE_CHECKING:
@@ -68,8 +69,12 @@ __all__ = [
     "KvTier",
     "KvTiers",
     "KvTransfer",
+    "LogEvent",
+    "LogLocation",
+    "LogSummary",
     "ModelSample",
     "Quantiles",
+    "RawLog",
     "RawScrape",
     "RawSpans",
     "Snapshot",
@@ -120,6 +125,9 @@ COUNTER_KEYS = (
     "spec_drafts",  # speculative-decoding draft rounds
     "spec_draft_tokens",  # tokens proposed by the draft
     "spec_accepted_tokens",  # draft tokens accepted
+    "est_flops",  # the engine's own estimate of FLOPs per GPU (vLLM/SGLang --enable-mfu-metrics)
+    "est_read_bytes",  # ... of bytes read from GPU memory per GPU
+    "est_write_bytes",  # ... of bytes written per GPU
     # finished requests by reason and failures by reason: LABELLED["counters"]
 )
 
@@ -332,6 +340,24 @@ class EngineRow:
     container: Container | None = None
     """The container, pod or network namespace the engine runs in (None: the host's own
     network, or not known); from discovery (``llmtop.sources.containers``)."""
+    achieved_flops_per_s: float | None = None
+    """The engine's estimated FLOP/s per GPU over the window (``est_flops`` delta)."""
+    achieved_read_bytes_per_s: float | None = None
+    achieved_write_bytes_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    """Read plus written bytes/s per GPU over the window."""
+    mbu: float | None = None
+    """Memory-bandwidth utilisation: achieved bytes/s / the GPU's peak bandwidth, 0..1."""
+    mfu: float | None = None
+    """Model FLOPs utilisation: achieved FLOP/s / the GPU's dense peak, 0..1."""
+    gpu_peak: dict[str, Any] | None = None
+    """The peak the ratios divide by: ``bytes_per_s``, ``flops``, ``gpu`` (name),
+    ``source`` (datasheet row or ``--gpu-peak``); None: unknown GPU and no override."""
+    mfu_hint: str | None = None
+    """How to turn the engine's FLOP/byte counters on when it does not export them
+    (``start vLLM with --enable-mfu-metrics``); None when exported or not applicable."""
+    log: LogSummary | None = None
+    """The engine's log over the window (``history``); None when no log is followed."""
     health_status: int | str | None = None
     """The engine's health endpoint in the window (``sources.health``), asked only while
     the row may be stuck: its HTTP status code, ``timeout`` or ``down``; None when not
@@ -394,6 +420,15 @@ class EngineRow:
         out["tokens_idle_s"] = json_number(self.tokens_idle_s)
         out["container"] = self.container.to_json() if self.container is not None else None
         out["health_status"] = self.health_status
+        out["achieved_flops_per_s"] = json_number(self.achieved_flops_per_s)
+        out["achieved_read_bytes_per_s"] = json_number(self.achieved_read_bytes_per_s)
+        out["achieved_write_bytes_per_s"] = json_number(self.achieved_write_bytes_per_s)
+        out["achieved_bytes_per_s"] = json_number(self.achieved_bytes_per_s)
+        out["mbu"] = json_number(self.mbu)
+        out["mfu"] = json_number(self.mfu)
+        out["gpu_peak"] = self.gpu_peak
+        out["mfu_hint"] = self.mfu_hint
+        out["log"] = self.log.to_json() if self.log is not None else None
         if self.rank is not None:
             out["rank"] = self.rank
         if self.labels is not None:

@@ -27,6 +27,9 @@ class GpuProcess:
     """False when the pid is not visible from this PID namespace (containers)."""
     user: str | None = None
     """The process owner's user name (from /proc, on the sampling machine), when known."""
+    sm_util: float | None = None
+    """Share of the last interval the process had a kernel on the SMs, 0..1
+    (``nvmlDeviceGetProcessUtilization``); busy time, like ``GpuRecord.util``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -35,6 +38,7 @@ class GpuProcess:
             "used_bytes": self.used_bytes,
             "engine_target": self.engine_target,
             "user": self.user,
+            "sm_util": self.sm_util,
         }
 
 
@@ -76,6 +80,26 @@ class GpuRecord:
     xid: int | None = None
     mig_mode: bool | None = None
     mig_instances: list[str] = field(default_factory=list)
+    sm_active: float | None = None
+    """Real GPU activity, 0..1 whatever the source (GPM 0-100 and DCGM 0-1 both land here):
+    SMs with at least one warp resident, averaged over SMs and time."""
+    sm_occupancy: float | None = None
+    """Resident warps / the SMs' maximum, averaged."""
+    tensor_active: float | None = None
+    """Any tensor pipe active (FP8 GEMMs show only here)."""
+    dram_active: float | None = None
+    """DRAM interface busy, as a share of its peak bandwidth."""
+    fp16_active: float | None = None
+    """FP16/BF16 (non-tensor) pipe active."""
+    nvlink_tx_bytes_s: float | None = None
+    nvlink_rx_bytes_s: float | None = None
+    activity_source: str | None = None
+    """Where the activity fields came from: ``gpm`` | ``dcgm`` | ``demo``; None: none."""
+    activity_note: str | None = None
+    """Why there are no activity fields, one line (``GPM: not supported on NVIDIA A100``)."""
+    throttle_time: dict[str, float] | None = None
+    """Share of the last interval each clock limit held the clocks down (violation status:
+    ``power``, ``thermal``, ...), 0..1."""
     extra: dict[str, float] = field(default_factory=dict)
     """Source-specific extras (e.g. DCGM ``tensor_active``), shown in GPU detail."""
     processes: list[GpuProcess] = field(default_factory=list)
@@ -98,6 +122,16 @@ class GpuRecord:
             "sm_clock_mhz": self.sm_clock_mhz,
             "sm_clock_max_mhz": self.sm_clock_max_mhz,
             "throttle": self.throttle,
+            "sm_active": self.sm_active,
+            "sm_occupancy": self.sm_occupancy,
+            "tensor_active": self.tensor_active,
+            "dram_active": self.dram_active,
+            "fp16_active": self.fp16_active,
+            "nvlink_tx_bytes_s": self.nvlink_tx_bytes_s,
+            "nvlink_rx_bytes_s": self.nvlink_rx_bytes_s,
+            "activity_source": self.activity_source,
+            "activity_note": self.activity_note,
+            "throttle_time": self.throttle_time,
             "processes": [p.to_json() for p in self.processes],
             "source": self.source,
             "error": self.error,

@@ -4,6 +4,7 @@
 - ``GpuSampler``: one GPU sample per tick (declared in ``gpu``, beside its samplers: NVML,
   the demo's, ``NullSampler``).
 - ``SpanReceiver``: the OTLP receiver whose queued bodies each tick takes (``sources.otlp``).
+- ``LogFollower``: engine logs read off the loop, drained by each tick (``sources.logs``).
 
 The monitor calls every method plainly; a collaborator with nothing to do answers with a
 no-op (``reidentify``, ``set_targets``, ``aclose``).
@@ -15,9 +16,9 @@ from typing import Any, Protocol
 
 from llmtop.config import Target
 from llmtop.gpu import GpuSampler
-from llmtop.model import RawScrape, RawSpans
+from llmtop.model import LogLocation, RawLog, RawScrape, RawSpans
 
-__all__ = ["GpuSampler", "Scraper", "SpanReceiver"]
+__all__ = ["GpuSampler", "LogFollower", "Scraper", "SpanReceiver"]
 
 
 class Scraper(Protocol):
@@ -72,3 +73,24 @@ class SpanReceiver(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class LogFollower(Protocol):
+    """Engine logs followed off the loop (``sources.logs``); each tick takes what was read."""
+
+    def follow(self, target: str, where: LogLocation) -> None:
+        """Follow ``where`` for ``target`` (again, when it moved); an unreadable location
+        answers one ``RawLog`` with its ``error`` at the next drain."""
+        ...
+
+    def forget(self, target: str) -> None:
+        """Stop following ``target``'s log (the target was dropped)."""
+        ...
+
+    def drain(self) -> list[RawLog]:
+        """What was read since the last call, one ``RawLog`` per target with news."""
+        ...
+
+    def close(self) -> None:
+        """Stop every reader thread and child process (``journalctl``, a command)."""
+        ...

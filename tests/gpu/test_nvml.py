@@ -506,6 +506,7 @@ def test_processes_dedupe_names_cmdline_and_not_visible_pid():
         "used_bytes": 3 * GiB,
         "engine_target": None,
         "user": procfs.read_owner(me),
+        "sm_util": None,
     }
     assert mine.user and mine.user == procfs.read_owner(me) and gp.user is None
 
