@@ -35,7 +35,14 @@ from typing import Any
 from llmtop.config import Target
 from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
+from llmtop.gpu.activity import Fallbacks
 from llmtop.gpu.attribution import Attributor
+from llmtop.gpu.errors import GpuLost, is_error, never_answers
+from llmtop.gpu.gpm import GpmDevice
+from llmtop.gpu.values import c as _c
+from llmtop.gpu.values import integer as _int
+from llmtop.gpu.values import num as _num
+from llmtop.gpu.values import text as _s
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
 
 __all__ = ["CLOSED", "NOT_VISIBLE", "GpuLost", "NvmlSampler", "nvml_query"]
@@ -44,7 +51,6 @@ NOT_VISIBLE = "pid not visible from this namespace"
 CLOSED = "GPU unavailable: GPU sampler closed"
 
 _MISSING = object()
-
 
 
 def _driver_library_or_raise() -> None:
@@ -63,13 +69,7 @@ def _driver_library_or_raise() -> None:
     except OSError as e:
         raise ImportError(f"libnvidia-ml.so.1: {e}") from e
 
-class GpuLost(Exception):
-    """Raised by :func:`nvml_query` when NVML says the device fell off the bus."""
-
-
-def _is(nvml: Any, exc: BaseException, name: str) -> bool:
-    cls = getattr(nvml, name, None)
-    return isinstance(cls, type) and isinstance(exc, cls)
+_is = is_error
 
 
 def nvml_query(nvml: Any, fn: str, *args: Any, default: Any = None, **kwargs: Any) -> Any:
@@ -99,45 +99,16 @@ def _handle_error(nvml: Any, exc: BaseException) -> str:
     return f"cannot open this GPU ({str(exc).strip() or type(exc).__name__})"
 
 
-def _c(nvml: Any, name: str, fallback: int) -> int:
-    v = getattr(nvml, name, fallback)
-    return v if isinstance(v, int) else fallback
-
-
-def _s(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    v = str(v).strip("\0 ").strip()
-    return v or None
-
-
-def _num(v: Any, scale: float = 1.0) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return float(v) * scale
-    except (TypeError, ValueError):
-        return None
-
-
-def _int(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 class _Dev:
     """What we keep per GPU index between ticks."""
 
-    __slots__ = ("handle", "held", "lost_at", "static", "unsupported")
+    __slots__ = ("fb", "gpm", "handle", "held", "lost_at", "static", "unsupported")
 
-    def __init__(self, handle: Any):
+    def __init__(self, handle: Any, nvml: Any = None):
         self.handle = handle
+        self.gpm: GpmDevice | None = None
+        """GPM state, made once the GPU's name is known; its samples freed on loss/close."""
+        self.fb = Fallbacks(nvml)
         self.static: dict[str, Any] = {}
         self.unsupported: set[str] = set()
         self.lost_at: float | None = None
@@ -213,7 +184,7 @@ class NvmlSampler:
             return self._fatal
         self._initialized = True
         self._fatal = None
-        self._devs.clear()
+        self._drop_devs()
         return None
 
     def _fail(self, exc: BaseException | None, line: str | None, now: float) -> str:
@@ -223,10 +194,16 @@ class NvmlSampler:
         self._next_try = now + self.retry_s
         return self._fatal
 
+    def _drop_devs(self) -> None:
+        for dev in self._devs.values():
+            if dev.gpm is not None:
+                dev.gpm.close()  # GPM samples are freed before NVML shuts down
+        self._devs.clear()
+
     def _shutdown(self) -> None:
         if self._initialized:
             self._initialized = False
-            self._devs.clear()
+            self._drop_devs()
             try:
                 self._nvml.nvmlShutdown()
             except Exception:
@@ -343,7 +320,9 @@ class NvmlSampler:
             if not _is(self._nvml, e, "NVMLError_GpuIsLost"):
                 raise _NoHandle(_handle_error(self._nvml, e)) from e
             handle, lost = None, True
-        fresh = _Dev(handle)
+        if dev is not None and dev.gpm is not None:
+            dev.gpm.close()
+        fresh = _Dev(handle, self._nvml)
         if dev is not None:  # retrying a lost GPU: keep what we knew about it
             fresh.static = dict(dev.static)
         fresh.lost_at = now if lost else None
@@ -362,6 +341,8 @@ class NvmlSampler:
         except GpuLost:
             lost = self._devs.get(index)
             if lost is not None:
+                if lost.gpm is not None:
+                    lost.gpm.close()
                 if lost.lost_at is None:
                     lost.lost_at = now
                 rec.uuid = _s(lost.static.get("uuid"))
@@ -384,12 +365,7 @@ class NvmlSampler:
         except Exception as e:
             if _is(self._nvml, e, "NVMLError_GpuIsLost"):
                 raise GpuLost(fn) from e
-            if (
-                isinstance(e, TypeError)  # an older pynvml without this signature
-                or _is(self._nvml, e, "NVMLError_NotSupported")
-                or _is(self._nvml, e, "NVMLError_FunctionNotFound")
-                or _is(self._nvml, e, "NVMLLibraryMismatchError")  # driver older than pynvml
-            ):
+            if never_answers(self._nvml, e):
                 dev.unsupported.add(key)
             return None
 
@@ -516,6 +492,34 @@ class NvmlSampler:
 
         mig_handles = self._mig(rec, dev, now)
         rec.processes = self._processes(dev, mig_handles)
+        self._activity(rec, dev, now, mig_handles)
+
+    def _activity(self, rec: GpuRecord, dev: _Dev, now: float, mig_handles: list[Any]) -> None:
+        """GPM where the GPU has it (per MIG GPU instance too); per-process SM time, NVLink
+        counters and violation times from the older calls (``gpu.activity``)."""
+        if dev.gpm is None:
+            dev.gpm = GpmDevice(self._nvml, rec.name)
+        if rec.mig_mode:
+            gis = [nvml_query(self._nvml, "nvmlDeviceGetGpuInstanceId", mh) for mh in mig_handles]
+            rec.mig_activity = dev.gpm.read_mig(dev.handle, [g for g in gis if g is not None], now)
+            values = None
+        else:
+            values = dev.gpm.read(dev.handle, now)
+        if dev.gpm.supported:
+            rec.activity_source = "gpm"
+            for k, v in (values or {}).items():
+                if v is not None or k.startswith(("sm_", "tensor", "dram", "fp16", "nvlink")):
+                    setattr(rec, k, v)  # GPM's PCIe rates replace the held ones only when read
+        rec.activity_note = dev.gpm.note
+        fb = dev.fb
+        if not rec.mig_mode and rec.processes:
+            util = fb.process_sm(dev.handle, self._wall(), now)
+            if util is not None:
+                for p in rec.processes:
+                    p.sm_util = util.get(p.pid) if p.pid is not None else None
+        if rec.nvlink_tx_bytes_s is None and rec.nvlink_rx_bytes_s is None:
+            rec.nvlink_tx_bytes_s, rec.nvlink_rx_bytes_s = fb.nvlink(dev.handle, now)
+        rec.throttle_time = fb.throttle_time(dev.handle, now)
 
     def _mig(self, rec: GpuRecord, dev: _Dev, now: float) -> list[Any]:
         mode = self._held(dev, "mig_mode", now, self.slow_every_s, "nvmlDeviceGetMigMode")
