@@ -8,7 +8,8 @@
   stamp: the last answer is held (``HOLD_S``), not an error. Not asked under MIG.
 - ``nvlink``: ``nvmlDeviceGetFieldValues`` 138/139 per link (KiB counters, link count from
   field 91) summed and differenced into bytes/s; a counter going back is a reset (no rate
-  this tick), never a negative rate.
+  this tick), never a negative rate. Read at most every ``every`` seconds (36 fields of an
+  18-link GPU cost ~60 us of pynvml's Python per read); the rate is held between.
 - ``throttle_time``: ``nvmlDeviceGetViolationStatus`` per policy (cumulative ns) differenced
   into the share of the interval each limit held the clocks down, 0..1.
 
@@ -38,15 +39,16 @@ _LINK_COUNT, _TX, _RX = 91, 138, 139  # NVML_FI_DEV_NVLINK_LINK_COUNT, ..._THROU
 _KIB = 1024.0
 
 
+_UNION = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+"""``nvmlValueType_t`` -> the member of ``c_nvmlValue_t`` holding the value."""
+
+
 def _field_value(v: Any) -> float | None:
     """A ``c_nvmlFieldValue_t``'s value by its ``valueType`` (None when its return is not 0)."""
     if getattr(v, "nvmlReturn", 1) != 0:
         return None
-    kind = getattr(v, "valueType", 3)
-    name = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
-            6: "usVal"}.get(kind, "ullVal")
     try:
-        return float(getattr(v.value, name))
+        return float(getattr(v.value, _UNION.get(v.valueType, "ullVal")))
     except (AttributeError, TypeError, ValueError):
         return None
 
@@ -62,6 +64,7 @@ class Fallbacks:
         self._proc_at = float("-inf")
         self._links: int | None = None
         self._link_prev: tuple[float, float | None, float | None] | None = None
+        self._link_rates: tuple[float | None, float | None] = (None, None)
         self._viol_prev: dict[str, tuple[float, int]] = {}
 
     def _call(self, key: str, fn: str, *args: Any) -> Any:
@@ -111,9 +114,13 @@ class Fallbacks:
 
     # -- NVLink -------------------------------------------------------------------------------
 
-    def nvlink(self, handle: Any, now: float) -> tuple[float | None, float | None]:
-        """(tx, rx) bytes/s over all links since the last call; (None, None) the first time,
-        after a reset, or where NVLink is absent."""
+    def nvlink(
+        self, handle: Any, now: float, every: float = 0.0
+    ) -> tuple[float | None, float | None]:
+        """(tx, rx) bytes/s over all links since the last read; (None, None) the first time,
+        after a reset, or where NVLink is absent. Within ``every`` s of a read: its rates."""
+        if self._link_prev is not None and now - self._link_prev[0] < every:
+            return self._link_rates
         if self._links is None:
             try:
                 got = self._call("nvlink_count", "nvmlDeviceGetFieldValues", handle, [_LINK_COUNT])
@@ -139,9 +146,11 @@ class Fallbacks:
             rx = sum(rxs) if rxs else None
         prev, self._link_prev = self._link_prev, (now, tx, rx)
         if prev is None or now <= prev[0]:
-            return None, None
-        dt = now - prev[0]
-        return _rate(prev[1], tx, dt), _rate(prev[2], rx, dt)
+            self._link_rates = (None, None)
+        else:
+            dt = now - prev[0]
+            self._link_rates = (_rate(prev[1], tx, dt), _rate(prev[2], rx, dt))
+        return self._link_rates
 
     # -- throttle time ------------------------------------------------------------------------
 

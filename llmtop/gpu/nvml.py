@@ -18,6 +18,9 @@ once per tick, which runs it in a worker thread; while NVML is down and not due 
   only with a GPU reset) at most every ``slow_every_s`` (30 s); the costs per call are in
   ``docs/benchmarks.md`` ("GPUs", ``benchmarks/nvml_calls.py``). What they answer, a failed
   read too, is held between.
+- Real activity (``_activity``): GPM where the GPU has it (``gpu.gpm``, per MIG GPU instance
+  too), per-process SM time, NVLink counters (every ``pcie_every_s``) and violation times
+  (``gpu.activity``); its cost per sample: ``benchmarks/gpu_sampling.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +39,7 @@ from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
 from llmtop.gpu.activity import Fallbacks
 from llmtop.gpu.attribution import Attributor
-from llmtop.gpu.errors import GpuLost, is_error, never_answers
+from llmtop.gpu.errors import GpuLost, driver_library_or_raise, is_error, never_answers
 from llmtop.gpu.gpm import GpmDevice
 from llmtop.gpu.values import c as _c
 from llmtop.gpu.values import integer as _int
@@ -52,22 +54,6 @@ CLOSED = "GPU unavailable: GPU sampler closed"
 
 _MISSING = object()
 
-
-def _driver_library_or_raise() -> None:
-    """Raise ImportError where Linux has no NVML library, before importing ``pynvml``.
-
-    ``pynvml`` is a good part of the resident code (``docs/benchmarks.md``, "Where the memory
-    goes"); a box without the driver (where it could only fail in ``nvmlInit``) does not pay
-    for it. A ``pynvml`` already imported (a test's fake) or another platform goes straight to
-    ``pynvml``'s own loading."""
-    if "pynvml" in sys.modules or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")  # the name pynvml loads on Linux
-    except OSError as e:
-        raise ImportError(f"libnvidia-ml.so.1: {e}") from e
 
 _is = is_error
 
@@ -162,7 +148,7 @@ class NvmlSampler:
 
     def _load(self) -> Any:
         if self._nvml is None:
-            _driver_library_or_raise()
+            driver_library_or_raise()
             import pynvml  # type: ignore[import-untyped]  # lazy: no driver needed to import
 
             self._nvml = pynvml
@@ -518,7 +504,8 @@ class NvmlSampler:
                 for p in rec.processes:
                     p.sm_util = util.get(p.pid) if p.pid is not None else None
         if rec.nvlink_tx_bytes_s is None and rec.nvlink_rx_bytes_s is None:
-            rec.nvlink_tx_bytes_s, rec.nvlink_rx_bytes_s = fb.nvlink(dev.handle, now)
+            rec.nvlink_tx_bytes_s, rec.nvlink_rx_bytes_s = fb.nvlink(dev.handle, now,
+                                                                     self.pcie_every_s)
         rec.throttle_time = fb.throttle_time(dev.handle, now)
 
     def _mig(self, rec: GpuRecord, dev: _Dev, now: float) -> list[Any]:

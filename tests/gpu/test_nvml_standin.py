@@ -63,11 +63,11 @@ class Clock:
         return self.t
 
 
-def _sampler(clock: Clock) -> NvmlSampler:
+def _sampler(clock: Clock, pcie_every_s: float = 5.0) -> NvmlSampler:
     import pynvml
 
     return NvmlSampler(nvml=pynvml, clock=clock, wall=lambda: 1000.0, hostname="box",
-                       host_pid_namespace=False)
+                       host_pid_namespace=False, pcie_every_s=pcie_every_s)
 
 
 def test_gpm_values_land_in_the_named_fields_as_fractions_and_bytes(standin):
@@ -116,7 +116,7 @@ def test_gpm_values_land_in_the_named_fields_as_fractions_and_bytes(standin):
 def test_a100_without_gpm_names_it_and_the_older_calls_still_work(standin):
     standin.write(A100.format(tx0=1000, tx1=2000, power=0))
     clock = Clock()
-    s = _sampler(clock)
+    s = _sampler(clock, pcie_every_s=1.0)  # NVLink counters are read at most every 1 s
     g = s.sample().gpus[0]
     assert g.activity_note == "GPM: not supported on NVIDIA A100-SXM4-80GB"
     assert g.activity_source is None and g.sm_active is None
@@ -144,6 +144,16 @@ def test_a100_without_gpm_names_it_and_the_older_calls_still_work(standin):
     g = s.sample().gpus[0]
     assert g.nvlink_tx_bytes_s is None
     assert g.throttle_time["power"] == pytest.approx(0.1)
+
+    reads = standin.calls("nvmlDeviceGetFieldValues")
+    standin.write(A100.format(tx0=1010, tx1=20, power=600_000_000))
+    clock.t = 3.5  # within 1 s of the last read: its rate is held, the links not read
+    g = s.sample().gpus[0]
+    assert g.nvlink_tx_bytes_s is None and standin.calls("nvmlDeviceGetFieldValues") == 0
+    clock.t = 4.0
+    g = s.sample().gpus[0]
+    assert g.nvlink_tx_bytes_s == pytest.approx(1000 * 1024 / 1.0)
+    assert reads > 0 and standin.calls("nvmlDeviceGetFieldValues") == 1
     s.close()
 
 
