@@ -64,6 +64,9 @@ class GpmDevice:
         self.note: str | None = None
         """Why there are no GPM values, one line; None when they flow."""
         self._windows: dict[str, _Window] = {}
+        self.gives_pcie = False
+        """The whole GPU's last window had both PCIe rates: the sampler need not ask NVML's
+        blocking ``nvmlDeviceGetPcieThroughput``."""
 
     @property
     def live_samples(self) -> int:
@@ -91,7 +94,7 @@ class GpmDevice:
         self.supported, self.note = True, None
 
     def _refuse(self, note: str) -> None:
-        self.supported, self.note = False, note
+        self.supported, self.note, self.gives_pcie = False, note, False
         self.close()
 
     # -- sampling -----------------------------------------------------------------------------
@@ -149,6 +152,7 @@ class GpmDevice:
             values = self._metrics(w.prev, w.spare)
         except Exception as e:
             self._free(self._windows.pop(key))
+            self.gives_pcie = self.gives_pcie and not whole
             if is_error(n, e, "NVMLError_GpuIsLost"):
                 self.close()
                 raise GpuLost("GPM") from e
@@ -160,6 +164,7 @@ class GpmDevice:
         w.prev, w.spare, w.t, w.values = w.spare, w.prev, now, values
         if whole:
             self.note = None
+            self.gives_pcie = None not in (values["pcie_tx_bytes_s"], values["pcie_rx_bytes_s"])
         return values
 
     def _metrics(self, sample1: Any, sample2: Any) -> Values:

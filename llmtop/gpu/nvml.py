@@ -449,12 +449,13 @@ class NvmlSampler:
             mask = self._q(dev, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons")
         rec.throttle = reasons.decode_clock_events(mask)
 
-        every = self.pcie_every_s
-        tx = self._held(dev, "pcie_tx", now, every, "nvmlDeviceGetPcieThroughput",
-                        _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0))
-        rx = self._held(dev, "pcie_rx", now, every, "nvmlDeviceGetPcieThroughput",
-                        _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1))
-        rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = _num(tx, 1024.0), _num(rx, 1024.0)  # KB/s
+        if dev.gpm is None or not dev.gpm.gives_pcie:  # GPM's PCIe rates cost no blocking call
+            every = self.pcie_every_s
+            tx = self._held(dev, "pcie_tx", now, every, "nvmlDeviceGetPcieThroughput",
+                            _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0))
+            rx = self._held(dev, "pcie_rx", now, every, "nvmlDeviceGetPcieThroughput",
+                            _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1))
+            rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = _num(tx, 1024.0), _num(rx, 1024.0)  # KB/s
 
         volatile = _c(n, "NVML_VOLATILE_ECC", 0)
         rec.ecc_corrected = _int(

@@ -9,6 +9,7 @@
  * standin_load(path). One statement per line, '#' starts a comment:
  *   device I name TEXT...            device I uuid TEXT
  *   device I util GPU MEM            device I memory TOTAL FREE USED      device I power MW
+ *   device I pcie TX_KBS RX_KBS
  *   device I gpm 0|1                 device I metric ID VALUE [RET]       (whole GPU)
  *   device I proc PID USED_BYTES     device I procutil PID SM TIMESTAMP_US
  *   device I nvlinks COUNT           device I nvlink LINK TX_KIB RX_KIB
@@ -42,7 +43,7 @@ typedef struct { int present; unsigned gi_id; char name[96]; } gi_t;
 typedef struct dev_s {
     int index, mig_parent, mig_slot; /* mig_parent >= 0: a MIG device handle */
     char name[96], uuid[96];
-    unsigned util_gpu, util_mem, power_mw;
+    unsigned util_gpu, util_mem, power_mw, pcie_tx, pcie_rx;
     unsigned long long mem_total, mem_free, mem_used;
     int gpm, mig, nlinks;
     metric_t metrics[MAXM]; int nmetrics;
@@ -107,6 +108,7 @@ int standin_load(const char *path) {
         else if (!strcmp(key, "util")) sscanf(a, "%u %u", &d->util_gpu, &d->util_mem);
         else if (!strcmp(key, "memory")) sscanf(a, "%llu %llu %llu", &d->mem_total, &d->mem_free, &d->mem_used);
         else if (!strcmp(key, "power")) sscanf(a, "%u", &d->power_mw);
+        else if (!strcmp(key, "pcie")) sscanf(a, "%u %u", &d->pcie_tx, &d->pcie_rx);
         else if (!strcmp(key, "gpm")) sscanf(a, "%d", &d->gpm);
         else if (!strcmp(key, "mig")) sscanf(a, "%d", &d->mig);
         else if (!strcmp(key, "nvlinks")) sscanf(a, "%d", &d->nlinks);
@@ -233,6 +235,13 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(dev_t_ *d, mem_t *m) {
 nvmlReturn_t nvmlDeviceGetPowerUsage(dev_t_ *d, unsigned *mw) {
     CHECK(d, "nvmlDeviceGetPowerUsage");
     *mw = d->power_mw;
+    return OK;
+}
+
+nvmlReturn_t nvmlDeviceGetPcieThroughput(dev_t_ *d, unsigned counter, unsigned *kbs) {
+    CHECK(d, "nvmlDeviceGetPcieThroughput");
+    if (counter > 1) return INVALID;
+    *kbs = counter == 0 ? d->pcie_tx : d->pcie_rx;
     return OK;
 }
 

@@ -26,6 +26,7 @@ device 0 uuid GPU-h100-0
 device 0 util 100 40
 device 0 memory 85899345920 8589934592 77309411328
 device 0 power 350000
+device 0 pcie 4096 2048       # KB/s, NVML's blocking call: not asked once GPM gives PCIe
 device 0 gpm 1
 device 0 metric 2 23.5        # SM_UTIL, percent
 device 0 metric 3 12.0        # SM_OCCUPANCY
@@ -43,6 +44,7 @@ device 0 name NVIDIA A100-SXM4-80GB
 device 0 uuid GPU-a100-0
 device 0 util 97 60
 device 0 gpm 0
+device 0 pcie 2048 1024
 device 0 proc 4242 10737418240
 device 0 proc 4343 1073741824
 device 0 procutil 4242 37 1000000000
@@ -103,8 +105,11 @@ def test_gpm_values_land_in_the_named_fields_as_fractions_and_bytes(standin):
     assert again.sm_active == pytest.approx(0.235)
     assert standin.calls("nvmlGpmMetricsGet") == 1
 
-    clock.t = 2.0
-    s.sample()
+    assert standin.calls("nvmlDeviceGetPcieThroughput") == 2  # tx and rx, before GPM had any
+    clock.t = 7.0
+    g = s.sample().gpus[0]
+    assert g.pcie_tx_bytes_s == pytest.approx(100 * MIB)  # GPM's, not NVML's 4096 KB/s
+    assert standin.calls("nvmlDeviceGetPcieThroughput") == 2  # not asked again
     assert standin.calls("nvmlGpmMetricsGet") == 2
     assert standin.calls("nvmlGpmSampleAlloc") == 2  # two samples, reused every window
     assert standin.calls("nvmlGpmQueryDeviceSupport") == 1  # support decided once
@@ -121,6 +126,7 @@ def test_a100_without_gpm_names_it_and_the_older_calls_still_work(standin):
     assert g.activity_note == "GPM: not supported on NVIDIA A100-SXM4-80GB"
     assert g.activity_source is None and g.sm_active is None
     assert g.util == pytest.approx(0.97)
+    assert g.pcie_tx_bytes_s == pytest.approx(2048 * 1024)  # NVML's KB/s where GPM is absent
     by_pid = {p.pid: p for p in g.processes}
     assert by_pid[4242].sm_util == pytest.approx(0.37)
     assert by_pid[4343].sm_util == pytest.approx(0.05)
