@@ -265,3 +265,31 @@ def test_the_ordinary_library_search_finds_the_standin(standin_lib, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [
         "NVIDIA H100 80GB HBM3", "gpm", None]
+
+
+def test_garbage_values_and_a_transient_refusal(standin):
+    """A NaN or negative metric is None; a sample refused for a reason that may pass
+    (``NVML_ERROR_UNKNOWN``) is a note and the window starts again next tick."""
+    standin.write(H100.replace("metric 2 23.5", "metric 2 nan").replace("metric 3 12.0",
+                                                                           "metric 3 -4"))
+    clock = Clock()
+    s = _sampler(clock)
+    s.sample()
+    clock.t = 1.0
+    g = s.sample().gpus[0]
+    assert g.sm_active is None and g.sm_occupancy is None
+    assert g.dram_active == pytest.approx(0.81)
+
+    standin.write(H100 + "device 0 fail nvmlGpmSampleGet 999\n")
+    clock.t = 2.0
+    g = s.sample().gpus[0]
+    assert g.activity_note == "GPM: Unknown Error" and g.sm_active is None
+    assert standin.live_samples == 0  # the broken window is freed
+
+    standin.write(H100)
+    for t in (3.0, 4.0):
+        clock.t = t
+        g = s.sample().gpus[0]
+    assert g.activity_note is None and g.sm_active == pytest.approx(0.235)
+    s.close()
+    assert standin.live_samples == 0
