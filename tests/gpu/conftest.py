@@ -33,8 +33,9 @@ def standin_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(reason)
     out = tmp_path_factory.mktemp("nvml-standin") / "libnvidia-ml.so.1"
     done = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-Wall", "-Wl,-soname,libnvidia-ml.so.1",
-         "-o", str(out), str(SOURCE)],
+        # no SONAME: loaded by its path, glibc would otherwise answer every later
+        # dlopen("libnvidia-ml.so.1") of this process (other tests) with the stand-in
+        [cc, "-shared", "-fPIC", "-O1", "-Wall", "-o", str(out), str(SOURCE)],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -293,3 +293,15 @@ def test_garbage_values_and_a_transient_refusal(standin):
     assert g.activity_note is None and g.sm_active == pytest.approx(0.235)
     s.close()
     assert standin.live_samples == 0
+
+
+def test_the_standin_is_not_what_other_tests_load_by_name(standin):
+    """Loaded by its path, the stand-in must not answer a later ``dlopen`` of the driver's
+    name in this process (other tests expect "library not found", or the real driver)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return  # no driver here: the honest answer
+    assert not hasattr(lib, "standin_live_samples")  # the real driver, not the stand-in
