@@ -68,11 +68,6 @@ class GpmDevice:
         """The whole GPU's last window had both PCIe rates: the sampler need not ask NVML's
         blocking ``nvmlDeviceGetPcieThroughput``."""
 
-    @property
-    def live_samples(self) -> int:
-        """How many GPM samples this device holds allocated (tests check none leak)."""
-        return sum((w.prev is not None) + (w.spare is not None) for w in self._windows.values())
-
     # -- support ------------------------------------------------------------------------------
 
     def _decide(self, handle: Any) -> None:
