@@ -146,3 +146,10 @@ def test_recording_without_log_records_still_replays(tmp_path):
     assert not any(r.get("k") == "l" for r in recording.records)
     snap = snapshot_at(recording, recording.end, 1.0)
     assert snap.engines[0].log is None and snap.log_events == {}
+
+
+def test_record_cli_keep_prompts_flag():
+    from llmtop.cli.record import _record_parser
+
+    assert _record_parser().parse_args(["f.llrec"]).keep_prompts is False
+    assert _record_parser().parse_args(["f.llrec", "--keep-prompts"]).keep_prompts is True
