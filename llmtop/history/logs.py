@@ -68,8 +68,12 @@ def headline_text(e: LogEvent) -> str:
 
 
 def clock_text(t_wall: float) -> str:
-    """``04:47:19``: an event's time of day (local), as the engines' own lines write it."""
-    return time.strftime("%H:%M:%S", time.localtime(t_wall))
+    """``04:47:19``: an event's time of day (local), as the engines' own lines write it;
+    ``--:--:--`` for a time that is not one (NaN, out of range: a damaged recording)."""
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(t_wall))
+    except (ValueError, OverflowError, OSError, TypeError):
+        return "--:--:--"
 
 
 def events_between(events: Sequence[LogEvent], start: float, end: float | None = None

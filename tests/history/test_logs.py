@@ -220,3 +220,20 @@ def test_unreadable_location_only():
     log = row(s).log
     assert log.location.error == "/proc/4711/fd/1 is a terminal"
     assert log.last_error is None and log.counts["error"] == 0
+
+
+def test_bad_event_times_are_a_clear_state_not_a_traceback():
+    from llmtop.console.once_logs import log_lines
+    from llmtop.history.logs import clock_text
+
+    assert clock_text(float("nan")) == "--:--:--" and clock_text(float("inf")) == "--:--:--"
+    s = make_store("a")
+    good(s, "a", 0, 10)
+    add(s, "a", 10, [event(float("nan"), "error", "no time"),
+                     event(W0 + 10, "error", "boom")])
+    snap = s.snapshot(10.0)
+    assert row(s).log.last_error.headline == "boom"
+    assert row(s).log.counts["error"] == 1  # the one with no usable time is not in a window
+    assert log_lines(snap)[0].endswith("boom")
+    add(s, "a", 10, [event(float("inf"), "critical", "far future")])
+    assert "--:--:-- far future" in log_lines(s.snapshot(10.0))[0]
