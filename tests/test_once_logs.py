@@ -76,3 +76,15 @@ def test_documented_log_keys_are_the_json_keys():
     section = text.split("### Log\n", 1)[1].split("\n## ", 1)[0]
     keys = [m.group(1) for m in re.finditer(r"^\| `([a-z_]+)`", section, re.M)]
     assert keys == list(LogSummary(location=None).to_json())
+
+
+def test_text_output_of_a_down_engine_carries_its_log_line():
+    s = store_with(("a", 20, burst(W0 + 20)))
+    for t in range(21, 24):
+        s.ingest(raw("a", float(t), status="down", error="connection refused"))
+        s.ingest(raw("b", float(t), body(counters={"generation_tokens": 5.0 * t})))
+        s.commit(float(t), W0 + t)
+    out = io.StringIO()
+    print_once(s.snapshot(10.0), file=out)
+    assert f"  a: DOWN — log: {DEAD_HEADLINE} (connection refused)" in out.getvalue()
+    assert "Shutting down" not in out.getvalue()
