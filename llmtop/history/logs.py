@@ -56,9 +56,12 @@ CITE_STATES = ("down", "http_error", "stale", "restarted")
 as a new process. ``unauthorized`` and ``bad_payload`` are about the scrape, not the engine."""
 
 
+_ERRORS = frozenset(s for s in SEVERITIES if severity_at_least(s, "error"))
+
+
 def is_error(e: LogEvent) -> bool:
     """An error or critical event."""
-    return severity_at_least(e.severity, "error")
+    return e.severity in _ERRORS
 
 
 def headline_text(e: LogEvent) -> str:
@@ -104,6 +107,10 @@ class TargetLog:
     """The cause the event log already named for the current bad episode."""
     view: tuple[LogEvent, ...] | None = None
     """``events`` as a tuple, built once per change (``Snapshot.log_events``)."""
+    version: int = 0
+    """Bumped by every read with events (what the cached counts below depend on)."""
+    new_cache: tuple[int, float | None, int] | None = None
+    """(version, seen_t, new errors): counted once per change, not per snapshot."""
 
 
 class LogBook:
@@ -133,6 +140,7 @@ class LogBook:
         tl.dropped += max(0, int(raw.dropped or 0))
         if raw.events:
             tl.view = None
+            tl.version += 1
         for e in raw.events:
             tl.events.append(e)
             sev = e.severity if e.severity in SEVERITIES else "info"
@@ -199,11 +207,23 @@ class LogBook:
         if tl.error and loc is not None and loc.error is None:
             loc = replace(loc, error=tl.error)
         counts = dict.fromkeys(SEVERITIES, 0)
-        for e in self.window(target, window_s, t_wall):
-            sev = e.severity if e.severity in SEVERITIES else "info"
-            counts[sev] += 1
+        start = t_wall - window_s
+        stop = start - ORDER_SLACK_S
+        for e in reversed(tl.events):  # as ``window``, counted without a list
+            t = e.t_wall
+            if t < stop:
+                break
+            if t > start:
+                sev = e.severity
+                counts[sev if sev in counts else "info"] += 1
         seen = tl.seen_t
-        new = sum(1 for e in tl.events if is_error(e) and (seen is None or e.t_wall > seen))
+        got = tl.new_cache
+        if got is not None and got[0] == tl.version and got[1] == seen:
+            new = got[2]
+        else:
+            new = sum(1 for e in tl.events if e.severity in _ERRORS
+                      and (seen is None or e.t_wall > seen))
+            tl.new_cache = (tl.version, seen, new)
         return LogSummary(location=loc, counts=counts, last_error=tl.last_error,
                           new_errors=new, dropped=tl.dropped, lines_total=dict(tl.totals))
 
