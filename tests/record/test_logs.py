@@ -129,6 +129,11 @@ def test_down_carries_the_engine_dead_error_live_and_in_replay(tmp_path):
     (seek_row,) = src.store.snapshot(10.0).engines
     assert seek_row.state == "down" and seek_row.error == want
     assert any(e.text == f"DOWN: {want}" for e in src.store.events)
+    # in place: before the burst the engine is fine and its log says nothing yet
+    src.seek("4")  # 4 s after the start
+    (before,) = src.store.snapshot(10.0).engines
+    assert before.state == "ok" and before.error is None
+    assert before.log is None or before.log.last_error is None
 
 
 def test_recording_without_log_records_still_replays(tmp_path):
