@@ -31,7 +31,8 @@ from llmtop.model.logs import (
     severity_at_least,
 )
 
-__all__ = ["CITE_STATES", "HEADLINE_MAX", "LOG_CAUSE_S", "LOG_LINES_DEFAULT", "LogBook",
+__all__ = ["CITE_STATES", "HEADLINE_MAX", "LOG_CAUSE_S", "LOG_LINES_DEFAULT", "READ_SLACK_S",
+           "LogBook",
            "TargetLog", "clock_text", "events_between", "headline_text", "is_error",
            "state_text"]
 
@@ -47,6 +48,10 @@ seconds. An older error says nothing of this state (no false claim)."""
 ORDER_SLACK_S = 10.0
 """Events arrive nearly in time order (stamps in whole seconds, several processes writing):
 a walk back through the kept events stops this far before the window's start."""
+
+READ_SLACK_S = 1.0
+"""An event without a stamp of its own carries its read time, up to a follower's poll after
+it was written: it counts as logged before the new process answered within this."""
 
 HEADLINE_MAX = 200
 """Characters of a headline put into a row's reason (the full text stays on the event)."""
@@ -238,18 +243,22 @@ class LogBook:
             if tl.restart is None:
                 return None
             old_last, new_first = tl.restart
-            lo, hi = old_last - LOG_CAUSE_S, new_first + 1.0
+            lo, hi = old_last - LOG_CAUSE_S, new_first + READ_SLACK_S
         else:
             lo = last_good_wall - LOG_CAUSE_S if last_good_wall is not None else None
             hi = None
+
+        def fits(e: LogEvent) -> bool:
+            return (is_error(e) and (lo is None or e.t_wall >= lo)
+                    and (hi is None or e.t_wall <= hi))
+
         for e in reversed(tl.events):
-            if is_error(e) and (lo is None or e.t_wall >= lo) and (hi is None
-                                                                     or e.t_wall <= hi):
+            if fits(e):
                 return e
+            if lo is not None and e.t_wall < lo - ORDER_SLACK_S:
+                break  # older still: none of them may explain it
         e = tl.last_error  # evicted from the kept events by later lines
-        if e is not None and (lo is None or e.t_wall >= lo) and (hi is None or e.t_wall <= hi):
-            return e
-        return None
+        return e if e is not None and fits(e) else None
 
     def annotate(self, target: str, rows: Sequence[EngineRow], window_s: float,
                  t_wall: float, last_good_wall: float | None) -> None:
