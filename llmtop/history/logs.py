@@ -32,9 +32,8 @@ from llmtop.model.logs import (
 )
 
 __all__ = ["CITE_STATES", "HEADLINE_MAX", "LOG_CAUSE_S", "LOG_LINES_DEFAULT", "READ_SLACK_S",
-           "LogBook",
-           "TargetLog", "clock_text", "events_between", "headline_text", "is_error",
-           "state_text"]
+           "LogBook", "TargetLog", "clock_text", "events_between", "headline_text",
+           "is_error", "state_text"]
 
 LOG_LINES_DEFAULT = 2000
 """Events kept per target when the config does not say (``log_lines``)."""
