@@ -237,3 +237,12 @@ def test_bad_event_times_are_a_clear_state_not_a_traceback():
     assert log_lines(snap)[0].endswith("boom")
     add(s, "a", 10, [event(float("inf"), "critical", "far future")])
     assert "--:--:-- far future" in log_lines(s.snapshot(10.0))[0]
+
+
+def test_unknown_severity_counts_as_info_and_bad_drops_are_ignored():
+    s = make_store("a")
+    good(s, "a", 0, 5)
+    add(s, "a", 5, [event(W0 + 5, "fatal?", "odd")], dropped=-4)
+    log = row(s).log
+    assert log.counts["info"] == 1 and log.lines_total == {"info": 1}
+    assert log.dropped == 0 and log.last_error is None
