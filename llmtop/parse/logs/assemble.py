@@ -91,10 +91,12 @@ class Assembler:
         self._hard = _HARD_MAX * max_lines
         self._quiet = quiet_s
         self._open: _Open | None = None
+        self._last_read = float("-inf")
 
     def feed(self, raw: str | bytes, read_time: float) -> list[LogEvent]:
         """The events ``raw`` (one line as read, without its newline) completed."""
         out: list[LogEvent] = []
+        self._last_read = read_time
         for piece in self._envelope.unwrap(raw, read_time):
             self._line(piece, read_time, out)
         return out
@@ -102,7 +104,7 @@ class Assembler:
     def flush(self, now: float) -> list[LogEvent]:
         """The open event (and any unfinished partial line) once the log was quiet."""
         out: list[LogEvent] = []
-        if self._open is not None and now - self._open.last_read < self._quiet:
+        if now - self._last_read < self._quiet:
             return out
         for piece in self._envelope.drain():
             self._line(piece, now, out)

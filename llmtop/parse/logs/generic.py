@@ -92,7 +92,8 @@ def parse(text: str, ref: float) -> Parsed:
     m = _LEADING_STAMP.match(body)
     if m is not None:
         t_wall = stamps.iso(m.group(1))
-        body = body[m.end():]
+        if t_wall is not None:
+            body = body[m.end():]
     severity = None
     t = _TORCH.match(body)
     if t is not None:
