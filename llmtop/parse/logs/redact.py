@@ -24,7 +24,10 @@ REDACTED = "[REDACTED]"
 _STR = r"""(?:'(?:[^'\\]|\\.)*(?:'|$)|"(?:[^"\\]|\\.)*(?:"|$))"""
 _LIST = r"\[[^\]]*(?:\]|$)"
 
-_SECRET_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+_KEY_HINTS = ("api_key", "api-key", "apikey", "access_token", "access-token", "auth_token",
+              "auth-token", "authtoken", "hf_token", "hf-token", "hftoken", "api_token",
+              "api-token", "apitoken", "secret", "passw")
+_SECRET_RULES: tuple[tuple[str | tuple[str, ...], re.Pattern[str], str], ...] = (
     # a hint (lower case) that must be in the line for the rule to run, the rule, its answer
     ("authoriz", re.compile(
         r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)"
@@ -33,20 +36,19 @@ _SECRET_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("bearer", re.compile(r"(?i)\b(bearer)\s+(?!\[REDACTED\])[A-Za-z0-9._~+/=:-]{6,}"),
      r"\1 " + REDACTED),
     ("--", re.compile(
-        r"(?i)(--(?:[a-z-]*api-key|[a-z-]*token|password|secret)(?:=|\s+))(?!\[REDACTED\])"
+        r"(?i)(--(?:[a-z]+-)*(?:api-key|key|token|password|secret)(?:=|\s+))(?!\[REDACTED\])"
         r"(?!-)\S+"),
      r"\1" + REDACTED),
-    ("", re.compile(
-        r"(?i)([\"']?\b(?:x-)?(?:[a-z]+[_-])?(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token"
-        r"|hf[_-]?token|api[_-]?token|secret[_-]?key|client[_-]?secret|secret|password|passwd)"
-        r"[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\[REDACTED\])[^\s\"',;}\]]+"),
+    (_KEY_HINTS, re.compile(
+        r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|api[_-]?token"
+        r"|secret|password|passwd)[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\[REDACTED\])"
+        r"[^\s\"',;}\]]+"),
      r"\1" + REDACTED),
     ("sk-", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),
     ("hf_", re.compile(r"\bhf_[A-Za-z0-9]{16,}"), REDACTED),
     ("://", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"),
      r"\1" + REDACTED + "@"),
 )
-_SECRET_HINTS = ("key", "token", "secret", "passw", "passwd")
 
 # Prompt-bearing fields: (hint, pattern: the field name as group 1 and its value as 2, what
 # the value is: its label and how it is counted)
@@ -76,20 +78,32 @@ def _count(value: str, label: str, how: str) -> str:
     return f"[{label}: {size} chars]"
 
 
+# One search says whether any rule could apply (most lines: none).
+_ANY_SECRET = re.compile("|".join(re.escape(h) for hint, _, _ in _SECRET_RULES
+                                  for h in ((hint,) if isinstance(hint, str) else hint)))
+_ANY_PROMPT = re.compile("|".join(re.escape(hint) for hint, _, _, _ in _PROMPT_RULES))
+
+
 def redact(line: str, keep_prompts: bool = False) -> str:
     """``line`` with its secrets (always) and prompts (unless ``keep_prompts``) replaced."""
+    if not keep_prompts and _ANY_PROMPT.search(line) is not None:
+        line = _prompts(line)
     lowered = line.lower()
-    if not keep_prompts:
-        for hint, rule, label, how in _PROMPT_RULES:
-            if hint in line:
-                line = rule.sub(lambda m, lb=label, hw=how: m.group(1) + _count(m.group(2), lb, hw),
-                                line)
-        lowered = line.lower()
+    if _ANY_SECRET.search(lowered) is None:
+        return line
     for hint, rule, answer in _SECRET_RULES:
-        if hint == "":
-            if not any(h in lowered for h in _SECRET_HINTS):
+        if isinstance(hint, str):
+            if hint not in lowered:
                 continue
-        elif hint not in lowered:
+        elif not any(h in lowered for h in hint):
             continue
         line = rule.sub(answer, line)
+    return line
+
+
+def _prompts(line: str) -> str:
+    for hint, rule, label, how in _PROMPT_RULES:
+        if hint in line:
+            line = rule.sub(lambda m, lb=label, hw=how: m.group(1) + _count(m.group(2), lb, hw),
+                            line)
     return line

@@ -23,6 +23,7 @@ ISO = re.compile(
 """An ISO 8601 / RFC 3339 stamp (``T`` or a space; ``.`` or ``,`` before the fraction)."""
 
 _local_cache: dict[tuple[int, int, int, int, int, int], float] = {}
+_no_year_cache: dict[tuple[int, ...], float | None] = {}
 
 
 def local(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
@@ -72,10 +73,16 @@ def iso(text: str, start: int = 0) -> float | None:
 
 def no_year(mo: int, d: int, h: int, mi: int, s: int, frac: float, ref: float) -> float | None:
     """Epoch seconds of a stamp with no year: the year that puts it nearest ``ref``."""
-    year = time.localtime(ref).tm_year
-    best: float | None = None
-    for y in (year, year - 1, year + 1):
-        t = local(y, mo, d, h, mi, s)
-        if t is not None and (best is None or abs(t - ref) < abs(best - ref)):
-            best = t
+    key = (mo, d, h, mi, s, int(ref) // 3600)
+    best = _no_year_cache.get(key, 0.0)
+    if best == 0.0:
+        year = time.localtime(ref).tm_year
+        best = None
+        for y in (year, year - 1, year + 1):
+            t = local(y, mo, d, h, mi, s)
+            if t is not None and (best is None or abs(t - ref) < abs(best - ref)):
+                best = t
+        if len(_no_year_cache) > 4096:
+            _no_year_cache.clear()
+        _no_year_cache[key] = best
     return None if best is None else best + frac

@@ -68,13 +68,12 @@ def parse(text: str, ref: float) -> Parsed:
     m = _PREFIX.match(text, text.rfind("(", 0, pid)) if pid > 0 else None
     if m is None:
         return generic.parse(text, ref)
-    mo, d, h, mi, s = (int(m.group(k)) for k in ("mo", "d", "h", "mi", "s"))
+    mo, d, h, mi, s = (int(g) for g in m.group("mo", "d", "h", "mi", "s"))
     body = text[m.end():]
     return Parsed(
         body=body,
-        severity=generic.level(m.group("level")),
+        severity=generic.LEVELS.get(m.group("level")),
         t_wall=stamps.no_year(mo, d, h, mi, s, 0.0, ref),
-        key=(text[: m.start()], m.group("proc"), m.group("level"), m.group("mo"), m.group("d"),
-             m.group("h"), m.group("mi"), m.group("s"), m.group("where")),
+        key=(text[: m.end()].rstrip(),),  # process, level, stamp and file:line
         request_id=_request_id(body),
     )
