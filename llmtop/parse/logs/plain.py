@@ -1,6 +1,7 @@
 """The plain envelope: a line as the engine wrote it (a file, ``/proc/<pid>/fd/1``, a command).
 
-- ``Plain().unwrap(raw, read_time)``: one ``Piece``, cleaned and bounded; no time, no stream.
+- ``Plain().unwrap(raw, read_time)``: one ``Piece`` per line (a caller's chunk with newlines
+  is split), cleaned and bounded; no time, no stream.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ class Plain:
         self._line_max = line_max
 
     def unwrap(self, raw: str | bytes, read_time: float) -> list[Piece]:
-        text, more = clean(raw, self._line_max)
-        return [Piece(text=text, more=more)]
+        nl = b"\n" if isinstance(raw, bytes) else "\n"
+        parts = raw.rstrip(nl).split(nl) if nl in raw else [raw]  # type: ignore[arg-type]
+        pieces = []
+        for part in parts:
+            text, more = clean(part, self._line_max)
+            pieces.append(Piece(text=text, more=more))
+        return pieces
 
     def drain(self) -> list[Piece]:
         return []

@@ -159,3 +159,13 @@ def test_an_unknown_format_name_reads_generically():
     a = assembler("some-new-engine", "plain")
     evs = a.feed("WARNING: odd", READ) + a.flush(READ + 1)
     assert [(e.severity, e.headline) for e in evs] == [("warning", "odd")]
+
+
+def test_sglang_scheduler_exception_is_one_error_event():
+    evs = events("sglang-0.5.23-scheduler-exception.log", "sglang")
+    assert [e.severity for e in evs] == ["info", "error", "info"]
+    crash = evs[1]
+    assert crash.lines[0] == "Scheduler hit an exception: Traceback (most recent call last):"
+    assert crash.headline == "IndexError: list index out of range"
+    assert crash.t_wall == local(2026, 12, 7, 9, 38, 6) and crash.stamped
+    assert evs[2].headline.startswith("Gracefully exiting")

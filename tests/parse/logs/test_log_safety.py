@@ -34,6 +34,12 @@ def test_a_binary_log_is_shown_safely(envelope):
             assert len(x) <= LINE_MAX + 40
 
 
+def test_a_chunk_of_several_lines_is_split():
+    evs = _all(assembler(None), [b"ERROR one\nWARNING two\n", "INFO three\nfour"])
+    assert [(e.severity, e.headline) for e in evs] == [
+        ("error", "one"), ("warning", "two"), ("info", "three"), ("info", "four")]
+
+
 def test_invalid_utf8_is_replaced_not_raised():
     evs = _all(assembler(None), [b"caf\xc3 \xe9 ok", "surrogate \udcff here"])
     assert [e.headline for e in evs] == ["caf\ufffd \ufffd ok", "surrogate \ufffd here"]
