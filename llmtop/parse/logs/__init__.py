@@ -6,8 +6,8 @@
   completed; ``flush`` answers a pending multi-line event once its log has been quiet
   (``QUIET_S`` of read time).
 - ``fmt``: the engine's line format (``FORMATS``: ``vllm``, ``sglang``, ``triton``,
-  ``llamacpp``, ``tgi``, ``lmdeploy``, ``ollama``) or None / an unknown name (generic: level
-  words, leading stamps, JSON lines, Python tracebacks).
+  ``llamacpp``, ``tgi``, ``lmdeploy``, ``ollama``, ``trtllm``) or None / an unknown name
+  (generic: level words, leading stamps, JSON lines, Python tracebacks).
 - ``envelope``: ``plain`` | ``docker`` | ``cri`` | ``journal``.
 - Every kept line is redacted (``redact``): secrets always, prompts unless ``keep_prompts``.
 - One module per format and per envelope; ``assemble`` joins lines into events, ``clean``
@@ -28,6 +28,7 @@ from llmtop.parse.logs import (
     sglang,
     tgi,
     triton,
+    trtllm,
     vllm,
 )
 from llmtop.parse.logs.assemble import MAX_LINES, QUIET_S
@@ -50,11 +51,13 @@ FORMATS: dict[str, Callable[[str, float], Parsed]] = {
     "tgi": tgi.parse,
     "lmdeploy": lmdeploy.parse,
     "ollama": ollama.parse,
+    "trtllm": trtllm.parse,
 }
 """Format name -> its line parser; any other name (or None) reads lines generically."""
 
 _ALIASES = {"llama.cpp": "llamacpp", "llama-server": "llamacpp", "llama_cpp": "llamacpp",
-            "text-generation-inference": "tgi"}
+            "text-generation-inference": "tgi", "tensorrt-llm": "trtllm",
+            "tensorrt_llm": "trtllm"}
 
 
 class Assembler(Protocol):

@@ -169,3 +169,12 @@ def test_sglang_scheduler_exception_is_one_error_event():
     assert crash.headline == "IndexError: list index out of range"
     assert crash.t_wall == local(2026, 12, 7, 9, 38, 6) and crash.stamped
     assert evs[2].headline.startswith("Gracefully exiting")
+
+
+def test_trtllm_python_and_cpp_lines():
+    evs = events("trtllm-FROM-SOURCE.log", "trtllm")
+    assert [e.severity for e in evs] == ["info", "info", "warning", "error", "error"]
+    assert evs[0].t_wall == local(2026, 12, 7, 9, 30, 0) and evs[0].stamped
+    assert evs[1].headline == "Set logger level by INFO" and not evs[1].stamped
+    assert evs[3].headline == "Encountered an error in forwardAsync function: CUDA out of memory"
+    assert evs[4].headline == "Executor worker exited"
