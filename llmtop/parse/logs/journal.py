@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from llmtop.parse.logs import stamps
 from llmtop.parse.logs.clean import LINE_MAX, clean
 from llmtop.parse.logs.parsed import Piece
 
@@ -55,8 +56,10 @@ class Journal:
         t_wall = None
         try:
             t_wall = int(obj.get("__REALTIME_TIMESTAMP")) / 1e6
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             pass
+        if t_wall is not None and not stamps.plausible(t_wall):
+            t_wall = None
         severity = None
         try:
             priority = int(obj.get("PRIORITY"))

@@ -15,7 +15,7 @@ import calendar
 import re
 import time
 
-__all__ = ["ISO", "iso", "local", "no_year"]
+__all__ = ["ISO", "iso", "local", "no_year", "plausible"]
 
 ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\s?(Z|z|[+-]\d\d:?\d\d)?"
@@ -24,6 +24,8 @@ ISO = re.compile(
 
 _local_cache: dict[tuple[int, int, int, int, int, int], float] = {}
 _no_year_cache: dict[tuple[int, ...], float | None] = {}
+_YEAR_9999 = 253402300800.0
+"""Epoch seconds of 10000-01-01: a reference time past it (or negative, or NaN) is no time."""
 
 
 def local(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
@@ -32,8 +34,7 @@ def local(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
     hit = _local_cache.get(key)
     if hit is not None:
         return hit
-    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h < 24 and mi < 60
-            and s < 61):
+    if not _valid(y, mo, d, h, mi, s):
         return None
     try:
         value = time.mktime((y, mo, d, h, mi, s, 0, 0, -1))
@@ -43,6 +44,16 @@ def local(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
         _local_cache.clear()
     _local_cache[key] = value
     return value
+
+
+def plausible(t: float) -> bool:
+    """True for epoch seconds between 1970 and 9999 (not NaN, not infinite)."""
+    return 0.0 <= t < _YEAR_9999
+
+
+def _valid(y: int, mo: int, d: int, h: int, mi: int, s: int) -> bool:
+    return (1970 <= y <= 9999 and 1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1]
+            and h < 24 and mi < 60 and s < 61)
 
 
 def _fraction(digits: str | None) -> float:
@@ -60,19 +71,20 @@ def iso(text: str, start: int = 0) -> float | None:
     if zone is None:
         base = local(y, mo, d, h, mi, s)
         return None if base is None else base + frac
-    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h < 24 and mi < 60
-            and s < 61):
+    if not _valid(y, mo, d, h, mi, s):
         return None
     base = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
     if zone not in ("Z", "z"):
         sign = -1 if zone[0] == "-" else 1
         digits = zone[1:].replace(":", "")
-        base -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+        base -= sign * (int(digits[:2]) * 3600 + int(digits[2:4]) * 60)
     return base + frac
 
 
 def no_year(mo: int, d: int, h: int, mi: int, s: int, frac: float, ref: float) -> float | None:
     """Epoch seconds of a stamp with no year: the year that puts it nearest ``ref``."""
+    if not 0.0 <= ref < _YEAR_9999:
+        return None
     key = (mo, d, h, mi, s, int(ref) // 3600)
     best = _no_year_cache.get(key, 0.0)
     if best == 0.0:
