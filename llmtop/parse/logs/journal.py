@@ -51,8 +51,9 @@ class Journal:
             text, more = clean(raw, self._line_max)
             return [Piece(text=text, more=more)]
         message = _message(obj["MESSAGE"])
-        if message is None:
-            return []
+        if message is None:  # not a message journalctl writes: shown as the line it is
+            text, more = clean(raw, self._line_max)
+            return [Piece(text=text, more=more)]
         t_wall = None
         try:
             t_wall = int(obj.get("__REALTIME_TIMESTAMP")) / 1e6

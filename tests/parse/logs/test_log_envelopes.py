@@ -101,13 +101,14 @@ def test_journal_message_kinds():
     a = assembler(None, "journal")
     evs = a.feed('{"MESSAGE": [104, 105], "PRIORITY": "2", "__REALTIME_TIMESTAMP": "1"}', READ)
     evs += a.feed('{"MESSAGE": null, "PRIORITY": "6"}', READ)
-    evs += a.feed('{"MESSAGE": {"odd": 1}}', READ)  # not a message: dropped
+    evs += a.feed('{"MESSAGE": {"odd": 1}}', READ)  # not a message: kept as the line it is
     evs += a.feed('{"MESSAGE": "two\\nlines"}', READ)
     evs += a.feed('not json at all', READ)
     evs += a.flush(READ + 1)
     assert [(e.severity, e.lines) for e in evs] == [
         ("critical", ("hi",)),
         ("info", ("[message over 4096 bytes: journalctl -o json --all shows it]",)),
+        ("info", ('{"MESSAGE": {"odd": 1}}',)),
         ("info", ("two",)), ("info", ("lines",)),
         ("info", ("not json at all",)),
     ]
