@@ -1,5 +1,6 @@
-"""TensorRT-LLM's log lines (``tensorrt_llm/logger.py``; the C++ runtime's
-``cpp/include/tensorrt_llm/common/logger.h``).
+"""TensorRT-LLM's log lines: its Python logger and its C++ runtime's.
+
+- Sources: ``tensorrt_llm/logger.py``; ``cpp/include/tensorrt_llm/common/logger.h``.
 
 - Python: ``[12/07/2026-09:30:00] [TRT-LLM] [I] message`` (``logging.basicConfig`` with
   ``[%(asctime)s] %(message)s`` and ``%m/%d/%Y-%H:%M:%S``; ``[MPI_Rank N]`` before the letter

@@ -1,5 +1,8 @@
-"""The other formats on their real lines (SGLang, Triton, llama-server) and on lines built from
-their own logging code (TGI, LMDeploy, Ollama); the generic fallback."""
+"""Every other format, on real lines or lines built from the engine's own logging code.
+
+- Real: SGLang, Triton, llama-server. From source: TGI, LMDeploy, Ollama, TensorRT-LLM.
+- The generic fallback.
+"""
 
 from __future__ import annotations
 

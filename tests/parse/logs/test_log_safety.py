@@ -1,5 +1,8 @@
-"""Bad input is shown safely (binary, invalid UTF-8, huge lines, endless events), and secrets
-and prompts never reach an event."""
+"""Bad input is shown safely, and secrets and prompts never reach an event.
+
+- Binary, invalid UTF-8, huge lines, endless events.
+- Secrets in every shape listed in ``redact``; the real logged prompts of vLLM.
+"""
 
 from __future__ import annotations
 
