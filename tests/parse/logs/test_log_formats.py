@@ -181,3 +181,13 @@ def test_trtllm_python_and_cpp_lines():
     assert evs[1].headline == "Set logger level by INFO" and not evs[1].stamped
     assert evs[3].headline == "Encountered an error in forwardAsync function: CUDA out of memory"
     assert evs[4].headline == "Executor worker exited"
+
+
+def test_tgi_text_lines_without_json_output():
+    # tracing-subscriber's compact format (launcher/src/main.rs without --json-output)
+    a = assembler("tgi")
+    evs = a.feed("2026-12-07T09:30:00.101234Z  WARN text_generation_launcher: Unkown compute",
+                 READ) + a.flush(READ + 1)
+    assert [(e.severity, e.headline) for e in evs] == [
+        ("warning", "text_generation_launcher: Unkown compute")]
+    assert evs[0].t_wall == calendar.timegm((2026, 12, 7, 9, 30, 0)) + 0.101234

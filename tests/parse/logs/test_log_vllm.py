@@ -123,3 +123,16 @@ def test_the_json_formatter_lines_and_their_traceback():
     assert all(e.stamped for e in access)
     # the unprefixed lines between the JSON ones still parse
     assert any(e.headline.startswith("nanobind: leaked") for e in evs)
+
+
+def test_a_logging_prefix_before_the_process_is_kept_out_of_the_text():
+    # VLLM_LOGGING_PREFIX goes first on every line (vllm/logger.py's _FORMAT)
+    a = assembler("vllm")
+    evs = []
+    for line in ("[node-1] (APIServer pid=7) ERROR 12-07 09:00:00 [a.py:1] first\r",
+                 "[node-1] (APIServer pid=7) ERROR 12-07 09:00:00 [a.py:1] second",
+                 "[node-1] (APIServer pid=7) INFO 12-07 09:00:00 [a.py:1] next"):
+        evs += a.feed(line, READ)
+    evs += a.flush(READ + 1)
+    assert [(e.severity, e.lines) for e in evs] == [("error", ("first", "second")),
+                                                    ("info", ("next",))]
