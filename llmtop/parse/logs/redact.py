@@ -41,8 +41,8 @@ _SECRET_RULES: tuple[tuple[str | tuple[str, ...], re.Pattern[str], str], ...] = 
      r"\1" + REDACTED),
     (_KEY_HINTS, re.compile(
         r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|api[_-]?token"
-        r"|secret|password|passwd)[\"']?\s*[:=]\s*\[?\s*[\"']?)(?!\[REDACTED\])"
-        r"[^\s\"',;}\]]+"),
+        r"|secret|password|passwd)[\"']?\s*[:=]\s*\[?\s*[\"']?)"
+        r"(?!\[REDACTED\]|(?:None|null)(?![\w-]))[^\s\"',;}\]]+"),  # None: nothing is set
      r"\1" + REDACTED),
     ("sk-", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),
     ("hf_", re.compile(r"\bhf_[A-Za-z0-9]{16,}"), REDACTED),

@@ -130,8 +130,9 @@ def test_secrets_in_a_traceback_and_in_the_headline():
 
 def test_words_that_only_look_like_secrets_stay():
     line = ("Prefill batch, #new-seq: 1, #new-token: 12, token usage: 0.00, max_tokens=16, "
-            "the keys: 3, passwordless ssh")
+            "the keys: 3, passwordless ssh, 'ssl_keyfile_password': None, \"api_key\": null")
     assert redact(line) == line
+    assert redact("api_key=Nonesuch") == "api_key=[REDACTED]"
 
 
 def test_the_real_vllm_lines_carry_no_key_and_no_prompt():
