@@ -136,3 +136,17 @@ def test_a_logging_prefix_before_the_process_is_kept_out_of_the_text():
     evs += a.flush(READ + 1)
     assert [(e.severity, e.lines) for e in evs] == [("error", ("first", "second")),
                                                     ("info", ("next",))]
+
+
+def test_without_its_carriage_returns_the_burst_is_still_one_event():
+    # a reader that drops each line's trailing \r (as journald does): the traceback under one
+    # prefix still makes one event; only a multi-line record without a traceback splits
+    a = assembler("vllm")
+    evs = []
+    for line in raw_lines("vllm-0.32-text-enginedead.log"):
+        evs += a.feed(line.rstrip(b"\r"), READ)
+    evs += a.flush(READ + 1)
+    (burst,) = [e for e in evs if e.severity == "error"]
+    assert burst.headline == DEAD and len(burst.lines) == 8
+    at = evs.index(burst)
+    assert {e.severity for e in evs[at + 1:]} == {"info"}
