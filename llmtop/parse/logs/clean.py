@@ -51,14 +51,14 @@ def cut(text: str, limit: int = LINE_MAX, total: int | None = None) -> str:
 def clean(raw: str | bytes, limit: int = LINE_MAX, total: int | None = None) -> tuple[str, bool]:
     """``(text, more)``: the line cleaned and bounded; ``more`` when it ended in ``\\r``
     (``total``: the length of the line ``raw`` was taken from, when it was cut before)."""
-    text = decode(raw)
-    total = max(total or 0, len(text))
-    if total > 4 * limit:  # bound the work on a huge line before the regexes run
-        text = text[: 4 * limit]
-    text = text.rstrip("\n")
+    text = decode(raw).rstrip("\n")
     more = text.endswith("\r")
     if more:
         text = text.rstrip("\r")
+    unseen = max(0, (total or 0) - len(text))  # cut off before this call
+    if len(text) > 2 * limit:  # a huge line: only its head is cleaned (and then kept)
+        unseen += len(text) - 2 * limit
+        text = text[: 2 * limit]
     if "\x1b" in text:
         text = _ESCAPES.sub("", text)
     if "\r" in text:
@@ -66,6 +66,4 @@ def clean(raw: str | bytes, limit: int = LINE_MAX, total: int | None = None) -> 
         text = parts[-1] if parts else ""
     if _CONTROLS.search(text):
         text = _CONTROLS.sub("", text)
-    if total > len(text) and total > limit:
-        return cut(text, limit, total), more
-    return cut(text, limit), more
+    return cut(text, limit, len(text) + unseen if unseen else None), more

@@ -161,3 +161,11 @@ def test_prompts_are_kept_when_asked():
     text = "\n".join(x for e in debug for x in e.lines)
     assert "prompt: 'My secret plan: \"launch\" at dawn\\nline two'" in text
     assert "Tell nobody about project bluebird" in text
+
+
+def test_a_coloured_line_just_over_the_bound_is_not_cut_once_its_colours_are_gone():
+    words = ("w" * 9 + " ") * 810  # 8100 characters of text
+    line = "\x1b[32m" + words[:4000] + "\x1b[0m" * 60 + words[4000:]
+    assert len(line) > LINE_MAX
+    (ev,) = _all(assembler(None), [line])
+    assert ev.lines == (words,)
