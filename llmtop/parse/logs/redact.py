@@ -21,7 +21,7 @@ __all__ = ["REDACTED", "redact"]
 REDACTED = "[REDACTED]"
 
 # A quoted Python repr or JSON string (may run to the end of a cut line).
-_STR = r"""(?:'(?:[^'\\]|\\.)*(?:'|$)|"(?:[^"\\]|\\.)*(?:"|$))"""
+_STR = r"""(?:'[^'\\]*(?:\\.[^'\\]*)*(?:'|$)|"[^"\\]*(?:\\.[^"\\]*)*(?:"|$))"""
 _LIST = r"\[[^\]]*(?:\]|$)"
 
 _KEY_HINTS = ("api_key", "api-key", "apikey", "access_token", "access-token", "auth_token",
