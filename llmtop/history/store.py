@@ -30,7 +30,14 @@ from llmtop.history.parsing import (
 )
 from llmtop.history.request_window import RequestWindow, ingest_body
 from llmtop.history.routers import RouterBook, is_router
-from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
+from llmtop.history.rows import (
+    Entry,
+    clean_gpu,
+    clean_sample,
+    fill_ratios,
+    series_value,
+    share_with,
+)
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.sidepolls import ingest_side
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
@@ -358,6 +365,7 @@ class Store:
             return None
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
         rows = target_rows(ts, window_s, t, self.interval_s)
+        fill_ratios(rows, self._gpus(), self.config.gpu_peak)
         annotate_rows(rows, self.profiles, self._now_wall or 0.0, urls=self._urls)
         if self._cache is not None:  # router and role as the latest snapshot linked them
             linked = {e.key: e for e in self._cache[1].engines}
@@ -460,6 +468,7 @@ class Store:
         """Rows of every target over ``window_s``, with their capacity fields."""
         rows = [r for ts in self._targets.values() if not is_router(ts)
                 for r in target_rows(ts, window_s, t_mono, self.interval_s)]
+        fill_ratios(rows, self._gpus(), self.config.gpu_peak)
         annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
         return rows
 
