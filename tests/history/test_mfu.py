@@ -168,3 +168,16 @@ def test_sglang_counters_and_their_absence():
     assert {k: v for k, v in m.counters.items() if k.startswith("est_")} == {
         "est_flops": 0.0, "est_read_bytes": 0.0, "est_write_bytes": 0.0}  # on, idle so far
     assert MFU_HINTS["sglang"] == "start SGLang with --enable-metrics --enable-mfu-metrics"
+
+
+def test_sglang_real_pair_gives_rates():
+    sg = Target(name="sglang@127.0.0.1:30000", base_url="http://127.0.0.1:30000",
+                host="127.0.0.1", engine="sglang")
+    pair = ("sglang-real-cpu-v0.5.23-mfu-a.txt", "sglang-real-cpu-v0.5.23-mfu-b.txt")
+    a, b = ((m.counters for m in sglang.normalize(fixture_text(n)).models) for n in pair)
+    (a,), (b,) = a, b
+    row = _row(_store(pair, target=sg))
+    assert row.achieved_read_bytes_per_s == pytest.approx(
+        (b["est_read_bytes"] - a["est_read_bytes"]) / GAP_S)
+    assert row.achieved_flops_per_s == pytest.approx((b["est_flops"] - a["est_flops"]) / GAP_S)
+    assert row.mfu_hint is None and row.mbu is None
