@@ -6,6 +6,8 @@ Real text: a real vLLM 0.32 (CPU) with ``--enable-mfu-metrics`` under load (the 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from llmtop.config import Config, GpuPeak, Target
@@ -181,3 +183,23 @@ def test_sglang_real_pair_gives_rates():
         (b["est_read_bytes"] - a["est_read_bytes"]) / GAP_S)
     assert row.achieved_flops_per_s == pytest.approx((b["est_flops"] - a["est_flops"]) / GAP_S)
     assert row.mfu_hint is None and row.mbu is None
+
+
+def test_nan_and_garbage_counters_are_not_a_measure():
+    b = fixture_text(MFU[1])
+    nan_b = re.sub(r"^(vllm:estimated_read_bytes_per_gpu_total\{[^}]*\}) \S+$", r"\1 NaN", b,
+                   flags=re.M)
+    store = _store(MFU)
+    store.ingest(RawScrape(target=T.name, url=T.base_url + "/metrics", t_wall=1_800_000_010.0,
+                           t_mono=10.0, status="ok", http_status=200, body=nan_b,
+                           engine_hint="vllm"))
+    (row,) = store.snapshot(60.0, 10.0).engines
+    assert row.achieved_read_bytes_per_s is None and row.achieved_bytes_per_s is None
+    assert row.achieved_flops_per_s is not None and row.mbu is None
+    garbage = re.sub(r"^(vllm:estimated_flops_per_gpu_total\{[^}]*\}) \S+$", r"\1 12GB", b,
+                     flags=re.M)
+    store.ingest(RawScrape(target=T.name, url=T.base_url + "/metrics", t_wall=1_800_000_011.0,
+                           t_mono=11.0, status="ok", http_status=200, body=garbage,
+                           engine_hint="vllm"))
+    (row,) = store.snapshot(60.0, 11.0).engines
+    assert row.state == "bad_payload" and row.error  # a clear state, not a traceback
