@@ -283,7 +283,8 @@ def fill_ratios(rows: Sequence[EngineRow], gpus: Sequence[GpuRecord],
     the peak from ``override`` or the table's row for the engine's GPUs; a row with ranks
     takes the mean of its ranks' achieved rates first."""
     for row in rows:
-        if row.ranks and row.achieved_bytes_per_s is not None:
+        if row.ranks and (row.achieved_bytes_per_s is not None
+                          or row.achieved_flops_per_s is not None):
             for name in (*EST_RATE_KEYS, "achieved_bytes_per_s"):
                 setattr(row, name, _mean([getattr(rr, name) for rr in row.ranks]))
         peak, note = engine_peak(row.target, gpus, override)
