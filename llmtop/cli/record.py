@@ -52,6 +52,8 @@ def _record_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-discover", action="store_true")
     p.add_argument("--demo", action="store_true", help="record the built-in demo engines")
     p.add_argument("--demo-scenario", default=None, metavar="NAME")
+    p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",
+                   help="the GPU peak MBU/MFU divide by, kept in the recording (docs/gpu.md)")
     from llmtop.cli.export import add_listen_options
 
     add_listen_options(p, required=False)  # --listen: also serve /metrics (docs/exporter.md)

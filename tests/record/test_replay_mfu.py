@@ -4,11 +4,12 @@ recorded GPU samples: a replay gives the same achieved rates, MBU/MFU and GPU fi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
 
-from llmtop.config import Config, Target
+from llmtop.config import Config, GpuPeak, Target
 from llmtop.model import GpuProcess, GpuRecord, GpuSample, RawScrape
 from llmtop.monitor import Monitor
 from llmtop.once import snapshot_json
@@ -57,9 +58,10 @@ class Sampler(FakeSamplerBase):
         return GpuSample(t_wall=1_800_000_000.0, t_mono=100.0, gpus=[g])
 
 
-async def _live(path) -> dict:
-    rec = Recorder(path, CONFIG)
-    mon = RecordingMonitor(Monitor(CONFIG, scraper=Scraper(), gpu_sampler=Sampler()), rec)
+async def _live(path, config: Config = CONFIG, sampler: Sampler | None = None) -> dict:
+    rec = Recorder(path, config)
+    mon = RecordingMonitor(Monitor(config, scraper=Scraper(),
+                                   gpu_sampler=sampler or Sampler()), rec)
     await mon.tick()
     first = mon.store.now_mono
     await mon.tick()
@@ -81,3 +83,27 @@ def test_replay_gives_the_same_achieved_rates(tmp_path):
     replayed = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))
     assert replayed["engines"] == live["engines"]
     assert replayed["gpus"] == live["gpus"]
+
+
+class NoGpu(Sampler):
+    def sample(self) -> GpuSample:
+        return GpuSample(t_wall=1_800_000_000.0, t_mono=100.0, gpus=[], error="no GPU here")
+
+
+def test_the_recording_keeps_its_gpu_peak(tmp_path):
+    path = tmp_path / "peak.llrec"
+    peak = GpuPeak(2e9, 5e12, "--gpu-peak")
+    live = asyncio.run(_live(path, dataclasses.replace(CONFIG, gpu_peak=peak), NoGpu()))
+    [row] = live["engines"]
+    assert row["gpu_peak"]["source"] == "--gpu-peak" and row["mbu"] is not None
+    rec = Recording.open(path)
+    assert rec.header["gpu_peak"] == {"bytes_per_s": 2e9, "flops": 5e12, "source": "--gpu-peak"}
+    replayed = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))
+    assert replayed["engines"] == live["engines"]  # no GPU in the recording: the same peak
+    other = Config(gpu_peak=GpuPeak(4e9, None, "--gpu-peak"))  # replay --gpu-peak wins
+    [r2] = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"], other)))[
+        "engines"]
+    assert r2["mbu"] == pytest.approx(row["mbu"] / 2) and r2["mfu"] is None
+    rec.header["gpu_peak"] = {"bytes_per_s": "fast", "flops": -1}  # damaged: ignored
+    [r3] = json.loads(snapshot_json(snapshot_at(rec, rec.end, live["window_s"])))["engines"]
+    assert r3["gpu_peak"] is None and r3["mbu"] is None and r3["achieved_bytes_per_s"]
