@@ -380,7 +380,10 @@ def model_totals(samples: Iterable[EngineSample], window_s: float) -> list[Engin
         # KV usage of a model is the worst instance (aggregate's max), running/waiting sums.
         row = EngineRow(key=f"total|{model}", target=f"total ({len(parts)})",
                         engine=engines[model] or None, model=model)
-        out.append(row_from_sample(row, agg, window_s))
+        row_from_sample(row, agg, window_s)
+        fill_achieved(row, {})  # per-GPU rates do not add up over instances: none on a total
+        row.mfu_hint = None
+        out.append(row)
     return out
 
 

@@ -111,3 +111,15 @@ def test_real_prometheus_rates_and_mbu(mfu_host):
     assert row.gpu_peak and row.gpu_peak["gpu"] == "NVIDIA H100 80GB HBM3"
     assert row.mbu == pytest.approx(row.achieved_bytes_per_s / 3350e9)
     assert row.mfu == pytest.approx(row.achieved_flops_per_s / 989e12)
+
+
+def test_a_models_total_has_no_per_gpu_rate():
+    from llmtop.fleet.rows import model_totals
+    from llmtop.model import EngineSample
+
+    samples = [EngineSample(engine="vllm", models=[ModelSample("m", counters={
+        "est_flops": 2e9, "est_read_bytes": 1.5e9, "est_write_bytes": 2.5e7})])
+        for _ in range(2)]
+    [total] = model_totals(samples, 5.0)
+    assert total.achieved_bytes_per_s is None and total.achieved_flops_per_s is None
+    assert total.mfu_hint is None and total.mbu is None
