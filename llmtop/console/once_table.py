@@ -186,6 +186,10 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None,
                     else f"{badge} — {row.error}")
             console.print(Text(f"  {row.target}: {text}",
                                style="red" if row.state != "stale" else "yellow"))
+    from llmtop.console.once_logs import log_lines
+
+    for line in log_lines(snap):
+        console.print(Text(line, style="red"))
     if diagnosis:
         console.print(Text("why:", style="bold"))
         for line in diagnosis_lines(diagnosis):

@@ -211,6 +211,12 @@ SERIES: tuple[Series, ...] = (
     *_engine(),
     *_router(),
     *_kv(),
+    Series("llmtop_log_events_total", "counter", ("target", "severity"),
+           "Events in the engine's log since llmtop started following it, by severity "
+           "(debug, info, warning, error, critical); a traceback is one event."),
+    Series("llmtop_log_readable", "gauge", ("target",),
+           "1 when the engine's log is read, 0 when it cannot be (where, or the last read, "
+           "failed); absent when no log of it is followed."),
     Series("llmtop_finding", "gauge", (*FINDING_LABELS, "summary"),
            "1 per active finding; summary is its sentence as it reached this severity."),
     Series("llmtop_finding_value", "gauge", (*FINDING_LABELS[:4], "signal"),

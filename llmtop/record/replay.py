@@ -22,7 +22,8 @@ from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.errors import RecordingError
 from llmtop.history.store import SERIES_WINDOW_S, Store
-from llmtop.model import Container, GpuSample, RawScrape, RawSpans, Snapshot
+from llmtop.model import Container, GpuSample, RawLog, RawScrape, RawSpans, Snapshot
+from llmtop.record.logs import log_item
 from llmtop.record.reader import Item, Recording, Tick, spans_item
 
 __all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "parse_when",
@@ -31,6 +32,10 @@ __all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "pars
 SPEEDS = (1.0, 10.0, 60.0)
 LOOKBACK_S = 330.0
 """History fed before a seek target, so windows and sparklines have data (5 min + slack)."""
+LOG_LOOKBACK_S = 900.0
+"""Engine log reads fed before a seek target (or ``--once --at``'s ticks): the live store
+keeps each engine's last error past any window, so a ``DOWN`` that began up to this long
+before the moment still carries its log line in replay."""
 WINDOW_S = 10.0
 
 _OFFSET = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)\s*([smh]?)$")
@@ -128,6 +133,15 @@ def _feed(store: Store, item: Item) -> None:
         store.commit(item.t_mono, item.t_wall)
     elif isinstance(item, RawSpans):
         store.ingest_spans(item)
+    elif isinstance(item, RawLog):
+        store.add_log(item)
+
+
+def _feed_logs(store: Store, rec: Recording, start: int, stop: int) -> None:
+    """Feed the log reads (``l`` records) among ``records[start:stop]``."""
+    for r in rec.records[max(0, start):stop]:
+        if r.get("k") == "l":
+            store.add_log(log_item(r))
 
 
 def _identities(rec: Recording, stop: int) -> dict[str, dict]:
@@ -171,11 +185,15 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     ids = _identities(rec, prev_a + 1)
     for item in _latest_before(rec, prev_a + 1, b_idx + 1, b["w"] - LOOKBACK_S):
         _feed(store, _with_identity(item, ids))
+    # the engines' log lines before the window: the live store still holds them
+    _feed_logs(store, rec, rec.index_at(b["w"] - LOG_LOOKBACK_S), prev_a + 1)
     for item in rec.items(prev_a + 1, a_idx + 1):
         _feed(store, _with_identity(item, ids))
-    for i in range(a_idx + 1, prev_b + 1):  # the spans received between the two ticks
+    for i in range(a_idx + 1, prev_b + 1):  # the spans and log lines between the two ticks
         if rec.records[i].get("k") == "o":
             _feed(store, spans_item(rec.records[i]))
+        elif rec.records[i].get("k") == "l":
+            store.add_log(log_item(rec.records[i]))
     for item in rec.items(prev_b + 1, b_idx + 1):
         _feed(store, _with_identity(item, ids))
     elapsed = b["m"] - a["m"]
@@ -260,6 +278,8 @@ class ReplaySource:
         self.store = replay_store(self.rec, self.config)
         attach_diagnosis(self.store)
         self._next = self.rec.index_at(t_wall - LOOKBACK_S)
+        _feed_logs(self.store, self.rec, self.rec.index_at(t_wall - LOG_LOOKBACK_S),
+                   self._next)
         self._ids = _identities(self.rec, self._next)
         self._it = None
         self._feed_until(t_wall)
