@@ -230,7 +230,9 @@ def _quantile(q: float, bounds: Sequence[float], cum: list[float]
     rank -= cum[b - 1]
     if count <= 0:  # cannot happen after the search, kept for safety
         return end, None
-    return start + (end - start) * (rank / count), None
+    # never past the bucket's own bound: start + (end - start) * 1.0 can round one ulp above
+    # end, above the next quantile's value interpolated from just above end
+    return min(end, start + (end - start) * (rank / count)), None
 
 
 def hist_quantiles(bounds: Sequence[float], cumulative: Sequence[float], total_sum: float,
