@@ -52,6 +52,8 @@ def _record_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-discover", action="store_true")
     p.add_argument("--demo", action="store_true", help="record the built-in demo engines")
     p.add_argument("--demo-scenario", default=None, metavar="NAME")
+    p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",
+                   help="the GPU peak MBU/MFU divide by, kept in the recording (docs/gpu.md)")
     p.add_argument("--keep-prompts", action="store_true",
                    help="keep the prompts and outputs an engine logs (dropped by default)")
     from llmtop.cli.export import add_listen_options
@@ -211,6 +213,8 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", default=None, metavar="FILE",
                    help="capacity profiles from this report or profile, instead of the saved "
                    "ones (docs/capacity.md)")
+    p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",
+                   help="the GPU peak MBU/MFU divide by (docs/gpu.md)")
     return p
 
 
@@ -251,6 +255,18 @@ def replay_main(argv: Sequence[str]) -> int:
 
         load_profile_file(args.capacity)  # a bad file stops here
         config = dataclasses.replace(Config(), capacity_file=args.capacity)
+    if args.gpu_peak:
+        import dataclasses
+
+        from llmtop.config import Config
+        from llmtop.errors import ConfigError
+        from llmtop.gpu.peaks import parse_gpu_peak
+
+        try:
+            peak = parse_gpu_peak(args.gpu_peak)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        config = dataclasses.replace(config or Config(), gpu_peak=peak)
     if args.once:
         snap = snapshot_at(rec, at, args.window, config)
         findings = diagnosis_at(rec, at, config)  # the recording before --at is the baseline

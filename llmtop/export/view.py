@@ -165,6 +165,10 @@ def _gpus(out: _Out, gpus: Iterable[GpuRecord]) -> None:
         if g.error:
             continue
         out.add("llmtop_gpu_utilization_ratio", labels, g.util)
+        out.add("llmtop_gpu_sm_active_ratio", labels, g.sm_active)
+        out.add("llmtop_gpu_sm_occupancy_ratio", labels, g.sm_occupancy)
+        out.add("llmtop_gpu_tensor_active_ratio", labels, g.tensor_active)
+        out.add("llmtop_gpu_dram_active_ratio", labels, g.dram_active)
         out.add("llmtop_gpu_memory_used_bytes", labels, g.mem_used_bytes)
         out.add("llmtop_gpu_memory_total_bytes", labels, g.mem_total_bytes)
         out.add("llmtop_gpu_power_watts", labels, g.power_w)

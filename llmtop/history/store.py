@@ -31,7 +31,14 @@ from llmtop.history.parsing import (
 )
 from llmtop.history.request_window import RequestWindow, ingest_body
 from llmtop.history.routers import RouterBook, is_router
-from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
+from llmtop.history.rows import (
+    Entry,
+    clean_gpu,
+    clean_sample,
+    fill_ratios,
+    series_value,
+    share_with,
+)
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.sidepolls import ingest_side
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
@@ -380,6 +387,7 @@ class Store:
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
         rows = target_rows(ts, window_s, t, self.interval_s)
         self._add_logs(ts, rows, window_s, self._now_wall or 0.0)
+        fill_ratios(rows, self._gpus(), self.config.gpu_peak)
         annotate_rows(rows, self.profiles, self._now_wall or 0.0, urls=self._urls)
         if self._cache is not None:  # router and role as the latest snapshot linked them
             linked = {e.key: e for e in self._cache[1].engines}
@@ -502,6 +510,7 @@ class Store:
                 mine = target_rows(ts, window_s, t_mono, self.interval_s)
                 self._add_logs(ts, mine, window_s, t_wall)
                 rows += mine
+        fill_ratios(rows, self._gpus(), self.config.gpu_peak)
         annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
         return rows
 

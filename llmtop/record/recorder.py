@@ -146,6 +146,10 @@ class Recorder:
                          **({"container": t.container.to_json()} if t.container else {})}
                         for t in config.targets],
         }
+        if config.gpu_peak is not None:  # --gpu-peak: the replay divides by the same peak
+            p = config.gpu_peak
+            self._header["gpu_peak"] = {"bytes_per_s": p.bytes_per_s, "flops": p.flops,
+                                        "source": p.source}
         if header:  # fleet mode: schema 2, mode "fleet", the server (llmtop/fleet/record.py)
             self._header.update(header)
         elif profiles := recorded_profiles(config):

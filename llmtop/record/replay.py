@@ -8,13 +8,15 @@ the playback controls the TUI binds (play/pause, speed, step, jump, seek).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 from llmtop.capacity import profiles_from_json
-from llmtop.config import Config, Target
+from llmtop.config import Config, GpuPeak, Target
 from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
@@ -59,7 +61,25 @@ def config_from_header(rec: Recording, base: Config | None = None) -> Config:
         for t in rec.header.get("targets", [])
     )
     interval = float(rec.header.get("interval") or base.interval_s)
-    return dataclasses.replace(base, targets=targets, interval_s=interval, discover=False)
+    peak = base.gpu_peak if base.gpu_peak is not None else _recorded_peak(rec.header)
+    return dataclasses.replace(base, targets=targets, interval_s=interval, discover=False,
+                               gpu_peak=peak)
+
+
+def _recorded_peak(header: dict[str, Any]) -> GpuPeak | None:
+    """The ``--gpu-peak`` the recording was made with (``replay --gpu-peak`` wins); a
+    malformed entry is ignored (the table's peaks then apply)."""
+    d = header.get("gpu_peak")
+    if not isinstance(d, dict):
+        return None
+    vals = [d.get("bytes_per_s"), d.get("flops")]
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and math.isfinite(v) and v > 0) for v in vals) or vals == [None, None]:
+        return None
+    src = d.get("source")
+    return GpuPeak(bytes_per_s=None if vals[0] is None else float(vals[0]),
+                   flops=None if vals[1] is None else float(vals[1]),
+                   source=src if isinstance(src, str) and src else "recorded --gpu-peak")
 
 
 def parse_when(text: str, rec: Recording, position: float | None = None) -> float:
