@@ -18,12 +18,16 @@ own count of its work (the ``est_*`` counters ``sim.Engine`` keeps, as vLLM's
   estimate leaves out (activations, sampling);
 - ``tensor_active``: FLOPs / (interval x dense peak), x 1.25 (a tensor pipe is busy more
   cycles than its peak rate would need);
-- ``sm_active``: SMs with warps resident: 0.9 x the busier of the two, plus a tenth of the
-  busy time (small kernels between the large ones); ``sm_occupancy`` grows with the batch;
+- ``sm_active``: SMs with warps resident: the busy time x how much of the GPU a step's
+  kernels fill (0.55 at a batch of 1 to 0.9 from 32 rows), at least 0.9 x the busier of the
+  two above; ``sm_occupancy`` grows with the batch;
   ``fp16_active``: the non-tensor half-precision work, a seventh of the tensor pipe's.
 
 Between steps (the host's share of time) every one of them is 0: an engine that leaves the
-GPU idle shows low activity however busy NVML's ``util`` reads.
+GPU idle shows low activity however busy NVML's ``util`` reads. A step stretched by
+``Engine.decode_factor`` (``decode-slowdown``'s noisy neighbour, ``spec-decode-drop``'s
+uncounted draft verification) stays as busy as an unstretched one: the neighbour's work is the
+GPU's too, so only the engine's own count (MBU) falls.
 """
 
 from __future__ import annotations
@@ -109,8 +113,11 @@ class SimGpu:
         if moved < moved0 or flops < flops0:  # the engine restarted: its counters too
             moved0 = flops0 = 0.0
         self._last_work = (moved, flops)
-        dram = min(1.0, (moved - moved0) / dt / p.peak_bytes_s * _DRAM_EXTRA)
-        tensor = min(1.0, (flops - flops0) / dt / p.peak_flops * _TENSOR_EXTRA)
+        # a step stretched by decode_factor (a noisy neighbour's kernels, or the draft
+        # verification the spec-decode scenario leaves uncounted) keeps the GPU as busy
+        other = max(1.0, e.decode_factor)
+        dram = min(1.0, (moved - moved0) / dt / p.peak_bytes_s * _DRAM_EXTRA * other)
+        tensor = min(1.0, (flops - flops0) / dt / p.peak_flops * _TENSOR_EXTRA * other)
         self.dram_active += (dram - self.dram_active) * a
         self.tensor_active += (tensor - self.tensor_active) * a
         batch_frac = min(1.0, e.last_batch / max(1, e.settings.max_num_seqs))
@@ -148,8 +155,11 @@ class SimGpu:
         """The GPM-shaped activity fields (see the module doc), 0..1."""
         e = self.engine
         busiest = max(self.dram_active, self.tensor_active)
-        sm = min(1.0, 0.9 * busiest + 0.1 * self.util)
         batch_frac = min(1.0, e.last_batch / max(1, e.settings.max_num_seqs))
+        # while a step runs its kernels keep warps on most SMs (memory-bound ones too), the
+        # more so the more rows the batch spreads over them
+        fill = 0.55 + 0.35 * min(1.0, e.last_batch / 32)
+        sm = min(1.0, max(0.9 * busiest, self.util * fill))
         hot = self.overheated
         return {
             "sm_active": round(sm, 3),

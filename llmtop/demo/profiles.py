@@ -105,6 +105,15 @@ H100_LLAMA_8B_TUNED = replace(
 so a large batch of long contexts moves ~80 % of the peak bandwidth (vLLM's own MBU reached
 with CUDA graphs; well-tuned decode is quoted at 60-85 %)."""
 
+H100_LLAMA_8B_EAGER = replace(
+    H100_LLAMA_8B,
+    name="h100-llama3-8b-eager",
+    step_gap_s=0.016,  # every kernel launched from Python (vLLM --enforce-eager): host-bound
+)
+"""An H100 whose engine launches every kernel from the host each step (``--enforce-eager``,
+no CUDA graphs): at a small batch the GPU waits on the host most of each step (the
+``gpu-idle`` scenario)."""
+
 A100_LLAMA_8B = replace(
     H100_LLAMA_8B,
     name="a100-llama3-8b",
@@ -122,7 +131,8 @@ A100_LLAMA_8B = replace(
     peak_flops=312e12,  # NVIDIA A100 datasheet: 312 TF BF16 dense
 )
 
-PROFILES = {p.name: p for p in (H100_LLAMA_8B, H100_LLAMA_8B_TUNED, A100_LLAMA_8B)}
+PROFILES = {p.name: p for p in (H100_LLAMA_8B, H100_LLAMA_8B_TUNED, H100_LLAMA_8B_EAGER,
+                                 A100_LLAMA_8B)}
 DEFAULT_PROFILE = H100_LLAMA_8B
 
 

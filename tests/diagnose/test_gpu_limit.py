@@ -71,8 +71,11 @@ def test_compute_bound_prefill_after_a_ttft_rise():
 def test_a_small_batch_at_high_mbu_asks_for_seats_first():
     row = queued(running=2.0, max_running=2.0, kv_cache_usage=0.1, mbu=0.66)
     f = one(ctx(row, [active(dram_active=0.7, sm_active=0.4)]))
-    assert f.rule == "gpu_bound" and "a batch of only 2" in f.summary
+    assert f.rule == "gpu_bound" and "a batch of only 2 it reads all the weights for 2 tokens" \
+        in f.summary and f.summary.startswith("each step is bound by the GPU's memory")
     assert f.action.startswith("raise --max-num-seqs first")
+    one_seat = one(ctx(replace(row, running=1.0, max_running=1.0), [active(dram_active=0.62)]))
+    assert "for 1 token: more seats" in one_seat.summary
 
 
 def test_seat_limit_leaves_the_gpu_idle():

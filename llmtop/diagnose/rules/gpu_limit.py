@@ -111,7 +111,6 @@ def _bound(c: RowCtx, why: str, ev: list[Evidence], mbu: float | None, dram: flo
     if tensor is not None and compute:
         said.append(f"tensor cores busy {fmt_pct(tensor)}")
     kind = "memory bandwidth (decode)" if memory else "compute (prefill)"
-    summary = f"the GPU is the limit, its {kind}: {', '.join(said)} while {why}"
     ev += _known(Evidence("mbu", mbu, c.window, None, MBU_BOUND),
                  Evidence("gpu.dram_active", dram, "now", None, DRAM_BOUND),
                  Evidence("mfu", mfu, c.window, None, MFU_BOUND),
@@ -120,10 +119,13 @@ def _bound(c: RowCtx, why: str, ev: list[Evidence], mbu: float | None, dram: flo
     run, kv = row.running, row.kv_cache_usage
     small = (memory and not compute and run is not None and 0 < run <= LIMIT_SMALL_BATCH
              and (kv is None or kv < KV_FULL))
+    summary = f"the GPU is the limit, its {kind}: {', '.join(said)} while {why}"
     if small:
         assert run is not None
-        summary += (f"; at a batch of only {run:.0f} each step reads all the weights for "
-                    f"{run:.0f} tokens")
+        tokens = f"{run:.0f} token{'s' if run != 1 else ''}"
+        summary = (f"each step is bound by the GPU's memory bandwidth ({', '.join(said)}) "
+                   f"while {why}, but at a batch of only {run:.0f} it reads all the weights "
+                   f"for {tokens}: more seats would share those bytes")
         ev.append(c.ev("running", LIMIT_SMALL_BATCH, baseline=False))
         action = (f"raise {seats} first: a step reads the weights once for the whole batch, so "
                   "more requests per step cost little bandwidth each; then more or faster GPUs, "
