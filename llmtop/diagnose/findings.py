@@ -1,4 +1,5 @@
-"""The diagnosis' value types and its ordering: root cause first, then severity.
+"""The diagnosis' value types and its ordering: root cause first, then severity; each finding
+names the findings it explains (``Finding.explains``).
 
 Pure: no I/O, no clock, no UI library.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -110,6 +111,10 @@ class Finding:
     summary: str
     evidence: tuple[Evidence, ...] = field(default_factory=tuple)
     action: str = ""
+    explains: tuple[str, ...] = ()
+    """The rules of the findings on the same target that this one is the cause of
+    (``EXPLAINS``), as present now, in the order ``order_findings`` gives them; set by
+    ``order_findings`` (the Why screen, the header's verdict and ``--once`` read it)."""
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -125,6 +130,7 @@ class Finding:
             "summary": self.summary,
             "evidence": [e.to_json() for e in self.evidence],
             "action": self.action,
+            "explains": list(self.explains),
         }
 
 
@@ -160,10 +166,23 @@ def order_findings(findings: Iterable[Finding], targets: list[str] | None = None
         if not group:
             continue
         present = {f.rule for f in group}
-        out.extend(sorted(group, key=lambda f: (
+        ordered = sorted(group, key=lambda f: (
             _depth(f.rule, present),
             -severity_rank(f.severity),
             RULE_IDS.index(f.rule) if f.rule in RULE_IDS else len(RULE_IDS),
             f.model or "",
-        )))
+        ))
+        out.extend(_with_explains(ordered))
+    return out
+
+
+def _with_explains(ordered: list[Finding]) -> list[Finding]:
+    """Each finding with ``explains`` set to the rules it explains among ``ordered`` (one
+    target's findings, already in order); unchanged objects where it already holds."""
+    rules = list(dict.fromkeys(f.rule for f in ordered))
+    out = []
+    for f in ordered:
+        effects = EXPLAINS.get(f.rule, frozenset())
+        ex = tuple(r for r in rules if r != f.rule and r in effects)
+        out.append(f if f.explains == ex else replace(f, explains=ex))
     return out
