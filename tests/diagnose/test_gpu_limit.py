@@ -158,3 +158,11 @@ def test_diagnose_puts_the_gpu_cause_before_the_queue_it_explains():
                      waiting_min={row.key: 10.0})
     rules = [f.rule for f in found if f.target == T]
     assert rules[:2] == ["gpu_idle", "queueing"], rules
+
+
+def test_the_state_cell_has_a_word_for_each_side():
+    from llmtop.ui import fmt
+    from llmtop.ui.widgets.engines import WHY_BADGES
+
+    assert WHY_BADGES["gpu_bound"] == "GPU BOUND" and WHY_BADGES["gpu_idle"] == "GPU IDLE"
+    assert all(len(WHY_BADGES[r]) <= fmt.BADGE_WIDTH for r in ("gpu_bound", "gpu_idle"))
