@@ -42,12 +42,13 @@ prefix-miss       after the baseline, vLLM's and SGLang's shared system prompts 
                   timestamp: no prefix reuse, same prompt lengths, prefill and TTFT up
 spec-decode-drop  vLLM and SGLang decode speculatively (3 draft tokens); after the baseline
                   their acceptance rate falls from ~0.7 to ~0.2 and their ITL rises
-gpu-bound         a decode-tuned H100 (CUDA graphs); after the baseline vLLM's load rises to
-                  ~90 long decodes (outputs 1200-1600 tokens) on its 64 seats: the batch's
-                  KV reads and the weights move ~80 % of the peak bandwidth, a queue grows
-gpu-idle          vLLM with 4 seats launching every kernel from the host (``--enforce-eager``,
-                  16 ms of host time per step); after the baseline 24 clients: the queue
-                  grows while SM activity and MBU stay low
+gpu-bound         a decode-tuned H100 (CUDA graphs); after the baseline vLLM's and SGLang's
+                  load rises to ~90 / ~70 long decodes (outputs 1200-1600 tokens) on their
+                  64 / 48 seats: the batch's KV reads and the weights move ~80 % of the peak
+                  bandwidth, a queue grows
+gpu-idle          vLLM and SGLang with 4 seats, launching every kernel from the host
+                  (``--enforce-eager``, 16 ms of host time per step); after the baseline 24
+                  clients each: the queue grows while SM activity and MBU stay low
 ================  ============================================================================
 """
 
@@ -184,6 +185,8 @@ _LONG_DECODE: dict[str, Any] = {"base": 20.0, "wave": 3.0, "burst": 0.0, "ignore
 """Long decodes: each request's context grows to ~1,500-2,000 tokens, so the batch's KV reads
 are as large as the weights' (the ``gpu-bound`` scenario)."""
 
+_FEW: dict[str, Any] = {"base": 2.5, "wave": 1.0, "burst": 0.0}
+
 SCENARIOS: dict[str, Scenario] = {
     "default": Scenario("default", **_DEFAULT),
     # the pressure from the start, unless a baseline is asked for ($LLMTOP_DEMO_BASELINE_S):
@@ -222,18 +225,21 @@ SCENARIOS: dict[str, Scenario] = {
         **_CALM, "kv_blocks": {"vllm": 1700, "sglang": 1600, "triton": 440},
         "anomaly": {"vllm": {"base": 48.0, "wave": 3.0, "burst": 0.0},
                     "sglang": {"base": 4.0, "wave": 1.0, "burst": 0.0}}}, rule="imbalance"),
+    # vLLM and SGLang (replicas of one model) both: one alone would be an imbalance beside
+    # an idle sibling, and that is what the diagnosis would rightly name first
     "gpu-bound": Scenario("gpu-bound", **{
         **_CALM, "profile": "h100-llama3-8b-tuned",
-        "kv_blocks": {"vllm": 9000, "sglang": 1100, "triton": 440},
-        "per_engine": {**_CALM["per_engine"], "vllm": _LONG_DECODE},
-        "anomaly": {"vllm": {"base": 90.0}}}, rule="gpu_bound"),
+        "kv_blocks": {"vllm": 9000, "sglang": 9000, "triton": 440},
+        "per_engine": {**_CALM["per_engine"], "vllm": _LONG_DECODE, "sglang": _LONG_DECODE},
+        "anomaly": {"vllm": {"base": 90.0}, "sglang": {"base": 70.0}}}, rule="gpu_bound"),
     "gpu-idle": Scenario("gpu-idle", **{
         **_CALM, "profile": "h100-llama3-8b-eager",
-        "kv_blocks": {"vllm": 3000, "sglang": 1100, "triton": 440},
-        "settings": {**_CALM["settings"], "vllm": {"max_num_seqs": 4}},
-        "per_engine": {**_CALM["per_engine"],
-                       "vllm": {"base": 2.5, "wave": 1.0, "burst": 0.0}},
-        "anomaly": {"vllm": {"base": 24.0, "wave": 2.0}}}, rule="gpu_idle"),
+        "kv_blocks": {"vllm": 3000, "sglang": 3000, "triton": 440},
+        "settings": {**_CALM["settings"], "vllm": {"max_num_seqs": 4},
+                     "sglang": {"max_num_seqs": 4}},
+        "per_engine": {**_CALM["per_engine"], "vllm": _FEW, "sglang": _FEW},
+        "anomaly": {"vllm": {"base": 24.0, "wave": 2.0},
+                    "sglang": {"base": 24.0, "wave": 2.0}}}, rule="gpu_idle"),
 }
 for _f in FAULTS:
     SCENARIOS[_f] = Scenario(_f, rule="warming_up" if _f == "restart" else None)

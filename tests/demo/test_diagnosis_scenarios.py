@@ -249,44 +249,47 @@ async def test_spec_decode_drop(demo_factory):
     _healthy(w, "vllm", "sglang", "triton")
 
 
-def _gpu_side(server, w: Watch, rule: str):
-    """The vLLM GPU's last record, the after-window's smallest queue, and the diagnosis of
-    the after window (the queue all window long is the pressure: no baseline needed)."""
+def _gpu_side(server, w: Watch, rule: str, kind: str):
+    """The engine's GPU's last record, its after-window rows, and the diagnosis of the after
+    window (the queue all window long is the pressure: no baseline needed)."""
     from llmtop.diagnose import diagnose
 
-    v = next(es.target for es in server.sites if es.kind == "vllm")
-    gpu = next(g for g in w.snaps[-1].gpus for p in g.processes if p.engine_target == v)
-    rows = _after_rows(w, "vllm")
+    t = next(es.target for es in server.sites if es.kind == kind)
+    gpu = next(g for g in w.snaps[-1].gpus for p in g.processes if p.engine_target == t)
+    rows = _after_rows(w, kind)
     wmin = min(r.waiting or 0 for r in rows[2:])
-    row = w.row("vllm", w.times[0] + BASELINE_S + SETTLE_S, w.times[-1])
+    row = w.row(kind, w.times[0] + BASELINE_S + SETTLE_S, w.times[-1])
     found = [f for f in diagnose([row], gpus=w.snaps[-1].gpus, waiting_min={row.key: wmin})
-             if f.target == v]
-    assert found and found[0].rule == rule, [(f.rule, f.summary) for f in found]
+             if f.target == t]
+    assert found and found[0].rule == rule, (kind, [(f.rule, f.summary) for f in found])
     return gpu, rows
 
 
 @REAL_TIME
 async def test_gpu_bound(demo_factory):
-    """Long decodes past vLLM's 64 seats on a decode-tuned H100: the batch's KV and the
-    weights move most of the peak bandwidth while a queue grows."""
+    """Long decodes past vLLM's 64 and SGLang's 48 seats on a decode-tuned H100: the batch's
+    KV and the weights move most of the peak bandwidth while a queue grows."""
     server, w, _before, _after = await _run(demo_factory, "gpu-bound")
-    _no_queue(w.rows("vllm")[2:8], "vllm")
-    gpu, rows = _gpu_side(server, w, "gpu_bound")
-    assert all((r.waiting or 0) >= 5 and r.running == 64 for r in rows[-4:])
-    assert gpu.activity_source == "demo" and gpu.name == "NVIDIA H100 80GB HBM3"
-    assert gpu.dram_active is not None and gpu.dram_active >= 0.7, gpu
-    assert gpu.sm_active is not None and gpu.sm_active >= 0.7, gpu
-    _healthy(w, "vllm")
+    for kind, seats in (("vllm", 64), ("sglang", 48)):
+        _no_queue(w.rows(kind)[2:8], kind)
+        gpu, rows = _gpu_side(server, w, "gpu_bound", kind)
+        assert all((r.waiting or 0) >= 5 and r.running == seats for r in rows[-4:]), kind
+        assert gpu.activity_source == "demo" and gpu.name == "NVIDIA H100 80GB HBM3"
+        assert gpu.dram_active is not None and gpu.dram_active >= 0.7, gpu
+        assert gpu.sm_active is not None and gpu.sm_active >= 0.7, gpu
+    _healthy(w, "vllm", "sglang")
 
 
 @REAL_TIME
 async def test_gpu_idle(demo_factory):
-    """vLLM with 4 seats, host-bound steps: a queue grows while SM activity and DRAM activity
-    stay low (NVML's util is busy time and reads higher)."""
+    """vLLM and SGLang with 4 seats, host-bound steps: a queue grows while SM activity and
+    DRAM activity stay low (NVML's util is busy time and reads higher)."""
     server, w, _before, _after = await _run(demo_factory, "gpu-idle")
-    _no_queue(w.rows("vllm")[2:8], "vllm")
-    gpu, rows = _gpu_side(server, w, "gpu_idle")
-    assert all((r.waiting or 0) >= 5 and r.running == 4 for r in rows[-4:])
-    assert gpu.sm_active is not None and gpu.sm_active < 0.5, gpu
-    assert gpu.dram_active is not None and gpu.dram_active < 0.3, gpu
-    _healthy(w, "vllm")
+    for kind in ("vllm", "sglang"):
+        _no_queue(w.rows(kind)[2:8], kind)
+        gpu, rows = _gpu_side(server, w, "gpu_idle", kind)
+        assert all((r.waiting or 0) >= 5 and r.running == 4 for r in rows[-4:]), kind
+        assert gpu.sm_active is not None and gpu.sm_active < 0.5, gpu
+        assert gpu.dram_active is not None and gpu.dram_active < 0.3, gpu
+        assert gpu.util is not None and gpu.util > gpu.sm_active
+    _healthy(w, "vllm", "sglang")

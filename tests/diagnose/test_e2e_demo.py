@@ -52,8 +52,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "prefix-miss": {"vllm": "prefix_cache_miss", "sglang": "prefix_cache_miss"},
     "imbalance": {"vllm": "imbalance"},
     "spec-decode-drop": {"sglang": "spec_decode_drop"},
-    "gpu-bound": {"vllm": "gpu_bound"},
-    "gpu-idle": {"vllm": "gpu_idle"},
+    "gpu-bound": {"vllm": "gpu_bound", "sglang": "gpu_bound"},
+    "gpu-idle": {"vllm": "gpu_idle", "sglang": "gpu_idle"},
 }
 WARN: dict[str, tuple[str, ...]] = {
     "long-prompts": ("vllm", "sglang"),
