@@ -92,7 +92,12 @@ def test_host_side_leaves_the_gpu_idle_below_the_seat_limit():
     row = queued(running=20.0, max_running=64.0, kv_cache_usage=0.4)
     f = one(ctx(row, [active(sm_active=0.18, dram_active=0.1)]))
     assert f.rule == "gpu_idle" and "20 running" in f.summary and "CPU side" in f.summary
+    assert f.action.startswith("if running is at the engine's limit, raise --max-num-seqs")
     assert "more GPUs will not help" in f.action
+    # vLLM exports no running limit: the number running may be it
+    g = one(ctx(queued(running=4.0, max_running=None), [active(sm_active=0.2)]))
+    assert g.action.startswith("if 4 running is the engine's limit (not exported), raise "
+                               "--max-num-seqs / --max-num-batched-tokens")
 
 
 def test_sglang_names_its_own_flag():

@@ -170,10 +170,15 @@ def _idle(c: RowCtx, why: str, ev: list[Evidence], mbu: float | None, dram: floa
         run = f"{row.running:.0f} running" if row.running is not None else "running unknown"
         where = (f"{run}{room}: the engine makes few or small steps (a seat or batch limit "
                  "llmtop cannot see, a stalled scheduler, or the CPU side)")
-        action = (f"if running is at the engine's limit, raise {seats} / {batch}; else look "
-                  "at its host side: the engine process's CPU (a CPU quota, a busy tokenizer "
-                  "or detokenizer: py-spy or top on it) and its scheduler; more GPUs will not "
-                  "help")
+        if row.running is not None and row.max_running is None:
+            # vLLM does not export --max-num-seqs: the number running may be it
+            first = (f"if {row.running:.0f} running is the engine's limit (not exported), "
+                     f"raise {seats} / {batch}")
+        else:
+            first = f"if running is at the engine's limit, raise {seats} / {batch}"
+        action = (f"{first}; else look at its host side: the engine process's CPU (a CPU "
+                  "quota, a busy tokenizer or detokenizer: py-spy or top on it) and its "
+                  "scheduler; more GPUs will not help")
     summary = f"the engine leaves the GPU idle: {', '.join(said)} while {why}; {where}"
     ev += _known(Evidence("gpu.sm_active", sm, "now", None, SM_IDLE),
                  Evidence("mbu", mbu, c.window, None, MBU_IDLE),
