@@ -121,6 +121,15 @@ def test_no_claim_without_numbers():
     assert gpu_limit(ctx(row, [lost])) == []
 
 
+def test_garbage_readings_are_no_evidence():
+    """NaN, infinite or impossible values (a bad exporter, a counter reset mid-window) are
+    read as missing: never as low (idle) or high (bound)."""
+    row = queued(running=8.0, max_running=8.0, mbu=float("nan"), mfu=float("inf"))
+    assert gpu_limit(ctx(row, [active(sm_active=float("nan"), dram_active=7.0)])) == []
+    f = one(ctx(row, [active(sm_active=float("nan"), dram_active=0.1)]))
+    assert f.rule == "gpu_idle" and "MBU" not in f.summary and "SM activity" not in f.summary
+
+
 def test_a_middle_reading_is_no_claim():
     row = queued(running=30.0, max_running=64.0, mbu=0.45)
     assert gpu_limit(ctx(row, [active(sm_active=0.6, dram_active=0.45)])) == []

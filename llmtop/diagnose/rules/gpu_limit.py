@@ -20,6 +20,7 @@ activity is the mean over the GPUs holding the engine's memory (attribution).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from llmtop.diagnose.context import RowCtx, fmt_pct, fmt_s
@@ -53,9 +54,14 @@ _SEATS = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests",
 _BATCH = {"vllm": "--max-num-batched-tokens", "sglang": "--chunked-prefill-size"}
 
 
+def _fraction(v: float | None) -> float | None:
+    """A 0..1 reading, or None (missing, NaN, out of range: no evidence either way)."""
+    return v if v is not None and math.isfinite(v) and 0.0 <= v <= 1.5 else None
+
+
 def gpu_mean(gpus: Sequence[GpuRecord], name: str) -> float | None:
     """The mean of one activity field over the GPUs that report it (None: none does)."""
-    vals = [v for g in gpus if not g.error and (v := getattr(g, name)) is not None]
+    vals = [v for g in gpus if not g.error and (v := _fraction(getattr(g, name))) is not None]
     return sum(vals) / len(vals) if vals else None
 
 
@@ -193,7 +199,7 @@ def gpu_limit(c: RowCtx) -> list[Finding]:
         return []
     why, ev = pressure
     gpus = [g for g in c.gpus if not g.error]
-    mbu, mfu = c.row.mbu, c.row.mfu
+    mbu, mfu = _fraction(c.row.mbu), _fraction(c.row.mfu)
     dram, tensor = gpu_mean(gpus, "dram_active"), gpu_mean(gpus, "tensor_active")
     sm = gpu_mean(gpus, "sm_active")
     found = _bound(c, why, list(ev), mbu, dram, mfu, tensor)
