@@ -5,6 +5,7 @@ is the worst level found, with the findings of the worst target first; OK-level 
 notes (a GPU at its power cap) that follow the rest::
 
     DEGRADED — vllm@:8000 KV 97% · waiting 31 · preempting 4/s
+    CRITICAL — vllm@:8000 routing → queueing · waiting 10 (+4/min)
     OK — 3 engines healthy
     OK — 1 engine healthy · GPU0 power cap
 
@@ -30,6 +31,7 @@ __all__ = [
     "WARN",
     "Finding",
     "Verdict",
+    "cause_and_effect",
     "compute_verdict",
     "diagnosis_findings",
     "growth_per_min",
@@ -243,17 +245,38 @@ DIAGNOSIS_RULE = "diagnosis"
 _SEVERITY_LEVEL = {"warn": WARN, "critical": CRIT}
 
 
-def diagnosis_findings(diagnosis: Sequence[Any]) -> list[Finding]:
-    """One verdict word per engine: its first (root-cause) warn/critical finding's rule id
-    (duck-typed ``diagnose.Finding``: the verdict sits below the diagnosis layer)."""
-    out: list[Finding] = []
-    seen: set[str] = set()
+def cause_and_effect(diagnosis: Sequence[Any]) -> list[tuple[Any, Any | None]]:
+    """Per engine, in the diagnosis' order: its first warn/critical finding (the root cause,
+    as ``w`` lists it first) and the worst warn/critical finding that one explains
+    (``explains``; ties in the list's order), or None (duck-typed ``diagnose.Finding``)."""
+    roots: dict[str, Any] = {}
+    by_target: dict[str, list[Any]] = {}
     for f in diagnosis:
-        level = _SEVERITY_LEVEL.get(getattr(f, "severity", ""))
-        if level is None or f.target in seen:
+        if getattr(f, "severity", "") not in _SEVERITY_LEVEL:
             continue
-        seen.add(f.target)
-        out.append(Finding(DIAGNOSIS_RULE, level, f.target, f.rule))
+        by_target.setdefault(f.target, []).append(f)
+        roots.setdefault(f.target, f)
+    out: list[tuple[Any, Any | None]] = []
+    for target, root in roots.items():
+        explained = set(getattr(root, "explains", ()) or ())
+        effects = [f for f in by_target[target] if f is not root and f.rule in explained]
+        worst = max(effects, key=lambda f: _SEVERITY_LEVEL[f.severity], default=None)
+        out.append((root, worst))
+    return out
+
+
+def diagnosis_findings(diagnosis: Sequence[Any]) -> list[Finding]:
+    """One verdict word per engine: its root cause's rule id, and the worst finding it
+    explains after an arrow (``routing → queueing``), at the worse of the two levels
+    (``cause_and_effect``)."""
+    out: list[Finding] = []
+    for root, effect in cause_and_effect(diagnosis):
+        level = _SEVERITY_LEVEL[root.severity]
+        text = root.rule
+        if effect is not None:
+            level = max(level, _SEVERITY_LEVEL[effect.severity])
+            text = f"{root.rule} \u2192 {effect.rule}"
+        out.append(Finding(DIAGNOSIS_RULE, level, root.target, text))
     return out
 
 
@@ -280,8 +303,9 @@ def compute_verdict(
     """Run every rule over a snapshot and summarize in one line.
 
     ``diagnosis`` (``llmtop.diagnose`` findings, root cause first per engine) names each
-    engine's top warn/critical finding first among that engine's words, and raises the level
-    to the finding's severity."""
+    engine's top warn/critical finding first among that engine's words, with the worst
+    finding it explains after an arrow, and raises the level to the worse of their
+    severities."""
     th = thresholds or Thresholds()
     if source_problem:  # fleet mode: the server itself failed (unreachable, 401, bad --match)
         if snapshot is None or not snapshot.engines:

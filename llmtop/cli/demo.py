@@ -37,14 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "queue-spike | prefix-thrash; diagnosis, a healthy baseline (30 s or "
                    "$LLMTOP_DEMO_BASELINE_S) then the anomaly: queueing | long-prompts | "
                    "prefix-miss | decode-slowdown | gpu-throttle | errors | imbalance | "
-                   "spec-decode-drop; serving stacks (a simulated vLLM router in front of "
-                   "demo vLLMs): stack | routing | routing-down | pd-balance | kv-transfer | "
-                   "stuck (docs/demo.md)")
+                   "spec-decode-drop | gpu-bound | gpu-idle; serving stacks (a simulated vLLM "
+                   "router in front of demo vLLMs): stack | routing | routing-down | "
+                   "pd-balance | kv-transfer | stuck (docs/demo.md)")
     s.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; 0.0.0.0 inside a network "
                    "namespace or container, as an engine there would)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    s.add_argument("--profile", default=None, help="h100-llama3-8b (default) | a100-llama3-8b")
+    s.add_argument("--profile", default=None,
+                   help="h100-llama3-8b (default; a scenario may name its own) | "
+                   "h100-llama3-8b-tuned | h100-llama3-8b-eager | a100-llama3-8b")
     s.add_argument("--no-background", action="store_true",
                    help="no background traffic (engines idle until requests arrive)")
     s.add_argument("--fault-after", type=float, default=10.0, metavar="S",

@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "queue-spike | prefix-thrash; diagnosis, a healthy baseline (30 s or "
                    "$LLMTOP_DEMO_BASELINE_S) then the anomaly: queueing | long-prompts | "
                    "prefix-miss | decode-slowdown | gpu-throttle | errors | imbalance | "
-                   "spec-decode-drop; serving stacks: stack | routing | routing-down | "
-                   "pd-balance | kv-transfer | stuck (docs/demo.md)")
+                   "spec-decode-drop | gpu-bound | gpu-idle; serving stacks: stack | routing | "
+                   "routing-down | pd-balance | kv-transfer | stuck (docs/demo.md)")
     p.add_argument("--interval", type=_POSITIVE, default=None, metavar="S",
                    help="refresh interval in seconds (default 1)")
     p.add_argument("--timeout", type=_POSITIVE, default=None, metavar="S",

@@ -130,8 +130,12 @@ _SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
 
 
 def diagnosis_lines(diagnosis: Sequence[Any]) -> list[Text]:
-    """The top finding per engine (``diagnose.Finding``, ordered root cause first), its
-    action, and how many more findings that engine has."""
+    """The top finding per engine (``diagnose.Finding``, ordered root cause first), the
+    worst finding it explains after an arrow as the header's verdict names it
+    (``verdict.cause_and_effect``), its action, and how many more findings that engine
+    has."""
+    from llmtop.verdict import cause_and_effect
+
     out: list[Text] = []
     tops: dict[str, Any] = {}
     more: dict[str, int] = {}
@@ -140,12 +144,19 @@ def diagnosis_lines(diagnosis: Sequence[Any]) -> list[Text]:
             more[f.target] = more.get(f.target, 0) + 1
         else:
             tops[f.target] = f
+    effects = {root.target: effect for root, effect in cause_and_effect(diagnosis)
+               if root is tops.get(root.target)}
     for target, f in tops.items():
         model = f" [{f.model}]" if f.model else ""
         n = more.get(target, 0)
         extra = f" (+{n} more)" if n else ""
         line = Text(f"  {target}{model}: ")
         line.append(f"{f.rule} ({f.severity})", style=_SEVERITY_STYLE.get(f.severity, ""))
+        effect = effects.get(target)
+        if effect is not None:
+            line.append(" \u2192 ")
+            line.append(f"{effect.rule} ({effect.severity})",
+                        style=_SEVERITY_STYLE.get(effect.severity, ""))
         line.append(f" {f.summary}{extra}")
         out.append(line)
         if f.action:

@@ -6,6 +6,11 @@ those of ``vllm/v1/metrics/loggers.py`` 0.33.0 in single-API-server mode (checke
 families come from prometheus_client's own collectors, except ``process_start_time_seconds``,
 which is the simulated engine's start (it changes on a simulated restart). The 1-2-5 token
 buckets stop at 2000 because the demo's ``max_model_len`` is 2048.
+
+The ``vllm:estimated_*_per_gpu`` counters are those of ``--enable-mfu-metrics``
+(``vllm/v1/metrics/perf.py``): names, HELP and order as a real vLLM 0.32 wrote them
+(``tests/fixtures/metrics/vllm-real-cpu-v0.32.0-calm-b.txt``); the demo engine runs as if
+started with the flag, its values the simulated steps' work (``sim.Engine._count_work``).
 """
 
 from __future__ import annotations
@@ -89,6 +94,17 @@ _HISTS = (
      "Histogram of new KV tokens computed during prefill (excluding cached tokens)."),
 )
 
+_MFU_DOC = "(for Model Flops Utilization calculations)."
+_MFU = (
+    ("vllm:estimated_flops_per_gpu", "est_flops",
+     f"Estimated number of floating point operations per GPU {_MFU_DOC}"),
+    ("vllm:estimated_read_bytes_per_gpu", "est_read_bytes",
+     f"Estimated number of bytes read from memory per GPU {_MFU_DOC}"),
+    ("vllm:estimated_write_bytes_per_gpu", "est_write_bytes",
+     f"Estimated number of bytes written to memory per GPU {_MFU_DOC}"),
+)
+"""(family without ``_total``, sim counter, HELP) of vLLM's ``--enable-mfu-metrics``."""
+
 _H_WAITING_BY_REASON = (
     "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling "
     "capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, "
@@ -145,6 +161,8 @@ class _Collector:
                 m.add_sample(name + "_created", labels, created)
             return m
 
+        for name, key, doc in _MFU:
+            yield counter(name, doc, [(base, c[key])])
         yield _gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
                      base, len(e.running))
         yield _gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",

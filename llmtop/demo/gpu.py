@@ -9,6 +9,25 @@ under sustained power near the limit the SM clock drops and ``power cap`` is rep
 climbs past the slowdown threshold, NVML's ``hw slowdown`` and ``hw thermal slowdown``
 reasons are set, the SM clock falls to 45 % of its maximum, and the engine's steps slow down
 by the same ratio (``Engine.clock_factor``).
+
+GPU activity, GPM-shaped (``activity_source`` ``demo``, fractions 0..1), follows the engine's
+own count of its work (the ``est_*`` counters ``sim.Engine`` keeps, as vLLM's
+``--enable-mfu-metrics``), smoothed like ``util``:
+
+- ``dram_active``: bytes moved / (interval x peak bandwidth), x 1.08 for the traffic the
+  estimate leaves out (activations, sampling);
+- ``tensor_active``: FLOPs / (interval x dense peak), x 1.25 (a tensor pipe is busy more
+  cycles than its peak rate would need);
+- ``sm_active``: SMs with warps resident: the busy time x how much of the GPU a step's
+  kernels fill (0.55 at a batch of 1 to 0.9 from 32 rows), at least 0.9 x the busier of the
+  two above; ``sm_occupancy`` grows with the batch;
+  ``fp16_active``: the non-tensor half-precision work, a seventh of the tensor pipe's.
+
+Between steps (the host's share of time) every one of them is 0: an engine that leaves the
+GPU idle shows low activity however busy NVML's ``util`` reads. A step stretched by
+``Engine.decode_factor`` (``decode-slowdown``'s noisy neighbour, ``spec-decode-drop``'s
+uncounted draft verification) stays as busy as an unstretched one: the neighbour's work is the
+GPU's too, so only the engine's own count (MBU) falls.
 """
 
 from __future__ import annotations
@@ -25,6 +44,14 @@ __all__ = ["SimGpu"]
 _SLOWDOWN_C = 87.0
 _HOT_CLOCK = 0.45
 """SM clock under a HW (thermal) slowdown, as a share of the maximum."""
+_DRAM_EXTRA = 1.08
+_TENSOR_EXTRA = 1.25
+
+
+def _work(engine: Engine) -> tuple[float, float]:
+    """(bytes moved, FLOPs) the engine counted since its (re)start."""
+    c = engine.stats.c
+    return c["est_read_bytes"] + c["est_write_bytes"], c["est_flops"]
 
 
 class SimGpu:
@@ -50,6 +77,9 @@ class SimGpu:
         self._hot_s = 0.0
         self.overheated = False
         self._last = (clock.monotonic(), engine.busy_s)
+        self._last_work = _work(engine)
+        self.dram_active = 0.0
+        self.tensor_active = 0.0
 
     @property
     def mem_used_bytes(self) -> int:
@@ -78,6 +108,18 @@ class SimGpu:
         inst = min(1.0, max(0.0, (busy - busy0) / dt))
         a = min(1.0, dt / 1.0)
         self.util += (inst - self.util) * a
+        moved, flops = _work(e)
+        moved0, flops0 = self._last_work
+        if moved < moved0 or flops < flops0:  # the engine restarted: its counters too
+            moved0 = flops0 = 0.0
+        self._last_work = (moved, flops)
+        # a step stretched by decode_factor (a noisy neighbour's kernels, or the draft
+        # verification the spec-decode scenario leaves uncounted) keeps the GPU as busy
+        other = max(1.0, e.decode_factor)
+        dram = min(1.0, (moved - moved0) / dt / p.peak_bytes_s * _DRAM_EXTRA * other)
+        tensor = min(1.0, (flops - flops0) / dt / p.peak_flops * _TENSOR_EXTRA * other)
+        self.dram_active += (dram - self.dram_active) * a
+        self.tensor_active += (tensor - self.tensor_active) * a
         batch_frac = min(1.0, e.last_batch / max(1, e.settings.max_num_seqs))
         load = self.util * (0.55 + 0.45 * batch_frac)
         target_w = p.power_idle_w + (p.power_limit_w * 1.02 - p.power_idle_w) * load
@@ -108,6 +150,31 @@ class SimGpu:
         e.clock_factor = (p.sm_clock_max_mhz / max(1.0, self.sm_clock_mhz)
                           if self.overheated else 1.0)
         self.energy_j += self.power_w * dt
+
+    def activity(self) -> dict[str, Any]:
+        """The GPM-shaped activity fields (see the module doc), 0..1."""
+        e = self.engine
+        busiest = max(self.dram_active, self.tensor_active)
+        batch_frac = min(1.0, e.last_batch / max(1, e.settings.max_num_seqs))
+        # while a step runs its kernels keep warps on most SMs (memory-bound ones too), the
+        # more so the more rows the batch spreads over them
+        fill = 0.55 + 0.35 * min(1.0, e.last_batch / 32)
+        sm = min(1.0, max(0.9 * busiest, self.util * fill))
+        hot = self.overheated
+        return {
+            "sm_active": round(sm, 3),
+            "sm_occupancy": round(sm * (0.25 + 0.35 * batch_frac), 3),
+            "tensor_active": round(self.tensor_active, 3),
+            "dram_active": round(self.dram_active, 3),
+            "fp16_active": round(self.tensor_active / 7, 3),
+            "nvlink_tx_bytes_s": None,
+            "nvlink_rx_bytes_s": None,
+            "activity_source": "demo",
+            "activity_note": None,
+            # violation status: the share of the last interval a limit held the clocks down
+            "throttle_time": {"power": 1.0 if "power cap" in self.throttle else 0.0,
+                              "thermal": 1.0 if hot else 0.0},
+        }
 
     def record(self) -> dict[str, Any]:
         """The GPU as ``GpuRecord`` fields (JSON), source ``demo``."""
@@ -141,6 +208,7 @@ class SimGpu:
             "throttle": list(self.throttle),
             "pcie_tx_bytes_s": None,
             "pcie_rx_bytes_s": None,
+            **self.activity(),
             "ecc_corrected": 0,
             "ecc_uncorrected": 0,
             "xid": None,

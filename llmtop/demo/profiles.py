@@ -12,6 +12,12 @@ the decode rows and ``p`` prefill tokens computed in this step::
 
 plus ``step_gap_s`` of host time between steps, during which the GPU is idle (so SM
 utilization is below 100 % at small batches, as on a real server).
+
+The work of a step, as vLLM's ``--enable-mfu-metrics`` estimates it (``vllm/v1/metrics/
+perf.py``: weights read once per step, KV read per context token, KV written per new token;
+FLOPs 2 x params per token plus attention), uses ``weights_bytes``, ``kv_bytes_per_token`` and
+``attn_flops_per_ctx_token``; the GPU's peaks (``peak_bytes_s``, ``peak_flops``) turn it into
+the demo GPU's DRAM and tensor activity (``demo/gpu.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +56,20 @@ class Profile:
     power_limit_w: float
     sm_clock_max_mhz: float
     mem_clock_max_mhz: float
+    peak_bytes_s: float
+    """The GPU's peak memory bandwidth (datasheet), bytes/s."""
+    peak_flops: float
+    """The GPU's dense BF16 tensor peak (datasheet, without sparsity), FLOP/s."""
+    attn_flops_per_ctx_token: float
+    """Attention FLOPs per query token per context token: 2 FLOPs per K and V element per
+    query head; Llama-3-8B has 4 query heads per KV head, so 4 x ``kv_bytes_per_token`` (bf16:
+    2 bytes per element)."""
     temp_ambient_c: float = 32.0
+
+    @property
+    def params(self) -> float:
+        """Parameters (bf16 weights: 2 bytes each)."""
+        return self.weights_bytes / 2
 
 
 H100_LLAMA_8B = Profile(
@@ -70,7 +89,30 @@ H100_LLAMA_8B = Profile(
     power_limit_w=700.0,
     sm_clock_max_mhz=1980.0,
     mem_clock_max_mhz=2619.0,
+    peak_bytes_s=3.35e12,  # NVIDIA H100 SXM datasheet: 3.35 TB/s HBM3
+    peak_flops=989e12,  # NVIDIA H100 SXM datasheet: 1,979 TF BF16 with sparsity, half dense
+    attn_flops_per_ctx_token=4.0 * 2 * 32 * 8 * 128 * 2,
 )
+
+H100_LLAMA_8B_TUNED = replace(
+    H100_LLAMA_8B,
+    name="h100-llama3-8b-tuned",
+    step_base_s=0.0052,  # the weights (16.1 GB) take 4.8 ms at 3.35 TB/s, plus launch
+    per_seq_s=0.00002,  # CUDA graphs, fused sampling: almost nothing per row
+    step_gap_s=0.0003,  # async scheduling: the host prepares the next step meanwhile
+)
+"""A decode-tuned H100 (the ``gpu-bound`` scenario): a step costs little beyond its bytes,
+so a large batch of long contexts moves ~80 % of the peak bandwidth (vLLM's own MBU reached
+with CUDA graphs; well-tuned decode is quoted at 60-85 %)."""
+
+H100_LLAMA_8B_EAGER = replace(
+    H100_LLAMA_8B,
+    name="h100-llama3-8b-eager",
+    step_gap_s=0.016,  # every kernel launched from Python (vLLM --enforce-eager): host-bound
+)
+"""An H100 whose engine launches every kernel from the host each step (``--enforce-eager``,
+no CUDA graphs): at a small batch the GPU waits on the host most of each step (the
+``gpu-idle`` scenario)."""
 
 A100_LLAMA_8B = replace(
     H100_LLAMA_8B,
@@ -85,9 +127,12 @@ A100_LLAMA_8B = replace(
     power_limit_w=400.0,
     sm_clock_max_mhz=1410.0,
     mem_clock_max_mhz=1593.0,
+    peak_bytes_s=2.039e12,  # NVIDIA A100 80GB SXM datasheet: 2,039 GB/s
+    peak_flops=312e12,  # NVIDIA A100 datasheet: 312 TF BF16 dense
 )
 
-PROFILES = {p.name: p for p in (H100_LLAMA_8B, A100_LLAMA_8B)}
+PROFILES = {p.name: p for p in (H100_LLAMA_8B, H100_LLAMA_8B_TUNED, H100_LLAMA_8B_EAGER,
+                                 A100_LLAMA_8B)}
 DEFAULT_PROFILE = H100_LLAMA_8B
 
 

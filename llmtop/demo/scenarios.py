@@ -42,6 +42,13 @@ prefix-miss       after the baseline, vLLM's and SGLang's shared system prompts 
                   timestamp: no prefix reuse, same prompt lengths, prefill and TTFT up
 spec-decode-drop  vLLM and SGLang decode speculatively (3 draft tokens); after the baseline
                   their acceptance rate falls from ~0.7 to ~0.2 and their ITL rises
+gpu-bound         a decode-tuned H100 (CUDA graphs); after the baseline vLLM's and SGLang's
+                  load rises to ~90 / ~70 long decodes (outputs 1200-1600 tokens) on their
+                  64 / 48 seats: the batch's KV reads and the weights move ~80 % of the peak
+                  bandwidth, a queue grows
+gpu-idle          vLLM and SGLang with 4 seats, launching every kernel from the host
+                  (``--enforce-eager``, 16 ms of host time per step); after the baseline 24
+                  clients each: the queue grows while SM activity and MBU stay low
 ================  ============================================================================
 """
 
@@ -135,6 +142,8 @@ class Scenario:
     """Engine kinds the effect applies to (``gpu-throttle``: the first engine of the kind)."""
     rule: str | None = None
     """The diagnosis rule the scenario is meant to trigger (documentation, tests)."""
+    profile: str | None = None
+    """The simulated GPU and model (``profiles.PROFILES``) when the demo is not given one."""
     stack: Any = None
     """A serving stack (:class:`~llmtop.demo.stack_scenarios.StackSpec`): a simulated router
     in front of demo vLLM engines instead of the three engines (:mod:`llmtop.demo.stack`)."""
@@ -169,6 +178,14 @@ _LONG = {"prompt_range": (300, 1200), "prefix_len": 1024}
 _KV_HOT: dict[str, Any] = {"base": 22.0, "wave": 4.0, "burst": 6.0, "first_burst_s": 8.0,
                            "prompt_range": (500, 1100), "output_range": (300, 700),
                            "ignore_eos": True}
+
+_LONG_DECODE: dict[str, Any] = {"base": 20.0, "wave": 3.0, "burst": 0.0, "ignore_eos": True,
+                                 "prompt_range": (100, 300), "output_range": (1200, 1600),
+                                 "ramp": 8}
+"""Long decodes: each request's context grows to ~1,500-2,000 tokens, so the batch's KV reads
+are as large as the weights' (the ``gpu-bound`` scenario)."""
+
+_FEW: dict[str, Any] = {"base": 2.5, "wave": 1.0, "burst": 0.0}
 
 SCENARIOS: dict[str, Scenario] = {
     "default": Scenario("default", **_DEFAULT),
@@ -208,6 +225,21 @@ SCENARIOS: dict[str, Scenario] = {
         **_CALM, "kv_blocks": {"vllm": 1700, "sglang": 1600, "triton": 440},
         "anomaly": {"vllm": {"base": 48.0, "wave": 3.0, "burst": 0.0},
                     "sglang": {"base": 4.0, "wave": 1.0, "burst": 0.0}}}, rule="imbalance"),
+    # vLLM and SGLang (replicas of one model) both: one alone would be an imbalance beside
+    # an idle sibling, and that is what the diagnosis would rightly name first
+    "gpu-bound": Scenario("gpu-bound", **{
+        **_CALM, "profile": "h100-llama3-8b-tuned",
+        "kv_blocks": {"vllm": 9000, "sglang": 9000, "triton": 440},
+        "per_engine": {**_CALM["per_engine"], "vllm": _LONG_DECODE, "sglang": _LONG_DECODE},
+        "anomaly": {"vllm": {"base": 90.0}, "sglang": {"base": 70.0}}}, rule="gpu_bound"),
+    "gpu-idle": Scenario("gpu-idle", **{
+        **_CALM, "profile": "h100-llama3-8b-eager",
+        "kv_blocks": {"vllm": 3000, "sglang": 3000, "triton": 440},
+        "settings": {**_CALM["settings"], "vllm": {"max_num_seqs": 4},
+                     "sglang": {"max_num_seqs": 4}},
+        "per_engine": {**_CALM["per_engine"], "vllm": _FEW, "sglang": _FEW},
+        "anomaly": {"vllm": {"base": 24.0, "wave": 2.0},
+                    "sglang": {"base": 24.0, "wave": 2.0}}}, rule="gpu_idle"),
 }
 for _f in FAULTS:
     SCENARIOS[_f] = Scenario(_f, rule="warming_up" if _f == "restart" else None)

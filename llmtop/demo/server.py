@@ -155,7 +155,7 @@ class DemoServer:
         self.stack: Stack | None = None
         self.seed = seed
         self.background = background
-        self.profile = PROFILES[profile] if profile else DEFAULT_PROFILE
+        self.profile = PROFILES[profile or self.scenario.profile or DEFAULT_PROFILE.name]
         self.fault_after = fault_after
         self.fault_every = fault_every
         self.gpu_port = gpu_port

@@ -291,6 +291,7 @@ class Engine:
             await timebase.sleep(next_t - now)
             self.busy_s += dur
             self.steps += 1
+            self._count_work(rows)
             self._apply(rows, self.clock())
 
     def _duration(self, rows: list[tuple[Request, int, bool]]) -> float:
@@ -307,6 +308,25 @@ class Engine:
             return p.step_base_s * self.decode_factor * self.clock_factor
         return ((p.step_base_s + n * p.per_seq_s + ctx * p.per_ctx_token_s) * self.decode_factor
                 + prefill * p.per_prefill_token_s) * self.clock_factor
+
+    def _count_work(self, rows: list[tuple[Request, int, bool]]) -> None:
+        """The step's work as vLLM's ``--enable-mfu-metrics`` estimates it (one GPU): the
+        weights read once, each row's context KV read, the new tokens' KV written; 2 x params
+        FLOPs per token plus attention over the context (``est_*`` counters)."""
+        if not rows:
+            return
+        p = self.profile
+        tokens = ctx_read = attn = 0.0
+        for r, k, is_prefill in rows:
+            past = float(r.computed if is_prefill else r.computed + r.output - 1)
+            tokens += k
+            ctx_read += past
+            # each of the k new tokens attends to the past and to the chunk's earlier tokens
+            attn += k * (past + (k + 1) / 2)
+        st = self.stats
+        st.inc("est_read_bytes", p.weights_bytes + ctx_read * p.kv_bytes_per_token)
+        st.inc("est_write_bytes", tokens * p.kv_bytes_per_token)
+        st.inc("est_flops", 2.0 * p.params * tokens + attn * p.attn_flops_per_ctx_token)
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.settings.block_size)

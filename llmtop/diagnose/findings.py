@@ -1,4 +1,5 @@
-"""The diagnosis' value types and its ordering: root cause first, then severity.
+"""The diagnosis' value types and its ordering: root cause first, then severity; each finding
+names the findings it explains (``Finding.explains``).
 
 Pure: no I/O, no clock, no UI library.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -27,6 +28,8 @@ RULE_IDS = (
     "warming_up",
     "gpu_throttle",
     "kv_pressure",
+    "gpu_bound",
+    "gpu_idle",
     "long_prompts",
     "prefix_cache_miss",
     "spec_decode_drop",
@@ -46,20 +49,24 @@ RULE_IDS = (
 EXPLAINS: dict[str, frozenset[str]] = {
     "warming_up": frozenset({"prefix_cache_miss", "ttft_rise", "queueing"}),
     "kv_pressure": frozenset({"queueing", "decode_slowdown", "ttft_rise", "aborts",
-                              "prefix_cache_miss"}),
-    "long_prompts": frozenset({"ttft_rise", "queueing", "decode_slowdown"}),
-    "prefix_cache_miss": frozenset({"ttft_rise", "queueing", "decode_slowdown"}),
-    "gpu_throttle": frozenset({"decode_slowdown", "ttft_rise"}),
+                              "prefix_cache_miss", "gpu_idle"}),
+    "long_prompts": frozenset({"ttft_rise", "queueing", "decode_slowdown", "gpu_bound"}),
+    "prefix_cache_miss": frozenset({"ttft_rise", "queueing", "decode_slowdown", "gpu_bound"}),
+    "gpu_throttle": frozenset({"decode_slowdown", "ttft_rise", "gpu_bound", "gpu_idle"}),
+    "gpu_bound": frozenset({"queueing", "ttft_rise", "decode_slowdown"}),
+    "gpu_idle": frozenset({"queueing", "ttft_rise", "decode_slowdown"}),
     "spec_decode_drop": frozenset({"decode_slowdown"}),
-    "imbalance": frozenset({"queueing", "ttft_rise"}),
+    "imbalance": frozenset({"queueing", "ttft_rise", "gpu_bound", "gpu_idle"}),
     "near_capacity": frozenset({"queueing", "ttft_rise"}),
     "queueing": frozenset({"ttft_rise", "aborts"}),
     "decode_slowdown": frozenset({"aborts"}),
     "errors": frozenset(),
     "stuck": frozenset({"queueing", "ttft_rise", "near_capacity", "decode_slowdown",
-                        "aborts", "imbalance", "routing"}),
-    "routing": frozenset({"imbalance", "queueing", "ttft_rise", "errors"}),
-    "pd_balance": frozenset({"queueing", "ttft_rise", "decode_slowdown", "kv_pressure"}),
+                        "aborts", "imbalance", "routing", "gpu_idle"}),
+    "routing": frozenset({"imbalance", "queueing", "ttft_rise", "errors", "gpu_bound",
+                          "gpu_idle"}),
+    "pd_balance": frozenset({"queueing", "ttft_rise", "decode_slowdown", "kv_pressure",
+                             "gpu_bound", "gpu_idle"}),
     "kv_transfer": frozenset({"ttft_rise", "queueing", "errors"}),
 }
 """cause -> the findings it explains (on the same engine). An explained finding follows its
@@ -104,6 +111,10 @@ class Finding:
     summary: str
     evidence: tuple[Evidence, ...] = field(default_factory=tuple)
     action: str = ""
+    explains: tuple[str, ...] = ()
+    """The rules of the findings on the same target that this one is the cause of
+    (``EXPLAINS``), as present now, in the order ``order_findings`` gives them; set by
+    ``order_findings`` (the Why screen, the header's verdict and ``--once`` read it)."""
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -119,6 +130,7 @@ class Finding:
             "summary": self.summary,
             "evidence": [e.to_json() for e in self.evidence],
             "action": self.action,
+            "explains": list(self.explains),
         }
 
 
@@ -154,10 +166,23 @@ def order_findings(findings: Iterable[Finding], targets: list[str] | None = None
         if not group:
             continue
         present = {f.rule for f in group}
-        out.extend(sorted(group, key=lambda f: (
+        ordered = sorted(group, key=lambda f: (
             _depth(f.rule, present),
             -severity_rank(f.severity),
             RULE_IDS.index(f.rule) if f.rule in RULE_IDS else len(RULE_IDS),
             f.model or "",
-        )))
+        ))
+        out.extend(_with_explains(ordered))
+    return out
+
+
+def _with_explains(ordered: list[Finding]) -> list[Finding]:
+    """Each finding with ``explains`` set to the rules it explains among ``ordered`` (one
+    target's findings, already in order); unchanged objects where it already holds."""
+    rules = list(dict.fromkeys(f.rule for f in ordered))
+    out = []
+    for f in ordered:
+        effects = EXPLAINS.get(f.rule, frozenset())
+        ex = tuple(r for r in rules if r != f.rule and r in effects)
+        out.append(f if f.explains == ex else replace(f, explains=ex))
     return out

@@ -22,6 +22,8 @@ __all__ = [
     "DECODE_X",
     "DIAG_EVERY_S",
     "DIAG_WINDOW_S",
+    "DRAM_BOUND",
+    "DRAM_IDLE",
     "END_HOLD_S",
     "ERRORS_MIN",
     "ERROR_SHARE_CRIT",
@@ -45,6 +47,10 @@ __all__ = [
     "KV_FULL",
     "KV_XFER_MIN_S",
     "KV_XFER_SHARE",
+    "LIMIT_SMALL_BATCH",
+    "MBU_BOUND",
+    "MBU_IDLE",
+    "MFU_BOUND",
     "MIN_REQUESTS",
     "MIN_TOKENS",
     "PD_ROOM_KV",
@@ -69,10 +75,12 @@ __all__ = [
     "ROUTE_WAITING_MIN",
     "RUNNING_AT_LIMIT",
     "SLOWER_X",
+    "SM_IDLE",
     "SPEC_ABS_DROP",
     "SPEC_REL",
     "STUCK_HEALTH_PROBE_S",
     "STUCK_IDLE_S",
+    "TENSOR_BOUND",
     "TTFT_ABS_S",
     "TTFT_X",
     "WARMUP_S",
@@ -189,6 +197,38 @@ GPU_CLOCK_DROP = 0.8
 """SM clock at or below this x its usual value (baseline, else the board's max) counts."""
 GPU_UTIL_BUSY = 0.3
 """A power cap matters only on a busy GPU."""
+
+# ---------------------------------------------------------------- is the GPU the limit
+# (``gpu_bound`` / ``gpu_idle``: judged only while the engine queues or its TTFT/ITL rose)
+MBU_BOUND = 0.6
+"""The engine's own bytes/s at or above this share of the GPU's peak bandwidth: decode is at
+the memory's limit. Well-tuned decode is quoted at 60-85 % MBU (Databricks, "LLM inference
+performance engineering: best practices"; torchao reached 70 % on an A100-80GB)."""
+DRAM_BOUND = 0.6
+"""DRAM interface busy at least this share of the time (GPM ``DRAM_BW_UTIL``, DCGM
+``DRAM_ACTIVE``): its practical peak is about 0.8 (NVIDIA DCGM user guide, profiling
+metrics), so this is three quarters of what the memory can give."""
+MFU_BOUND = 0.4
+"""FLOP/s at or above this share of the dense peak: compute-bound (prefill). Large,
+well-tuned jobs reach 40-50 % (PaLM: 46 % MFU, Chowdhery et al. 2022, table 3)."""
+TENSOR_BOUND = 0.5
+"""Any tensor pipe active at least half the time (GPM ``ANY_TENSOR_UTIL``, DCGM
+``PIPE_TENSOR_ACTIVE``; FP8 GEMMs show only here): the tensor cores are the busy part.
+[spec] half, as ``SM_IDLE`` is for SMs."""
+SM_IDLE = 0.5
+"""SM activity below this "likely indicates ineffective GPU usage"; 0.8 or more is
+"necessary, but not sufficient" for effective use (NVIDIA DCGM user guide, SM Activity)."""
+MBU_IDLE = 0.3
+"""MBU below this (half of ``MBU_BOUND``) while requests queue: the memory is not what
+holds them (an int4 model may sit near 37 % and be fine, so this is judged only under
+pressure, and only below it)."""
+DRAM_IDLE = 0.3
+"""DRAM activity below this (half of ``DRAM_BOUND``), likewise."""
+LIMIT_SMALL_BATCH = 8.0
+"""A memory-bound engine running at most this many requests reads all its weights each step
+for a handful of tokens: decode's bytes per step are weights + KV, so a larger batch shares
+the weights' bytes (arithmetic intensity ~ batch FLOP/byte, far below an H100's ~295) and
+more seats are the first fix, not more GPUs."""
 
 # ---------------------------------------------------------------- imbalance
 IMB_WAITING_MIN = 8.0

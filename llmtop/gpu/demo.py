@@ -34,7 +34,11 @@ __all__ = ["DemoGpuSampler", "record_from_json"]
 _FIELDS = {f.name: f for f in dataclasses.fields(GpuRecord)}
 _BODY_CAP = 4 * 1024 * 1024
 """A demo GPU payload larger than this is a bad payload (it is a few KB)."""
-_SKIP = {"host", "index", "source", "processes", "mig_instances", "extra", "throttle"}
+_SKIP = {"host", "index", "source", "processes", "mig_instances", "extra", "throttle",
+         "throttle_time"}
+_FRACTIONS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active", "fp16_active")
+"""0..1: a value outside that (or NaN) is not a reading, so None."""
+_TEXT = ("uuid", "name", "pci_bus_id", "error", "activity_source", "activity_note")
 _INTS = {
     "mem_used_bytes",
     "mem_free_bytes",
@@ -63,14 +67,21 @@ def record_from_json(d: dict[str, Any], *, default_host: str = "demo") -> GpuRec
         if name in _SKIP or name not in d:
             continue
         v = d[name]
-        if name in ("uuid", "name", "pci_bus_id", "error"):
+        if name in _TEXT:
             setattr(rec, name, None if v is None else str(v))
         elif name == "mig_mode":
             rec.mig_mode = None if v is None else bool(v)
+        elif name in _FRACTIONS:
+            x = _number(v, False)
+            setattr(rec, name, x if x is not None and 0.0 <= x <= 1.0 else None)
         else:
             setattr(rec, name, _number(v, name in _INTS))
     if isinstance(d.get("throttle"), list):
         rec.throttle = [str(x) for x in d["throttle"]]
+    if isinstance(d.get("throttle_time"), dict):
+        shares = {str(k): _number(v, False) for k, v in d["throttle_time"].items()}
+        rec.throttle_time = {k: float(v) for k, v in shares.items()
+                             if v is not None and 0.0 <= v <= 1.0}
     if isinstance(d.get("mig_instances"), list):
         rec.mig_instances = [str(x) for x in d["mig_instances"]]
     if isinstance(d.get("extra"), dict):

@@ -93,7 +93,8 @@ def _no_queue(rows: list, engine: str) -> None:
 def test_every_rule_has_a_scenario():
     assert set(DIAGNOSIS.values()) >= {
         "queueing", "kv_pressure", "prefix_cache_miss", "long_prompts", "decode_slowdown",
-        "gpu_throttle", "errors", "imbalance", "spec_decode_drop", "warming_up"}
+        "gpu_throttle", "errors", "imbalance", "spec_decode_drop", "warming_up",
+        "gpu_bound", "gpu_idle"}
     for name, sc in SCENARIOS.items():
         if name in DIAGNOSIS and name not in ("kv-pressure", "restart"):
             assert sc.baseline_s >= 20 and baseline_seconds(sc) == sc.baseline_s, name
@@ -246,3 +247,49 @@ async def test_spec_decode_drop(demo_factory):
         assert _mean(a.itl_s) >= 1.5 * _mean(b.itl_s), e
     assert after("triton").spec_accept_rate is None  # no speculative decoding there
     _healthy(w, "vllm", "sglang", "triton")
+
+
+def _gpu_side(server, w: Watch, rule: str, kind: str):
+    """The engine's GPU's last record, its after-window rows, and the diagnosis of the after
+    window (the queue all window long is the pressure: no baseline needed)."""
+    from llmtop.diagnose import diagnose
+
+    t = next(es.target for es in server.sites if es.kind == kind)
+    gpu = next(g for g in w.snaps[-1].gpus for p in g.processes if p.engine_target == t)
+    rows = _after_rows(w, kind)
+    wmin = min(r.waiting or 0 for r in rows[2:])
+    row = w.row(kind, w.times[0] + BASELINE_S + SETTLE_S, w.times[-1])
+    found = [f for f in diagnose([row], gpus=w.snaps[-1].gpus, waiting_min={row.key: wmin})
+             if f.target == t]
+    assert found and found[0].rule == rule, (kind, [(f.rule, f.summary) for f in found])
+    return gpu, rows
+
+
+@REAL_TIME
+async def test_gpu_bound(demo_factory):
+    """Long decodes past vLLM's 64 and SGLang's 48 seats on a decode-tuned H100: the batch's
+    KV and the weights move most of the peak bandwidth while a queue grows."""
+    server, w, _before, _after = await _run(demo_factory, "gpu-bound")
+    for kind, seats in (("vllm", 64), ("sglang", 48)):
+        _no_queue(w.rows(kind)[2:8], kind)
+        gpu, rows = _gpu_side(server, w, "gpu_bound", kind)
+        assert all((r.waiting or 0) >= 5 and r.running == seats for r in rows[-4:]), kind
+        assert gpu.activity_source == "demo" and gpu.name == "NVIDIA H100 80GB HBM3"
+        assert gpu.dram_active is not None and gpu.dram_active >= 0.7, gpu
+        assert gpu.sm_active is not None and gpu.sm_active >= 0.7, gpu
+    _healthy(w, "vllm", "sglang")
+
+
+@REAL_TIME
+async def test_gpu_idle(demo_factory):
+    """vLLM and SGLang with 4 seats, host-bound steps: a queue grows while SM activity and
+    DRAM activity stay low (NVML's util is busy time and reads higher)."""
+    server, w, _before, _after = await _run(demo_factory, "gpu-idle")
+    for kind in ("vllm", "sglang"):
+        _no_queue(w.rows(kind)[2:8], kind)
+        gpu, rows = _gpu_side(server, w, "gpu_idle", kind)
+        assert all((r.waiting or 0) >= 5 and r.running == 4 for r in rows[-4:]), kind
+        assert gpu.sm_active is not None and gpu.sm_active < 0.5, gpu
+        assert gpu.dram_active is not None and gpu.dram_active < 0.3, gpu
+        assert gpu.util is not None and gpu.util > gpu.sm_active
+    _healthy(w, "vllm", "sglang")

@@ -70,12 +70,22 @@ def _compare(demo: str, real: str, *, min_families: int) -> None:
         assert rh.get(name) == doc, name
 
 
+def vllm_real() -> str:
+    """A full vLLM 0.33.0 render plus the ``--enable-mfu-metrics`` counters (three, and
+    their ``_created``) as a real vLLM 0.32 wrote them (the 0.33 render is without the
+    flag)."""
+    mfu = [line for line in fixture_text("vllm-real-cpu-v0.32.0-calm-b.txt").splitlines()
+           if "vllm:estimated_" in line]
+    assert len(shape("\n".join(mfu) + "\n")) == 6
+    return fixture_text("vllm-generated-v0.33.0-loggers.txt") + "\n".join(mfu) + "\n"
+
+
 async def test_vllm_matches_fixture(demo_factory):
     server = await demo_factory(("vllm",))
     bodies = await _exercise(server)
-    real = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    real = vllm_real()
     _compare(bodies["vllm"], real, min_families=70)
-    # every family of the real vLLM output is there (the fixture is a full 0.33.0 render)
+    # every family of the real vLLM output is there (the 0.33.0 render and the MFU counters)
     assert set(shape(real)) == set(shape(bodies["vllm"]))
     assert "vllm:prompt_tokens_created{" in bodies["vllm"]
     assert 'vllm:request_success_total{engine="0",finished_reason="length",model_name=' \
@@ -236,9 +246,8 @@ async def test_vllm_spec_decode_counters_match_the_source(demo_factory):
     server.sites[0].engine.spec_accept = 0.72
     body = (await _exercise(server))["vllm"]
     spec = (DATA / "vllm-spec_decode-SYNTHETIC-from-spec_decode-metrics-py.txt").read_text()
-    _compare(body, fixture_text("vllm-generated-v0.33.0-loggers.txt") + spec, min_families=70)
-    assert set(shape(body)) - set(shape(fixture_text("vllm-generated-v0.33.0-loggers.txt"))) \
-        == set(shape(spec))
+    _compare(body, vllm_real() + spec, min_families=70)
+    assert set(shape(body)) - set(shape(vllm_real())) == set(shape(spec))
     v = shape_values(body)
     drafts = v["vllm:spec_decode_num_drafts_total"]
     assert drafts > 0 and v["vllm:spec_decode_num_draft_tokens_total"] == 3 * drafts

@@ -233,8 +233,7 @@ async def test_calm_stack_and_requests_over_http(stack):
 async def test_pd_engines_add_the_nixl_families_of_the_source(stack):
     """A P/D engine's /metrics: vLLM's families plus exactly NixlPromMetrics' (names, types,
     labels, buckets, HELP as in the source); plain engines have none (``test_formats``)."""
-    from tests.conftest import fixture_text
-    from tests.demo.test_formats import DATA, _compare
+    from tests.demo.test_formats import DATA, _compare, vllm_real
     from tests.demo.test_formats import shape as fshape
 
     s = await stack("kv-transfer")
@@ -242,6 +241,6 @@ async def test_pd_engines_add_the_nixl_families_of_the_source(stack):
     await until(lambda: dec.engine.stats.hist("nixl_xfer").count >= 1)
     body = await scrape(dec.base_url)
     nixl = (DATA / "vllm-nixl-SYNTHETIC-from-nixl_connector-py.txt").read_text()
-    real = fixture_text("vllm-generated-v0.33.0-loggers.txt")
+    real = vllm_real()  # the 0.33.0 render and the --enable-mfu-metrics counters
     _compare(body, real + nixl, min_families=70)
     assert set(fshape(body)) - set(fshape(real)) == set(fshape(nixl))

@@ -52,6 +52,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "prefix-miss": {"vllm": "prefix_cache_miss", "sglang": "prefix_cache_miss"},
     "imbalance": {"vllm": "imbalance"},
     "spec-decode-drop": {"sglang": "spec_decode_drop"},
+    "gpu-bound": {"vllm": "gpu_bound", "sglang": "gpu_bound"},
+    "gpu-idle": {"vllm": "gpu_idle", "sglang": "gpu_idle"},
 }
 WARN: dict[str, tuple[str, ...]] = {
     "long-prompts": ("vllm", "sglang"),
@@ -69,10 +71,16 @@ GROUPS = [
     ("kv-pressure", "long-prompts", "imbalance"),
     ("decode-slowdown", "errors", "default"),
     ("queueing", "prefix-miss", "gpu-throttle", "spec-decode-drop"),
+    ("gpu-bound", "gpu-idle"),
 ]
 """Three groups of 6-7 simulated engines (3-4 demo processes). Two groups of 8 and 12 put
 five demo processes beside the test's five monitors; on a box loaded by another process
 (census run 67) one of them answered no scrape for 2 s."""
+
+
+GPU_ACTIVITY: dict[str, float] = {}
+"""Scenario -> the highest demo-GPU SM activity seen live: the default demo's silence on
+``gpu_bound`` / ``gpu_idle`` is a judgement of numbers it had, not of missing ones."""
 
 
 def late_scrape(state: str, error: str | None) -> bool:
@@ -110,6 +118,10 @@ async def _record(scenario: str, path: Path, seconds: float) -> tuple[list, floa
         try:
             while (elapsed := clock.monotonic() - t0) < seconds:
                 snap = await mon.tick()
+                for g in snap.gpus:
+                    if g.activity_source == "demo" and g.sm_active is not None:
+                        GPU_ACTIVITY[scenario] = max(GPU_ACTIVITY.get(scenario, 0.0),
+                                                     g.sm_active)
                 if clock.time() < healthy_until:
                     early |= dict.fromkeys((f.target, f.rule, f.severity)
                                            for f in findings_of(mon.store)
@@ -167,6 +179,8 @@ def test_scenarios_name_their_cause_first(tmp_path, monkeypatch, group):
         if sc == "default":
             bad = [(f["target"], f["rule"]) for f in end["diagnosis"] if f["severity"] != "info"]
             assert bad == [], f"default demo gave {bad}"
+            # busy GPUs (the three engines' work), judged and found no limit to name
+            assert GPU_ACTIVITY.get(sc, 0.0) >= 0.2, GPU_ACTIVITY
             continue
         for kind, rule in EXPECTED[sc].items():
             got = firsts.get(kind)

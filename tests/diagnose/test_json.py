@@ -17,7 +17,8 @@ from llmtop.once import empty_json, snapshot_json
 from tests.diagnose.rows import T, base, healthy
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "json-schema.md"
-FINDING_KEYS = ["rule", "severity", "target", "model", "summary", "evidence", "action"]
+FINDING_KEYS = ["rule", "severity", "target", "model", "summary", "evidence", "action",
+                "explains"]
 EVIDENCE_KEYS = ["signal", "value", "window", "baseline", "threshold"]
 
 

@@ -9,6 +9,7 @@ from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.rules.decode import decode_slowdown, spec_decode_drop, ttft_rise
 from llmtop.diagnose.rules.errors import aborts, errors
 from llmtop.diagnose.rules.gpu import gpu_throttle
+from llmtop.diagnose.rules.gpu_limit import gpu_limit
 from llmtop.diagnose.rules.imbalance import imbalance
 from llmtop.diagnose.rules.kv import kv_pressure
 from llmtop.diagnose.rules.kv_transfer import kv_transfer
@@ -30,6 +31,7 @@ ROW_RULES: tuple[Rule, ...] = (
     warming_up,
     gpu_throttle,
     kv_pressure,
+    gpu_limit,
     long_prompts,
     prefix_cache_miss,
     spec_decode_drop,

@@ -100,6 +100,8 @@ def why_renderable(findings: Sequence[Finding], *, baseline_note: str = "",
         assert grid is not None
         sev = Text(f" {f.severity.upper()}", style=SEVERITY_STYLE.get(f.severity, ""))
         grid.add_row(sev, Text.assemble((f.rule, "bold"), f"  {f.summary}"))
+        if f.explains:  # the header names this cause and the worst of these
+            grid.add_row("", Text("cause of: " + ", ".join(f.explains), style="bold"))
         ev = [fmt_evidence(e) for e in f.evidence if e.value is not None]
         if ev:
             grid.add_row("", Text("evidence: " + " \u00b7 ".join(ev), style="dim"))

@@ -65,6 +65,7 @@ WHY_BADGES = {
     "long_prompts": "LONG PROMPT", "decode_slowdown": "SLOW DECODE", "gpu_throttle": "GPU THROTTLE",
     "errors": "ERRORS", "imbalance": "IMBALANCE", "spec_decode_drop": "SPEC DROP",
     "ttft_rise": "TTFT RISE", "warming_up": "WARMING UP", "aborts": "ABORTS",
+    "gpu_bound": "GPU BOUND", "gpu_idle": "GPU IDLE",
 }
 """STATE-column words for a row's top warn/critical finding (``w`` explains it), at most
 ``fmt.BADGE_WIDTH`` cells (cut to the column at the narrowest layout)."""
