@@ -104,7 +104,14 @@ def test_activity_layout_fits_and_leads(width):
     assert sum(c.width for c in cols) == width - 1
     assert [c.key for c in cols][:5] == ["gpu", "sm", "tensor", "dram", "busy"]
     assert ("clock" in [c.key for c in cols]) is (width >= 120)  # the details say it at 80
-    assert cols[-1].key == "throttle" and cols[-1].width >= (12 if width < 120 else 8)
+    assert cols[-1].key == "throttle" and cols[-1].width >= 8
+    local = gpu_layout(width, len("1 A100"), activity=True)
+    assert local[-1].width >= 18  # "power 35% · thermal…" beside a local GPU
+    fleet = dataclasses.replace(GPM, host="demo-node-0")
+    cells = gpu_cells(fleet, cols := gpu_layout(width, len("demo-node-0:0 H100"),
+                                                 activity=True), TH)
+    assert cells[0].plain.strip() == "demo-node-0:0 H100", cols  # never cut
+    assert sum(c.width for c in cols) == width - 1
 
 
 @pytest.mark.parametrize("width", [80, 160])

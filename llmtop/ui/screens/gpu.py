@@ -63,23 +63,24 @@ def gpu_layout(width: int, name_w: int = 0, *, activity: bool = False) -> list[C
     ``name_w``: the longest GPU name (``host:index NAME``); the GPU column grows towards it
     from THROTTLE's room beyond 8 cells (fleet hosts were cut to ``demo-no``).
     ``activity``: a GPU reports real activity: SM activity leads (bar), then tensor, DRAM
-    and busy time; below ``WIDE`` the clocks give their room (the details show them)."""
+    and busy time; below ``WIDE`` the VRAM bar and the clocks give their room (the details
+    show the clocks), so a fleet name (``demo-node-0:0 H100``) still fits at 80."""
     wide = width >= WIDE
     bw = 12 if wide else 5
-    gpu_w = (20 if activity else 26) if wide else 8
+    gpu_w = (12 if activity else 26) if wide else 8
     lead = [Col("util", "BUSY", bw + 6)]
     if activity:
         lead = [Col("sm", "SM ACTIVE" if wide else "SM", bw + 6),
                 Col("tensor", "TENSOR" if wide else "TC", 8 if wide else 5, True),
                 Col("dram", "DRAM", 6, True), Col("busy", "BUSY", 6, True)]
-    tail = [Col("mem", "VRAM USED/TOTAL" if wide else "VRAM", bw + 9),
+    narrow = activity and not wide  # the VRAM bar and the clocks give their room
+    tail = [Col("mem", "VRAM USED/TOTAL" if wide else "VRAM", 9 if narrow else bw + 9),
             Col("power", "POWER/LIMIT" if wide else "POWER W", 12 if wide else 9, True),
             Col("temp", "TEMP", 6, True)]
-    if wide or not activity:
+    if not narrow:
         tail.append(Col("clock", "SM/MEM MHZ" if wide else "SM/MEM", 11 if wide else 10, True))
     fixed = sum(c.width for c in (*lead, *tail))
-    # THROTTLE keeps 8 cells (12 beside the activity columns: "power 35%")
-    spare = width - SCROLLBAR_RESERVE - fixed - gpu_w - (12 if activity and not wide else 8)
+    spare = width - SCROLLBAR_RESERVE - fixed - gpu_w - 8
     gpu_w += max(0, min(name_w + 1 - gpu_w, spare))
     cols = [Col("gpu", "GPU", gpu_w), *lead, *tail]
     rest = width - SCROLLBAR_RESERVE - sum(c.width for c in cols)
@@ -104,7 +105,7 @@ def _gpu_name(g: GpuRecord, width: int) -> str:
     """``host:index NAME``: the full name where it fits ``width``, else the short one."""
     host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
     full = f"{host}{g.index} {(g.name or 'GPU').replace('NVIDIA ', '')}"
-    return full if width >= 20 and cell_len(full) <= width else (
+    return full if cell_len(full) <= width else (
         f"{host}{g.index} {short_gpu_name(g.name)}")
 
 
@@ -426,7 +427,9 @@ class GpuScreen(Screen):
         width = self.size.width or self.app.size.width
         title.update(f"GPUs \u00b7 {len(gpus)} \u00b7 \u2191\u2193 selects a GPU")
         self._activity = any(has_activity(g) for g in gpus)
-        cols = gpu_layout(width, max(cell_len(_gpu_name(g, 8)) for g in gpus),
+        # wide with activity: the GPU column starts narrow and grows to the full names
+        name_at = 40 if self._activity and width >= WIDE else 8
+        cols = gpu_layout(width, max(cell_len(_gpu_name(g, name_at)) for g in gpus),
                           activity=self._activity)
         th = self.view.thresholds
         self._keys = [gpu_key(g) for g in gpus]
