@@ -360,7 +360,7 @@ class GpuDetails(Static):
         """Draw ``g``'s details in at most ``lines`` lines (``clocks``: with the clocks)."""
         if self._shown is None or self._shown[1:] != (lines, clocks) or self._shown[0] != g:
             self._shown = (g, lines, clocks)
-            self.refresh()
+            self.refresh(layout=True)  # its height (auto) follows the lines drawn
 
     def render(self) -> Text:
         if self._shown is None:
