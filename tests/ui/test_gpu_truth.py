@@ -276,3 +276,25 @@ async def test_screens_at_each_size(size):
         assert "MBU 12% of 3.35TB/s" in text and "MFU 2% of 989 TFLOP/s dense" in text
         assert "the limit is not the GPU (--max-num-seqs)" in text
         assert DIFFERENT in text
+
+
+def test_the_detail_has_a_gpu_section_only_where_there_is_something_to_say():
+    from llmtop.ui.fake import demo_snapshot
+    from llmtop.ui.screens.detail import detail_renderable
+
+    def text(row, gpus) -> str:
+        import io
+
+        from rich.console import Console
+
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(detail_renderable(row, {}, gpus=gpus))
+        return console.export_text()
+
+    snap = demo_snapshot("ok")
+    vllm, triton = (next(r for r in snap.engines if r.engine == e) for e in ("vllm", "triton"))
+    assert "GPU work" not in text(triton, snap.gpus)  # no GPU of its own, no counters, no hint
+    shown = text(vllm, snap.gpus)  # its GPU, busy time only
+    assert "GPU work" in shown and "GPU 0 H100: SM activity \u2013 \u00b7 busy 87%" in shown
+    assert "GPU work" in text(dataclasses.replace(
+        triton, mfu_hint="start vLLM with --enable-mfu-metrics"), [])
