@@ -85,6 +85,11 @@ def test_overview_line_without_activity_says_busy_not_sm():
     assert " SM " not in line and "TC" not in line
     assert "PWR 35%" in line  # the power limit held the clocks 35 % of the interval
     assert cell_len(line) <= 78
+    held = dataclasses.replace(A100, throttle=[], throttle_time={"thermal": 0.1, "power": 0.02,
+                                                                 "low utilization": 0.5})
+    assert " LOW 50% " in gpu_line(held, TH, wide=True).plain  # the largest share, tagged
+    cool = dataclasses.replace(A100, throttle=[], throttle_time={"thermal": 0.1})
+    assert " THM 10% " in gpu_line(cool, TH, wide=True).plain
 
 
 def test_overview_missing_nan_and_garbage_are_dashes():

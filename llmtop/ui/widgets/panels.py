@@ -122,7 +122,7 @@ def _throttle_flags(g: GpuRecord) -> str:
     if shares:
         key, v = max(shares, key=lambda kv: kv[1])
         tag = next((t for k, t in THROTTLE_ABBREV.items() if k in key.lower()),
-                   key[:4].upper())
+                   (key.split() or ["?"])[0][:4].upper())
         held = f"{tag} {fmt.fmt_pct(v)}"
         out = [held if x == tag else x for x in out] if tag in out else [held, *out]
     return ",".join(out)
