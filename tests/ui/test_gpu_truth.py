@@ -162,6 +162,9 @@ def test_details_say_where_activity_came_from_or_why_there_is_none():
     assert dict(gpu_details(GPM, clocks=True))["SM/mem clock"] == "1755/2619 MHz"
     garbage = dataclasses.replace(GPM, throttle_time="garbage")  # type: ignore[arg-type]
     assert "clocks held by" not in dict(gpu_details(garbage))
+    assert "activity note" not in d
+    partial = dataclasses.replace(GPM, activity_note="GPM: NVLink metrics not supported")
+    assert dict(gpu_details(partial))["activity note"] == "GPM: NVLink metrics not supported"
 
 
 def test_process_busy_time():

@@ -67,7 +67,8 @@ def activity_items(g: GpuRecord) -> list[tuple[str, str]]:
     if has_activity(g):
         items += [("activity from", g.activity_source or DASH),
                   ("SM occupancy", fmt.fmt_pct(act(g.sm_occupancy))),
-                  ("FP16 pipe", fmt.fmt_pct(act(g.fp16_active)))]
+                  ("FP16 pipe", fmt.fmt_pct(act(g.fp16_active))),
+                  ("activity note", g.activity_note)]  # e.g. a metric the GPU refused
     elif g.activity_note:
         items.append(("SM activity", f"{DASH} ({g.activity_note})"))
     elif act(g.util) is not None:
