@@ -44,9 +44,12 @@ SHOTS = [
     ("stack", "stack", "dark", ()),
     ("stack-80x24", "stack", "dark", ()),
     ("router-detail", "stack", "dark", ("down", "down", "down", "enter")),
+    ("gpu-activity", "gpu", "dark", ("g",)),  # GPU truth: SM/tensor/DRAM beside busy time
+    ("gpu-activity-80x24", "gpu", "dark", ("g",)),
+    ("engine-gpu-work", "gpu", "dark", ("down", "down", "enter")),  # MBU/MFU, the peak
 ]
 SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24), "requests-80x24": (80, 24),
-         "stack-80x24": (80, 24)}
+         "stack-80x24": (80, 24), "gpu-activity-80x24": (80, 24), "engine-gpu-work": (100, 30)}
 """Shots not at ``SIZE``."""
 
 

@@ -4,8 +4,11 @@
 two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"``, ``"empty"``
 (no engine, no GPU), ``"states"`` (one row in each bad state: BAD PAYLOAD, RESTARTED,
 STALE, HTTP 503, UNAUTHORIZED, DOWN), ``"requests"`` (``pressure`` with a window of single
-requests, ``demo_requests``) or ``"stack"`` (two routers: round robin over a 1-seat and an
-8-seat backend, and prefill/decode pools; ``ui.fake_stack``).
+requests, ``demo_requests``), ``"stack"`` (two routers: round robin over a 1-seat and an
+8-seat backend, and prefill/decode pools; ``ui.fake_stack``) or ``"gpu"`` (GPU truth: an
+H100 with GPM activity, busy 100 % at 23 % SM activity, its vLLM at capacity with its own
+FLOP/byte counts, MBU 12 %; an A100 without GPM, its SGLang without the counters).
+
 """
 
 from __future__ import annotations
@@ -124,6 +127,34 @@ def _gpus() -> list[GpuRecord]:
     return out
 
 
+H100_PEAK = {"bytes_per_s": 3.35e12, "flops": 989e12, "gpu": "NVIDIA H100 80GB HBM3",
+             "source": "NVIDIA H100 datasheet (SXM)"}
+"""The peak the ``gpu`` scenario's vLLM divides by (the shape of ``EngineRow.gpu_peak``)."""
+
+
+def _gpu_truth(vllm: EngineRow, sglang: EngineRow, gpus: list[GpuRecord]) -> None:
+    """The ``gpu`` scenario, in place: GPU 0 an H100 whose GPM says the engine leaves it
+    idle (busy 100 %, SM 23 %, DRAM 18 %), its vLLM at 95 % of capacity moving 0.40 TB/s
+    (MBU 12 %); GPU 1 an A100 (no GPM: the note says so), its SGLang without the counters.
+    SYNTHETIC values, shaped like the contract fields."""
+    h100, a100 = gpus
+    h100.util, h100.mem_util = 1.0, 0.21
+    h100.sm_active, h100.sm_occupancy, h100.tensor_active = 0.23, 0.11, 0.08
+    h100.dram_active, h100.fp16_active, h100.activity_source = 0.18, 0.02, "gpm"
+    h100.nvlink_tx_bytes_s, h100.nvlink_rx_bytes_s = 2.1e9, 1.9e9
+    h100.throttle_time = {"power": 0.0, "thermal": 0.0}
+    h100.processes[0].sm_util = 0.97
+    a100.name, a100.util = "NVIDIA A100-SXM4-80GB", 0.97
+    a100.activity_note = "GPM: not supported on NVIDIA A100-SXM4-80GB"
+    a100.throttle, a100.throttle_time = ["power cap"], {"power": 0.35, "thermal": 0.0}
+    a100.processes[0].sm_util = 0.95
+    vllm.capacity_used = 0.95
+    vllm.achieved_read_bytes_per_s, vllm.achieved_write_bytes_per_s = 3.9e11, 1.0e10
+    vllm.achieved_bytes_per_s, vllm.achieved_flops_per_s = 4.0e11, 2.1e13
+    vllm.mbu, vllm.mfu, vllm.gpu_peak = 4.0e11 / 3.35e12, 2.1e13 / 989e12, dict(H100_PEAK)
+    sglang.mfu_hint = "start SGLang with --enable-metrics --enable-mfu-metrics"
+
+
 def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
     """A fixed snapshot: vLLM + SGLang + Triton and two GPUs, shaped by ``scenario``."""
     vllm = _vllm()
@@ -147,6 +178,8 @@ def demo_snapshot(scenario: str = "ok", t: float = FROZEN_TIME) -> Snapshot:
         sglang.capacity = {**_capacity(), "requests_per_s": 5.5, "output_tokens_per_s": 1400.0,
                            "url": "http://127.0.0.1:30000", "engine": "sglang",
                            "model": sglang.model}
+    if scenario == "gpu":
+        _gpu_truth(vllm, sglang, gpus)
     if scenario == "no_gpu":
         gpus = []
         gpu_error = reasons.LIBRARY_NOT_FOUND  # the sampler's own words

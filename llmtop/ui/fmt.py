@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ from llmtop.capacity.annotate import capacity_text
 from llmtop.model import Container, EngineRow, Quantiles
 from llmtop.units import DASH
 from llmtop.units import age as fmt_age
+from llmtop.units import byte_rate as fmt_byte_rate
 from llmtop.units import count as fmt_num
 from llmtop.units import pct as fmt_pct
 from llmtop.units import rate as fmt_rate
@@ -35,9 +37,12 @@ __all__ = [
     "capacity_text",
     "clock",
     "compact_target",
+    "finite",
     "fit_model",
     "fit_where",
+    "flop_rate",
     "fmt_age",
+    "fmt_byte_rate",
     "fmt_bytes",
     "fmt_num",
     "fmt_pct",
@@ -79,6 +84,25 @@ def set_palette(variables: dict[str, str]) -> None:
         PALETTE["accent"] = variables["accent"]
     if variables.get("text-muted"):
         PALETTE["muted"] = "dim"
+
+
+def finite(v: object) -> float | None:
+    """``v`` as a float when it is a finite number, else None: NaN, infinities and anything
+    that is not a number are "not reported" (shown ``–``), never a traceback."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def flop_rate(v: float | None) -> str:
+    """FLOP a second in a sentence, in powers of 1000: ``412 TFLOP/s``, ``2.6 GFLOP/s``."""
+    v = finite(v)
+    if v is None:
+        return DASH
+    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {unit}FLOP/s"
+    return f"{v:.0f} FLOP/s"
 
 
 def S(name: str) -> str:

@@ -85,10 +85,11 @@ def test_process_row_pid_user_engine_vram_command():
     row = {c.key: t.plain.strip() for c, t in zip(cols, process_cells(H100, p, cols),
                                                    strict=True)}
     assert row == {"gpu": "vm:0", "pid": "4100", "user": "llm", "engine": "vllm@:8000",
-                   "mem": "60.0G", "cmd": "python3 -m vllm serve"}
+                   "mem": "60.0G", "busy": "–", "cmd": "python3 -m vllm serve"}
     ghost = GpuProcess(pid=77, used_bytes=GIB, visible=False)
     row = [t.plain.strip() for t in process_cells(H100, ghost, cols)]
-    assert row[2] == "\u2013" and row[3] == "\u2013" and row[5] == "(pid not visible here)"
+    assert row[2] == "\u2013" and row[3] == "\u2013" and row[5] == "\u2013"
+    assert row[6] == "(pid not visible here)"
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])

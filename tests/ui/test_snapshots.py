@@ -119,3 +119,31 @@ def test_requests(snap_compare, size):
 def test_stack_overview(snap_compare, size):
     """Two routers with their backends (and P/D pools) under them (issue 42)."""
     assert snap_compare(make_app("stack"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_overview_gpu_activity(snap_compare, size):
+    """GPU 0 leads with SM activity, tensor and DRAM beside its busy time (100 % busy at 23 %
+    SM); GPU 1 without GPM shows busy time labelled as such, and 35 % of power throttling."""
+    assert snap_compare(make_app("gpu"), terminal_size=size, run_before=_run())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_activity(snap_compare, size):
+    """The GPU screen with SM/tensor/DRAM/busy columns, per-process busy time, the H100's
+    activity details (GPM, occupancy, FP16, NVLink, clocks held)."""
+    assert snap_compare(make_app("gpu"), terminal_size=size, run_before=_run("g"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_without_gpm(snap_compare, size):
+    """The A100 selected: its details say why there is no activity (the sampler's note)."""
+    assert snap_compare(make_app("gpu"), terminal_size=size, run_before=_run("g", "down"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_engine_gpu_work(snap_compare, size):
+    """vLLM's detail: achieved GB/s and TFLOP/s, MBU/MFU with the peak and its source, its
+    GPU's DRAM activity beside them, and at capacity with MBU 12 %: not the GPU."""
+    assert snap_compare(make_app("gpu"), terminal_size=size,
+                        run_before=_run("down", "down", "enter"))

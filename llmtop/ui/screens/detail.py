@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -14,8 +14,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from llmtop.model import LATENCY_KINDS, EngineRow, Quantiles
+from llmtop.model import LATENCY_KINDS, EngineRow, GpuRecord, Quantiles
 from llmtop.ui import fmt
+from llmtop.ui.screens.gpu_work import engine_gpus, gpu_work_lines, headroom_line
 from llmtop.ui.screens.kv import kv_section
 from llmtop.ui.screens.raw import RawMetricsScreen
 from llmtop.ui.view import LiveView
@@ -150,7 +151,11 @@ def capacity_lines(row: EngineRow) -> list[Text]:
                 + f" within {slo}")
     sh = p.get("shape") or {}
     hit = sh.get("prefix_hit_rate")
-    out = [head,
+    out = [head]
+    headroom = headroom_line(row)
+    if headroom is not None:
+        out.append(headroom)
+    out += [
            Text(f"  measured {when}" + (f" ({fmt.fmt_age(age)} ago)" if age is not None else "")
                 + f" by {p.get('source') or 'probe'}"
                 + ("  STALE: re-measure" if p.get("stale") else ""),
@@ -169,13 +174,15 @@ def capacity_lines(row: EngineRow) -> list[Text]:
 def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
                       notes: dict[str, str] | None = None,
                       partial: dict[str, str] | None = None, *, raw: bool = True,
-                      stack: list | None = None) -> Group:
+                      stack: list | None = None, gpus: Sequence[GpuRecord] = ()) -> Group:
     """The detail body; ``notes``: window name -> why that window shows ``–``;
     ``partial``: window name -> the backend's warnings when that window's row came from a
     partial answer (fleet mode): its rows and columns say ``PARTIAL``, a line says why.
     ``raw``: the raw metrics browser (``m``) is offered (not in fleet mode); ``stack``: the
     lines on its router and TTFT path (``screens.router.stack_section``); the KV transfer
-    and offload tier sections follow them (``screens.kv``)."""
+    and offload tier sections follow them (``screens.kv``). ``gpus``: the snapshot's GPUs;
+    the GPU work section (``screens.gpu_work``) shows the engine's own and its GPUs' numbers
+    when it has either (its counters, a hint to turn them on, or a GPU of its own)."""
     partial = {n: w for n, w in (partial or {}).items() if n in windows}
     windows = {f"{n} PARTIAL" if n in partial else n: w for n, w in windows.items()}
     head = Text(f"{row.target}  {row.model or ''}", style="bold")
@@ -218,7 +225,12 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
         cache.add_row(k, v)
     if not row.info:
         cache.add_row("not reported", "")
-    parts: list = [head, *capacity_lines(row), Text(""), *(stack or ()), *kv_section(row),
+    gpu_part: list = []
+    if (row.mfu_hint or engine_gpus(row, gpus) or row.achieved_bytes_per_s is not None
+            or row.achieved_flops_per_s is not None):
+        gpu_part = [*gpu_work_lines(row, gpus), Text("")]
+    parts: list = [head, *capacity_lines(row), Text(""), *gpu_part, *(stack or ()),
+                   *kv_section(row),
                    _titled(latency_table(row, windows))]
     parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
     parts += [Text(f"{name} PARTIAL: the server's answer was partial, values may be "
@@ -310,7 +322,9 @@ class EngineDetailScreen(Screen):
 
         body.update(detail_renderable(row, windows, notes, partial,
                                       raw=self.check_action("raw", ()) is not False,
-                                      stack=stack_section(row, self.view.snapshot)))
+                                      stack=stack_section(row, self.view.snapshot),
+                                      gpus=self.view.snapshot.gpus if self.view.snapshot
+                                      else ()))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``m`` only where raw scrapes are kept (not fleet mode: Prometheus gives series)."""

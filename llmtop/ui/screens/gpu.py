@@ -28,13 +28,20 @@ from llmtop.ui.screens.overview import SPARK_MIN_S, spark_clock
 from llmtop.ui.source import gpu_key
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.footer import FitFooter
+from llmtop.ui.widgets.gpu_text import (
+    THROTTLE_SHOWN,
+    act,
+    activity_items,
+    has_activity,
+    throttle_time_text,
+)
 from llmtop.ui.widgets.panels import LOCAL_HOSTS, SparkClock, short_gpu_name
 from llmtop.verdict import short_target
 
-__all__ = ["HISTORY_FIELDS", "GpuScreen", "gpu_cells", "gpu_details", "gpu_layout",
+__all__ = ["HISTORY_FIELDS", "GpuDetails", "GpuScreen", "gpu_cells", "gpu_details", "gpu_layout",
            "history_rows", "process_cells", "process_layout", "throttle_words"]
 
-HISTORY_FIELDS = (("util", "SM util", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
+HISTORY_FIELDS = (("util", "busy", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
                   ("power", "power W", fmt.fmt_num), ("temp", "temp \u00b0C", fmt.fmt_num))
 """GPU series the store keeps (``GPU_SERIES_FIELDS``): field, label, format."""
 
@@ -51,33 +58,44 @@ class Col(NamedTuple):
     right: bool = False
 
 
-def gpu_layout(width: int, name_w: int = 0) -> list[Col]:
+def gpu_layout(width: int, name_w: int = 0, *, activity: bool = False) -> list[Col]:
     """The GPU table's columns for a ``width`` cells wide screen; THROTTLE takes the rest.
     ``name_w``: the longest GPU name (``host:index NAME``); the GPU column grows towards it
-    from THROTTLE's room beyond 8 cells (fleet hosts were cut to ``demo-no``)."""
+    from THROTTLE's room beyond 8 cells (fleet hosts were cut to ``demo-no``).
+    ``activity``: a GPU reports real activity: SM activity leads (bar), then tensor, DRAM
+    and busy time; below ``WIDE`` the VRAM bar and the clocks give their room (the details
+    show the clocks), so a fleet name (``demo-node-0:0 H100``) still fits at 80."""
     wide = width >= WIDE
     bw = 12 if wide else 5
-    gpu_w = 26 if wide else 8
-    fixed = (bw + 6) + (bw + 9) + (12 if wide else 9) + 6 + (11 if wide else 10)
+    gpu_w = (12 if activity else 26) if wide else 8
+    lead = [Col("util", "BUSY", bw + 6)]
+    if activity:
+        lead = [Col("sm", "SM ACTIVE" if wide else "SM", bw + 6),
+                Col("tensor", "TENSOR" if wide else "TC", 8 if wide else 5, True),
+                Col("dram", "DRAM", 6, True), Col("busy", "BUSY", 6, True)]
+    narrow = activity and not wide  # the VRAM bar and the clocks give their room
+    tail = [Col("mem", "VRAM USED/TOTAL" if wide else "VRAM", 9 if narrow else bw + 9),
+            Col("power", "POWER/LIMIT" if wide else "POWER W", 12 if wide else 9, True),
+            Col("temp", "TEMP", 6, True)]
+    if not narrow:
+        tail.append(Col("clock", "SM/MEM MHZ" if wide else "SM/MEM", 11 if wide else 10, True))
+    fixed = sum(c.width for c in (*lead, *tail))
     spare = width - SCROLLBAR_RESERVE - fixed - gpu_w - 8
     gpu_w += max(0, min(name_w + 1 - gpu_w, spare))
-    cols = [Col("gpu", "GPU", gpu_w), Col("util", "SM UTIL" if wide else "UTIL",
-                                          bw + 6),
-            Col("mem", "VRAM USED/TOTAL" if wide else "VRAM", bw + 9),
-            Col("power", "POWER/LIMIT" if wide else "POWER W", 12 if wide else 9, True),
-            Col("temp", "TEMP", 6, True),
-            Col("clock", "SM/MEM MHZ" if wide else "SM/MEM", 11 if wide else 10, True)]
+    cols = [Col("gpu", "GPU", gpu_w), *lead, *tail]
     rest = width - SCROLLBAR_RESERVE - sum(c.width for c in cols)
     cols.append(Col("throttle", "THROTTLE REASONS" if wide else "THROTTLE", max(8, rest)))
     return cols
 
 
 def process_layout(width: int) -> list[Col]:
-    """The process table's columns; COMMAND takes the rest."""
+    """The process table's columns; COMMAND takes the rest. BUSY: the share of time the
+    process had a kernel running (``GpuProcess.sm_util``), busy time like the GPU's."""
     wide = width >= WIDE
     cols = [Col("gpu", "GPU", 5, True), Col("pid", "PID", 9, True),
             Col("user", "USER", 13 if wide else 10), Col("engine", "ENGINE", 26 if wide else 16),
-            Col("mem", "VRAM", 9, True)]
+            Col("mem", "VRAM", 9, True), Col("busy", "SM BUSY" if wide else "BUSY",
+                                               9 if wide else 6, True)]
     rest = width - SCROLLBAR_RESERVE - sum(c.width for c in cols)
     cols.append(Col("cmd", "COMMAND", max(8, rest)))
     return cols
@@ -87,7 +105,7 @@ def _gpu_name(g: GpuRecord, width: int) -> str:
     """``host:index NAME``: the full name where it fits ``width``, else the short one."""
     host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
     full = f"{host}{g.index} {(g.name or 'GPU').replace('NVIDIA ', '')}"
-    return full if width >= 20 and cell_len(full) <= width else (
+    return full if cell_len(full) <= width else (
         f"{host}{g.index} {short_gpu_name(g.name)}")
 
 
@@ -107,6 +125,22 @@ def throttle_words(g: GpuRecord) -> str:
     return ", ".join(words) if words else "none"
 
 
+def throttle_cell_text(g: GpuRecord) -> str:
+    """The THROTTLE cell: the share of the interval each limit held the clocks down
+    (``power 35%``) where the source reports it, then the active reasons it does not name;
+    else the reasons alone (``throttle_words``)."""
+    words = throttle_words(g)
+    held = throttle_time_text(g)
+    if held is None or held == "none":
+        return words
+    held_by = g.throttle_time if isinstance(g.throttle_time, dict) else {}
+    keys = [str(k).lower() for k, v in held_by.items()
+            if (x := act(v)) is not None and x >= THROTTLE_SHOWN]
+    rest = [r for r in (g.throttle or []) if r.lower() not in ("idle", "gpu idle", "none")
+            and not any(k in r.lower() for k in keys)]
+    return " · ".join([held, *rest])
+
+
 def gpu_cells(g: GpuRecord, cols: Sequence[Col], th: Thresholds) -> list[Text]:
     """One GPU row, a cell per column of ``gpu_layout`` (each cell starts with a space)."""
     out: list[Text] = []
@@ -117,16 +151,22 @@ def gpu_cells(g: GpuRecord, cols: Sequence[Col], th: Thresholds) -> list[Text]:
             t.append(_gpu_name(g, w)[:w], style="bold")
         elif g.error and c.key != "throttle":
             pass
-        elif c.key == "util":
-            t.append_text(fmt.bar(g.util, w - 5, fmt.level_style(g.util, th.util_warn,
-                                                                 th.util_crit)))
-            t.append(f"{fmt.fmt_pct(g.util):>5}")
+        elif c.key in ("util", "sm"):
+            v = act(g.util if c.key == "util" else g.sm_active)
+            t.append_text(fmt.bar(v, w - 5, fmt.level_style(v, th.util_warn, th.util_crit)))
+            t.append(f"{fmt.fmt_pct(v):>5}")
+        elif c.key in ("tensor", "dram", "busy"):
+            v = act({"tensor": g.tensor_active, "dram": g.dram_active, "busy": g.util}[c.key])
+            t.append(fmt.fmt_pct(v).rjust(w), style="dim" if v is None or c.key == "busy"
+                     else "")
         elif c.key == "mem":
             frac = None
             if g.mem_used_bytes is not None and g.mem_total_bytes:
                 frac = g.mem_used_bytes / g.mem_total_bytes
             text = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}G"
-            t.append_text(fmt.bar(frac, w - 8, fmt.level_style(frac, th.kv_warn, th.kv_crit)))
+            if w >= 12:
+                t.append_text(fmt.bar(frac, w - 8, fmt.level_style(frac, th.kv_warn,
+                                                                   th.kv_crit)))
             t.append(f"{text:>8}")
         elif c.key == "power":
             pw = DASH if g.power_w is None else f"{g.power_w:.0f}"
@@ -145,7 +185,7 @@ def gpu_cells(g: GpuRecord, cols: Sequence[Col], th: Thresholds) -> list[Text]:
             if g.error:
                 t.append(f"error: {g.error}", style=S("gauge-crit"))
             else:
-                words = throttle_words(g)
+                words = throttle_cell_text(g)
                 t.append(words, style=S("gauge-warn") if words not in ("none", DASH) else "dim")
         t.truncate(c.width, overflow="ellipsis")
         out.append(t)
@@ -159,7 +199,7 @@ def process_cells(g: GpuRecord, p: GpuProcess, cols: Sequence[Col]) -> list[Text
         "gpu": f"{host}{g.index}", "pid": DASH if p.pid is None else str(p.pid),
         "user": p.user or DASH,
         "engine": short_target(p.engine_target) if p.engine_target else DASH,
-        "mem": fmt.fmt_bytes(p.used_bytes),
+        "mem": fmt.fmt_bytes(p.used_bytes), "busy": fmt.fmt_pct(act(p.sm_util)),
         "cmd": (p.cmdline or p.name or DASH) if p.visible else "(pid not visible here)",
     }
     out = []
@@ -189,9 +229,11 @@ DETAIL_LINES_TALL = 6
 """...and at most: more where the GPUs and processes leave the rows free."""
 
 
-def gpu_details(g: GpuRecord) -> list[tuple[str, str]]:
-    """The selected GPU's other readings, as (human label, value): only what the source
-    reports (the table above shows ``–`` for its own missing values)."""
+def gpu_details(g: GpuRecord, *, clocks: bool = False) -> list[tuple[str, str]]:
+    """The selected GPU's other readings, as (human label, value): its activity beyond the
+    table's columns first (``activity_items``: or why there is none), then only what the
+    source reports (the table above shows ``–`` for its own missing values). ``clocks``:
+    the current SM/memory clocks too (the narrow table with activity has no column)."""
     def rate(v: float | None) -> str | None:
         return None if v is None else fmt.fmt_bytes(v) + "/s"
 
@@ -204,7 +246,11 @@ def gpu_details(g: GpuRecord) -> list[tuple[str, str]]:
     ecc = None
     if g.ecc_corrected is not None or g.ecc_uncorrected is not None:
         ecc = f"{fmt.fmt_num(g.ecc_corrected)} / {fmt.fmt_num(g.ecc_uncorrected)}"
-    items: list[tuple[str, str | None]] = [
+    items: list[tuple[str, str | None]] = [*activity_items(g)]
+    if clocks:
+        items.append(("SM/mem clock", f"{num(g.sm_clock_mhz, '') or DASH}/"
+                                      f"{num(g.mem_clock_mhz, '') or DASH} MHz"))
+    items += [
         ("memory busy", None if g.mem_util is None else fmt.fmt_pct(g.mem_util)),
         ("VRAM free", None if g.mem_free_bytes is None else fmt.fmt_bytes(g.mem_free_bytes)),
         ("VRAM reserved",
@@ -225,11 +271,12 @@ def gpu_details(g: GpuRecord) -> list[tuple[str, str]]:
     return [(k, v) for k, v in items if v is not None]
 
 
-def details_text(g: GpuRecord, width: int = 0, max_lines: int = 0) -> Text:
+def details_text(g: GpuRecord, width: int = 0, max_lines: int = 0, *,
+                 clocks: bool = False) -> Text:
     """``gpu_details`` as ``label value · label value ...``, packed into lines of ``width``
     cells without splitting an item; past ``max_lines`` lines the last ends with ``…`` (the
     rest needs a wider or taller terminal). ``width`` 0: one paragraph, wrapped by Rich."""
-    items = [(f"{label} ", value) for label, value in gpu_details(g)]
+    items = [(f"{label} ", value) for label, value in gpu_details(g, clocks=clocks)]
     t = Text()
     col = line = 0
     for i, (label, value) in enumerate(items):
@@ -301,6 +348,29 @@ def _sync(table: DataTable, cols: list[Col], rows: list[tuple[str, list[Text]]],
     shown.update(cols=cols, keys=keys, cells=[cells for _, cells in rows])
 
 
+class GpuDetails(Static):
+    """The selected GPU's details (``details_text``), packed into the box's own width when
+    drawn: a scrollbar beside a short screen takes cells the screen's width does not show."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._shown: tuple[GpuRecord, int, bool] | None = None
+
+    def show(self, g: GpuRecord, lines: int, *, clocks: bool) -> None:
+        """Draw ``g``'s details in at most ``lines`` lines (``clocks``: with the clocks)."""
+        if self._shown is None or self._shown[1:] != (lines, clocks) or self._shown[0] != g:
+            self._shown = (g, lines, clocks)
+            self.refresh(layout=True)  # its height (auto) follows the lines drawn
+
+    def render(self) -> Text:
+        if self._shown is None:
+            return Text()
+        g, lines, clocks = self._shown
+        # a cell to spare for the "…" mark
+        width = self.content_size.width or (self.app.size.width - 2)
+        return details_text(g, max(20, width - 1), lines, clocks=clocks)
+
+
 class GpuScreen(Screen):
     """Every GPU at a glance, the processes on them, the selected GPU's history."""
 
@@ -315,12 +385,13 @@ class GpuScreen(Screen):
         self._gpus_shown: dict = {}
         self._procs_shown: dict = {}
         self._keys: list[str] = []
+        self._activity = False
 
     def compose(self) -> ComposeResult:
         yield Static("GPUs", classes="title")
         yield Static(id="gpu-none")
         yield DataTable(id="gpu-table", cursor_type="row", cell_padding=0)
-        yield Static(id="gpu-selected")
+        yield GpuDetails(id="gpu-selected")
         yield Static("Processes", id="gpu-procs-title", classes="section")
         yield DataTable(id="gpu-procs", cursor_type="none", cell_padding=0)
         yield Static("History", id="gpu-history-title", classes="section")
@@ -355,7 +426,11 @@ class GpuScreen(Screen):
             return
         width = self.size.width or self.app.size.width
         title.update(f"GPUs \u00b7 {len(gpus)} \u00b7 \u2191\u2193 selects a GPU")
-        cols = gpu_layout(width, max(cell_len(_gpu_name(g, 8)) for g in gpus))
+        self._activity = any(has_activity(g) for g in gpus)
+        # wide with activity: the GPU column starts narrow and grows to the full names
+        name_at = 40 if self._activity and width >= WIDE else 8
+        cols = gpu_layout(width, max(cell_len(_gpu_name(g, name_at)) for g in gpus),
+                          activity=self._activity)
         th = self.view.thresholds
         self._keys = [gpu_key(g) for g in gpus]
         _sync(self.query_one("#gpu-table", DataTable), cols,
@@ -379,7 +454,7 @@ class GpuScreen(Screen):
         g = self.selected()
         if g is None:
             return
-        box = self.query_one("#gpu-selected", Static)
+        box = self.query_one("#gpu-selected", GpuDetails)
         snap = self.view.snapshot
         n_gpus = len(snap.gpus) if snap is not None else 1
         n_procs = sum(len(x.processes) for x in snap.gpus) if snap is not None else 0
@@ -388,10 +463,9 @@ class GpuScreen(Screen):
         spare = (self.size.height or 24) - (n_gpus + 9 + max(3, n_procs) + 1)
         lines = min(DETAIL_LINES_TALL, max(DETAIL_LINES, spare))
         box.styles.max_height = lines
-        # 2 cells of padding, and a cell to spare for the "…" mark
-        box.update(details_text(g, max(20, (self.size.width or 80) - 3), lines))
-        key = gpu_key(g)
         width = self.size.width or self.app.size.width
+        box.show(g, lines, clocks=self._activity and width < WIDE)
+        key = gpu_key(g)
         now = time.monotonic()
         if (force or key not in self._history or width != self._history_width
                 or now - self._history_at >= SPARK_MIN_S):

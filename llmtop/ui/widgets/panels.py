@@ -17,6 +17,7 @@ from llmtop.gpu.reasons import unavailable_line
 from llmtop.model import Event, GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
+from llmtop.ui.widgets.gpu_text import THROTTLE_SHOWN, act, has_activity
 from llmtop.ui.widgets.textlines import TextLines, same
 from llmtop.verdict import CRIT, OK, WARN, Verdict, short_target
 
@@ -97,24 +98,33 @@ def _cut_host(host: str, room: int) -> str:
 
 
 def short_gpu_name(name: str | None) -> str:
-    """``NVIDIA H100 80GB HBM3`` -> ``H100``."""
+    """``NVIDIA H100 80GB HBM3`` -> ``H100``; ``NVIDIA A100-SXM4-80GB`` -> ``A100``."""
     if not name:
         return "GPU"
     words = [w for w in name.replace("NVIDIA", "").replace("GeForce", "").split() if w]
-    return words[0] if words else name
+    return (words[0].split("-")[0] or words[0]) if words else name
 
 
-def _throttle_flags(reasons: Sequence[str] | None) -> str:
-    if reasons is None:
-        return ""
-    out = []
-    for r in reasons:
+def _throttle_flags(g: GpuRecord) -> str:
+    """``PWR,THM``: the active clock-event reasons, short; where the source reports how long
+    each limit held the clocks down, the largest share beside its tag (``PWR 35%``)."""
+    out: list[str] = []
+    for r in g.throttle or ():
         low = r.lower()
         if low in ("idle", "gpu idle", "none"):
             continue
         tag = next((v for k, v in THROTTLE_ABBREV.items() if k in low), r[:4].upper())
         if tag not in out:
             out.append(tag)
+    held_by = g.throttle_time if isinstance(g.throttle_time, dict) else {}
+    shares = [(str(k), v) for k, raw in held_by.items()
+              if (v := act(raw)) is not None and v >= THROTTLE_SHOWN]
+    if shares:
+        key, v = max(shares, key=lambda kv: kv[1])
+        tag = next((t for k, t in THROTTLE_ABBREV.items() if k in key.lower()),
+                   (key.split() or ["?"])[0][:4].upper())
+        held = f"{tag} {fmt.fmt_pct(v)}"
+        out = [held if x == tag else x for x in out] if tag in out else [held, *out]
     return ",".join(out)
 
 
@@ -126,7 +136,11 @@ def _gib(v: float | None) -> str:
 
 
 def gpu_line(g: GpuRecord, th: Thresholds, *, wide: bool) -> Text:
-    """One GPU: SM util bar, VRAM bar, power/limit, temperature, clock, throttle, owner."""
+    """One GPU: real activity first where the GPU reports it (``SM`` bar, ``TC`` tensor,
+    ``DRAM``), then NVML's busy time labelled ``busy`` (with no activity it takes the bar),
+    VRAM, power, temperature, clock, throttle, owner. Narrow (80 columns) with activity: no
+    VRAM bar, power limit or clock, the temperature only when near its slowdown; 78 cells
+    hold every value at 100 % and a ``sglang@:30000`` owner."""
     t = Text(no_wrap=True, overflow="ellipsis")
     host = "" if g.host in LOCAL_HOSTS else f"{g.host}:"
     t.append(f"{host}{g.index} ", style="bold")
@@ -135,25 +149,43 @@ def gpu_line(g: GpuRecord, th: Thresholds, *, wide: bool) -> Text:
         t.append(f"error: {g.error}", style=S("gauge-crit"))
         return t
     bw = 10 if wide else 5
-    ustyle = fmt.level_style(g.util, th.util_warn, th.util_crit)
-    t.append("SM ")
-    t.append_text(fmt.bar(g.util, bw, ustyle))
-    t.append(f" {fmt.fmt_pct(g.util):>4} ")
+    util = act(g.util)
+    ustyle = fmt.level_style(util, th.util_warn, th.util_crit)
+    activity = has_activity(g)
+    if activity:
+        sm = act(g.sm_active)
+        t.append("SM ")
+        t.append_text(fmt.bar(sm, bw, fmt.level_style(sm, th.util_warn, th.util_crit)))
+        t.append(f" {fmt.fmt_pct(sm):>4} ")
+        t.append(f"TC {fmt.fmt_pct(act(g.tensor_active))} ")
+        t.append(f"DRAM {fmt.fmt_pct(act(g.dram_active))} ")
+        t.append(f"busy {fmt.fmt_pct(util)} ", style="dim")
+    else:
+        t.append("busy ")
+        t.append_text(fmt.bar(util, bw, ustyle))
+        t.append(f" {fmt.fmt_pct(util):>4} ")
     mem = None
     if g.mem_used_bytes is not None and g.mem_total_bytes:
         mem = g.mem_used_bytes / g.mem_total_bytes
-    t.append("MEM ")
-    t.append_text(fmt.bar(mem, bw, fmt.level_style(mem, th.kv_warn, th.kv_crit)))
-    t.append(f" {_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}G ")
+    if activity and not wide:  # the activity took the VRAM bar's room
+        t.append(f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}G ")
+    else:
+        t.append("MEM ")
+        t.append_text(fmt.bar(mem, bw, fmt.level_style(mem, th.kv_warn, th.kv_crit)))
+        t.append(f" {_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}G ")
     pw = DASH if g.power_w is None else f"{g.power_w:.0f}"
-    pl = "" if g.power_limit_w is None else f"/{g.power_limit_w:.0f}"
+    pl = "" if g.power_limit_w is None or (activity and not wide) else f"/{g.power_limit_w:.0f}"
     t.append(f"{pw}{pl}W ")
     temp = DASH if g.temp_c is None else f"{g.temp_c:.0f}°C"
     hot = g.temp_c is not None and g.temp_slowdown_c and g.temp_c >= g.temp_slowdown_c - 5
-    t.append(f"{temp} ", style=S("gauge-crit") if hot else "")
+    narrow = activity and not wide  # the activity took the room: temperature when hot
+    if hot or not narrow:
+        t.append(f"{temp} ", style=S("gauge-crit") if hot else "")
     if wide or not g.processes:
         t.append(DASH if g.sm_clock_mhz is None else f"{g.sm_clock_mhz:.0f}MHz")
-    flags = _throttle_flags(g.throttle)
+    elif narrow:
+        t.rstrip()
+    flags = _throttle_flags(g)
     if flags:
         t.append(f" {flags}", style=S("gauge-warn bold"))
     owners = sorted({short_target(p.engine_target) for p in g.processes if p.engine_target})
