@@ -287,3 +287,15 @@ async def test_opening_the_log_tells_the_store_it_was_read():
         newest = max(ev.t_wall for ev in src._snap.log_events[VLLM])
         assert src.store.seen_calls and src.store.seen_calls[-1][0] == VLLM
         assert src.store.seen_calls[-1][1] >= newest
+
+
+async def test_the_kept_events_may_be_a_deque():
+    from collections import deque
+
+    src = FakeSource(_snap(deque(_info(T - 60 + i, f"line {i}") for i in range(60))))
+    src.store = Store()
+    app = make_app(source=src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open_log(app, pilot)
+        assert _lines(app).visible_text()[-1].endswith("line 59")
+        assert src.store.seen_calls[-1][1] >= T - 1

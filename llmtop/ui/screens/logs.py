@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from rich.text import Text
@@ -235,7 +236,7 @@ class LogScreen(Screen):
         self._show_source()
         self._show_state()
         if self.request_id is None and raw and self.app.screen is self:
-            newest = max(ev.t_wall for ev in raw[-50:])
+            newest = max(ev.t_wall for ev in islice(reversed(raw), 50))  # a deque too
             mark_log_seen(self.view, self.target, max(newest, snap.time if snap else 0.0))
 
     def _empty_text(self) -> Text:
