@@ -44,9 +44,12 @@ SHOTS = [
     ("stack", "stack", "dark", ()),
     ("stack-80x24", "stack", "dark", ()),
     ("router-detail", "stack", "dark", ("down", "down", "down", "enter")),
+    ("log-view", "logs", "dark", ("down", "down", "L")),  # the vLLM's log, following
+    ("log-down", "logs_down", "dark", ("down", "down", "enter")),  # DOWN with its log line
+    ("log-mark", "logs", "dark", ("down", "down")),  # new log errors marked, sparkline strip
 ]
 SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24), "requests-80x24": (80, 24),
-         "stack-80x24": (80, 24)}
+         "stack-80x24": (80, 24), "log-view": (80, 24), "log-down": (80, 24)}
 """Shots not at ``SIZE``."""
 
 
