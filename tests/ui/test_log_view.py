@@ -299,3 +299,16 @@ async def test_the_kept_events_may_be_a_deque():
         await _open_log(app, pilot)
         assert _lines(app).visible_text()[-1].endswith("line 59")
         assert src.store.seen_calls[-1][1] >= T - 1
+
+
+async def test_a_view_opened_at_a_moment_starts_there_paused():
+    """``at``: a time picked elsewhere (no history screen picks one yet)."""
+    evs = [_info(T - 600 + 10 * i, f"line {i}") for i in range(60)]
+    app = make_app(source=FakeSource(_snap(evs)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        app.push_screen(LogScreen(app, VLLM, at=T - 300))  # 11:01:40
+        await pilot.pause()
+        lines = _lines(app)
+        assert lines.visible_text()[0].startswith("11:01:40 INF line 30")
+        assert not lines.following and "PAUSED at 11:01:40" in _text(app)
