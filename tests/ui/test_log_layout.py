@@ -136,3 +136,22 @@ def test_the_detail_says_why_a_log_cannot_be_read_and_nothing_without_one():
     quiet = LogSummary(location=LogLocation(kind="file", label="/x.log"), counts={"info": 3})
     assert "no warning or error in the window" in log_section(_row(quiet))[0].plain
     assert log_section(_row(None)) == []
+
+
+def test_the_row_index_finds_each_row_of_each_event():
+    from llmtop.ui.widgets.logview import RowIndex
+
+    rel = [[(0, 0, 5, False)], [(0, 0, 67, False), (0, 67, 90, False), (1, 0, 3, False)],
+           [(0, 0, 2, True)]]
+    rows = RowIndex(rel, [0, 1, 4])
+    assert len(rows) == 5
+    assert list(rows) == [(0, 0, 0, 5, False), (1, 0, 0, 67, False), (1, 0, 67, 90, False),
+                          (1, 1, 0, 3, False), (2, 0, 0, 2, True)]
+    assert rows[-1] == (2, 0, 0, 2, True) and rows[1:3] == list(rows)[1:3]
+    assert len(RowIndex([], [])) == 0 and not RowIndex([], [])
+    for bad in (5, -6):
+        try:
+            rows[bad]
+        except IndexError:
+            continue
+        raise AssertionError(f"row {bad} should not exist")

@@ -31,7 +31,7 @@ from llmtop.model.logs import LogEvent
 from llmtop.ui import fmt
 from llmtop.ui.fmt import S
 
-__all__ = ["MAX_WRAP", "PREFIX_W", "SEV_TAGS", "WRAP_MARK", "LogLines", "display_text",
+__all__ = ["MAX_WRAP", "PREFIX_W", "SEV_TAGS", "WRAP_MARK", "LogLines", "RowIndex", "display_text",
            "event_lines", "headline_index", "wrap_spans"]
 
 SEV_TAGS = {"debug": "DBG", "info": "INF", "warning": "WRN", "error": "ERR",
@@ -85,8 +85,11 @@ def wrap_spans(text: str, width: int, max_rows: int = MAX_WRAP
     and whether the text went on past them (the last row is then drawn ending in ``…``)."""
     width = max(1, width)
     n = len(text)
+    ascii_ = text.isascii()
+    if ascii_ and n <= width:  # most lines: one row
+        return [(0, n)], False
     spans: list[tuple[int, int]] = []
-    if text.isascii():
+    if ascii_:
         i = 0
         while i < n and len(spans) <= max_rows:
             j = min(i + width, n)
@@ -118,6 +121,31 @@ Row = tuple[int, int, int, int, bool]
 """One drawn row: (event index, line index, start, end, cut)."""
 
 
+class RowIndex(Sequence[Row]):
+    """The drawn rows of every event, indexed by row, without one tuple a row: each event's
+    rows (kept per event) and where each event starts; a row is found by bisection."""
+
+    __slots__ = ("_rel", "_starts", "_total")
+
+    def __init__(self, rel: list[list[tuple[int, int, int, bool]]], starts: list[int]) -> None:
+        self._rel = rel
+        self._starts = starts
+        self._total = starts[-1] + len(rel[-1]) if rel else 0
+
+    def __len__(self) -> int:
+        return self._total
+
+    def __getitem__(self, r):  # type: ignore[override]
+        if isinstance(r, slice):
+            return [self[i] for i in range(*r.indices(self._total))]
+        if r < 0:
+            r += self._total
+        if not 0 <= r < self._total:
+            raise IndexError(r)
+        i = bisect.bisect_right(self._starts, r) - 1
+        return (i, *self._rel[i][r - self._starts[i]])
+
+
 class LogLines(Widget, can_focus=True):
     """The events given to ``set_events`` (oldest first), drawn from ``top``."""
 
@@ -126,7 +154,7 @@ class LogLines(Widget, can_focus=True):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.events: list[LogEvent] = []
-        self.rows: list[Row] = []
+        self.rows: Sequence[Row] = RowIndex([], [])
         self.starts: list[int] = []
         """The first row of each event."""
         self.top = 0
@@ -159,14 +187,17 @@ class LogLines(Widget, can_focus=True):
     def _layout(self) -> None:
         width = self._text_width()
         laid: dict[int, tuple[LogEvent, int, list[tuple[int, int, int, bool]]]] = {}
-        rows: list[Row] = []
+        rels: list[list[tuple[int, int, int, bool]]] = []
         starts: list[int] = []
-        for i, ev in enumerate(self.events):
+        at = 0
+        for ev in self.events:
             rel = self._event_rows(ev, width)
             laid[id(ev)] = (ev, width, rel)
-            starts.append(len(rows))
-            rows.extend((i, *r) for r in rel)
-        self._laid, self.rows, self.starts, self._width = laid, rows, starts, width
+            rels.append(rel)
+            starts.append(at)
+            at += len(rel)
+        self._laid, self.starts, self._width = laid, starts, width
+        self.rows = RowIndex(rels, starts)
 
     @property
     def max_top(self) -> int:
@@ -279,7 +310,7 @@ class LogLines(Widget, can_focus=True):
             self.current = (self.current + direction) % len(self.matches)
         ev_i, li = self.matches[self.current]
         row = next(r for r in range(self.starts[ev_i], len(self.rows))
-                   if self.rows[r][1] == li)
+                   if self.rows[r][1] == li)  # the event's first row of that line
         if not self.top <= row < self.top + self.size.height:
             self.move_to(row - max(0, self.size.height // 3))
         else:
