@@ -208,7 +208,10 @@ class LlmtopApp(ReplayActions, App):
 
     def take_snapshot(self, snap: Snapshot) -> None:
         """Show ``snap``: the verdict now, the screens at the next paint slot."""
+        logs_before = has_logs(self.snapshot)
         self.snapshot = snap
+        if has_logs(snap) != logs_before:  # L offered from now on (or no longer)
+            self.refresh_bindings()
         self._update_verdict()
         if self.state.paused and self.first_data_at is not None:
             return

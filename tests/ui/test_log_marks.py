@@ -209,3 +209,17 @@ def test_a_summary_with_no_location_is_still_a_followed_log():
     assert has_logs(replace(snap, engines=rows))
     assert not has_logs(snap) and not has_logs(None)
     assert LogLocation(kind=None, label="x", error="why").error == "why"
+
+
+async def test_L_is_offered_as_soon_as_a_log_is_followed():
+    logs = FakeSource.demo("logs")._snap
+    src = FakeSource(demo_snapshot(), snapshots=lambda n: demo_snapshot() if n == 0 else logs)
+    app = make_app(source=src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_paint(app, pilot)
+        assert "L Log" not in screen_lines(app)[-1]
+        await app.poll_once()  # the follower found the logs
+        await pilot.pause()
+        app.paint()
+        await pilot.pause()
+        assert "L Log" in screen_lines(app)[-1]
