@@ -312,3 +312,17 @@ async def test_a_view_opened_at_a_moment_starts_there_paused():
         lines = _lines(app)
         assert lines.visible_text()[0].startswith("11:01:40 INF line 30")
         assert not lines.following and "PAUSED at 11:01:40" in _text(app)
+
+
+async def test_the_store_is_told_only_of_a_newer_time():
+    app = make_app(source=_growing())
+    app.source.store = Store()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open_log(app, pilot)
+        for _ in range(3):
+            app.paint()  # repaints with nothing new
+            await pilot.pause()
+        assert len(app.source.store.seen_calls) == 1
+        await _tick(app, pilot)
+        assert len(app.source.store.seen_calls) == 2
+        assert app.source.store.seen_calls[1][1] > app.source.store.seen_calls[0][1]

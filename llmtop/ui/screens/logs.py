@@ -187,6 +187,8 @@ class LogScreen(Screen):
         """A time to open at (a moment picked elsewhere); None: the newest, following."""
         self.floor: str | None = None
         self._shown_key: tuple[Any, ...] | None = None
+        self._seen_t = float("-inf")
+        """The newest time the store was told this log was read up to."""
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), classes="title", id="log-title")
@@ -237,7 +239,10 @@ class LogScreen(Screen):
         self._show_state()
         if self.request_id is None and raw and self.app.screen is self:
             newest = max(ev.t_wall for ev in islice(reversed(raw), 50))  # a deque too
-            mark_log_seen(self.view, self.target, max(newest, snap.time if snap else 0.0))
+            t = max(newest, snap.time if snap else 0.0)
+            if t > self._seen_t:  # told once per newer time: the store redoes its rows
+                self._seen_t = t
+                mark_log_seen(self.view, self.target, t)
 
     def _empty_text(self) -> Text:
         summary = summary_of(self.view.snapshot, self.target)
