@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from llmtop.model.logs import LogEvent, LogLocation, LogSummary
 from llmtop.ui.fake import FROZEN_TIME, FakeSource, demo_snapshot
 from llmtop.ui.fake_logs import DEAD, slowest_request_id, with_log_events
@@ -34,9 +36,10 @@ def _table_lines(app) -> list[str]:
     return [table.render_line(y).text for y in range(table.size.height)]
 
 
-async def test_the_overview_marks_the_engine_whose_log_has_new_errors():
+@pytest.mark.parametrize("size", [(80, 24), (64, 20), (160, 48)])
+async def test_the_overview_marks_the_engine_whose_log_has_new_errors(size):
     app = make_app("logs")
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await first_paint(app, pilot)
         rows = {name: line for line in _table_lines(app)[1:]
                 for name in ("vllm", "sglang", "triton") if f"{name} :" in line}
