@@ -155,3 +155,13 @@ def test_the_row_index_finds_each_row_of_each_event():
         except IndexError:
             continue
         raise AssertionError(f"row {bad} should not exist")
+
+
+def test_the_detail_does_not_repeat_a_last_error_the_state_already_cites():
+    dead = _ev(T - 40, "error", "X: boom", head="X: boom")
+    log = LogSummary(location=LogLocation(kind="file", label="/x.log"), last_error=dead)
+    row = _row(log, "down")
+    row.error = "log: X: boom (connection refused)"
+    text = "\n".join(t.plain for t in log_section(row))
+    assert "last error 11:06:00  (the line in the state above)" in text
+    assert "X: boom" not in text

@@ -137,7 +137,10 @@ def log_section(row: EngineRow) -> list[Text]:
     if log.last_error is not None:
         ev = log.last_error
         line = Text(f"  last error {fmt.clock(ev.t_wall)}  ", style=S("gauge-crit"))
-        line.append(ev.headline, style=S("gauge-crit bold"))
+        if ev.headline and ev.headline in (row.error or ""):  # the state's reason says it
+            line.append("(the line in the state above)", style="dim")
+        else:
+            line.append(ev.headline, style=S("gauge-crit bold"))
         out.append(line)
     if log.dropped:
         out.append(Text(f"  {log.dropped} events dropped (over the kept bound)", style="dim"))
