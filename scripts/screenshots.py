@@ -47,9 +47,13 @@ SHOTS = [
     ("gpu-activity", "gpu", "dark", ("g",)),  # GPU truth: SM/tensor/DRAM beside busy time
     ("gpu-activity-80x24", "gpu", "dark", ("g",)),
     ("engine-gpu-work", "gpu", "dark", ("down", "down", "enter")),  # MBU/MFU, the peak
+    ("log-view", "logs", "dark", ("down", "down", "L")),  # the vLLM's log, following
+    ("log-down", "logs_down", "dark", ("down", "down", "enter")),  # DOWN with its log line
+    ("log-mark", "logs", "dark", ("down", "down")),  # new log errors marked, sparkline strip
 ]
 SIZES = {"overview-80x24": (80, 24), "overview-capacity": (100, 24), "requests-80x24": (80, 24),
-         "stack-80x24": (80, 24), "gpu-activity-80x24": (80, 24), "engine-gpu-work": (100, 30)}
+         "stack-80x24": (80, 24), "gpu-activity-80x24": (80, 24), "engine-gpu-work": (100, 30),
+         "log-view": (80, 24), "log-down": (80, 24)}
 """Shots not at ``SIZE``."""
 
 

@@ -27,6 +27,7 @@ from llmtop.model import Snapshot
 from llmtop.ui import fmt
 from llmtop.ui.messages import PollFailed, SnapshotReady
 from llmtop.ui.replay_keys import REPLAY_ACTIONS, REPLAY_BINDINGS, ReplayActions
+from llmtop.ui.screens.logs import has_logs
 from llmtop.ui.screens.overview import OverviewScreen
 from llmtop.ui.source import Source, replay_control
 from llmtop.ui.state import ViewState, next_interval
@@ -207,7 +208,10 @@ class LlmtopApp(ReplayActions, App):
 
     def take_snapshot(self, snap: Snapshot) -> None:
         """Show ``snap``: the verdict now, the screens at the next paint slot."""
+        logs_before = has_logs(self.snapshot)
         self.snapshot = snap
+        if has_logs(snap) != logs_before:  # L offered from now on (or no longer)
+            self.refresh_bindings()
         self._update_verdict()
         if self.state.paused and self.first_data_at is not None:
             return
@@ -306,7 +310,7 @@ class LlmtopApp(ReplayActions, App):
         need a replay; time travel needs fleet mode, folding a group fleet mode or a
         router; the load probe needs a live engine's API URL, which neither a replay nor
         Prometheus gives; the raw metrics browser needs kept scrapes, and the requests screen
-        the engines' spans, which fleet mode has not."""
+        the engines' spans, which fleet mode has not; the log view (``L``) a followed log."""
         name = action.split("(")[0]
         fleet = hasattr(self.source, "travel")
         if name in REPLAY_ACTIONS:
@@ -319,6 +323,8 @@ class LlmtopApp(ReplayActions, App):
             return self.replay is None and not fleet
         if name in ("raw", "requests"):  # fleet mode reads series from Prometheus: no raw
             return not fleet  # scrape kept, no span received
+        if name == "logs":  # an engine's log: where logs are followed (a row has its summary)
+            return has_logs(self.snapshot)
         return True
 
     def action_fleet_travel(self) -> None:

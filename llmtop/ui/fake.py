@@ -5,10 +5,10 @@ two GPUs; ``scenario`` is ``"ok"``, ``"no_gpu"``, ``"down"``, ``"pressure"``, ``
 (no engine, no GPU), ``"states"`` (one row in each bad state: BAD PAYLOAD, RESTARTED,
 STALE, HTTP 503, UNAUTHORIZED, DOWN), ``"requests"`` (``pressure`` with a window of single
 requests, ``demo_requests``), ``"stack"`` (two routers: round robin over a 1-seat and an
-8-seat backend, and prefill/decode pools; ``ui.fake_stack``) or ``"gpu"`` (GPU truth: an
+8-seat backend, and prefill/decode pools; ``ui.fake_stack``), ``"gpu"`` (GPU truth: an
 H100 with GPM activity, busy 100 % at 23 % SM activity, its vLLM at capacity with its own
-FLOP/byte counts, MBU 12 %; an A100 without GPM, its SGLang without the counters).
-
+FLOP/byte counts, MBU 12 %; an A100 without GPM, its SGLang without the counters) or
+``"logs"`` / ``"logs_down"`` (engine logs: ``ui.fake_logs``).
 """
 
 from __future__ import annotations
@@ -334,6 +334,11 @@ class FakeSource:
         if scenario == "requests":
             kw.setdefault("requests", demo_requests())
             scenario = "pressure"
+        from llmtop.ui.fake_logs import LOGS_SCENARIOS, logs_snapshot
+
+        if scenario in LOGS_SCENARIOS:  # engine logs (``ui.fake_logs``)
+            window = kw.setdefault("requests", demo_requests())
+            return cls(logs_snapshot(demo_snapshot("ok"), scenario, window), **kw)
         return cls(demo_snapshot(scenario), **kw)
 
     async def tick(self) -> Snapshot:

@@ -18,6 +18,7 @@ from llmtop.model import LATENCY_KINDS, EngineRow, GpuRecord, Quantiles
 from llmtop.ui import fmt
 from llmtop.ui.screens.gpu_work import engine_gpus, gpu_work_lines, headroom_line
 from llmtop.ui.screens.kv import kv_section
+from llmtop.ui.screens.logs import LogScreen, log_section
 from llmtop.ui.screens.raw import RawMetricsScreen
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.footer import FitFooter
@@ -229,9 +230,8 @@ def detail_renderable(row: EngineRow, windows: dict[str, EngineRow | None],
     if (row.mfu_hint or engine_gpus(row, gpus) or row.achieved_bytes_per_s is not None
             or row.achieved_flops_per_s is not None):
         gpu_part = [*gpu_work_lines(row, gpus), Text("")]
-    parts: list = [head, *capacity_lines(row), Text(""), *gpu_part, *(stack or ()),
-                   *kv_section(row),
-                   _titled(latency_table(row, windows))]
+    parts: list = [head, *log_section(row), *capacity_lines(row), Text(""), *gpu_part,
+                   *(stack or ()), *kv_section(row), _titled(latency_table(row, windows))]
     parts += [Text(f"{name}: {why}", style="dim") for name, why in (notes or {}).items()]
     parts += [Text(f"{name} PARTIAL: the server's answer was partial, values may be "
                    f"incomplete: {why}", style=fmt.S("gauge-warn"))
@@ -260,6 +260,7 @@ class EngineDetailScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "Back", id="detail_back"),
         Binding("m", "raw", "Raw metrics", id="raw"),
+        Binding("L", "logs", "Log", tooltip="this engine's log", id="detail_logs"),
     ]
 
     def __init__(self, view: LiveView, key: str) -> None:
@@ -327,12 +328,18 @@ class EngineDetailScreen(Screen):
                                       else ()))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``m`` only where raw scrapes are kept (not fleet mode: Prometheus gives series)."""
+        """``m`` only where raw scrapes are kept (not fleet mode: Prometheus gives series);
+        ``L`` where logs are followed."""
         allows = getattr(self.app, "mode_allows", None)
         return allows(action) if allows is not None else True
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_logs(self) -> None:
+        row = self.current_row()
+        self.app.push_screen(LogScreen(self.view, row.target if row is not None
+                                       else self.key.split("|")[0]))
 
     def action_raw(self) -> None:
         row = self.current_row()

@@ -16,7 +16,7 @@ from textual.widgets import Input, Label, Static
 
 from llmtop.ui.replay_bindings import REPLAY_ACTIONS
 
-__all__ = ["SECTION_OPENERS", "HelpScreen", "SeekScreen", "binding_sections"]
+__all__ = ["LOG_SECTION", "SECTION_OPENERS", "HelpScreen", "SeekScreen", "binding_sections"]
 
 
 def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, list[Binding]]]:
@@ -24,6 +24,7 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
     order."""
     from llmtop.ui.screens.detail import EngineDetailScreen
     from llmtop.ui.screens.gpu import GpuScreen
+    from llmtop.ui.screens.logs import LogScreen
     from llmtop.ui.screens.overview import OverviewScreen
     from llmtop.ui.screens.probe import ProbeScreen
     from llmtop.ui.screens.raw import RawMetricsScreen
@@ -45,6 +46,7 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
         ("Load probe", list(Binding.make_bindings(ProbeScreen.BINDINGS))),
         ("Requests (r: the window's requests, slowest first; up/down selects one)",
          list(Binding.make_bindings(RequestsScreen.BINDINGS))),
+        (LOG_SECTION, list(Binding.make_bindings(LogScreen.BINDINGS))),
         ("Why (findings: cause, evidence, action)",
          list(Binding.make_bindings(WhyScreen.BINDINGS))),
         ("Replay only (llmtop replay FILE; p/space play/pause)", replay),
@@ -52,7 +54,9 @@ def binding_sections(app_bindings: Sequence[BindingType]) -> list[tuple[str, lis
     ]
 
 
-SECTION_OPENERS = {"Load probe": "probe", "Raw metrics": "raw"}
+LOG_SECTION = "Log (L on an engine or a request; up/down, PgUp/PgDn scroll)"
+
+SECTION_OPENERS = {"Load probe": "probe", "Raw metrics": "raw", LOG_SECTION: "logs"}
 """Help section -> the action that opens its screen (left out where the mode refuses it)."""
 
 

@@ -30,6 +30,7 @@ from llmtop.ui.groups import (
     model_groups,
     stack_groups,
 )
+from llmtop.ui.screens.logs import error_marks, log_events
 from llmtop.ui.source import SPARK_FIELDS, Source, row_value
 from llmtop.ui.view import LiveView
 from llmtop.ui.widgets.engines import COLUMNS, WIDE_MIN_WIDTH, EnginesTable
@@ -39,6 +40,7 @@ from llmtop.ui.widgets.panels import EventLog, GpuPanel, HeaderBar, SparkClock, 
 __all__ = [
     "EVENTS_MIN_LINES",
     "FLEET_HINTS",
+    "LOG_STRIP_LABEL",
     "MIN_HEIGHT",
     "MIN_WIDTH",
     "SPARK_MIN_S",
@@ -73,6 +75,10 @@ _SPARK_FMT = {"ttft_p50": fmt.fmt_s, "ttft_p95": fmt.fmt_s, "itl_p95": fmt.fmt_s
               "gen_tps": fmt.fmt_num, "running": fmt.fmt_num, "waiting": fmt.fmt_num,
               "kv": fmt.fmt_pct}
 
+
+LOG_STRIP_LABEL = "log err"
+"""The sparklines' strip of the selected engine's log errors at their time (where its log is
+followed): a mark in each cell holding one, the count over the span shown."""
 
 _SPARK_Q = {"ttft_p50": ("ttft_s", "p50"), "ttft_p95": ("ttft_s", "p95"),
             "itl_p95": ("itl_s", "p95")}
@@ -143,6 +149,8 @@ class OverviewScreen(Screen):
                 id="sort_reverse"),
         Binding("slash", "filter", "Filter", key_display="/", id="filter"),
         Binding("enter", "details", "Details", id="details"),
+        Binding("L", "logs", "Log", tooltip="the selected engine's log: following, / search, "
+                "e errors only, t jump to a time", id="logs"),
         Binding("f", "toggle_ranks", "Ranks", tooltip="fold per-rank rows out/in", id="ranks"),
         Binding("c", "collapse", "Collapse", show=False, id="collapse",
                 tooltip="fold the selected group: a model's instances under its total row "
@@ -277,6 +285,13 @@ class OverviewScreen(Screen):
                     last = row_value(row, field)
                 caption = _SPARK_FMT.get(field, fmt.fmt_num)(last)
             series.append((label, values, caption))
+        if row.log is not None:  # its log's errors at their time, under the same clock
+            marks, n = error_marks(log_events(self.view.snapshot, row.target), clock.times,
+                                   self.view.state.interval_s)
+            loc = row.log.location
+            readable = loc is not None and not loc.error  # unreadable: not known, not 0
+            series.append((LOG_STRIP_LABEL, marks[-points:] if points > 0 else [],
+                           str(n) if readable else fmt.DASH))
         name = fmt.row_name(row)
         if row.rank is not None:  # name the engine, not just " └ rank 1"
             name = " ".join(x for x in (fmt.compact_target(row.target), row.model,
@@ -390,6 +405,13 @@ class OverviewScreen(Screen):
             from llmtop.ui.screens.detail import EngineDetailScreen
 
             self.app.push_screen(EngineDetailScreen(self.view, row.key))
+
+    def action_logs(self) -> None:
+        row = self.query_one(EnginesTable).selected_row()
+        if row is not None:
+            from llmtop.ui.screens.logs import LogScreen
+
+            self.app.push_screen(LogScreen(self.view, row.target))
 
     def selected_target(self) -> str | None:
         row = self.query_one(EnginesTable).selected_row()

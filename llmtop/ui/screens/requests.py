@@ -112,6 +112,8 @@ class RequestsScreen(Screen):
                 id="requests_filter"),
         Binding("v", "next_window", "Window", tooltip="1 min, 5 min, 10 min",
                 id="requests_window"),
+        Binding("L", "logs", "Log", tooltip="the selected request's log lines (by its id, "
+                "where the engine logs request ids)", id="requests_logs"),
     ]
 
     def __init__(self, view: LiveView) -> None:
@@ -289,6 +291,20 @@ class RequestsScreen(Screen):
     @on(Input.Submitted, "#requests-filter")
     def _filter_done(self) -> None:
         self.query_one("#requests-table", DataTable).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``L`` only where logs are followed (``LlmtopApp.mode_allows``)."""
+        allows = getattr(self.app, "mode_allows", None)
+        return allows(action) if allows is not None and action == "logs" else True
+
+    def action_logs(self) -> None:
+        """The log view of the selected request's engine, only the lines naming it."""
+        req = self._selected()
+        if req is None or not req.target:
+            return
+        from llmtop.ui.screens.logs import LogScreen
+
+        self.app.push_screen(LogScreen(self.view, req.target, request_id=req.id))
 
     def action_back(self) -> None:
         box = self.query_one("#requests-filter", Input)

@@ -15,7 +15,8 @@ from llmtop.ui.groups import Groups, RowKind, grouped, head_rows
 from llmtop.ui.stack_cells import head_name, member_name, member_state, router_state
 from llmtop.ui.widgets.rowtable import RowTable, TableColumn
 
-__all__ = ["CAP_MIN_WIDTH", "COLUMNS", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column", "EnginesTable",
+__all__ = ["CAP_MIN_WIDTH", "COLUMNS", "LOG_MARK", "SORT_KEYS", "WIDE_MIN_WIDTH", "Column",
+           "EnginesTable",
            "name_width", "row_matches", "state_width"]
 
 _STACK_HEADS = (RowKind.ROUTER, RowKind.POOL)
@@ -69,6 +70,11 @@ WHY_BADGES = {
 }
 """STATE-column words for a row's top warn/critical finding (``w`` explains it), at most
 ``fmt.BADGE_WIDTH`` cells (cut to the column at the narrowest layout)."""
+
+LOG_MARK = "L"
+"""Drawn in the cell before an engine's name when its log has errors the operator has not
+read yet (``L`` opens it): one cell that every layout has, so no column moves."""
+LOG_MARK_STYLE = "gauge-crit bold reverse"
 
 SCROLLBAR_RESERVE = 1
 """Kept free at the right so a vertical scrollbar never forces a horizontal one."""
@@ -347,6 +353,10 @@ class EnginesTable(RowTable):
                   trend: Callable[[str, str], str]) -> Text:
         R = "right"
         if col == "name":
+            if r.log is not None and r.log.new_errors > 0:  # its log has errors not yet read
+                t = Text(no_wrap=True, overflow="crop")
+                t.append(LOG_MARK, style=S(LOG_MARK_STYLE))
+                return t.append(self._name_text(r))
             return Text(" " + self._name_text(r), no_wrap=True, overflow="crop")
         if col == "state":
             if r.rank is not None:

@@ -22,9 +22,11 @@ __all__ = ["DEFAULT_RANK", "RANK", "FitFooter", "fit_keys", "key_width"]
 RANK: dict[str, int] = {
     # always: leave, go back, help
     "quit": 0, "help": 0, "detail_back": 0, "gpu_back": 0, "raw_back": 0, "why_back": 0,
-    "probe_stop": 0, "help_close": 0, "seek_cancel": 0, "requests_back": 0,
+    "probe_stop": 0, "help_close": 0, "seek_cancel": 0, "requests_back": 0, "log_back": 0,
     # what the screen is for
     "probe_start": 1, "speed": 1, "seek": 1, "why": 1, "details": 1, "raw": 1,
+    "log_search": 1, "log_errors": 1, "log_follow": 1, "log_time": 2, "log_next": 3,
+    "logs": 1, "detail_logs": 1, "requests_logs": 2,
     # other screens, the screen's own tools
     "filter": 2, "raw_filter": 2, "gpus": 2, "probe": 2, "probe_form": 2, "probe_chart": 3,
     "travel": 2, "requests": 3, "requests_filter": 2, "requests_window": 3,
