@@ -42,6 +42,7 @@ from llmtop.model import (
     Event,
     GpuRecord,
     GpuSample,
+    RawLog,
     RawScrape,
     RawSpans,
     Snapshot,
@@ -101,6 +102,8 @@ class Store:
         self._gpu_series = SeriesBook(n)
         self._prev_gpu_error: str | None = None
         self._gen = 0
+        self.last_logs: dict[str, RawLog] = {}
+        """The latest ``RawLog`` per target (``add_log``)."""
         self._cache: tuple[tuple[Any, ...], Snapshot] | None = None
         self._over: tuple[tuple[Any, ...], tuple[list[EngineRow], list[RouterRow]]] | None = None
         self.commit_hooks: list[Callable[[Snapshot, float, float], None]] = []
@@ -290,6 +293,11 @@ class Store:
                                                                      for b in ts.bodies)}
         ts.set_status("ok", None, raw.http_status)
         ts.last_ok_mono = raw.t_mono
+
+    def add_log(self, raw: RawLog) -> None:
+        """What a log follower read for one target since the last tick. Minimal: the latest
+        one is kept per target (the log history replaces this)."""
+        self.last_logs[raw.target] = raw
 
     def ingest_spans(self, raw: RawSpans) -> None:
         """One OTLP trace body into the request window, each request matched to its
