@@ -203,3 +203,18 @@ def test_discovery_hands_each_target_its_pid(tmp_path: Path, monkeypatch) -> Non
     targets = {t.name: t.pid for t in _merge(cands, Config())}
     assert targets == {"vllm@10.243.1.2:8000": 500, "vllm@127.0.0.1:18819": 400}
     assert logs.pid_listening(18819, LogRoots(proc=str(root))) == 400
+
+
+def test_find_logs_applies_overrides_and_finds_a_named_targets_pid(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    out = tmp_path / "server.log"
+    out.write_text("")
+    _proc(tmp_path, 4711, str(out))
+    monkeypatch.setattr(procnet, "listening_sockets", lambda root: {8000: {4712, 4711}})
+    named = make_target("127.0.0.1", 8000, engine="vllm")
+    other = make_target("127.0.0.1", 9000, engine="sglang")
+    remote = make_target("192.0.2.7", 8000, engine="vllm")
+    got = logs.find_logs([named, other, remote], ((":9000", "/var/log/sglang.log"),),
+                         _roots(tmp_path))
+    assert [(t.pid, w.path if w else None) for t, w in got] == [
+        (4711, str(out)), (None, "/var/log/sglang.log"), (None, None)]

@@ -1,5 +1,8 @@
 """Where each engine's log is: from its process, container or pod, or as the user named it.
 
+- ``find_logs(targets, log_paths, roots)``: each target with its location, the
+  ``--log TARGET=PATH`` overrides applied, and a target named by address on this machine
+  given the pid listening there (off the event loop: it may scan ``/proc``).
 - ``find_log(target, roots)``: the target's ``LogLocation`` (or None: nothing to look at,
   a remote target with no ``log`` given). A log that exists but cannot be read is a location
   with ``error`` set, one line saying why and what to do.
@@ -20,6 +23,7 @@ Nothing here raises: what cannot be read becomes the location's ``error``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -33,9 +37,10 @@ from llmtop.config import Target
 from llmtop.model import Container, LogLocation
 from llmtop.sources import procnet
 from llmtop.sources.logs.tail import newest_cri
+from llmtop.urls import is_this_machine
 
-__all__ = ["DEFAULT_ROOTS", "LogRoots", "find_log", "log_format", "note", "override_for",
-           "pid_listening"]
+__all__ = ["DEFAULT_ROOTS", "LogRoots", "find_log", "find_logs", "log_format", "note",
+           "override_for", "pid_listening"]
 
 _NO_ACCESS = "permission denied: run as root or join group adm/docker"
 _SERVICE = re.compile(r"([^/]+\.service)$")
@@ -82,6 +87,31 @@ def override_for(target: Target, logs: tuple[tuple[str, str], ...]) -> str | Non
 def note(target: str, where: LogLocation) -> str:
     """The one sentence said when ``where`` cannot be read."""
     return f"log of {target}: {where.error}"
+
+
+def find_logs(targets: list[Target], log_paths: tuple[tuple[str, str], ...] = (),
+              roots: LogRoots = DEFAULT_ROOTS) -> list[tuple[Target, LogLocation | None]]:
+    """Each target (with its ``--log`` override and, named by address on this machine, the
+    pid listening there) and where its log is."""
+    out: list[tuple[Target, LogLocation | None]] = []
+    listening: dict[int, set[int]] | None = None
+    for t in targets:
+        if t.log is None and log_paths:
+            path = override_for(t, log_paths)
+            if path is not None:
+                t = dataclasses.replace(t, log=path)
+        if (t.log is None and t.pid is None and t.container is None and t.port is not None
+                and is_this_machine(t.host)):
+            if listening is None:
+                try:
+                    listening = procnet.listening_sockets(roots.proc)
+                except OSError:
+                    listening = {}
+            pids = listening.get(t.port, set()) - {os.getpid()}
+            if pids:
+                t = dataclasses.replace(t, pid=min(pids))
+        out.append((t, find_log(t, roots)))
+    return out
 
 
 def find_log(target: Target, roots: LogRoots = DEFAULT_ROOTS) -> LogLocation | None:
