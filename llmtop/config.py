@@ -17,7 +17,7 @@ __all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_LOG_LINES", "Config", "PrometheusConfi
            "Thresholds"]
 
 DEFAULT_INTERVAL_S = 1.0
-DEFAULT_LOG_LINES = 1000
+DEFAULT_LOG_LINES = 2000
 """Log events kept per engine unless the config says otherwise (``log_lines``)."""
 
 

@@ -116,7 +116,7 @@ async def test_found_targets_are_followed_and_dropped_ones_forgotten(tmp_path: P
 def test_from_config_follows_unless_no_logs() -> None:
     mon = Monitor.from_config(Config(targets=(_t("a", 1),)))
     try:
-        assert mon.logs is not None and mon.logs.lines == 1000  # type: ignore[attr-defined]
+        assert mon.logs is not None and mon.logs.lines == 2000  # type: ignore[attr-defined]
     finally:
         asyncio.run(mon.aclose())
     off = Monitor.from_config(Config(targets=(_t("a", 1),), logs=False))
@@ -136,7 +136,7 @@ def test_log_flags_name_given_targets_and_keep_the_rest_for_the_search(tmp_path:
                ":8000=/var/log/vllm.log", "--log", "sglang@127.0.0.1:30000=cmd:journalctl -f")
     assert [t.log for t in cfg.targets] == ["/var/log/vllm.log", None]
     assert cfg.log_paths == (("sglang@127.0.0.1:30000", "cmd:journalctl -f"),)
-    assert cfg.logs and cfg.log_lines == 1000
+    assert cfg.logs and cfg.log_lines == 2000
     assert not _cfg(tmp_path, "--no-logs").logs
     with pytest.raises(ConfigError, match="expected TARGET=PATH"):
         _cfg(tmp_path, "--log", "/var/log/vllm.log")

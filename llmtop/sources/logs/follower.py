@@ -114,7 +114,7 @@ class _Watch:
 class Follower:
     """Engine logs followed by one reader thread (see the module docstring)."""
 
-    def __init__(self, assemble: Callable[[str | None, str], Any], *, lines: int = 1000,
+    def __init__(self, assemble: Callable[[str | None, str], Any], *, lines: int = 2000,
                  thread: bool = True, poll_s: float = POLL_S,
                  reader: Callable[[LogLocation], _Reader | None] = make_reader) -> None:
         self._assemble = assemble
