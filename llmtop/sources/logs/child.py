@@ -52,9 +52,18 @@ class ChildTail:
         self._error: str | None = None
         self._started = False
 
-    def read(self) -> TailRead:
-        """The complete lines the child wrote since the last call."""
+    def read(self, limit: int | None = None) -> TailRead:
+        """The complete lines the child wrote since the last call; past ``limit`` lines, only
+        those with a mark of trouble (``tail.LineSplitter``)."""
         out = TailRead()
+        self._lines.allow, self._lines.skimmed = limit, 0
+        try:
+            self._read(out)
+        finally:
+            out.skimmed = self._lines.skimmed
+        return out
+
+    def _read(self, out: TailRead) -> TailRead:
         if self._fd is None:
             if clock.monotonic() < self.next_try:
                 out.error = self._error

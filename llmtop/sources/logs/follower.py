@@ -9,8 +9,10 @@
   assembler``, passed in by the monitor: sources sit below parsing), one assembler per log.
 - Bounded: at most ``lines`` events per target between drains (errors kept apart, in a
   tenth of them, so a flood of info lines does not push out the line that explains it); the
-  rest are counted in ``RawLog.dropped``. A log that outran the reader says how much it
-  skipped in an event of its own.
+  rest are counted in ``RawLog.dropped``. At most ``PARSE_RATE`` lines a second per log are
+  made into events; past it only the lines with a mark of trouble are (``tail.SERIOUS``),
+  the rest counted in ``dropped`` unread: a flood costs a scan of its bytes, not a parse of
+  every line. A log that outran the reader says how much it skipped in an event of its own.
 - Errors (unreadable, vanished, a child that ended) reach the next drain as
   ``RawLog.error``, once per change; the reader keeps trying with back-off.
 - ``poll()`` is one round of the reader (tests call it with ``thread=False``).
@@ -36,6 +38,10 @@ __all__ = ["ENVELOPE_OF", "JOURNAL_LINES", "POLL_S", "Follower", "make_reader"]
 
 POLL_S = 0.25
 """How often the reader thread looks at every log."""
+PARSE_RATE = 500.0
+"""Lines a second per log made into events before only the lines with a mark of trouble are
+(a burst of a second's worth passes whole): an engine's own log writes far fewer; a flood
+of 10,000 lines a second would otherwise cost a parse of each."""
 JOURNAL_LINES = 50
 """Journal entries read when following a unit starts (then only new ones)."""
 ENVELOPE_OF = {"file": "plain", "command": "plain", "docker": "docker", "cri": "cri",
@@ -44,7 +50,7 @@ ENVELOPE_OF = {"file": "plain", "command": "plain", "docker": "docker", "cri": "
 
 
 class _Reader(Protocol):
-    def read(self) -> TailRead: ...
+    def read(self, limit: int | None = None) -> TailRead: ...
 
     def close(self) -> None: ...
 
@@ -87,6 +93,9 @@ class _Watch:
     """The error the last drain reported."""
     fresh: bool = True
     """Not drained yet (an unreadable location answers once)."""
+    tokens: float = -1.0
+    """Lines it may still parse now (refilled at ``rate`` a second; -1: not started)."""
+    filled_at: float = 0.0
 
     def __post_init__(self) -> None:
         keep = max(1, self.cap // 10) if self.cap >= 10 else 0
@@ -115,12 +124,13 @@ class Follower:
     """Engine logs followed by one reader thread (see the module docstring)."""
 
     def __init__(self, assemble: Callable[[str | None, str], Any], *, lines: int = 2000,
-                 thread: bool = True, poll_s: float = POLL_S,
+                 thread: bool = True, poll_s: float = POLL_S, rate: float = PARSE_RATE,
                  reader: Callable[[LogLocation], _Reader | None] = make_reader) -> None:
         self._assemble = assemble
         self.lines = max(1, int(lines))
         self._thread_wanted = thread
         self.poll_s = poll_s
+        self.rate = rate
         self._make_reader = reader
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
@@ -217,7 +227,8 @@ class Follower:
             watches = [(n, w) for n, w in self._watches.items() if w.reader is not None]
         for name, w in watches:
             assert w.reader is not None
-            got = w.reader.read()
+            got = w.reader.read(self._allowance(w))
+            w.tokens = max(0.0, w.tokens - len(got.lines))
             now = clock.time()
             events: list[LogEvent] = []
             for line in got.lines:
@@ -235,6 +246,18 @@ class Follower:
                     w.add(next(self._seq), ev)
                 w.rotated = w.rotated or got.rotated
                 w.error = got.error
+                w.dropped += got.skimmed
+
+    def _allowance(self, w: _Watch) -> int:
+        """Lines ``w`` may make into events in this round (its token bucket); the first read
+        (the log's last few KB) is not limited."""
+        now = clock.monotonic()
+        if w.tokens < 0:
+            w.tokens, w.filled_at = self.rate, now
+            return 1 << 30
+        w.tokens = min(self.rate, w.tokens + (now - w.filled_at) * self.rate)
+        w.filled_at = now
+        return int(w.tokens)
 
     def _close_forgotten(self) -> None:
         with self._lock:

@@ -9,8 +9,10 @@
   its start. Truncation (copytruncate): read again from the start. ``resolve`` names the
   file to follow now (a pod container's newest ``<N>.log`` after a restart).
 - Bounded: at most ``READ_BUDGET`` bytes per call; a line longer than ``MAX_LINE`` is cut
-  there (the rest of it dropped). Bytes become text safely: invalid UTF-8 replaced, control
-  characters (except tab and escape) replaced by U+FFFD.
+  there (the rest of it dropped); past a call's ``limit`` lines only the lines with a mark
+  of trouble are kept (``SERIOUS``), the others counted, never decoded. Bytes become text
+  safely: invalid UTF-8 replaced, control characters (except tab and escape) replaced by
+  U+FFFD.
 - A file that cannot be opened is an ``error`` (retried with back-off, ``next_try``); one
   that vanished is followed while it is open and said after ``VANISHED_S``.
 """
@@ -24,8 +26,8 @@ from dataclasses import dataclass, field
 
 from llmtop import clock
 
-__all__ = ["MAX_LINE", "READ_BUDGET", "SKIP_BYTES", "START_BYTES", "FileTail", "LineSplitter",
-           "TailRead", "clean", "newest_cri", "retry_after"]
+__all__ = ["MAX_LINE", "READ_BUDGET", "SERIOUS", "SKIP_BYTES", "START_BYTES", "FileTail",
+           "LineSplitter", "TailRead", "clean", "newest_cri", "retry_after"]
 
 START_BYTES = 16 * 1024
 """How much of an existing file is read when following starts: the last few KB."""
@@ -38,6 +40,12 @@ SKIP_BYTES = 32 * 1024 * 1024
 VANISHED_S = 5.0
 """A followed name missing this long is said (its open file is still read)."""
 _CHUNK = 64 * 1024
+_GLOG_START = re.compile(rb"[EF][01]\d{3} ")
+SERIOUS = re.compile(rb"ERROR|CRITICAL|FATAL|Traceback|Exception|Error|\n[EF][01]\d{3} "
+                     rb"|error\"|level=error")
+"""Marks of trouble in a line, in any engine's format (a severity word, an exception's name,
+a traceback, glog's ``E``/``F`` letter at a line's start, a JSON or logfmt level): the lines
+still read under a flood. No ``^`` and no per-line loop: one scan at C speed."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
 
 
@@ -66,16 +74,25 @@ class TailRead:
     """Why the file cannot be read now (it is tried again later)."""
     skipped: int = 0
     """Bytes skipped because the file grew faster than it was read."""
+    skimmed: int = 0
+    """Lines past the read's ``limit`` left out (no mark of trouble in them)."""
 
 
 class LineSplitter:
-    """Bytes as read -> complete lines, each cut at ``max_line`` (the rest of it dropped)."""
+    """Bytes as read -> complete lines, each cut at ``max_line`` (the rest of it dropped).
+
+    ``allow``: how many more lines may be made into text (None: all). Past it, only the
+    lines with a mark of trouble (``SERIOUS``) are, found by one scan of the bytes; the
+    others are counted in ``skimmed``, never decoded (a flood costs a scan, not a parse).
+    """
 
     def __init__(self, max_line: int = MAX_LINE) -> None:
         self.max_line = max_line
         self._buf = bytearray()
         self.cutting = False
         """Dropping bytes up to the next newline (a cut line, or a partial first line)."""
+        self.allow: int | None = None
+        self.skimmed = 0
 
     def clear(self, *, cutting: bool = False) -> None:
         """Forget the partial line; ``cutting``: also drop what comes up to the next newline."""
@@ -87,6 +104,9 @@ class LineSplitter:
         start = 0
         cap = self.max_line
         while True:
+            if self.allow is not None and self.allow <= 0:
+                start = self._skim(data, start, lines)
+                break
             nl = data.find(b"\n", start)
             if nl < 0:
                 break
@@ -95,17 +115,52 @@ class LineSplitter:
                 self._buf.clear()
             elif self._buf:
                 self._buf += data[start:min(nl, start + cap)]
-                lines.append(clean(bytes(self._buf[:cap])))
+                self._take(clean(bytes(self._buf[:cap])), lines)
                 self._buf.clear()
             else:
-                lines.append(clean(data[start:min(nl, start + cap)]))
+                self._take(clean(data[start:min(nl, start + cap)]), lines)
             start = nl + 1
         if start < len(data) and not self.cutting:
             self._buf += data[start:start + cap + 1]
             if len(self._buf) > cap:  # a huge line: keep its start, drop the rest
-                lines.append(clean(bytes(self._buf[:cap])))
+                self._take(clean(bytes(self._buf[:cap])), lines)
                 self._buf.clear()
                 self.cutting = True
+
+    def _take(self, line: str, lines: list[str]) -> None:
+        lines.append(line)
+        if self.allow is not None:
+            self.allow -= 1
+
+    def _skim(self, data: bytes, start: int, lines: list[str]) -> int:
+        """Past ``allow``: the complete lines in ``data[start:]`` with a mark of trouble as
+        text, the others counted; returns where the last complete line ends."""
+        end = data.rfind(b"\n", start) + 1
+        if end <= start:
+            return start
+        if self._buf or self.cutting:  # the end of a line begun earlier
+            first = data.find(b"\n", start) + 1
+            if self._buf:
+                line = bytes(self._buf) + data[start:min(first - 1, start + self.max_line)]
+                if SERIOUS.search(line) or _GLOG_START.match(line):
+                    lines.append(clean(line[: self.max_line]))
+                else:
+                    self.skimmed += 1
+            self._buf.clear()
+            self.cutting = False
+            start = first
+        total = data.count(b"\n", start, end)
+        starts = {start} if start < end and _GLOG_START.match(data, start, end) else set()
+        for m in SERIOUS.finditer(data, max(0, start - 1), end):
+            at = m.start() + (1 if data[m.start()] == 10 else 0)  # "\nE1207 ": the line after
+            if start <= at < end:
+                starts.add(max(start, data.rfind(b"\n", start, at) + 1))
+        for begin in sorted(starts):
+            stop = data.find(b"\n", begin, end)
+            lines.append(clean(data[begin:min(stop, begin + self.max_line)]))
+        kept = len(starts)
+        self.skimmed += total - kept
+        return end
 
     def flush(self, lines: list[str]) -> None:
         """The partial last line is complete (its file was left behind, its writer ended)."""
@@ -138,10 +193,12 @@ class FileTail:
         self._missing_since: float | None = None
 
     # ------------------------------------------------------------------ reading
-    def read(self) -> TailRead:
-        """The complete lines written since the last call (see the module docstring)."""
+    def read(self, limit: int | None = None) -> TailRead:
+        """The complete lines written since the last call (see the module docstring); past
+        ``limit`` lines, only those with a mark of trouble (``LineSplitter``)."""
         out = TailRead()
         now = clock.monotonic()
+        self._lines.allow, self._lines.skimmed = limit, 0
         if self._fd is None:
             if now < self.next_try:
                 out.error = self._error
@@ -151,6 +208,7 @@ class FileTail:
                 return out
         self._read_fd(out)
         self._check_name(out, now)
+        out.skimmed = self._lines.skimmed
         return out
 
     def _open(self, out: TailRead, *, from_end: bool) -> bool:

@@ -41,7 +41,10 @@ def _write(path: Path, *lines: str) -> None:
         f.write("".join(line + "\n" for line in lines))
 
 
-def test_lines_become_events_of_the_target_through_the_assembler(tmp_path: Path) -> None:
+def test_lines_become_events_of_the_target_through_the_assembler(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1_796_000_000.0]
+    monkeypatch.setattr(clock, "time", lambda: now[0])
     log = tmp_path / "vllm.log"
     log.write_text("")
     f = Follower(assembler, thread=False)
@@ -49,12 +52,18 @@ def test_lines_become_events_of_the_target_through_the_assembler(tmp_path: Path)
     f.poll()
     first = f.drain()
     assert [(r.target, r.events, r.error) for r in first] == [("vllm@127.0.0.1:8000", [], None)]
-    _write(log, "(APIServer pid=20852) INFO 12-07 04:47:19 [api_server.py:1] ready", "second")
+    # lines as the real vLLM 0.32 writes them (the project's log notes)
+    _write(log, "(APIServer pid=20852) INFO 12-07 04:47:19 [api_server.py:1] ready",
+           "INFO:     Shutting down")
     f.poll()
-    (raw,) = f.drain()
-    assert [e.headline for e in raw.events] == [
-        "(APIServer pid=20852) INFO 12-07 04:47:19 [api_server.py:1] ready", "second"]
-    assert raw.location.path == str(log) and raw.dropped == 0 and not raw.rotated
+    now[0] += 5.0  # quiet: the assembler closes what it holds open
+    f.poll()
+    raws = f.drain()
+    assert {r.target for r in raws} == {"vllm@127.0.0.1:8000"}
+    text = [" ".join(e.lines) for r in raws for e in r.events]
+    assert len(text) == 2 and "ready" in text[0] and "Shutting down" in text[1]
+    assert raws[0].location.path == str(log) and raws[0].dropped == 0
+    assert not raws[0].rotated
     assert f.drain() == []  # nothing new: nothing answered
 
 
@@ -71,7 +80,7 @@ def test_each_kind_gets_its_envelope(tmp_path: Path) -> None:
 def test_bounded_between_drains_and_an_error_survives_a_flood(tmp_path: Path) -> None:
     log = tmp_path / "flood.log"
     log.write_text("")
-    f = Follower(_Words, lines=100, thread=False)
+    f = Follower(_Words, lines=100, thread=False, rate=1e9)
     f.follow("t", _file(log))
     f.poll()
     f.drain()
@@ -85,6 +94,39 @@ def test_bounded_between_drains_and_an_error_survives_a_flood(tmp_path: Path) ->
     assert raw.events[-1].headline == "noise 1999"  # the newest kept, in order
     ts = [e.headline for e in raw.events]
     assert ts.index("ERROR the cause") == 0
+
+
+def test_past_its_parse_rate_a_flood_is_scanned_for_trouble_not_parsed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [50.0]
+    monkeypatch.setattr(clock, "monotonic", lambda: now[0])
+    fed: list[str] = []
+
+    class Counting(_Words):
+        def feed(self, raw: str, read_time: float) -> list[LogEvent]:
+            fed.append(raw)
+            return super().feed(raw, read_time)
+
+    log = tmp_path / "flood.log"
+    log.write_text("")
+    f = Follower(Counting, lines=10_000, thread=False, rate=100)
+    f.follow("t", _file(log))
+    f.poll()  # the first read is the log's last few KB, whole
+    _write(log, *[f"noise {i}" for i in range(1000)], "torch.OutOfMemoryError: CUDA out of memory",
+           *[f"noise {i}" for i in range(1000, 3000)],
+           "E1207 09:24:33.350857 27596 pb_stub.cc:714] \"Failed to process the request\"",
+           "more noise")
+    f.poll()
+    (raw,) = f.drain()
+    assert fed[:100] == [f"noise {i}" for i in range(100)]  # the second's worth, whole
+    assert fed[100:] == ["torch.OutOfMemoryError: CUDA out of memory",
+                         "E1207 09:24:33.350857 27596 pb_stub.cc:714] "
+                         "\"Failed to process the request\""]
+    assert raw.dropped == 3003 - 102 and len(raw.events) == 102
+    now[0] += 0.5  # half a second later: half the rate again
+    _write(log, *[f"later {i}" for i in range(80)])
+    f.poll()
+    assert len(f.drain()[0].events) == 50
 
 
 def test_an_unreadable_location_answers_once_with_its_error() -> None:

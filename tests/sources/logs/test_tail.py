@@ -178,3 +178,24 @@ def test_a_line_that_never_ends_is_cut_once_and_not_kept() -> None:
     assert lines == ["z" * 100]  # cut when it passed the bound, not kept growing
     split.feed(b"zzz\nb\n", lines)
     assert lines == ["z" * 100, "b"]
+
+
+def test_past_its_allowance_only_lines_with_a_mark_of_trouble_are_made_text() -> None:
+    split = LineSplitter(1000)
+    split.allow = 1
+    lines: list[str] = []
+    split.feed(b"first\nhalf of an ", lines)
+    split.feed(b"ERROR line\nquiet\nTraceback (most recent call last):\nquiet\nlevel=error "
+               b"msg=x\ntail of", lines)
+    assert lines == ["first", "half of an ERROR line", "Traceback (most recent call last):",
+                     "level=error msg=x"]
+    assert split.skimmed == 2  # the quiet lines, counted, never decoded
+    split.allow = None
+    split.feed(b" it\n", lines)
+    assert lines[-1] == "tail of it"
+    # glog's letter at a line's start (Triton), at a read's first byte and after a newline
+    split.allow, lines = 0, []
+    split.feed(b"E1207 09:24:33.350857 27596 pb_stub.cc:714] first\nI1207 fine\n"
+               b"F1207 09:24:34.000001 27596 server.cc:1] fatal\nEngine ok\n", lines)
+    assert lines == ["E1207 09:24:33.350857 27596 pb_stub.cc:714] first",
+                     "F1207 09:24:34.000001 27596 server.cc:1] fatal"]
