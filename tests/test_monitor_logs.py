@@ -153,3 +153,27 @@ def test_the_config_file_names_logs(tmp_path: Path) -> None:
     for bad in ("log_lines = 0\n", "log_lines = true\n", "logs = 1\n"):
         with pytest.raises(ConfigError):
             _cfg(tmp_path, toml=bad)
+
+
+async def test_the_second_tick_already_has_the_lines_as_once_needs(tmp_path: Path) -> None:
+    """``--once`` ticks twice, a second apart: the given targets' logs are found from the
+    start and followed by the first tick, so the second drains their last lines."""
+    from llmtop.parse.logs import assembler
+    from llmtop.sources.logs import Follower
+
+    log = tmp_path / "vllm.log"
+    log.write_text("(APIServer pid=20852) INFO 12-07 04:47:19 [api_server.py:1] ready\n")
+    cfg = Config(targets=(_t("a", 1, log=str(log), engine="vllm"),), interval_s=1.0)
+    store = Store(cfg, normalize=fake_normalize, detect=fake_detect)
+    clock = FakeClock()
+    mon = Monitor(cfg, scraper=FakeScraper(clock), gpu_sampler=None, store=store,
+                  tick_timeout_s=1.0, logs=Follower(assembler, poll_s=0.05))
+    try:
+        await mon.tick()
+        await asyncio.sleep(1.0)  # --once's window
+        clock.step()
+        await mon.tick()
+        raw = mon.store.last_logs.get("a")
+        assert raw is not None and any("ready" in " ".join(e.lines) for e in raw.events)
+    finally:
+        await mon.aclose()

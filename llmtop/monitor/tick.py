@@ -25,7 +25,9 @@ imports the UI; the first tick takes what they found.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -81,7 +83,13 @@ class Monitor:
         self._log_task: asyncio.Future[list[tuple[Target, LogLocation | None]]] | None = None
         self._untyped: dict[str, LogLocation] = {}
         """Logs followed before their engine (so their line format) was known."""
+        self._first_logs: concurrent.futures.Future[Any] | None = None
+        """The given targets' logs, found from the start in a thread of their own (while
+        a face imports its UI); the first tick waits for it beside its scrapes, so the
+        second tick (``--once``) already has lines."""
         self.target_set = TargetSet(config, self.store, scraper, gpu_sampler, logs=logs)
+        if logs is not None:
+            self._first_logs = self._find_in_thread(self.target_set.logs_wanted())
         self._pending: dict[str, asyncio.Future[RawScrape]] = {}
         self._polls = SidePolls()
         self._last: Snapshot | None = None
@@ -203,8 +211,12 @@ class Monitor:
         waiting: list[asyncio.Future[Any]] = [*self._pending.values(), *self._polls.waiting()]
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
+        if self.ticks == 1 and self._log_task is not None:
+            waiting.append(self._log_task)  # the first logs: read by the second tick
         if waiting:
             await asyncio.wait(waiting, timeout=limit)
+        if self.ticks == 1:
+            self._follow_logs()
         t_mono, t_wall = await self._feed_scrapes()
         for raw in await self._feed_polls():  # a health answer stands for this tick's rows
             t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
@@ -254,13 +266,31 @@ class Monitor:
             self.feeder.error(None, "following logs", exc)
         if self._log_task is not None:
             return
+        if self._first_logs is not None:
+            self._log_task = asyncio.wrap_future(self._first_logs)
+            self._first_logs = None
+            return
         wanted = self.target_set.logs_wanted()
         if wanted:
-            from llmtop.discovery.logs import DEFAULT_ROOTS, find_logs
+            self._log_task = asyncio.wrap_future(self._find_in_thread(wanted))
 
-            roots = self._log_roots if self._log_roots is not None else DEFAULT_ROOTS
-            self._log_task = asyncio.ensure_future(asyncio.to_thread(
-                find_logs, wanted, self.config.log_paths, roots))
+    def _find_in_thread(self, wanted: list[Target]) -> concurrent.futures.Future[Any] | None:
+        """``discovery.logs.find_logs`` on a thread of its own (it may scan ``/proc``)."""
+        if not wanted:
+            return None
+        from llmtop.discovery.logs import DEFAULT_ROOTS, find_logs
+
+        roots = self._log_roots if self._log_roots is not None else DEFAULT_ROOTS
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(find_logs(wanted, self.config.log_paths, roots))
+            except BaseException as exc:  # said by the tick that takes it
+                done.set_exception(exc)
+
+        threading.Thread(target=run, name="llmtop-find-logs", daemon=True).start()
+        return done
 
     def _take_found_logs(self) -> None:
         task = self._log_task
