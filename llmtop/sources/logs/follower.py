@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import threading
@@ -143,10 +144,19 @@ class Follower:
 
     # ------------------------------------------------------------------ the port
     def follow(self, target: str, where: LogLocation) -> None:
-        """Follow ``where`` for ``target`` (again from its end when it moved)."""
+        """Follow ``where`` for ``target`` (again from its end when it moved; from where it
+        was when only its line format is new)."""
         with self._lock:
             old = self._watches.get(target)
             if old is not None and old.location == where:
+                return
+            if (old is not None and old.reader is not None
+                    and dataclasses.replace(old.location, fmt=where.fmt) == where):
+                # only the line format is new (the engine became known): the same reader
+                # goes on where it was, nothing is read twice
+                old.assembler = self._assemble(where.fmt, ENVELOPE_OF.get(where.kind or "file",
+                                                                          "plain"))
+                old.location = where
                 return
             if old is not None and old.reader is not None:
                 self._closing.append(old.reader)

@@ -209,3 +209,19 @@ def test_one_reader_thread_reads_off_the_caller_and_ends_on_close(tmp_path: Path
     assert thread is not None and thread.name == "llmtop-logs"
     f.close()
     assert not thread.is_alive()
+
+
+def test_a_new_line_format_goes_on_where_the_reader_was(tmp_path: Path) -> None:
+    _Words.made = []
+    log = tmp_path / "a.log"
+    _write(log, "before")
+    f = Follower(_Words, thread=False)
+    f.follow("t", _file(log, engine=None))
+    f.poll()
+    assert [e.headline for r in f.drain() for e in r.events] == ["before"]
+    f.follow("t", _file(log, engine="vllm"))  # the engine became known
+    _write(log, "after")
+    f.poll()
+    (raw,) = f.drain()
+    assert [e.headline for e in raw.events] == ["after"]  # nothing read twice
+    assert raw.location.fmt == "vllm" and _Words.made == [(None, "plain"), ("vllm", "plain")]
