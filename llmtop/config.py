@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from llmtop.model import Container
 
-__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_LOG_LINES", "Config", "PrometheusConfig", "Target",
-           "Thresholds"]
+__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_LOG_LINES", "Config", "GpuPeak", "PrometheusConfig",
+           "Target", "Thresholds"]
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_LOG_LINES = 2000
@@ -69,6 +69,21 @@ class Thresholds:
     itl_slo_s: float = 0.1
     queue_growth_warn: float = 5.0
     """Waiting requests growing faster than this per minute is flagged."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPeak:
+    """A GPU's peak, the denominator of MBU and MFU: a datasheet row (``gpu.peaks``) or
+    what the user gave (``--gpu-peak GBPS,TFLOPS``, config ``gpu_peak``)."""
+
+    bytes_per_s: float | None
+    """Peak memory bandwidth, bytes/s (None: not known)."""
+    flops: float | None
+    """Dense BF16 peak, FLOP/s (None: not known)."""
+    source: str
+    """Where the numbers come from (a datasheet, ``--gpu-peak``, the config file)."""
+    gpu: str | None = None
+    """The GPU model the row is for (None: an override, for whatever GPU)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +142,9 @@ class Config:
     """How much history the store keeps: the longest window and sparkline (5 min) plus
     margin. Nothing on screen reads older samples, and memory on the box being watched must
     not grow with time (long history is what ``--record`` is for)."""
+    gpu_peak: GpuPeak | None = None
+    """``--gpu-peak GBPS,TFLOPS`` or config ``gpu_peak``: the peak every engine's MBU/MFU
+    divides by, instead of the table's row for its GPU (None: the table)."""
     capacity_file: str | None = None
     """``--capacity FILE``: the capacity profiles of that report or profile only, instead
     of the ones saved in the state folder (``docs/capacity.md``)."""

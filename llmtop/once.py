@@ -144,7 +144,19 @@ def _diagnose(first: Snapshot, snap: Snapshot, window_s: float) -> list[Any]:
                    and before[r.key].waiting is not None}
     return diagnose(snap.engines, gpus=snap.gpus, window_s=snap.window_s or window_s,
                     baselines=baselines, waiting_min=waiting_min, routers=snap.routers,
-                    requests=snap.requests or ())  # spans: findings cite requests
+                    requests=snap.requests or (),  # spans: findings cite requests
+                    logs=_log_window(snap))  # the log lines around: errors, stuck cite them
+
+
+def _log_window(snap: Snapshot) -> dict[str, list[Any]]:
+    """Each engine's log events of the last ``DIAG_WINDOW_S`` (the live diagnosis' window:
+    the lines around a finding found in the short ``--once`` window)."""
+    from llmtop.diagnose.thresholds import DIAG_WINDOW_S
+    from llmtop.history.logs import events_between
+
+    start = snap.time - max(snap.window_s, DIAG_WINDOW_S)
+    return {t: got for t, ev in snap.log_events.items()
+            if (got := events_between(ev, start))}
 
 
 def empty_json(message: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from llmtop.config import DEFAULT_INTERVAL_S, DEFAULT_LOG_LINES, Config, Target, Thresholds
+from llmtop.config import DEFAULT_INTERVAL_S, DEFAULT_LOG_LINES, Config, GpuPeak, Target, Thresholds
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
 from llmtop.model.stack import ROUTERS
@@ -52,6 +52,7 @@ _TOP_KEYS = {
     "targets",
     "logs",
     "log_lines",
+    "gpu_peak",
 }
 _TARGET_KEYS = {
     "name",
@@ -207,6 +208,24 @@ def _dedupe(targets: list[Target]) -> tuple[Target, ...]:
     return tuple(out)
 
 
+def _gpu_peak(where: str, data: Mapping[str, Any], flag: str | None) -> GpuPeak | None:
+    """``--gpu-peak GBPS,TFLOPS`` over the config file's ``gpu_peak = "GBPS,TFLOPS"``."""
+    from llmtop.gpu.peaks import parse_gpu_peak  # only where asked
+
+    if flag is not None:
+        try:
+            return parse_gpu_peak(flag)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if "gpu_peak" in data:
+        try:
+            return parse_gpu_peak(_str(where, "gpu_peak", data["gpu_peak"]),
+                                  source="config gpu_peak")
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return None
+
+
 def build_config(
     args: argparse.Namespace, *, environ: Mapping[str, str] | None = None
 ) -> Config:
@@ -314,12 +333,14 @@ def build_config(
         prometheus = prometheus_config(
             data, arg, where, timeout=flag_timeout, insecure=insecure_flag,
             interval=arg("interval"))
+    gpu_peak = _gpu_peak(where, data, arg("gpu_peak"))
     capacity_file = arg("capacity")
     if capacity_file:  # a bad --capacity FILE stops here, before any scrape
         from llmtop.capacity import load_profile_file
 
         load_profile_file(capacity_file)
     return Config(
+        gpu_peak=gpu_peak,
         capacity_file=capacity_file,
         prometheus=prometheus,
         targets=_dedupe(targets),

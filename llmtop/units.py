@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-__all__ = ["DASH", "age", "byte_rate", "count", "fixed", "ms_words", "pct", "pct_change",
+__all__ = ["DASH", "age", "byte_rate", "count", "fixed", "flop_rate", "ms_words", "pct",
+           "pct_change",
            "pct_words", "rate", "rate_fine", "secs", "secs_fine", "secs_words", "size", "span",
            "tokens_words", "window"]
 
@@ -160,3 +161,13 @@ def byte_rate(v: float | None) -> str:
         if abs(v) >= div:
             return f"{v / div:.3g}{unit}B/s"
     return f"{v:.0f}B/s"
+
+
+def flop_rate(v: float | None) -> str:
+    """Floating-point operations a second: ``420MFLOP/s``, ``2.6GFLOP/s``, ``989TFLOP/s``."""
+    if v is None:
+        return DASH
+    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}FLOP/s"
+    return f"{v:.0f}FLOP/s"

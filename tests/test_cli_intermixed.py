@@ -54,7 +54,7 @@ def test_main_takes_targets_around_options(monkeypatch):
 def _capture_record(monkeypatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
-    async def fake_record(config, path, retention_s, max_bytes, duration, demo):
+    async def fake_record(config, path, retention_s, max_bytes, duration, demo, **kw):
         seen.update(config=config, path=path, duration=duration)
         return 0
 

@@ -31,7 +31,9 @@ ROW_KEYS = [
     "generation_tokens_per_s",
     "requests_per_s", "preemptions_per_s", "errors_per_s", "finished", "ranks", "lifetime",
     "capacity_used", "capacity", "router", "role", "kv_transfer", "kv_tiers", "tokens_idle_s",
-    "container", "health_status",
+    "container", "health_status", "achieved_flops_per_s", "achieved_read_bytes_per_s",
+    "achieved_write_bytes_per_s", "achieved_bytes_per_s", "mbu", "mfu", "gpu_peak", "mfu_hint",
+    "log",
 ]
 Q_KEYS = ["p50", "p90", "p95", "p99", "mean", "count", "below", "above"]
 

@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="NAME=VALUE", help="extra query parameter (dedup=true); repeat")
     fleet.add_argument("--prometheus-ca-file", default=None, metavar="FILE",
                        help="CA bundle for the server's TLS certificate")
+    p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",
+                   help="the GPU peak MBU/MFU divide by (memory GB/s, dense TFLOP/s; e.g. "
+                   "3350,989 for an H100 SXM) instead of the table's row (docs/gpu.md)")
     p.add_argument("--capacity", default=None, metavar="FILE",
                    help="capacity profiles from this probe/bake-off report or saved profile, "
                    "instead of the saved ones (docs/capacity.md)")

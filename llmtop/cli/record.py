@@ -55,6 +55,10 @@ def _record_parser() -> argparse.ArgumentParser:
     add_log_options(p)  # --log TARGET=PATH, --no-logs: the engines' logs are recorded too
     p.add_argument("--demo", action="store_true", help="record the built-in demo engines")
     p.add_argument("--demo-scenario", default=None, metavar="NAME")
+    p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",
+                   help="the GPU peak MBU/MFU divide by, kept in the recording (docs/gpu.md)")
+    p.add_argument("--keep-prompts", action="store_true",
+                   help="keep the prompts and outputs an engine logs (dropped by default)")
     from llmtop.cli.export import add_listen_options
 
     add_listen_options(p, required=False)  # --listen: also serve /metrics (docs/exporter.md)
@@ -91,7 +95,7 @@ def record_main(argv: Sequence[str]) -> int:
             demo = start_demo_sending(args, config, spans)
             config = demo.apply(config)
         return asyncio.run(_record(config, args.file, retention_s, max_bytes, args.duration,
-                                   demo, **listen))
+                                   demo, keep_prompts=args.keep_prompts, **listen))
     finally:
         if demo is not None:
             demo.stop()
@@ -99,7 +103,7 @@ def record_main(argv: Sequence[str]) -> int:
 
 async def _record(config: Any, path: str, retention_s: float | None, max_bytes: int | None,
                   duration: float | None, demo: Any, listen: Any = None,
-                  spans: Any = None) -> int:
+                  spans: Any = None, keep_prompts: bool = False) -> int:
     from llmtop.cli.watch import build_monitor, nothing_to_watch, start_targets
     from llmtop.record.live import RecordingMonitor
     from llmtop.record.recorder import Recorder
@@ -110,7 +114,8 @@ async def _record(config: Any, path: str, retention_s: float | None, max_bytes: 
         log.error(NO_TARGETS_MESSAGE)
         return 1
     config = found.config(config)
-    recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes)
+    recorder = Recorder(path, config, retention_s=retention_s, max_bytes=max_bytes,
+                        keep_prompts=keep_prompts)
     exporter = _Exporter(config, listen) if listen is not None else None
     # no TARGET: the search goes on every 10 s, so an engine started (or restarted on
     # another port) during the recording is recorded from then on
@@ -211,6 +216,8 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", default=None, metavar="FILE",
                    help="capacity profiles from this report or profile, instead of the saved "
                    "ones (docs/capacity.md)")
+    p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",
+                   help="the GPU peak MBU/MFU divide by (docs/gpu.md)")
     return p
 
 
@@ -251,6 +258,18 @@ def replay_main(argv: Sequence[str]) -> int:
 
         load_profile_file(args.capacity)  # a bad file stops here
         config = dataclasses.replace(Config(), capacity_file=args.capacity)
+    if args.gpu_peak:
+        import dataclasses
+
+        from llmtop.config import Config
+        from llmtop.errors import ConfigError
+        from llmtop.gpu.peaks import parse_gpu_peak
+
+        try:
+            peak = parse_gpu_peak(args.gpu_peak)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        config = dataclasses.replace(config or Config(), gpu_peak=peak)
     if args.once:
         snap = snapshot_at(rec, at, args.window, config)
         findings = diagnosis_at(rec, at, config)  # the recording before --at is the baseline

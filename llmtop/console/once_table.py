@@ -100,6 +100,14 @@ def _gpu_line(g: GpuRecord) -> str:
     if g.error:
         return " · ".join([*parts, f"error: {g.error}"])
     parts.append(f"util {pct(g.util)}")
+    activity = [f"{label} {pct(v)}" for label, v in (
+        ("SM active", g.sm_active), ("occupancy", g.sm_occupancy),
+        ("tensor", g.tensor_active), ("DRAM", g.dram_active)) if v is not None]
+    if activity:  # real activity beside the busy-time "util" (GPM or DCGM profiling)
+        parts.append(" ".join(activity) + (f" ({g.activity_source})"
+                                           if g.activity_source else ""))
+    elif g.activity_note:
+        parts.append(g.activity_note)
     if g.mem_used_bytes is not None and g.mem_total_bytes:
         parts.append(f"mem {g.mem_used_bytes / 2**30:.1f}/{g.mem_total_bytes / 2**30:.1f} GiB")
     elif g.mem_used_bytes is not None:
@@ -166,6 +174,10 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None,
 
     for line in kv_lines(snap):
         console.print(Text(line))
+    from llmtop.console.once_mfu import mfu_lines
+
+    for line in mfu_lines(snap):
+        console.print(Text(line))
     for row in snap.engines:
         if row.error and row.state != "ok":
             badge = state_badge(row).plain
@@ -174,6 +186,10 @@ def print_once(snap: Snapshot, *, file: TextIO | None = None,
                     else f"{badge} — {row.error}")
             console.print(Text(f"  {row.target}: {text}",
                                style="red" if row.state != "stale" else "yellow"))
+    from llmtop.console.once_logs import log_lines
+
+    for line in log_lines(snap):
+        console.print(Text(line, style="red"))
     if diagnosis:
         console.print(Text("why:", style="bold"))
         for line in diagnosis_lines(diagnosis):

@@ -15,6 +15,7 @@ from llmtop.diagnose.baseline import Baseline, gpu_key
 from llmtop.diagnose.findings import Evidence, Finding
 from llmtop.diagnose.signals import signal
 from llmtop.model import EngineRow, GpuRecord
+from llmtop.model.logs import LogEvent
 from llmtop.model.request_records import RequestRecord
 from llmtop.units import pct_words as fmt_pct
 from llmtop.units import secs_words as fmt_s
@@ -58,6 +59,9 @@ class RowCtx:
     requests: Sequence[RequestRecord] = ()
     """This row's single requests that ended in the window, from the engines' spans
     (``diagnose.request_citations``); empty without spans."""
+    log_events: Sequence[LogEvent] = ()
+    """The engine's log events in the diagnosis window, oldest first
+    (``diagnose.log_citations``); empty when no log is followed."""
 
     @property
     def window(self) -> str:

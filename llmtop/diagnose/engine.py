@@ -12,11 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from llmtop.diagnose.baseline import Baseline
 from llmtop.diagnose.context import RowCtx
 from llmtop.diagnose.findings import EXPLAINS, Finding, order_findings
+from llmtop.diagnose.log_citations import cite_log
 from llmtop.diagnose.request_citations import cite, row_requests
 from llmtop.diagnose.rules import ROW_RULES, STACK_RULES
 from llmtop.diagnose.stack_ctx import stack_ctx
 from llmtop.diagnose.thresholds import DIAG_WINDOW_S
 from llmtop.model import GOOD_STATES, EngineRow, GpuRecord
+from llmtop.model.logs import LogEvent
 from llmtop.model.request_records import RequestRecord
 from llmtop.model.stack import RouterRow
 
@@ -54,12 +56,14 @@ def diagnose(
     restarted_ago_s: Mapping[str, float] | None = None,
     routers: Sequence[RouterRow] = (),
     requests: Sequence[RequestRecord] = (),
+    logs: Mapping[str, Sequence[LogEvent]] | None = None,
 ) -> list[Finding]:
     """Findings for every good row (see the module doc); ``[]`` when all is well.
     ``routers``: the routers over the same window (rows linked to them by the store): the
     stack rules (``rules.STACK_RULES``) run over them and every row. ``requests``: the single
     requests that ended in the window (the engines' spans), cited by the findings they bear
-    out (``diagnose.request_citations``)."""
+    out (``diagnose.request_citations``). ``logs``: per target, the engine's log events in
+    the window, cited by ``errors`` and ``stuck`` (``diagnose.log_citations``)."""
     baselines = baselines or {}
     waiting_min = waiting_min or {}
     restarted_ago_s = restarted_ago_s or {}
@@ -80,10 +84,12 @@ def diagnose(
             siblings=[s for s in by_model[row.model or ""] if s.target != row.target],
             restarted_ago_s=restarted_ago_s.get(row.target),
             requests=row_requests(row, requests) if requests else (),
+            log_events=logs.get(row.target, ()) if logs else (),
         )
         mine: list[Finding] = []
         for rule in ROW_RULES:
-            mine.extend(cite(f, ctx.requests, ctx.window) for f in rule(ctx))
+            mine.extend(cite_log(cite(f, ctx.requests, ctx.window), ctx.log_events,
+                                 ctx.window) for f in rule(ctx))
         fired = {f.rule for f in mine}
         found.extend(f for f in mine if not (SUPPRESSED_BY.get(f.rule, frozenset()) & fired))
     if routers or any(r.role is not None for r in rows):

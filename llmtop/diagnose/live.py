@@ -50,7 +50,8 @@ class LiveDiagnosis:
         for tr in d.update(t, lambda: store.rows_over(d.window_s, t), snap.gpus,
                            waiting_min=waiting_min, restarted_ago_s=store.restart_ages(t),
                            force=force, routers=lambda: store.routers_over(d.window_s, t),
-                           requests=lambda: reqs.window(d.window_s, t_wall)):
+                           requests=lambda: reqs.window(d.window_s, t_wall),
+                           logs=lambda: store.logs.windows(d.window_s, t_wall)):
             store.event(*event_line(tr), t_wall=t_wall)
 
 

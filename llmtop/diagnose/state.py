@@ -19,6 +19,7 @@ from typing import Any
 from llmtop.diagnose.baseline import Baseline, BaselineTracker
 from llmtop.diagnose.engine import SUPPRESSED_BY, diagnose
 from llmtop.diagnose.findings import Finding, order_findings, severity_rank
+from llmtop.diagnose.log_citations import carry
 from llmtop.diagnose.signals import BASELINE_SIGNALS
 from llmtop.diagnose.thresholds import (
     BASELINE_FREEZE_MAX_S,
@@ -27,6 +28,7 @@ from llmtop.diagnose.thresholds import (
     END_HOLD_S,
 )
 from llmtop.model import EngineRow, GpuRecord
+from llmtop.model.logs import LogEvent
 from llmtop.model.request_records import RequestRecord
 
 __all__ = ["Diagnoser", "Transition", "kin"]
@@ -127,10 +129,14 @@ class Diagnoser:
         force: bool = False,
         routers: Sequence[Any] | Callable[[], Sequence[Any]] = (),
         requests: Sequence[RequestRecord] | Callable[[], Sequence[RequestRecord]] = (),
+        logs: Mapping[str, Sequence[LogEvent]]
+        | Callable[[], Mapping[str, Sequence[LogEvent]]] | None = None,
     ) -> list[Transition]:
         """Re-run the rules if due (or ``force``); returns what started, worsened or ended.
         ``rows``, ``routers`` (``model.stack.RouterRow``) and ``requests`` (the window's single
-        requests, cited as examples) may be functions, called only when the rules run."""
+        requests, cited as examples) and ``logs`` (per target, the log events of the window)
+        may be functions, called only when the rules run. A finding that goes on keeps the
+        log lines cited at its start (``log_citations.carry``)."""
         if not force and not self.due(t):
             return []
         self._last_run = t
@@ -140,18 +146,22 @@ class Diagnoser:
             routers = routers()
         if callable(requests):
             requests = requests()
+        if callable(logs):
+            logs = logs()
         keys = [r.key for r in rows]
         row_keys = {(r.target, r.model): r.key for r in rows}
         now = diagnose(rows, baselines=self._baselines(keys, t),
                        gpus=gpus, gpu_baselines=self.tracker.gpu_baselines(t, self.window_s),
                        window_s=self.window_s, waiting_min=waiting_min,
                        restarted_ago_s=restarted_ago_s, routers=routers,
-                       requests=requests)
+                       requests=requests, logs=logs)
         out: list[Transition] = []
         seen = set()
-        for f in now:
+        for i, f in enumerate(now):
             seen.add(f.key)
             a = self._active.get(f.key)
+            if a is not None:
+                f = now[i] = carry(a.finding, f)
             if a is None:
                 self._active[f.key] = _Active(f, t, t, severity_rank(f.severity),
                                               row_keys.get((f.target, f.model)))

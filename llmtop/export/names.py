@@ -53,6 +53,20 @@ ENGINE_VALUES = (
      "Requests per second over the window / the capacity profile's (absent without one)."),
     ("llmtop_engine_capacity_requests_per_second", "capacity_requests_per_s",
      "The capacity profile's requests per second within its SLOs (absent without one)."),
+    ("llmtop_engine_achieved_flops_per_second", "achieved_flops_per_s",
+     "The engine's own estimate of FLOP/s per GPU over the window (vLLM/SGLang "
+     "--enable-mfu-metrics; absent when it does not count)."),
+    ("llmtop_engine_achieved_read_bytes_per_second", "achieved_read_bytes_per_s",
+     "The engine's own estimate of bytes read from GPU memory per second per GPU."),
+    ("llmtop_engine_achieved_write_bytes_per_second", "achieved_write_bytes_per_s",
+     "The engine's own estimate of bytes written to GPU memory per second per GPU."),
+    ("llmtop_engine_achieved_bytes_per_second", "achieved_bytes_per_s",
+     "Read plus written bytes per second per GPU, the engine's estimate."),
+    ("llmtop_engine_mbu_ratio", "mbu",
+     "Memory-bandwidth utilization: achieved bytes/s over the GPU's peak bandwidth, 0..1 "
+     "(absent without a known peak: --gpu-peak)."),
+    ("llmtop_engine_mfu_ratio", "mfu",
+     "Model FLOPs utilization: achieved FLOP/s over the GPU's dense BF16 peak, 0..1."),
 )
 
 QUANTILE_VALUES = (
@@ -197,6 +211,12 @@ SERIES: tuple[Series, ...] = (
     *_engine(),
     *_router(),
     *_kv(),
+    Series("llmtop_log_events_total", "counter", ("target", "severity"),
+           "Events in the engine's log since llmtop started following it, by severity "
+           "(debug, info, warning, error, critical); a traceback is one event."),
+    Series("llmtop_log_readable", "gauge", ("target",),
+           "1 when the engine's log is read, 0 when it cannot be (where, or the last read, "
+           "failed); absent when no log of it is followed."),
     Series("llmtop_finding", "gauge", (*FINDING_LABELS, "summary"),
            "1 per active finding; summary is its sentence as it reached this severity."),
     Series("llmtop_finding_value", "gauge", (*FINDING_LABELS[:4], "signal"),
@@ -210,7 +230,17 @@ SERIES: tuple[Series, ...] = (
     Series("llmtop_gpu_readable", "gauge", (),
            "1 when the GPUs could be read (NVML, DCGM, Triton or the demo), else 0."),
     Series("llmtop_gpu_up", "gauge", GPU_LABELS, "1 when this GPU could be read, else 0."),
-    Series("llmtop_gpu_utilization_ratio", "gauge", GPU_LABELS, "GPU (SM) utilization, 0..1."),
+    Series("llmtop_gpu_utilization_ratio", "gauge", GPU_LABELS,
+           "Share of time at least one kernel ran (NVML busy time, not work done), 0..1."),
+    Series("llmtop_gpu_sm_active_ratio", "gauge", GPU_LABELS,
+           "SMs with at least one warp resident, averaged over SMs and time, 0..1 (NVML GPM "
+           "or DCGM profiling; absent elsewhere)."),
+    Series("llmtop_gpu_sm_occupancy_ratio", "gauge", GPU_LABELS,
+           "Resident warps over the SMs' maximum, averaged, 0..1 (GPM or DCGM)."),
+    Series("llmtop_gpu_tensor_active_ratio", "gauge", GPU_LABELS,
+           "Share of time any tensor pipe was active, 0..1 (GPM or DCGM)."),
+    Series("llmtop_gpu_dram_active_ratio", "gauge", GPU_LABELS,
+           "DRAM interface busy as a share of its peak bandwidth, 0..1 (GPM or DCGM)."),
     Series("llmtop_gpu_memory_used_bytes", "gauge", GPU_LABELS, "GPU memory in use."),
     Series("llmtop_gpu_memory_total_bytes", "gauge", GPU_LABELS, "GPU memory in all."),
     Series("llmtop_gpu_power_watts", "gauge", GPU_LABELS, "Power draw."),

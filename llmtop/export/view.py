@@ -20,6 +20,7 @@ from llmtop.export.kv import kv
 from llmtop.export.names import ENGINE_VALUES, QUANTILE_VALUES, QUANTILES, SERIES
 from llmtop.export.routers import routers
 from llmtop.model import GOOD_STATES, STATES, EngineRow, GpuRecord, Quantiles, Snapshot
+from llmtop.model.logs import SEVERITIES
 
 __all__ = ["Health", "View", "build"]
 
@@ -129,6 +130,21 @@ def _engines(out: _Out, rows: Iterable[EngineRow],
             _values(out, r, r.rank)
 
 
+def _logs(out: _Out, rows: Iterable[EngineRow]) -> None:
+    """Each followed log once per target: events by severity since start, readable."""
+    seen: set[str] = set()
+    for row in rows:
+        log = row.log
+        if log is None or row.target in seen:
+            continue
+        seen.add(row.target)
+        for sev in SEVERITIES:
+            out.add("llmtop_log_events_total", {"target": row.target, "severity": sev},
+                    log.lines_total.get(sev, 0))
+        readable = log.location is not None and log.location.error is None
+        out.add("llmtop_log_readable", {"target": row.target}, 1.0 if readable else 0.0)
+
+
 def _findings(out: _Out, v: View, engines: Mapping[str, str | None]) -> None:
     for f in v.findings:
         labels = {"target": f.target, "engine": engines.get(f.target), "model": f.model,
@@ -149,6 +165,10 @@ def _gpus(out: _Out, gpus: Iterable[GpuRecord]) -> None:
         if g.error:
             continue
         out.add("llmtop_gpu_utilization_ratio", labels, g.util)
+        out.add("llmtop_gpu_sm_active_ratio", labels, g.sm_active)
+        out.add("llmtop_gpu_sm_occupancy_ratio", labels, g.sm_occupancy)
+        out.add("llmtop_gpu_tensor_active_ratio", labels, g.tensor_active)
+        out.add("llmtop_gpu_dram_active_ratio", labels, g.dram_active)
         out.add("llmtop_gpu_memory_used_bytes", labels, g.mem_used_bytes)
         out.add("llmtop_gpu_memory_total_bytes", labels, g.mem_total_bytes)
         out.add("llmtop_gpu_power_watts", labels, g.power_w)
@@ -192,6 +212,7 @@ def build(v: View) -> list[Metric]:
         out.add("llmtop_window_seconds", {}, snap.window_s)
         out.add("llmtop_refresh_timestamp_seconds", {}, snap.time)
         _engines(out, snap.engines, v.known)
+        _logs(out, snap.engines)
         routers(out, snap.routers, GOOD_STATES)
         engines = {r.target: r.engine for r in snap.engines if r.engine}
         _findings(out, v, engines)

@@ -55,6 +55,7 @@ from llmtop.fleet.rows import build_rows, gpu_records, model_totals, split_group
 from llmtop.fleet.stack import fleet_stack
 from llmtop.fleet.states import StateInfo, apply_states, down_errors, read_state
 from llmtop.fleet.warm import Warmup, fetch, warm
+from llmtop.history.rows import fill_ratios
 from llmtop.model import EngineRow, Snapshot
 from llmtop.parse import vllm as _vllm_names
 from llmtop.sources.prometheus import (
@@ -499,6 +500,7 @@ class FleetMonitor:
         gpu_groups = split_groups([role_of(results, "gpus")], ())  # one group: every DCGM series
         gpus = gpu_records(gpu_groups[()].series) if gpu_groups else []
         link_gpus(rows, gpus)  # DCGM GPUs -> the rows they serve (by pod, or a one-engine host)
+        fill_ratios(rows, gpus, self.config.gpu_peak)  # MBU/MFU: the GPUs linked just above
         self.totals = model_totals(samples.values(), self.window_s)
         gpu_type = {p.engine_target: g.name for g in gpus for p in g.processes
                     if p.engine_target and g.name}

@@ -22,8 +22,8 @@ from typing import Any
 
 from llmtop.fleet.hists import Series, attach, direct_hists, fill_series
 from llmtop.fleet.queries import Layouts
-from llmtop.history.derive import hist_quantiles
-from llmtop.history.rows import ROW_HISTS, fill_gauges
+from llmtop.history.derive import EST_RATE_KEYS, hist_quantiles
+from llmtop.history.rows import ROW_HISTS, fill_achieved, fill_gauges
 from llmtop.model import (
     EngineRow,
     EngineSample,
@@ -310,7 +310,19 @@ def row_from_sample(row: EngineRow, m: ModelSample, window_s: float) -> EngineRo
     row.spec_accept_rate = acc if acc is not None else g.get("spec_accept_rate_gauge")
     for key, attr in ROW_HISTS.items():
         setattr(row, attr, _quantiles(m, key, window_s))
+    fill_achieved(row, _achieved(c))
     return row
+
+
+def _achieved(c: dict[str, float]) -> dict[str, float | None]:
+    """The engine's FLOP/byte rates (``rate(vllm:estimated_*[W])``), only while it counts:
+    a rate above 0. Fleet mode sees rates, not the counters, so an engine that counts but
+    moved nothing in the window reads like one that does not count (None and the hint),
+    never a 0 that could be a flag left off."""
+    rates = {name: c.get(key) for name, key in EST_RATE_KEYS.items()}
+    if not any(v and v > 0 for v in rates.values()):
+        return {}
+    return rates
 
 
 def build_rows(groups: dict[tuple[str, ...], Group], group: tuple[str, ...], window_s: float,
@@ -368,7 +380,10 @@ def model_totals(samples: Iterable[EngineSample], window_s: float) -> list[Engin
         # KV usage of a model is the worst instance (aggregate's max), running/waiting sums.
         row = EngineRow(key=f"total|{model}", target=f"total ({len(parts)})",
                         engine=engines[model] or None, model=model)
-        out.append(row_from_sample(row, agg, window_s))
+        row_from_sample(row, agg, window_s)
+        fill_achieved(row, {})  # per-GPU rates do not add up over instances: none on a total
+        row.mfu_hint = None
+        out.append(row)
     return out
 
 

@@ -18,6 +18,9 @@ once per tick, which runs it in a worker thread; while NVML is down and not due 
   only with a GPU reset) at most every ``slow_every_s`` (30 s); the costs per call are in
   ``docs/benchmarks.md`` ("GPUs", ``benchmarks/nvml_calls.py``). What they answer, a failed
   read too, is held between.
+- Real activity (``_activity``): GPM where the GPU has it (``gpu.gpm``, per MIG GPU instance
+  too), per-process SM time, NVLink counters (every ``pcie_every_s``) and violation times
+  (``gpu.activity``); its cost per sample: ``benchmarks/gpu_sampling.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +37,14 @@ from typing import Any
 from llmtop.config import Target
 from llmtop.gpu import proc as procfs
 from llmtop.gpu import reasons
+from llmtop.gpu.activity import Fallbacks
 from llmtop.gpu.attribution import Attributor
+from llmtop.gpu.errors import GpuLost, driver_library_or_raise, is_error, never_answers
+from llmtop.gpu.gpm import GpmDevice
+from llmtop.gpu.values import c as _c
+from llmtop.gpu.values import integer as _int
+from llmtop.gpu.values import num as _num
+from llmtop.gpu.values import text as _s
 from llmtop.model import GpuProcess, GpuRecord, GpuSample
 
 __all__ = ["CLOSED", "NOT_VISIBLE", "GpuLost", "NvmlSampler", "nvml_query"]
@@ -46,30 +55,7 @@ CLOSED = "GPU unavailable: GPU sampler closed"
 _MISSING = object()
 
 
-
-def _driver_library_or_raise() -> None:
-    """Raise ImportError where Linux has no NVML library, before importing ``pynvml``.
-
-    ``pynvml`` is a good part of the resident code (``docs/benchmarks.md``, "Where the memory
-    goes"); a box without the driver (where it could only fail in ``nvmlInit``) does not pay
-    for it. A ``pynvml`` already imported (a test's fake) or another platform goes straight to
-    ``pynvml``'s own loading."""
-    if "pynvml" in sys.modules or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")  # the name pynvml loads on Linux
-    except OSError as e:
-        raise ImportError(f"libnvidia-ml.so.1: {e}") from e
-
-class GpuLost(Exception):
-    """Raised by :func:`nvml_query` when NVML says the device fell off the bus."""
-
-
-def _is(nvml: Any, exc: BaseException, name: str) -> bool:
-    cls = getattr(nvml, name, None)
-    return isinstance(cls, type) and isinstance(exc, cls)
+_is = is_error
 
 
 def nvml_query(nvml: Any, fn: str, *args: Any, default: Any = None, **kwargs: Any) -> Any:
@@ -99,45 +85,16 @@ def _handle_error(nvml: Any, exc: BaseException) -> str:
     return f"cannot open this GPU ({str(exc).strip() or type(exc).__name__})"
 
 
-def _c(nvml: Any, name: str, fallback: int) -> int:
-    v = getattr(nvml, name, fallback)
-    return v if isinstance(v, int) else fallback
-
-
-def _s(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    v = str(v).strip("\0 ").strip()
-    return v or None
-
-
-def _num(v: Any, scale: float = 1.0) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return float(v) * scale
-    except (TypeError, ValueError):
-        return None
-
-
-def _int(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 class _Dev:
     """What we keep per GPU index between ticks."""
 
-    __slots__ = ("handle", "held", "lost_at", "static", "unsupported")
+    __slots__ = ("fb", "gpm", "handle", "held", "lost_at", "static", "unsupported")
 
-    def __init__(self, handle: Any):
+    def __init__(self, handle: Any, nvml: Any = None):
         self.handle = handle
+        self.gpm: GpmDevice | None = None
+        """GPM state, made once the GPU's name is known; its samples freed on loss/close."""
+        self.fb = Fallbacks(nvml)
         self.static: dict[str, Any] = {}
         self.unsupported: set[str] = set()
         self.lost_at: float | None = None
@@ -191,7 +148,7 @@ class NvmlSampler:
 
     def _load(self) -> Any:
         if self._nvml is None:
-            _driver_library_or_raise()
+            driver_library_or_raise()
             import pynvml  # type: ignore[import-untyped]  # lazy: no driver needed to import
 
             self._nvml = pynvml
@@ -213,7 +170,7 @@ class NvmlSampler:
             return self._fatal
         self._initialized = True
         self._fatal = None
-        self._devs.clear()
+        self._drop_devs()
         return None
 
     def _fail(self, exc: BaseException | None, line: str | None, now: float) -> str:
@@ -223,10 +180,16 @@ class NvmlSampler:
         self._next_try = now + self.retry_s
         return self._fatal
 
+    def _drop_devs(self) -> None:
+        for dev in self._devs.values():
+            if dev.gpm is not None:
+                dev.gpm.close()  # GPM samples are freed before NVML shuts down
+        self._devs.clear()
+
     def _shutdown(self) -> None:
         if self._initialized:
             self._initialized = False
-            self._devs.clear()
+            self._drop_devs()
             try:
                 self._nvml.nvmlShutdown()
             except Exception:
@@ -343,7 +306,9 @@ class NvmlSampler:
             if not _is(self._nvml, e, "NVMLError_GpuIsLost"):
                 raise _NoHandle(_handle_error(self._nvml, e)) from e
             handle, lost = None, True
-        fresh = _Dev(handle)
+        if dev is not None and dev.gpm is not None:
+            dev.gpm.close()
+        fresh = _Dev(handle, self._nvml)
         if dev is not None:  # retrying a lost GPU: keep what we knew about it
             fresh.static = dict(dev.static)
         fresh.lost_at = now if lost else None
@@ -362,6 +327,8 @@ class NvmlSampler:
         except GpuLost:
             lost = self._devs.get(index)
             if lost is not None:
+                if lost.gpm is not None:
+                    lost.gpm.close()
                 if lost.lost_at is None:
                     lost.lost_at = now
                 rec.uuid = _s(lost.static.get("uuid"))
@@ -384,12 +351,7 @@ class NvmlSampler:
         except Exception as e:
             if _is(self._nvml, e, "NVMLError_GpuIsLost"):
                 raise GpuLost(fn) from e
-            if (
-                isinstance(e, TypeError)  # an older pynvml without this signature
-                or _is(self._nvml, e, "NVMLError_NotSupported")
-                or _is(self._nvml, e, "NVMLError_FunctionNotFound")
-                or _is(self._nvml, e, "NVMLLibraryMismatchError")  # driver older than pynvml
-            ):
+            if never_answers(self._nvml, e):
                 dev.unsupported.add(key)
             return None
 
@@ -487,12 +449,13 @@ class NvmlSampler:
             mask = self._q(dev, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons")
         rec.throttle = reasons.decode_clock_events(mask)
 
-        every = self.pcie_every_s
-        tx = self._held(dev, "pcie_tx", now, every, "nvmlDeviceGetPcieThroughput",
-                        _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0))
-        rx = self._held(dev, "pcie_rx", now, every, "nvmlDeviceGetPcieThroughput",
-                        _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1))
-        rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = _num(tx, 1024.0), _num(rx, 1024.0)  # KB/s
+        if dev.gpm is None or not dev.gpm.gives_pcie:  # GPM's PCIe rates cost no blocking call
+            every = self.pcie_every_s
+            tx = self._held(dev, "pcie_tx", now, every, "nvmlDeviceGetPcieThroughput",
+                            _c(n, "NVML_PCIE_UTIL_TX_BYTES", 0))
+            rx = self._held(dev, "pcie_rx", now, every, "nvmlDeviceGetPcieThroughput",
+                            _c(n, "NVML_PCIE_UTIL_RX_BYTES", 1))
+            rec.pcie_tx_bytes_s, rec.pcie_rx_bytes_s = _num(tx, 1024.0), _num(rx, 1024.0)  # KB/s
 
         volatile = _c(n, "NVML_VOLATILE_ECC", 0)
         rec.ecc_corrected = _int(
@@ -516,6 +479,35 @@ class NvmlSampler:
 
         mig_handles = self._mig(rec, dev, now)
         rec.processes = self._processes(dev, mig_handles)
+        self._activity(rec, dev, now, mig_handles)
+
+    def _activity(self, rec: GpuRecord, dev: _Dev, now: float, mig_handles: list[Any]) -> None:
+        """GPM where the GPU has it (per MIG GPU instance too); per-process SM time, NVLink
+        counters and violation times from the older calls (``gpu.activity``)."""
+        if dev.gpm is None:
+            dev.gpm = GpmDevice(self._nvml, rec.name)
+        if rec.mig_mode:
+            gis = [nvml_query(self._nvml, "nvmlDeviceGetGpuInstanceId", mh) for mh in mig_handles]
+            rec.mig_activity = dev.gpm.read_mig(dev.handle, [g for g in gis if g is not None], now)
+            values = None
+        else:
+            values = dev.gpm.read(dev.handle, now)
+        if dev.gpm.supported:
+            rec.activity_source = "gpm"
+            for k, v in (values or {}).items():
+                if v is not None or k.startswith(("sm_", "tensor", "dram", "fp16", "nvlink")):
+                    setattr(rec, k, v)  # GPM's PCIe rates replace the held ones only when read
+        rec.activity_note = dev.gpm.note
+        fb = dev.fb
+        if not rec.mig_mode and rec.processes:
+            util = fb.process_sm(dev.handle, self._wall(), now)
+            if util is not None:
+                for p in rec.processes:
+                    p.sm_util = util.get(p.pid) if p.pid is not None else None
+        if rec.nvlink_tx_bytes_s is None and rec.nvlink_rx_bytes_s is None:
+            rec.nvlink_tx_bytes_s, rec.nvlink_rx_bytes_s = fb.nvlink(dev.handle, now,
+                                                                     self.pcie_every_s)
+        rec.throttle_time = fb.throttle_time(dev.handle, now)
 
     def _mig(self, rec: GpuRecord, dev: _Dev, now: float) -> list[Any]:
         mode = self._held(dev, "mig_mode", now, self.slow_every_s, "nvmlDeviceGetMigMode")

@@ -13,6 +13,10 @@ Rules (``METRICS.md`` §3):
   A bucket layout change counts as a restart for that histogram.
 * a window with no observations gives ``Quantiles(count=0)`` with every value ``None``.
 * lifetime values are the cumulative values of one sample (since process start).
+* the engine's own FLOP/byte counters (``est_flops``, ``est_read_bytes``,
+  ``est_write_bytes``) give achieved rates per GPU like any counter, but only while they
+  count: absent, or still 0 since the process started (vLLM exports them at 0 without
+  ``--enable-mfu-metrics``), they give None and ``MFU_HINTS`` says how to turn them on.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 from llmtop.model import EngineSample, Hist, ModelSample, Quantiles
 
 __all__ = [
+    "EST_RATE_KEYS",
+    "MFU_HINTS",
     "QUANTILES",
     "RATE_KEYS",
     "TOKEN_HISTS",
@@ -37,6 +43,7 @@ __all__ = [
     "counter_rate",
     "derive_lifetime",
     "derive_window",
+    "est_counting",
     "hist_delta",
     "hist_quantiles",
     "lifetime_quantiles",
@@ -57,6 +64,19 @@ RATE_KEYS: dict[str, str] = {
     "preemptions_per_s": "preemptions",
 }
 """Row field -> counter key, each a per-second rate over the window."""
+
+EST_RATE_KEYS: dict[str, str] = {
+    "achieved_flops_per_s": "est_flops",
+    "achieved_read_bytes_per_s": "est_read_bytes",
+    "achieved_write_bytes_per_s": "est_write_bytes",
+}
+"""Row field -> the engine's own FLOP/byte counter, a per-GPU rate over the window."""
+
+MFU_HINTS: dict[str, str] = {
+    "vllm": "start vLLM with --enable-mfu-metrics",
+    "sglang": "start SGLang with --enable-metrics --enable-mfu-metrics",
+}
+"""Engine -> how to turn its FLOP/byte counters on (only engines that have the flag)."""
 
 START_TIME_TOLERANCE_S = 1.0
 """A process start time that moves by more than this marks a restart."""
@@ -210,7 +230,9 @@ def _quantile(q: float, bounds: Sequence[float], cum: list[float]
     rank -= cum[b - 1]
     if count <= 0:  # cannot happen after the search, kept for safety
         return end, None
-    return start + (end - start) * (rank / count), None
+    # never past the bucket's own bound: start + (end - start) * 1.0 can round one ulp above
+    # end, above the next quantile's value interpolated from just above end
+    return min(end, start + (end - start) * (rank / count)), None
 
 
 def hist_quantiles(bounds: Sequence[float], cumulative: Sequence[float], total_sum: float,
@@ -348,6 +370,9 @@ class ModelWindow:
     """Δaccepted/Δdraft tokens of speculative decoding (None: not reported, or no drafts)."""
     finished: dict[str, float] | None = None
     """Finished requests by reason counted over the window (None = not reported)."""
+    achieved: dict[str, float | None] = field(default_factory=dict)
+    """``EST_RATE_KEYS`` fields, only while the engine counts (``est_counting``); else
+    empty."""
 
 
 def _present(
@@ -421,6 +446,13 @@ def _finished_rate(samples: Sequence[tuple[float, ModelSample]], reason: str) ->
     return None if pts is None else counter_rate(pts)
 
 
+def est_counting(m: ModelSample) -> bool:
+    """True when the engine counts its FLOPs and bytes: a counter reported and above 0
+    since the process started (0 all along is vLLM without ``--enable-mfu-metrics``)."""
+    c = m.counters
+    return any(c.get(k, 0.0) > 0 for k in EST_RATE_KEYS.values())
+
+
 def derive_window(samples: Sequence[tuple[float, ModelSample]],
                   hist_keys: Collection[str] | None = None) -> ModelWindow:
     """Windowed rates, quantiles, prefix hit rate and finish reasons of one model.
@@ -435,6 +467,9 @@ def derive_window(samples: Sequence[tuple[float, ModelSample]],
     last = samples[-1][1]
     for name, key in RATE_KEYS.items():
         out.rates[name] = _rate(samples, key)
+    if est_counting(last):
+        for name, key in EST_RATE_KEYS.items():
+            out.achieved[name] = _rate(samples, key)
     reasons = list(last.counters_by.get("finished", {}))
     if out.rates["requests_per_s"] is None and "requests" not in last.counters and reasons:
         parts = [_finished_rate(samples, r) for r in reasons]

@@ -3,6 +3,17 @@
 The store hands over the samples of one process (one restart epoch) inside the window; this
 module turns them into rows with windowed rates/quantiles and lifetime values. It knows
 nothing of ``target.TargetHistory`` (``target.target_rows`` calls down into it).
+
+MBU and MFU are derived here, once, for direct and fleet mode alike (``fill_ratios``):
+
+* achieved FLOP/s and bytes/s per GPU come from the engine's own counters
+  (``derive.EST_RATE_KEYS``), None while it does not count them; ``mfu_hint`` then says how
+  to turn them on (vLLM and SGLang only: the engines that have the flag)
+* MBU = achieved read + write bytes/s / the peak bandwidth; MFU = achieved FLOP/s / the dense
+  peak; the peak is ``--gpu-peak`` or the table's row for the GPU the engine's processes sit
+  on (``gpu.peaks.engine_peak``); no peak -> None (an unknown GPU says so in ``mfu_hint``)
+* a row with ranks (data parallel: one engine core and GPU set each) gets the mean of its
+  ranks' per-GPU rates and ratios, not their sum
 """
 
 from __future__ import annotations
@@ -12,12 +23,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmtop.history.derive import TOKEN_HISTS, derive_lifetime, derive_window
+from llmtop.config import GpuPeak
+from llmtop.gpu.peaks import engine_peak
+from llmtop.history.derive import (
+    EST_RATE_KEYS,
+    MFU_HINTS,
+    TOKEN_HISTS,
+    derive_lifetime,
+    derive_window,
+)
 from llmtop.history.kv_rows import fill_kv_values
 from llmtop.model import HIST_KEYS, EngineRow, EngineSample, GpuRecord, Hist, ModelSample
 
 __all__ = ["ROW_HISTS", "Entry", "Lifetime", "build_model_row", "clean_gpu", "clean_sample",
-           "fill_gauges", "series_value", "share_with"]
+           "fill_achieved", "fill_gauges", "fill_ratios", "series_value", "share_with"]
 
 ROW_HISTS: dict[str, str] = {k: (k if k in TOKEN_HISTS else f"{k}_s") for k in HIST_KEYS}
 """Histogram key -> ``EngineRow`` field of its windowed quantiles (``ttft`` -> ``ttft_s``,
@@ -229,7 +248,59 @@ def build_model_row(
     newest = window[-1]
     row.lifetime = Lifetime(last, newest.sample.start_time, newest.t_wall)
     fill_kv_values(row, pts)
+    fill_achieved(row, w.achieved)
     return row
+
+
+def fill_achieved(row: EngineRow, achieved: Mapping[str, float | None]) -> None:
+    """The row's achieved FLOP/s and bytes/s per GPU (``derive.EST_RATE_KEYS`` fields; empty:
+    the engine does not count them, and ``mfu_hint`` says how to turn them on)."""
+    if not achieved:
+        for name in EST_RATE_KEYS:
+            setattr(row, name, None)
+        row.achieved_bytes_per_s = None
+        row.mfu_hint = MFU_HINTS.get(row.engine or "")
+        return
+    for name in EST_RATE_KEYS:
+        setattr(row, name, achieved.get(name))
+    r, w = row.achieved_read_bytes_per_s, row.achieved_write_bytes_per_s
+    row.achieved_bytes_per_s = r + w if r is not None and w is not None else None
+    row.mfu_hint = None
+
+
+def _ratio(value: float | None, peak: float | None) -> float | None:
+    return value / peak if value is not None and peak else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known and len(known) == len(values) else None
+
+
+def fill_ratios(rows: Sequence[EngineRow], gpus: Sequence[GpuRecord],
+                override: GpuPeak | None = None) -> None:
+    """MBU, MFU and ``gpu_peak`` of every row and rank (in place), after the rows are built:
+    the peak from ``override`` or the table's row for the engine's GPUs; a row with ranks
+    takes the mean of its ranks' achieved rates first."""
+    for row in rows:
+        if row.ranks and (row.achieved_bytes_per_s is not None
+                          or row.achieved_flops_per_s is not None):
+            for name in (*EST_RATE_KEYS, "achieved_bytes_per_s"):
+                setattr(row, name, _mean([getattr(rr, name) for rr in row.ranks]))
+        peak, note = engine_peak(row.target, gpus, override)
+        for r in (row, *row.ranks):
+            r.gpu_peak = _peak_json(peak)
+            r.mbu = _ratio(r.achieved_bytes_per_s, peak.bytes_per_s if peak else None)
+            r.mfu = _ratio(r.achieved_flops_per_s, peak.flops if peak else None)
+            if note and r.mfu_hint is None and r.achieved_bytes_per_s is not None:
+                r.mfu_hint = note
+
+
+def _peak_json(peak: GpuPeak | None) -> dict[str, Any] | None:
+    if peak is None:
+        return None
+    return {"gpu": peak.gpu, "bytes_per_s": peak.bytes_per_s, "flops": peak.flops,
+            "source": peak.source}
 
 
 def series_value(row: EngineRow, name: str) -> float | None:

@@ -20,6 +20,7 @@ from llmtop.config import Config, Target
 from llmtop.errors import ConfigError
 from llmtop.gpu.reasons import unavailable_line
 from llmtop.history.derive import restart_reason
+from llmtop.history.logs import LOG_LINES_DEFAULT, LogBook, state_text
 from llmtop.history.parsing import (
     Detector,
     Normalizer,
@@ -30,7 +31,14 @@ from llmtop.history.parsing import (
 )
 from llmtop.history.request_window import RequestWindow, ingest_body
 from llmtop.history.routers import RouterBook, is_router
-from llmtop.history.rows import Entry, clean_gpu, clean_sample, series_value, share_with
+from llmtop.history.rows import (
+    Entry,
+    clean_gpu,
+    clean_sample,
+    fill_ratios,
+    series_value,
+    share_with,
+)
 from llmtop.history.series import EventLog, SeriesBook, tail
 from llmtop.history.sidepolls import ingest_side
 from llmtop.history.target import TargetHistory, identity_version, state_word, target_rows
@@ -102,8 +110,6 @@ class Store:
         self._gpu_series = SeriesBook(n)
         self._prev_gpu_error: str | None = None
         self._gen = 0
-        self.last_logs: dict[str, RawLog] = {}
-        """The latest ``RawLog`` per target (``add_log``)."""
         self._cache: tuple[tuple[Any, ...], Snapshot] | None = None
         self._over: tuple[tuple[Any, ...], tuple[list[EngineRow], list[RouterRow]]] | None = None
         self.commit_hooks: list[Callable[[Snapshot, float, float], None]] = []
@@ -124,6 +130,9 @@ class Store:
         """Single requests from the engines' spans, in-flight ones, cold starts."""
         self.routers = RouterBook()
         """The routers' roles per backend, rows and backend URLs (``history.routers``)."""
+        # Config.log_lines comes with the log follower's options; until then the default
+        self.logs = LogBook(getattr(config, "log_lines", None) or LOG_LINES_DEFAULT)
+        """Each engine's kept log events, counts and explaining line (``history.logs``)."""
 
     # ------------------------------------------------------------------ targets
 
@@ -159,6 +168,7 @@ class Store:
         self._gen += 1
         for book in (self._targets, self._urls, self._hosts, self._engine_hints):
             book.pop(name, None)
+        self.logs.forget(name)
         self._series.forget(f"{name}|")
 
     def targets(self) -> list[str]:
@@ -276,6 +286,7 @@ class Store:
             if reason is not None:
                 ts.epoch += 1
                 ts.restart_mono = raw.t_mono
+                self.logs.restarted(ts.name, ts.recent[-1].t_wall, raw.t_wall)
                 ts.wants_identity = True
                 self.event("warn", ts.name, f"RESTARTED ({reason})", t_wall=raw.t_wall)
         if not ts.seen:
@@ -294,11 +305,6 @@ class Store:
         ts.set_status("ok", None, raw.http_status)
         ts.last_ok_mono = raw.t_mono
 
-    def add_log(self, raw: RawLog) -> None:
-        """What a log follower read for one target since the last tick. Minimal: the latest
-        one is kept per target (the log history replaces this)."""
-        self.last_logs[raw.target] = raw
-
     def ingest_spans(self, raw: RawSpans) -> None:
         """One OTLP trace body into the request window, each request matched to its
         target (``history.request_window``). Never raises for bad input (it is counted)."""
@@ -306,6 +312,19 @@ class Store:
         self.note_time(raw.t_mono, raw.t_wall)
         targets = [(ts.name, ts.host, ts.engine) for ts in self._targets.values()]
         ingest_body(self.requests, raw, targets)
+
+    def add_log(self, raw: RawLog) -> None:
+        """Keep what a log follower read for one target (``history.logs``): its events,
+        drops, location and read error. Never raises for bad input."""
+        self._gen += 1
+        self.note_time(raw.t_mono, raw.t_wall)
+        self.logs.add(raw)
+
+    def seen(self, target: str, t_wall: float) -> None:
+        """The operator opened ``target``'s log at ``t_wall``: its errors until then are no
+        longer counted as new (``LogSummary.new_errors``)."""
+        self._gen += 1
+        self.logs.seen(target, t_wall)
 
     def ingest_gpus(self, sample: GpuSample) -> None:
         """Keep the latest GPU sample (NVML, demo, or its error)."""
@@ -351,6 +370,7 @@ class Store:
             gpus=self._gpus(),
             gpu_error=self._gpu.error if self._gpu is not None else None,
             routers=routers,
+            log_events=self.logs.events(),
         )
         if self.requests.active:
             snap.requests, snap.requests_window = self.requests.snapshot(window_s, tw)
@@ -366,6 +386,8 @@ class Store:
             return None
         t = t_mono if t_mono is not None else (self._now_mono or 0.0)
         rows = target_rows(ts, window_s, t, self.interval_s)
+        self._add_logs(ts, rows, window_s, self._now_wall or 0.0)
+        fill_ratios(rows, self._gpus(), self.config.gpu_peak)
         annotate_rows(rows, self.profiles, self._now_wall or 0.0, urls=self._urls)
         if self._cache is not None:  # router and role as the latest snapshot linked them
             linked = {e.key: e for e in self._cache[1].engines}
@@ -420,6 +442,7 @@ class Store:
                 continue  # not scraped yet: nothing happened, and nothing to recover from
             ts.prev_state = cur
             was_good = prev is None or prev in GOOD_STATES
+            said = self._log_cause_event(ts, row, t_wall, changed=prev != cur)
             if cur in GOOD_STATES:
                 if not was_good:
                     self.event("info", name, f"recovered (was {state_word(prev, None)})",
@@ -430,7 +453,7 @@ class Store:
             level = "warn" if cur == "stale" else "error"
             text = state_word(cur, row.http_status)
             if cur == "stale":
-                text = "STALE: no fresh data"
+                text = f"STALE: {row.error}" if said else "STALE: no fresh data"
             elif row.error:
                 text = f"{text}: {row.error}"
             self.event(level, name, text, t_wall=t_wall)
@@ -440,6 +463,21 @@ class Store:
         elif self._prev_gpu_error and not err and self._gpu is not None and self._gpu.gpus:
             self.event("info", None, "GPU readings back", t_wall=t_wall)
         self._prev_gpu_error = err
+
+    def _log_cause_event(self, ts: TargetHistory, row: EngineRow, t_wall: float, *,
+                         changed: bool) -> bool:
+        """Name a bad state's explaining log line once per episode (``LogBook.to_say``):
+        True when the caller's state-change line carries it (in the row's reason)."""
+        last_good = ts.recent[-1].t_wall if ts.recent else None
+        said = self.logs.to_say(ts.name, row.state, last_good)
+        if said is None:
+            return False
+        if changed and row.state not in GOOD_STATES:
+            return True
+        self.event("error" if row.state != "restarted" else "warn", ts.name,
+                   f"{state_word(row.state, row.http_status)} — {state_text(None, said)}",
+                   t_wall=t_wall)
+        return False
 
     # ------------------------------------------------------------------ for the diagnosis
 
@@ -466,10 +504,21 @@ class Store:
 
     def _rows(self, window_s: float, t_mono: float, t_wall: float) -> list[EngineRow]:
         """Rows of every target over ``window_s``, with their capacity fields."""
-        rows = [r for ts in self._targets.values() if not is_router(ts)
-                for r in target_rows(ts, window_s, t_mono, self.interval_s)]
+        rows = []
+        for ts in self._targets.values():
+            if not is_router(ts):
+                mine = target_rows(ts, window_s, t_mono, self.interval_s)
+                self._add_logs(ts, mine, window_s, t_wall)
+                rows += mine
+        fill_ratios(rows, self._gpus(), self.config.gpu_peak)
         annotate_rows(rows, self.profiles, t_wall, urls=self._urls)
         return rows
+
+    def _add_logs(self, ts: TargetHistory, rows: list[EngineRow], window_s: float,
+                  t_wall: float) -> None:
+        """The rows' ``log``, and a bad state's explaining line in their reason."""
+        last_good = ts.recent[-1].t_wall if ts.recent else None
+        self.logs.annotate(ts.name, rows, window_s, t_wall, last_good)
 
     def router_rows(self, window_s: float, t_mono: float) -> list[RouterRow]:
         """One ``RouterRow`` per router target over ``window_s`` ending at ``t_mono``."""

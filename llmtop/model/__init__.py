@@ -20,7 +20,7 @@ Flow::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -464,6 +464,10 @@ class Snapshot:
     when llmtop receives no spans (``history.request_window``)."""
     requests_window: dict[str, Any] | None = None
     """The requests' summary, in-flight requests, cold starts and receiver counters."""
+    log_events: Mapping[str, Sequence[LogEvent]] = field(default_factory=dict)
+    """Per target, the engine's kept log events, oldest first (read-only; ``history.logs``),
+    for the log view; empty when no log is followed. ``to_json`` leaves them out (the row's
+    ``log`` summarises them)."""
 
     def to_json(self, version: str) -> dict[str, Any]:
         out = {

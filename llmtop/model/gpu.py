@@ -97,6 +97,9 @@ class GpuRecord:
     """Where the activity fields came from: ``gpm`` | ``dcgm`` | ``demo``; None: none."""
     activity_note: str | None = None
     """Why there are no activity fields, one line (``GPM: not supported on NVIDIA A100``)."""
+    mig_activity: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """Per MIG GPU instance (key: the instance id as text), the activity fields GPM measured
+    for it (``sm_active``, ``dram_active``... as above); empty outside MIG or without GPM."""
     throttle_time: dict[str, float] | None = None
     """Share of the last interval each clock limit held the clocks down (violation status:
     ``power``, ``thermal``, ...), 0..1."""
@@ -132,6 +135,7 @@ class GpuRecord:
             "activity_source": self.activity_source,
             "activity_note": self.activity_note,
             "throttle_time": self.throttle_time,
+            "mig_activity": self.mig_activity,
             "processes": [p.to_json() for p in self.processes],
             "source": self.source,
             "error": self.error,

@@ -1,9 +1,13 @@
 """NVIDIA DCGM exporter (``DCGM_FI_*``, port 9400) -> ``EngineSample.gpus`` (METRICS.md §12).
 
 One ``GpuRecord(source="dcgm")`` per GPU (``gpu`` label), in base units: utilisation 0..1,
-framebuffer MiB -> bytes, energy mJ -> J. DCGM blank sentinels become None. Fields without a
-``GpuRecord`` slot (DCP activity ratios, remapped rows, NVLink bandwidth...) go to
-``GpuRecord.extra`` under a short lower-case name (``gr_engine_active``, ``tensor_active``...).
+framebuffer MiB -> bytes, energy mJ -> J. DCGM blank sentinels become None.
+The profiling (DCP) fields that measure real activity land in the named activity fields
+(``ACTIVITY``: ratios 0..1 as DCGM gives them, NVLink bytes/s; ``activity_source="dcgm"``);
+a MIG instance's (``GPU_I_ID`` label) go to ``GpuRecord.mig_activity`` under its id, never
+into the whole GPU's. Fields without a ``GpuRecord`` slot (graphics-engine and FP32/FP64
+pipe activity, remapped rows...) go to ``GpuRecord.extra`` under a short lower-case name
+(``gr_engine_active``, ``fp32_active``...).
 Kubernetes pod mapping labels become ``GpuProcess(pid=None, name="namespace/pod/container")``.
 """
 
@@ -16,7 +20,7 @@ from llmtop.parse.common import identity_host, identity_version
 from llmtop.parse.exposition import ParseError, Sample, parse
 from llmtop.parse.gpu_common import clean, decode_throttle
 
-__all__ = ["normalize"]
+__all__ = ["ACTIVITY", "normalize"]
 
 _MIB = 2**20
 
@@ -47,6 +51,18 @@ _FIELDS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_uncorrected", 1.0),
     "DCGM_FI_DEV_XID_ERRORS": ("xid", 1.0),
 }
+# DCGM profiling field -> GpuRecord activity field (dcgm_fields.h 1002-1005, 1008, 1011,
+# 1012; dcgm-exporter etc/dcp-metrics-included.csv lists them, SM_ACTIVE and SM_OCCUPANCY
+# commented out by default). Ratios are 0..1 already; NVLink is bytes per second.
+ACTIVITY: dict[str, str] = {
+    "DCGM_FI_PROF_SM_ACTIVE": "sm_active",
+    "DCGM_FI_PROF_SM_OCCUPANCY": "sm_occupancy",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "fp16_active",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": "nvlink_tx_bytes_s",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": "nvlink_rx_bytes_s",
+}
 _INT_FIELDS = frozenset(
     {"mem_used_bytes", "mem_free_bytes", "mem_reserved_bytes", "mem_total_bytes"}
     | {"ecc_corrected", "ecc_uncorrected", "xid"}
@@ -68,7 +84,7 @@ def _extra_name(field: str) -> str:
 
 
 class _Gpu:
-    __slots__ = ("host", "index", "instances", "labels", "pods", "values")
+    __slots__ = ("activity", "host", "index", "instances", "labels", "pods", "values")
 
     def __init__(self, host: str, index: int, labels: dict[str, str]) -> None:
         self.host = host
@@ -76,6 +92,7 @@ class _Gpu:
         self.labels = labels
         self.values: dict[str, float] = {}  # field -> value from the whole-GPU series
         self.instances: dict[str, dict[str, float]] = {}  # MIG instance -> field -> value
+        self.activity: dict[str, dict[str, float]] = {}  # GPU_I_ID -> ACTIVITY field -> value
         self.pods: list[str] = []
 
 
@@ -107,6 +124,8 @@ def normalize(
                 prof = s.labels.get("GPU_I_PROFILE", "")
                 key = f"{prof} id {inst}".strip() if prof else f"id {inst}"
                 gpu.instances.setdefault(key, {})[name] = s.value
+                if name in ACTIVITY:
+                    gpu.activity.setdefault(inst, {})[name] = s.value
             else:
                 gpu.values[name] = s.value
     if not fams:
@@ -152,7 +171,7 @@ def _merge_instances(g: _Gpu) -> dict[str, float]:
     for inst in g.instances.values():
         for field, v in inst.items():
             c = clean(v)
-            if c is None:
+            if c is None or field in ACTIVITY:  # an instance's activity is not the GPU's
                 continue
             attr = _FIELDS.get(field, ("", 1.0))[0]
             if field in merged:
@@ -183,6 +202,8 @@ def _record(g: _Gpu) -> GpuRecord:
                 continue
             val = v * scale
             setattr(rec, attr, round(val) if attr in _INT_FIELDS else val)
+        elif field in ACTIVITY:
+            setattr(rec, ACTIVITY[field], _activity(field, v))
         elif field in _THROTTLE:
             if v is not None:
                 rec.throttle = decode_throttle(v)
@@ -193,8 +214,21 @@ def _record(g: _Gpu) -> GpuRecord:
         rec.mem_total_bytes = sum(p for p in parts if p is not None) + (
             rec.mem_reserved_bytes or 0
         )
+    for gi, fields in sorted(g.activity.items()):
+        rec.mig_activity[gi] = {ACTIVITY[f]: _activity(f, clean(v)) for f, v in fields.items()}
+    named = [getattr(rec, a) for a in ACTIVITY.values()]
+    mig = [v for d in rec.mig_activity.values() for v in d.values()]
+    if any(v is not None for v in named + mig):
+        rec.activity_source = "dcgm"
     if g.instances:
         rec.mig_mode = True
         rec.mig_instances = sorted(g.instances)
     rec.processes = [GpuProcess(pid=None, name=p, visible=False) for p in g.pods]
     return rec
+
+
+def _activity(field: str, v: float | None) -> float | None:
+    """A DCGM activity value: ratios within 0..1 (a negative one is garbage), rates >= 0."""
+    if v is None or v < 0:
+        return None
+    return v if field.endswith("_BYTES") else min(v, 1.0)

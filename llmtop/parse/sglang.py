@@ -31,6 +31,12 @@
   ``_sum``); requests ``num_requests_total``; aborted ``num_aborted_requests_total``. A real
   server shows a labelled counter only after its first increment: where the scheduler's
   ``num_retracted_reqs`` gauge is exported, an absent retraction or abort counter is 0
+* the engine's own FLOP/byte count (``--enable-metrics --enable-mfu-metrics``;
+  ``srt/observability/metrics_collector.py``, 0.5.23: ``increment_estimated_perf``):
+  ``estimated_flops_per_gpu_total``/``_read_bytes_``/``_write_bytes_`` -> ``est_flops``/
+  ``est_read_bytes``/``est_write_bytes``. Each series appears on its first increment: absent
+  with the flag off, and before the first request with it on (then ``/server_info``'s
+  ``enable_mfu_metrics`` makes them 0)
 * ttft ``time_to_first_token_seconds``; itl ``inter_token_latency_seconds``; tpot
   ``request_time_per_output_token_seconds``, else the old ``time_per_output_token_seconds``;
   e2e ``e2e_request_latency_seconds``; queue ``queue_time_seconds``; prompt_len/gen_len
@@ -78,6 +84,11 @@ _COUNTERS = {
     "num_requests": "requests",
     "num_aborted_requests": "aborted",
 }
+_ESTIMATED = {
+    "estimated_flops_per_gpu": "est_flops",
+    "estimated_read_bytes_per_gpu": "est_read_bytes",
+    "estimated_write_bytes_per_gpu": "est_write_bytes",
+}
 _PREEMPT = ("num_retracted_requests", "num_retractions")
 _RETRACTED_NOW = "num_retracted_reqs"
 _REALTIME = "realtime_tokens"
@@ -98,6 +109,7 @@ WANTED = frozenset(
     for n in (
         *_GAUGES,
         *_COUNTERS,
+        *_ESTIMATED,
         *_PREEMPT,
         _RETRACTED_NOW,
         _REALTIME,
@@ -162,6 +174,7 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
         put("gauges", gkey, group_values(families.get(_P + fam_name), _key, suffix="", agg=agg))
     for fam_name, ckey in _COUNTERS.items():
         put("counters", ckey, group_values(families.get(_P + fam_name), _key))
+    _estimated(families, put)
     realtime = families.get(_P + _REALTIME)
     if realtime is not None and realtime.samples:
         decode = _modes(realtime, ("decode",))
@@ -196,6 +209,15 @@ def normalize_families(families: dict[str, Family]) -> EngineSample:
     set_role(families, parts)  # a Dynamo worker passing SGLang's series through
 
     return assemble("sglang", parts)
+
+
+def _estimated(families: dict[str, Family], put: Any) -> None:
+    """The FLOP/byte counters; each series appears on its first increment, so in a group
+    that has one of the three, an absent one is 0."""
+    vals = {ckey: group_values(families.get(_P + n), _key) for n, ckey in _ESTIMATED.items()}
+    seen = {k for v in vals.values() for k in v}
+    for ckey, v in vals.items():
+        put("counters", ckey, dict.fromkeys(seen, 0.0) | v)
 
 
 def _modes(fam: Family, modes: tuple[str, ...]) -> dict[Key, float]:
@@ -237,7 +259,17 @@ def normalize(
     if limit is not None:
         for m in sample.models:
             m.gauges.setdefault("max_running", limit)
+    if _identity_mfu_on(identity):  # on, but nothing counted yet: 0, not "off"
+        for m in (*sample.models, *sample.ranks):
+            for ckey in _ESTIMATED.values():
+                m.counters.setdefault(ckey, 0.0)
     return sample
+
+
+def _identity_mfu_on(identity: dict[str, Any] | None) -> bool:
+    """``/server_info`` says the server counts FLOPs and bytes (``enable_mfu_metrics``)."""
+    info = (identity or {}).get("sglang")
+    return isinstance(info, dict) and info.get("enable_mfu_metrics") is True
 
 
 def _identity_max_running(identity: dict[str, Any] | None) -> float | None:

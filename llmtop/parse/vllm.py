@@ -20,6 +20,10 @@ first present wins:
 * spec decode (V1, and V0's counters): ``spec_decode_num_drafts``/``_num_draft_tokens``/
   ``_num_accepted_tokens`` -> ``spec_drafts``/``spec_draft_tokens``/``spec_accepted_tokens``;
   V0's gauge ``spec_decode_draft_acceptance_rate`` -> ``spec_accept_rate_gauge``
+* the engine's own FLOP/byte count (0.32+, ``vllm/v1/metrics/perf.py``):
+  ``estimated_flops_per_gpu_total``/``_read_bytes_``/``_write_bytes_`` -> ``est_flops``/
+  ``est_read_bytes``/``est_write_bytes``; exported at 0 without ``--enable-mfu-metrics``
+  (a real 0.32 server), so 0 is kept here and ``history`` tells "off" from "idle"
 
 Labels: the model is ``model_name`` (Triton's vLLM backend: ``model``); data-parallel ranks are
 ``engine``. ``models`` holds one aggregate per model; ``ranks`` the per-rank samples when the
@@ -70,6 +74,9 @@ _COUNTERS = {
     "spec_decode_num_drafts": "spec_drafts",
     "spec_decode_num_draft_tokens": "spec_draft_tokens",
     "spec_decode_num_accepted_tokens": "spec_accepted_tokens",
+    "estimated_flops_per_gpu": "est_flops",
+    "estimated_read_bytes_per_gpu": "est_read_bytes",
+    "estimated_write_bytes_per_gpu": "est_write_bytes",
 }
 _HISTS: dict[str, tuple[str, ...]] = {
     "ttft": ("time_to_first_token_seconds",),

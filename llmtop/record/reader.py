@@ -16,10 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtop.errors import RecordingError
-from llmtop.model import SCRAPE_METRICS, GpuProcess, GpuRecord, GpuSample, RawScrape, RawSpans
+from llmtop.model import (
+    SCRAPE_METRICS,
+    GpuProcess,
+    GpuRecord,
+    GpuSample,
+    RawLog,
+    RawScrape,
+    RawSpans,
+)
 from llmtop.record import delta
 from llmtop.record.frames import FrameScan, scan_frames
 from llmtop.record.legacy import KINDS_FLAG, kind_from_url
+from llmtop.record.logs import log_item
 
 __all__ = ["Recording", "Tick", "spans_item"]
 
@@ -32,7 +41,7 @@ class Tick:
     t_wall: float
 
 
-Item = RawScrape | GpuSample | Tick | RawSpans
+Item = RawScrape | GpuSample | Tick | RawSpans | RawLog
 
 
 def spans_item(rec: dict[str, Any]) -> RawSpans:
@@ -180,3 +189,5 @@ class Recording:
                 yield Tick(t_mono=r["m"], t_wall=r["w"])
             elif kind == "o":
                 yield spans_item(r)
+            elif kind == "l":
+                yield log_item(r)

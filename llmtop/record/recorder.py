@@ -1,8 +1,9 @@
 """Write raw scrapes and GPU samples to a recording (see ``frames`` for the file layout).
 
 What is stored is the raw input: each scrape's status, timestamps and body (a keyframe,
-or a ``delta`` against the previous body of that target), each GPU sample, and a marker
-per monitor tick. Replay feeds these back through the same parsing and derivation code.
+or a ``delta`` against the previous body of that target), each GPU sample, each engine log
+read (``record.logs``: redacted, prompts dropped unless asked), and a marker per monitor
+tick. Replay feeds these back through the same parsing and derivation code.
 
 The file is cut into segments (default 5 min). Each segment starts with a keyframe per
 target, so the oldest segments can be dropped to honour ``retention_s`` and
@@ -26,18 +27,22 @@ from llmtop import __version__
 from llmtop.capacity import load_profiles
 from llmtop.config import Config
 from llmtop.errors import ConfigError, RecordingError
-from llmtop.model import SCRAPE_METRICS, GpuSample, RawScrape, RawSpans
+from llmtop.model import SCRAPE_METRICS, GpuSample, RawLog, RawScrape, RawSpans
 from llmtop.record import delta
 from llmtop.record.frames import MAGIC, FrameScan, append_frame, encode_frame, scan_frames
 from llmtop.record.legacy import KINDS_FLAG
+from llmtop.record.logs import log_record
 from llmtop.urls import netloc
 
-__all__ = ["SCHEMA", "Recorder", "parse_size", "safe_url"]
+__all__ = ["LOG_EVENTS_PER_SEGMENT", "SCHEMA", "Recorder", "parse_size", "safe_url"]
 
 SCHEMA = 1
 SPAN_BYTES_PER_SEGMENT = 32 * 1024 * 1024
 """Span bodies kept per segment (5 min), before compression; a flood beyond it is counted
 (a ``od`` record at the segment's end), not written."""
+LOG_EVENTS_PER_SEGMENT = 20_000
+"""Engine log events kept per segment (5 min), all targets together: a flood beyond it is
+counted in each later read's drops (``dr``), not written."""
 
 
 def safe_url(url: str) -> str:
@@ -109,6 +114,7 @@ class Recorder:
         segment_s: float = 300.0,
         clock: Any = time.time,
         header: dict[str, Any] | None = None,
+        keep_prompts: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self.retention_s = retention_s
@@ -125,6 +131,12 @@ class Recorder:
         """Span body bytes written in the current segment."""
         self.spans_dropped = 0
         """Span bodies not written in the current segment (over ``SPAN_BYTES_PER_SEGMENT``)."""
+        self.keep_prompts = keep_prompts
+        """Keep the prompts and outputs an engine logs (``record --keep-prompts``)."""
+        self.log_events = 0
+        """Log events written in the current segment."""
+        self.log_dropped = 0
+        """Log events not written in the current segment (over ``LOG_EVENTS_PER_SEGMENT``)."""
         self._header = {
             "k": "header", "schema": SCHEMA, "llmtop": __version__,
             "host": socket.gethostname(), "interval": config.interval_s,
@@ -134,6 +146,10 @@ class Recorder:
                          **({"container": t.container.to_json()} if t.container else {})}
                         for t in config.targets],
         }
+        if config.gpu_peak is not None:  # --gpu-peak: the replay divides by the same peak
+            p = config.gpu_peak
+            self._header["gpu_peak"] = {"bytes_per_s": p.bytes_per_s, "flops": p.flops,
+                                        "source": p.source}
         if header:  # fleet mode: schema 2, mode "fleet", the server (llmtop/fleet/record.py)
             self._header.update(header)
         elif profiles := recorded_profiles(config):
@@ -179,19 +195,22 @@ class Recorder:
             raise RecordingError(f"cannot write {self.path}: {exc.strerror}") from exc
 
     # -- input --------------------------------------------------------------------------
-    def __call__(self, item: RawScrape | GpuSample | RawSpans) -> None:
+    def __call__(self, item: RawScrape | GpuSample | RawSpans | RawLog) -> None:
         if isinstance(item, RawScrape):
             self.scrape(item)
         elif isinstance(item, GpuSample):
             self.gpus(item)
         elif isinstance(item, RawSpans):
             self.spans(item)
+        elif isinstance(item, RawLog):
+            self.log(item)
 
     def _maybe_roll(self, t_wall: float) -> None:
         if not self._segments or t_wall - self._segments[-1].t_wall >= self.segment_s:
             if self.spans_dropped:
                 self._buf.append({"k": "od", "w": t_wall, "n": self.spans_dropped})
             self.span_bytes = self.spans_dropped = 0
+            self.log_events = self.log_dropped = 0
             self.flush()
             self._enforce_bounds(t_wall)
             self._segments.append(_Segment(os.path.getsize(self.path), t_wall))
@@ -225,6 +244,18 @@ class Recorder:
                                "tr": raw.transport, "b": base64.b64encode(raw.body).decode()}
         if raw.peer is not None:
             rec["p"] = raw.peer
+        self._buf.append(rec)
+        self._after(raw.t_wall)
+
+    def log(self, raw: RawLog) -> None:
+        """Record one log read (``record.logs``), within the segment's event budget: events
+        over it are added to the read's drops."""
+        self._maybe_roll(raw.t_wall)
+        room = max(0, LOG_EVENTS_PER_SEGMENT - self.log_events)
+        rec = log_record(raw, keep_prompts=self.keep_prompts, keep_events=room)
+        kept = len(rec["ev"])
+        self.log_events += kept
+        self.log_dropped += len(raw.events) - kept
         self._buf.append(rec)
         self._after(raw.t_wall)
 

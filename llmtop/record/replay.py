@@ -8,19 +8,22 @@ the playback controls the TUI binds (play/pause, speed, step, jump, seek).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 from llmtop.capacity import profiles_from_json
-from llmtop.config import Config, Target
+from llmtop.config import Config, GpuPeak, Target
 from llmtop.diagnose.findings import Finding
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.errors import RecordingError
 from llmtop.history.store import SERIES_WINDOW_S, Store
-from llmtop.model import Container, GpuSample, RawScrape, RawSpans, Snapshot
+from llmtop.model import Container, GpuSample, RawLog, RawScrape, RawSpans, Snapshot
+from llmtop.record.logs import log_item
 from llmtop.record.reader import Item, Recording, Tick, spans_item
 
 __all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "parse_when",
@@ -29,6 +32,10 @@ __all__ = ["SPEEDS", "ReplaySource", "config_from_header", "diagnosis_at", "pars
 SPEEDS = (1.0, 10.0, 60.0)
 LOOKBACK_S = 330.0
 """History fed before a seek target, so windows and sparklines have data (5 min + slack)."""
+LOG_LOOKBACK_S = 900.0
+"""Engine log reads fed before a seek target (or ``--once --at``'s ticks): the live store
+keeps each engine's last error past any window, so a ``DOWN`` that began up to this long
+before the moment still carries its log line in replay."""
 WINDOW_S = 10.0
 
 _OFFSET = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)\s*([smh]?)$")
@@ -54,7 +61,25 @@ def config_from_header(rec: Recording, base: Config | None = None) -> Config:
         for t in rec.header.get("targets", [])
     )
     interval = float(rec.header.get("interval") or base.interval_s)
-    return dataclasses.replace(base, targets=targets, interval_s=interval, discover=False)
+    peak = base.gpu_peak if base.gpu_peak is not None else _recorded_peak(rec.header)
+    return dataclasses.replace(base, targets=targets, interval_s=interval, discover=False,
+                               gpu_peak=peak)
+
+
+def _recorded_peak(header: dict[str, Any]) -> GpuPeak | None:
+    """The ``--gpu-peak`` the recording was made with (``replay --gpu-peak`` wins); a
+    malformed entry is ignored (the table's peaks then apply)."""
+    d = header.get("gpu_peak")
+    if not isinstance(d, dict):
+        return None
+    vals = [d.get("bytes_per_s"), d.get("flops")]
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and math.isfinite(v) and v > 0) for v in vals) or vals == [None, None]:
+        return None
+    src = d.get("source")
+    return GpuPeak(bytes_per_s=None if vals[0] is None else float(vals[0]),
+                   flops=None if vals[1] is None else float(vals[1]),
+                   source=src if isinstance(src, str) and src else "recorded --gpu-peak")
 
 
 def parse_when(text: str, rec: Recording, position: float | None = None) -> float:
@@ -108,6 +133,15 @@ def _feed(store: Store, item: Item) -> None:
         store.commit(item.t_mono, item.t_wall)
     elif isinstance(item, RawSpans):
         store.ingest_spans(item)
+    elif isinstance(item, RawLog):
+        store.add_log(item)
+
+
+def _feed_logs(store: Store, rec: Recording, start: int, stop: int) -> None:
+    """Feed the log reads (``l`` records) among ``records[start:stop]``."""
+    for r in rec.records[max(0, start):stop]:
+        if r.get("k") == "l":
+            store.add_log(log_item(r))
 
 
 def _identities(rec: Recording, stop: int) -> dict[str, dict]:
@@ -151,11 +185,15 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     ids = _identities(rec, prev_a + 1)
     for item in _latest_before(rec, prev_a + 1, b_idx + 1, b["w"] - LOOKBACK_S):
         _feed(store, _with_identity(item, ids))
+    # the engines' log lines before the window: the live store still holds them
+    _feed_logs(store, rec, rec.index_at(b["w"] - LOG_LOOKBACK_S), prev_a + 1)
     for item in rec.items(prev_a + 1, a_idx + 1):
         _feed(store, _with_identity(item, ids))
-    for i in range(a_idx + 1, prev_b + 1):  # the spans received between the two ticks
+    for i in range(a_idx + 1, prev_b + 1):  # the spans and log lines between the two ticks
         if rec.records[i].get("k") == "o":
             _feed(store, spans_item(rec.records[i]))
+        elif rec.records[i].get("k") == "l":
+            store.add_log(log_item(rec.records[i]))
     for item in rec.items(prev_b + 1, b_idx + 1):
         _feed(store, _with_identity(item, ids))
     elapsed = b["m"] - a["m"]
@@ -240,6 +278,8 @@ class ReplaySource:
         self.store = replay_store(self.rec, self.config)
         attach_diagnosis(self.store)
         self._next = self.rec.index_at(t_wall - LOOKBACK_S)
+        _feed_logs(self.store, self.rec, self.rec.index_at(t_wall - LOG_LOOKBACK_S),
+                   self._next)
         self._ids = _identities(self.rec, self._next)
         self._it = None
         self._feed_until(t_wall)

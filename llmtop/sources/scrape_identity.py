@@ -46,7 +46,7 @@ _OWNED_BY = {
 _SGLANG_KEYS = (
     "version", "model_path", "served_model_name", "tp_size", "dp_size", "pp_size",
     "max_running_requests", "max_total_num_tokens", "context_length", "page_size",
-    "chunked_prefill_size", "enable_metrics",
+    "chunked_prefill_size", "enable_metrics", "enable_mfu_metrics",
 )
 _TGI_KEYS = (
     "model_id", "model_sha", "model_dtype", "max_concurrent_requests", "max_input_tokens",

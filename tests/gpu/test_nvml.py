@@ -717,3 +717,12 @@ def test_with_the_driver_library_pynvml_is_loaded(monkeypatch):
     monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: object())
     s = nvml_mod.NvmlSampler()
     assert s._load() is sys.modules["pynvml"]
+
+
+def test_a_binding_without_gpm_says_so_and_nothing_else_changes():
+    """An nvidia-ml-py without the GPM functions (this fake has none): a note, no crash."""
+    _fake, s, _ = make([FakeDevice()])
+    g = s.sample().gpus[0]
+    assert g.error is None and g.util is not None
+    assert g.activity_note == "GPM: not in this nvidia-ml-py (upgrade it for GPM)"
+    assert g.activity_source is None and g.sm_active is None and g.throttle_time is None

@@ -132,3 +132,29 @@ def test_real_memory_allocation_shows_as_our_process(nvml):
     if not mine:
         pytest.skip("pid not visible (container PID namespace?)")
     assert mine[0].visible and (mine[0].used_bytes or 0) >= 256 * 1024**2
+
+
+def test_real_gpm_activity_or_its_note(nvml):
+    """Hopper and newer: GPM fills the activity fields over a window of > 100 ms; older GPUs
+    (or a refused call) say why in ``activity_note``. Prints what the card answered."""
+    s = NvmlSampler()
+    try:
+        s.sample()
+        time.sleep(0.3)
+        out = s.sample()
+    finally:
+        s.close()
+    for g in out.gpus:
+        print(json.dumps({k: getattr(g, k) for k in (
+            "name", "util", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
+            "fp16_active", "pcie_tx_bytes_s", "nvlink_tx_bytes_s", "activity_source",
+            "activity_note", "throttle_time", "mig_activity")}, default=str))
+        assert g.error is None
+        if g.activity_source == "gpm" and not g.mig_mode:
+            assert g.activity_note is None
+            assert g.sm_active is not None and 0.0 <= g.sm_active <= 1.0
+            assert g.dram_active is not None and 0.0 <= g.dram_active <= 1.0
+        else:
+            assert g.activity_note and g.activity_note.startswith("GPM:")
+        if any(k in (g.name or "") for k in ("H100", "H200", "GH200", "B200", "GB200")):
+            assert g.activity_source == "gpm", g.activity_note

@@ -60,8 +60,10 @@ def test_edge_fixture_two_gpus():
     assert g0.pcie_tx_bytes_s == 52428800.0
     assert g0.pcie_rx_bytes_s == 1048576.0
     assert g0.extra["gr_engine_active"] == 0.912345
-    assert g0.extra["tensor_active"] == 0.412
-    assert "dram_active" not in g0.extra  # fp64 blank
+    assert g0.tensor_active == 0.412  # a named field now, no longer an extra
+    assert g0.dram_active is None  # fp64 blank
+    assert g0.activity_source == "dcgm"
+    assert "tensor_active" not in g0.extra and "dram_active" not in g0.extra
     assert g0.extra["enc_util"] == pytest.approx(0.05)
     assert g0.mig_mode is None
     assert g0.processes == []
@@ -110,3 +112,42 @@ def test_garbage_raises(body):
     with pytest.raises(ParseError):
         dcgm.normalize(body)
 
+
+
+def test_profiling_fields_land_in_the_named_activity_fields():
+    s = dcgm.normalize(fixture_text("dcgm-HANDMADE-prof-activity.txt"))
+    g0, g1 = s.gpus
+    assert g0.name == "NVIDIA A100-SXM4-80GB" and g0.util == 1.0
+    assert g0.activity_source == "dcgm"
+    assert g0.sm_active == 0.23  # DCGM ratios are 0..1 already
+    assert g0.sm_occupancy == 0.11
+    assert g0.tensor_active == 0.07
+    assert g0.dram_active == 0.81
+    assert g0.fp16_active == 0.02
+    assert g0.pcie_tx_bytes_s == 52428800.0
+    assert g0.nvlink_tx_bytes_s == 21474836480.0
+    assert g0.nvlink_rx_bytes_s is None  # the fp64 blank
+    assert g0.extra == {"gr_engine_active": 0.99, "fp32_active": 0.04}
+    assert g0.mig_activity == {}
+
+    # MIG: each GPU instance's activity under its id; the whole GPU's stays unknown
+    assert g1.mig_mode is True and g1.sm_active is None and g1.dram_active is None
+    assert g1.mig_activity == {
+        "1": {"sm_active": 0.6, "tensor_active": 0.3, "dram_active": 0.4},
+        "2": {"sm_active": 0.05, "dram_active": None},  # -0.5 is garbage, not a ratio
+    }
+    assert g1.activity_source == "dcgm"
+    assert g1.extra == {}
+
+
+def test_without_profiling_fields_there_is_no_activity_source():
+    g = dcgm.normalize(fixture_text("dcgm-exporter-readme.txt")).gpus[0]
+    assert g.activity_source is None and g.sm_active is None and g.mig_activity == {}
+
+
+def test_a_ratio_over_one_is_held_at_one():
+    text = fixture_text("dcgm-HANDMADE-prof-activity.txt")
+    old = next(ln for ln in text.splitlines() if ln.startswith("DCGM_FI_PROF_DRAM_ACTIVE{")
+               and 'gpu="0"' in ln)
+    g0 = dcgm.normalize(text.replace(old, old.rsplit(" ", 1)[0] + " 1.02")).gpus[0]
+    assert g0.dram_active == 1.0
