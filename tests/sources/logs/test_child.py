@@ -130,3 +130,25 @@ class _Env:
 
     def flush(self, now: float) -> list:
         return []
+
+
+def test_a_cmd_log_is_its_commands_output_run_without_a_shell(tmp_path: Path) -> None:
+    from llmtop.discovery.logs import configured
+
+    script = tmp_path / "emit.py"
+    script.write_text("import sys, time\nprint('from the command', sys.argv[1], flush=True)\n"
+                      "time.sleep(600)\n")
+    where = configured(f"cmd:{sys.executable} {script} $HOME", "vllm")  # no shell expands it
+    assert where.kind == "command"
+    f = Follower(lambda fmt, env: _Env(env), thread=False)
+    f.follow("t", where)
+    got: list[str] = []
+    deadline = time.monotonic() + 15
+    while not got and time.monotonic() < deadline:
+        f.poll()
+        got = [e.headline for r in f.drain() for e in r.events]
+        time.sleep(0.02)
+    assert got == ["plain:from the command $HOME"]
+    child = f._watches["t"].reader.child  # type: ignore[union-attr]
+    f.close()
+    assert child is not None and _gone(child.pid)
