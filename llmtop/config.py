@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from llmtop.model import Container
 
-__all__ = ["DEFAULT_INTERVAL_S", "Config", "GpuPeak", "PrometheusConfig", "Target", "Thresholds"]
+__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_LOG_LINES", "Config", "GpuPeak", "PrometheusConfig",
+           "Target", "Thresholds"]
 
 DEFAULT_INTERVAL_S = 1.0
+DEFAULT_LOG_LINES = 2000
+"""Log events kept per engine unless the config says otherwise (``log_lines``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +148,11 @@ class Config:
     capacity_file: str | None = None
     """``--capacity FILE``: the capacity profiles of that report or profile only, instead
     of the ones saved in the state folder (``docs/capacity.md``)."""
+    logs: bool = True
+    """Find and follow each engine's log (``--no-logs``, config ``logs = false``: off)."""
+    log_lines: int = DEFAULT_LOG_LINES
+    """Log events kept per engine (config ``log_lines``): the bound of what is queued between
+    ticks and of what the store keeps."""
+    log_paths: tuple[tuple[str, str], ...] = ()
+    """``--log TARGET=PATH`` naming no given target: (TARGET, PATH) for the engines a search
+    finds (``discovery.logs.override_for``)."""

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from llmtop.config import DEFAULT_INTERVAL_S, Config, GpuPeak, Target, Thresholds
+from llmtop.config import DEFAULT_INTERVAL_S, DEFAULT_LOG_LINES, Config, GpuPeak, Target, Thresholds
 from llmtop.errors import ConfigError
 from llmtop.model import ENGINES
 from llmtop.model.stack import ROUTERS
@@ -50,6 +50,8 @@ _TOP_KEYS = {
     "insecure",
     "discover",
     "targets",
+    "logs",
+    "log_lines",
     "gpu_peak",
 }
 _TARGET_KEYS = {
@@ -62,6 +64,7 @@ _TARGET_KEYS = {
     "api_key",
     "insecure",
     "timeout",
+    "log",
 }
 
 
@@ -168,6 +171,8 @@ def _file_target(
         changes["metrics_path"] = mp if mp.startswith("/") else "/" + mp
     if "name" in raw:
         changes["name"] = _str(where, "name", raw["name"])
+    if "log" in raw:
+        changes["log"] = _str(where, "log", raw["log"])
     if "headers" in raw:
         hdrs = raw["headers"]
         if not isinstance(hdrs, dict) or not all(
@@ -267,6 +272,9 @@ def build_config(
         verify = not _bool(where, "insecure", data["insecure"])
     if "discover" in data:
         discover = _bool(where, "discover", data["discover"])
+    logs = _bool(where, "logs", data["logs"]) if "logs" in data else True
+    log_lines = _log_lines(where, data["log_lines"]) if "log_lines" in data else \
+        DEFAULT_LOG_LINES
     if "api_key_env" in data:
         api_key = _key_from_env(where, data["api_key_env"], env)
     elif "api_key" in data:
@@ -297,6 +305,8 @@ def build_config(
         verify = False
     if arg("no_discover", False):
         discover = False
+    if arg("no_logs", False):
+        logs = False
 
     # --- targets ----------------------------------------------------------------------
     raw_targets = data.get("targets", [])
@@ -314,6 +324,7 @@ def build_config(
         targets.append(t)
     for spec in arg("targets") or ():
         targets.append(parse_target(spec, timeout_s=timeout, verify_tls=verify))
+    targets, log_paths = _log_flags(arg("log") or (), targets)
 
     prometheus = None
     if arg("prometheus") or "prometheus" in data:  # fleet mode's modules only where asked
@@ -341,4 +352,39 @@ def build_config(
         discover=discover,
         verify_tls=verify,
         api_key=api_key,
+        logs=logs,
+        log_lines=log_lines,
+        log_paths=log_paths,
     )
+
+
+def _log_lines(where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise ConfigError(f"{where}: 'log_lines' must be a whole number from 1 to 1000000")
+    return value
+
+
+def _log_flags(specs: Any, targets: list[Target]) -> tuple[list[Target], tuple[tuple[str, str],
+                                                                                ...]]:
+    """``--log TARGET=PATH``: the given target it names gets the log; the others are kept
+    for the engines a search finds."""
+    if not specs:
+        return targets, ()
+    from llmtop.discovery.logs import override_for
+
+    pairs: list[tuple[str, str]] = []
+    for spec in specs:
+        name, eq, path = str(spec).partition("=")
+        if not eq or not name.strip() or not path.strip():
+            raise ConfigError(f"--log {spec!r}: expected TARGET=PATH (or TARGET=cmd:COMMAND)")
+        pairs.append((name.strip(), path.strip()))
+    used: set[int] = set()
+    out = []
+    for t in targets:
+        for i, pair in enumerate(pairs):
+            if override_for(t, (pair,)) is not None:
+                t = replace(t, log=pair[1])
+                used.add(i)
+                break
+        out.append(t)
+    return out, tuple(p for i, p in enumerate(pairs) if i not in used)

@@ -1,5 +1,6 @@
-"""Bases for the monitor's test collaborators: every method of ``monitor.ports.Scraper`` and
-``gpu.GpuSampler``, doing nothing; a fake overrides what its test is about."""
+"""Bases for the monitor's test collaborators: every method of ``monitor.ports.Scraper``,
+``gpu.GpuSampler`` and ``monitor.ports.LogFollower``, doing nothing; a fake overrides what
+its test is about (``FakeLogs`` records what it was told and drains what a test queued)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from typing import Any
 
 from llmtop import clock
 from llmtop.config import Target
-from llmtop.model import SCRAPE_HEALTH, SCRAPE_SLOTS, SCRAPE_WORKERS, GpuSample, RawScrape
+from llmtop.model import (
+    SCRAPE_HEALTH,
+    SCRAPE_SLOTS,
+    SCRAPE_WORKERS,
+    GpuSample,
+    LogLocation,
+    RawLog,
+    RawScrape,
+)
 
-__all__ = ["FakeSamplerBase", "FakeScraperBase"]
+__all__ = ["FakeLogs", "FakeSamplerBase", "FakeScraperBase"]
 
 
 def _unserved(target: Target, url: str, kind: str) -> RawScrape:
@@ -70,3 +79,29 @@ class FakeSamplerBase:
 
     async def aclose(self) -> None:
         self.close()
+
+
+class FakeLogs:
+    """A log follower that follows nothing: it records ``follow``/``forget``/``close`` and
+    drains the ``RawLog``s a test put in ``queued``."""
+
+    def __init__(self) -> None:
+        self.following: dict[str, LogLocation] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.queued: list[RawLog] = []
+        self.closed = False
+
+    def follow(self, target: str, where: LogLocation) -> None:
+        self.following[target] = where
+        self.calls.append(("follow", target))
+
+    def forget(self, target: str) -> None:
+        self.following.pop(target, None)
+        self.calls.append(("forget", target))
+
+    def drain(self) -> list[RawLog]:
+        out, self.queued = self.queued, []
+        return out
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,6 +1,6 @@
 """The monitor's collaborators keep their contracts (``monitor.ports``): every real scraper,
-GPU sampler and span receiver, and the test bases, have each method of their Protocol, async
-where the Protocol's is."""
+GPU sampler, span receiver and log follower, and the test bases, have each method of their
+Protocol, async where the Protocol's is."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 from llmtop.gpu import GpuSampler, NullSampler
 from llmtop.gpu.demo import DemoGpuSampler
 from llmtop.gpu.nvml import NvmlSampler
-from llmtop.monitor.ports import Scraper, SpanReceiver
+from llmtop.monitor.ports import LogFollower, Scraper, SpanReceiver
+from llmtop.sources.logs import Follower
 from llmtop.sources.otlp import OtlpReceiver
 from llmtop.sources.scrape import Scraper as HttpScraper
-from tests.monitor_fakes import FakeSamplerBase, FakeScraperBase
+from tests.monitor_fakes import FakeLogs, FakeSamplerBase, FakeScraperBase
 
 
 def _methods(proto: type) -> dict[str, bool]:
@@ -28,6 +29,7 @@ def _methods(proto: type) -> dict[str, bool]:
     (GpuSampler, NullSampler), (GpuSampler, DemoGpuSampler), (GpuSampler, NvmlSampler),
     (GpuSampler, FakeSamplerBase),
     (SpanReceiver, OtlpReceiver),
+    (LogFollower, Follower), (LogFollower, FakeLogs),
 ])
 def test_each_collaborator_has_every_method_of_its_protocol(proto: type, cls: type):
     want = _methods(proto)

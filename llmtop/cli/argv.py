@@ -1,5 +1,7 @@
 """Options anywhere: a subcommand word may follow options (``llmtop --api-key K record F``).
 
+Also the options every watching face shares: ``add_log_options`` (``--log``, ``--no-logs``).
+
 ``argparse`` wants the subcommand word first; these helpers move it there so that every
 command accepts its options before, between and after its positionals (the positionals
 themselves are parsed with ``parse_intermixed_args``).
@@ -10,10 +12,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Collection, Iterable
 
-__all__ = ["DASH_VALUE_OPTIONS", "glue_dash_values", "subcommand_first", "value_options"]
+__all__ = ["DASH_VALUE_OPTIONS", "add_log_options", "glue_dash_values", "subcommand_first",
+           "value_options"]
 
 DASH_VALUE_OPTIONS = ("--at",)
 """Options whose value may start with a dash (``--at -2h``: two hours ago)."""
+
+
+def add_log_options(p: argparse.ArgumentParser) -> None:
+    """``--log TARGET=PATH`` (repeatable) and ``--no-logs``: the engines' logs (docs/logs.md)."""
+    p.add_argument("--log", action="append", default=None, metavar="TARGET=PATH",
+                   help="follow this file as TARGET's log (or TARGET=cmd:COMMAND: its "
+                   "output); TARGET: a name, host:port or :port; repeat")
+    p.add_argument("--no-logs", action="store_true",
+                   help="do not find or follow the engines' logs")
 
 
 def glue_dash_values(argv: list[str], options: Collection[str] = DASH_VALUE_OPTIONS) -> list[str]:

@@ -25,7 +25,7 @@ log = logging.getLogger("llmtop.export")
 _SHARED = {"targets", "interval", "timeout", "config", "api_key", "insecure",
            "no_discover", "demo", "demo_scenario", "ttft_slo", "itl_slo", "capacity", "gpu_peak",
            "otlp_listen", "otlp_grpc_listen", "otlp_token_file", "otlp_no_auth",
-           "otlp_tls_cert", "otlp_tls_key"}
+           "otlp_tls_cert", "otlp_tls_key", "log", "no_logs"}
 _FLEET = {"prometheus", "match", "group_by", "prometheus_token_file", "prometheus_user",
           "prometheus_password_file", "prometheus_header", "prometheus_param",
           "prometheus_ca_file"}

@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="config file (default $XDG_CONFIG_HOME/llmtop/config.toml)")
     p.add_argument("--no-discover", action="store_true",
                    help="do not autodiscover engines when no target is given")
+    from llmtop.cli.argv import add_log_options
+
+    add_log_options(p)  # --log TARGET=PATH, --no-logs (docs/logs.md)
     fleet = p.add_argument_group("fleet mode (read a Prometheus-compatible server)")
     fleet.add_argument("--prometheus", default=None, metavar="URL",
                        help="Prometheus / VictoriaMetrics / Thanos / Mimir URL, path prefix "

@@ -50,6 +50,9 @@ def _record_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None, metavar="KEY")
     p.add_argument("--insecure", action="store_true")
     p.add_argument("--no-discover", action="store_true")
+    from llmtop.cli.argv import add_log_options
+
+    add_log_options(p)  # --log TARGET=PATH, --no-logs: the engines' logs are recorded too
     p.add_argument("--demo", action="store_true", help="record the built-in demo engines")
     p.add_argument("--demo-scenario", default=None, metavar="NAME")
     p.add_argument("--gpu-peak", default=None, metavar="GBPS,TFLOPS",

@@ -30,6 +30,8 @@ class Candidate:
     """Its container, pod or namespace (engines outside the host's network)."""
     api_port: int | None = None
     """A router's serving port when its metrics port differs (its worker list is there)."""
+    pid: int | None = None
+    """The listening process on this machine (finding its log), when known."""
 
 
 def connect_host(ip: str | None, host: str) -> str:

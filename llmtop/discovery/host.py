@@ -39,19 +39,20 @@ def host_candidates(procs: list[EngineProcess], proc_root: str | os.PathLike[str
             if listening and p.flag_port not in listening:
                 continue  # not serving yet (e.g. still loading the model)
             out.append(Candidate(connect_host(by_port.get(p.flag_port), host), p.flag_port,
-                                 p.engine, certain=bool(listening)))
+                                 p.engine, certain=bool(listening), pid=p.pid))
         elif default is not None and default in listening:
             out.append(Candidate(connect_host(by_port.get(default), host), default, p.engine,
-                                 certain=True))
+                                 certain=True, pid=p.pid))
         elif len(listening) == 1:
             (only,) = listening
-            out.append(Candidate(connect_host(by_port.get(only), host), only, p.engine, True))
+            out.append(Candidate(connect_host(by_port.get(only), host), only, p.engine, True,
+                                 pid=p.pid))
         elif listening:
             for port in sorted(listening):
                 out.append(Candidate(connect_host(by_port.get(port), host), port, p.engine,
-                                     certain=False))
+                                     certain=False, pid=p.pid))
         elif default is not None:
-            out.append(Candidate(host, default, p.engine, certain=False))
+            out.append(Candidate(host, default, p.engine, certain=False, pid=p.pid))
     for p in procs:  # a router's serving port beside its metrics port: GET /workers there
         ports = api_ports(p.engine, p.flag_port, p.extra_ports, procnet.ports_of_pid(
             p.pid, proc_root, table=table) - skip if p.engine == "sglang-router" else ())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 
 from llmtop.discovery.candidates import Candidate
@@ -72,17 +73,18 @@ async def probe(c: Candidate, key: str | None) -> Candidate | None:
     if status == 200 and not html:
         engine = sniff_engine(text) or c.engine
         if engine is not None:
-            return Candidate(c.host, c.port, c.engine or engine, True, c.container, c.api_port)
+            return dataclasses.replace(c, engine=c.engine or engine, certain=True)
     elif status == 501 and "--metrics" in text:
         # shows the hint as its error
-        return Candidate(c.host, c.port, "llamacpp", True, c.container)
+        return dataclasses.replace(c, engine="llamacpp", certain=True, api_port=None)
     elif status == 404:
         with contextlib.suppress(OSError, ValueError, asyncio.IncompleteReadError):
             status, _, body = await get_head(c.host, c.port, "/api/version", key)
             if status == 200:
                 obj = json.loads(body.decode("utf-8", "replace"))
                 if isinstance(obj, dict) and "version" in obj:
-                    return Candidate(c.host, c.port, "ollama", True, c.container)
+                    return dataclasses.replace(c, engine="ollama", certain=True,
+                                               api_port=None)
     if c.certain or (c.engine is not None and status in (200, 401, 403)):
         return c
     return None

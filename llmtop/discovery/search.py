@@ -16,6 +16,7 @@ Two sources, run concurrently:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Iterable, Sequence
 
@@ -75,9 +76,12 @@ def _merge(found: Iterable[Candidate], config: Config) -> list[Target]:
         if k not in best or (best[k].engine is None and c.engine is not None):
             best[k] = Candidate(c.host, c.port, c.engine, c.certain,
                                 c.container or (best[k].container if k in best else None),
-                                c.api_port or (best[k].api_port if k in best else None))
+                                c.api_port or (best[k].api_port if k in best else None),
+                                c.pid or (best[k].pid if k in best else None))
         elif best[k].container is None and c.container is not None:
             best[k].container = c.container  # the port probe found a published container
+        if best[k].pid is None and c.pid is not None:
+            best[k].pid = c.pid
     # TGI serves the same metrics on its main port and on its Prometheus port (9000)
     tgi_hosts = {h for (h, p), c in best.items() if c.engine == "tgi" and p != 9000}
     for h in tgi_hosts:
@@ -96,6 +100,9 @@ def _merge(found: Iterable[Candidate], config: Config) -> list[Target]:
         )
         for c in best.values()
     ]
+    pids = {(c.host, c.port): c.pid or (c.container.pid if c.container else None)
+            for c in best.values()}
+    out = [dataclasses.replace(t, pid=pids.get((t.host, t.port or 0))) for t in out]
     return sorted(out, key=lambda t: (t.host, t.port or 0))
 
 

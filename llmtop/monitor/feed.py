@@ -1,7 +1,7 @@
 """Feeding one tick's results: the sink (the recorder, the exporter) first, then the store.
 
-- Every ``RawScrape``, ``GpuSample`` and ``RawSpans`` goes to the sink, then to its store
-  method; a large body is parsed in a worker thread (``THREAD_PARSE_BYTES``), the store
+- Every ``RawScrape``, ``GpuSample``, ``RawSpans`` and ``RawLog`` goes to the sink, then to
+  its store method; a large body is parsed in a worker thread (``THREAD_PARSE_BYTES``), the store
   changed only on the loop.
 - An exception anywhere (sink, store, a task) becomes an event-log line; the loop goes on.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmtop.history.store import Store
-from llmtop.model import RawScrape
+from llmtop.model import RawLog, RawScrape
 
 __all__ = ["THREAD_PARSE_BYTES", "Feeder", "Sink"]
 
@@ -34,7 +34,7 @@ class Feeder:
 
     async def feed(self, item: Any, ingest: Callable[[Any], None]) -> None:
         """``item`` to the sink, then to ``ingest`` (a store method)."""
-        target = item.target if isinstance(item, RawScrape) else None
+        target = item.target if isinstance(item, (RawScrape, RawLog)) else None
         if self.sink is not None:
             try:
                 res = self.sink(item)

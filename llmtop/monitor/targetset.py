@@ -13,6 +13,9 @@
   less and less often (``next_scrape_in``) until it answers again.
 - The GPU sampler is told the targets whenever they change (GPU memory is attributed to
   the engines found too).
+- Logs: every target given, found, moved or added behind a router waits for its log to be
+  found (``logs_wanted``, taken by the monitor, found off the loop); a dropped one's log is
+  forgotten by the follower; a log that cannot be read is said once (``say``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from llmtop.config import Config, Target
 from llmtop.discovery import backend_targets, moved_targets, new_targets
 from llmtop.history.store import Store
 from llmtop.model import RawScrape
-from llmtop.monitor.ports import GpuSampler, Scraper
+from llmtop.monitor.ports import GpuSampler, LogFollower, Scraper
 from llmtop.topology.link import host_port
 
 __all__ = ["BACKEND_GRACE_S", "BACKOFF_CAP_S", "FOUND_GRACE_S", "TargetSet", "next_scrape_in",
@@ -72,8 +75,11 @@ class TargetSet:
     """The monitor's targets and their changes (see the module docstring)."""
 
     def __init__(self, config: Config, store: Store, scraper: Scraper,
-                 gpu: GpuSampler | None, *, now: Callable[[], float] | None = None) -> None:
+                 gpu: GpuSampler | None, *, now: Callable[[], float] | None = None,
+                 logs: LogFollower | None = None) -> None:
         self.config = config
+        self.logs = logs
+        """The log follower (None: logs are not followed)."""
         self.store = store
         self.scraper = scraper
         self.gpu = gpu
@@ -87,6 +93,8 @@ class TargetSet:
         """Container or pod engines found by a search: when a search last found each."""
         self._backends_seen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
         """The routers' backend URLs and the targets ``add_backends`` last looked at."""
+        self._logs_wanted: list[Target] = list(self.targets) if logs is not None else []
+        """Targets whose log is to be found (given, found, moved, behind a router)."""
 
     # ------------------------------------------------------------------ discovery
     def add_found(self, found: list[Target], notes: list[str], *,
@@ -98,9 +106,7 @@ class TargetSet:
         in it is gone from this machine (dropped after ``FOUND_GRACE_S``). Returns the names
         dropped."""
         for note in notes:
-            if note not in self._said:
-                self._said.add(note)
-                self.store.event("warn", None, note)
+            self.say(note)
         if found:
             self._add_found(found)
         return self._drop_gone(found, self.now()) if searched and self._found_at else []
@@ -113,12 +119,14 @@ class TargetSet:
             self.store.learn(moved)
             self._found_at[old.name] = now
             self.scraper.reidentify(old.name)
+            self._want_log(moved)
             assert moved.container is not None
             self.store.event("info", old.name, f"{moved.container.label} is back at "
                              f"{moved.base_url} (restarted with a new address)")
         for t in new_targets(self.targets, unclash(self.targets, found)):
             self.targets.append(t)
             self.store.learn(t)
+            self._want_log(t)
             if t.container is not None:
                 self._found_at[t.name] = now
             where = f" ({t.container.label})" if t.container is not None else ""
@@ -152,12 +160,34 @@ class TargetSet:
         """Stop watching ``name``: out of the targets and the store, said in the event log."""
         self.targets[:] = [t for t in self.targets if t.name != name]
         self.store.forget(name)
+        if self.logs is not None:
+            self.logs.forget(name)
         self.store.event("info", name, f"dropped: {why}")
         return name
 
     def _retarget_gpus(self, dropped: list[str]) -> None:
         if dropped and self.gpu is not None:  # GPU memory is attributed to the rest
             self.gpu.set_targets(self.targets)
+
+    def say(self, note: str) -> None:
+        """One of discovery's notes into the event log, once."""
+        if note not in self._said:
+            self._said.add(note)
+            self.store.event("warn", None, note)
+
+    # ------------------------------------------------------------------ logs
+    def _want_log(self, t: Target) -> None:
+        if self.logs is not None:
+            self._logs_wanted.append(t)
+
+    def logs_wanted(self) -> list[Target]:
+        """The targets whose log is to be found now (each once; the list is emptied)."""
+        wanted, self._logs_wanted = self._logs_wanted, []
+        return wanted
+
+    def watched(self, name: str) -> bool:
+        """True while ``name`` is one of the targets."""
+        return any(t.name == name for t in self.targets)
 
     # ------------------------------------------------------------------ router backends
     def add_backends(self) -> list[str]:
@@ -175,6 +205,7 @@ class TargetSet:
         for t in backend_targets(urls, self.targets, timeout_s=self.config.timeout_s,
                                  verify_tls=self.config.verify_tls):
             self.targets.append(t)
+            self._want_log(t)
             self._backends[t.name] = _Backend(host_port(t.base_url), now)
             self.store.event("info", t.name, "found behind a router (its worker URL)")
         return dropped

@@ -10,6 +10,12 @@ target order, then the side polls that came back and the span bodies received. T
 ``store.commit`` and the 10 s snapshot. An exception anywhere becomes an event-log line and
 the loop carries on. No UI, no printing.
 
+Logs (``logs=``, a ``LogFollower``): each target's log is found off the loop
+(``discovery.logs.find_logs`` in a thread, its answer taken by a later tick) and followed;
+each tick drains what was read and feeds every ``RawLog`` to the sink and
+``Store.add_log``. A log found before its engine was known is followed again once the
+store knows the engine (its line format).
+
 Identity never delays the first data: the monitor's ``Scraper`` asks for it beside the first
 scrape and attaches it to the next one (``Scraper(defer_identity=True)``). Nor does start-up:
 ``prefetch`` starts the first tick's scrapes and GPU sample in a thread while the caller
@@ -19,7 +25,9 @@ imports the UI; the first tick takes what they found.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,9 +36,9 @@ from llmtop.config import Config, Target
 from llmtop.diagnose.live import attach as attach_diagnosis
 from llmtop.discovery import Rediscovery
 from llmtop.history.store import SERIES_WINDOW_S, Store
-from llmtop.model import GpuSample, RawScrape, Snapshot
+from llmtop.model import GpuSample, LogLocation, RawScrape, Snapshot
 from llmtop.monitor.feed import Feeder, Sink
-from llmtop.monitor.ports import GpuSampler, Scraper, SpanReceiver
+from llmtop.monitor.ports import GpuSampler, LogFollower, Scraper, SpanReceiver
 from llmtop.monitor.prefetch import Prefetch
 from llmtop.monitor.sidepolls import HEALTH, PollContext, PollKind, SidePolls
 from llmtop.monitor.targetset import TargetSet
@@ -52,6 +60,8 @@ class Monitor:
         tick_timeout_s: float | None = None,
         rediscover: Rediscovery | None = None,
         receiver: SpanReceiver | None = None,
+        logs: LogFollower | None = None,
+        log_roots: Any = None,
     ) -> None:
         self.config = config
         self.store = store if store is not None else Store(config)
@@ -66,7 +76,20 @@ class Monitor:
             scraper = HttpScraper(config, defer_identity=True)
         self.scraper: Scraper = scraper
         self._gpu = gpu_sampler
-        self.target_set = TargetSet(config, self.store, scraper, gpu_sampler)
+        self.logs = logs
+        """The log follower: each tick drains it; ``aclose`` closes it."""
+        self._log_roots = log_roots
+        """Where logs are looked for (``discovery.logs.LogRoots``; None: this machine's)."""
+        self._log_task: asyncio.Future[list[tuple[Target, LogLocation | None]]] | None = None
+        self._untyped: dict[str, LogLocation] = {}
+        """Logs followed before their engine (so their line format) was known."""
+        self._first_logs: concurrent.futures.Future[Any] | None = None
+        """The given targets' logs, found from the start in a thread of their own (while
+        a face imports its UI); the first tick waits for it beside its scrapes, so the
+        second tick (``--once``) already has lines."""
+        self.target_set = TargetSet(config, self.store, scraper, gpu_sampler, logs=logs)
+        if logs is not None:
+            self._first_logs = self._find_in_thread(self.target_set.logs_wanted())
         self._pending: dict[str, asyncio.Future[RawScrape]] = {}
         self._polls = SidePolls()
         self._last: Snapshot | None = None
@@ -90,17 +113,24 @@ class Monitor:
     def from_config(cls, config: Config, demo: Any = None, *, sink: Sink | None = None,
                     store: Store | None = None, rediscover: bool = False,
                     receiver: SpanReceiver | None = None) -> Monitor:
-        """A monitor with the real ``Scraper`` and GPU sampler (the demo's when running);
-        ``rediscover``: search this machine for engines now and every 10 s (no TARGET);
-        ``receiver``: the span receiver, closed with the monitor."""
+        """A monitor with the real ``Scraper``, GPU sampler (the demo's when running) and
+        log follower (none for the demo, none with ``--no-logs``); ``rediscover``: search
+        this machine for engines now and every 10 s (no TARGET); ``receiver``: the span
+        receiver, closed with the monitor."""
         from llmtop.gpu import make_sampler
         from llmtop.sources.scrape import Scraper as HttpScraper
 
         gpu_url = demo.gpu_url if demo is not None else None
+        logs = None
+        if config.logs and demo is None:
+            from llmtop.parse.logs import assembler
+            from llmtop.sources.logs import Follower
+
+            logs = Follower(assembler, lines=config.log_lines)
         return cls(config, scraper=HttpScraper(config, defer_identity=True),
                    gpu_sampler=make_sampler(config, demo_gpu_url=gpu_url), sink=sink,
                    store=store, rediscover=Rediscovery(config) if rediscover else None,
-                   receiver=receiver)
+                   receiver=receiver, logs=logs)
 
     @property
     def targets(self) -> list[Target]:
@@ -167,6 +197,7 @@ class Monitor:
             searched, self._searches = r.searches != self._searches, r.searches
             self._cancel(self.target_set.add_found(found, list(r.notes), searched=searched))
         self._follow_backends()
+        self._follow_logs()
         self._start_scrapes(raws)
         if (gpu_now is None and self._gpu is not None and self._gpu_task is None
                 and not self._prefetch.gpu_busy()):
@@ -180,8 +211,12 @@ class Monitor:
         waiting: list[asyncio.Future[Any]] = [*self._pending.values(), *self._polls.waiting()]
         if self._gpu_task is not None:
             waiting.append(self._gpu_task)
+        if self.ticks == 1 and self._log_task is not None:
+            waiting.append(self._log_task)  # the first logs: read by the second tick
         if waiting:
             await asyncio.wait(waiting, timeout=limit)
+        if self.ticks == 1:
+            self._follow_logs()
         t_mono, t_wall = await self._feed_scrapes()
         for raw in await self._feed_polls():  # a health answer stands for this tick's rows
             t_mono, t_wall = _later(t_mono, t_wall, raw.t_mono, raw.t_wall)
@@ -196,6 +231,7 @@ class Monitor:
             for body in self.receiver.drain():
                 await self.feeder.feed(body, self.store.ingest_spans)
             self.store.requests.receiver = self.receiver.stats()
+        await self._feed_logs()
         if t_mono is None or t_wall is None:
             t_mono, t_wall = clock.monotonic(), clock.time()
         try:
@@ -217,6 +253,94 @@ class Monitor:
             self.feeder.error(None, "router backends", exc)
             return
         self._cancel(dropped)
+
+    def _follow_logs(self) -> None:
+        """Follow the logs found since the last tick; start finding the ones now wanted
+        (in a thread: it may scan ``/proc``)."""
+        if self.logs is None:
+            return
+        try:
+            self._take_found_logs()
+            self._retype_logs()
+        except Exception as exc:  # never take the tick down
+            self.feeder.error(None, "following logs", exc)
+        if self._log_task is not None:
+            return
+        if self._first_logs is not None:
+            self._log_task = asyncio.wrap_future(self._first_logs)
+            self._first_logs = None
+            return
+        wanted = self.target_set.logs_wanted()
+        if wanted:
+            self._log_task = asyncio.wrap_future(self._find_in_thread(wanted))
+
+    def _find_in_thread(self, wanted: list[Target]) -> concurrent.futures.Future[Any] | None:
+        """``discovery.logs.find_logs`` on a thread of its own (it may scan ``/proc``)."""
+        if not wanted:
+            return None
+        from llmtop.discovery.logs import DEFAULT_ROOTS, find_logs
+
+        roots = self._log_roots if self._log_roots is not None else DEFAULT_ROOTS
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(find_logs(wanted, self.config.log_paths, roots))
+            except BaseException as exc:  # said by the tick that takes it
+                done.set_exception(exc)
+
+        threading.Thread(target=run, name="llmtop-find-logs", daemon=True).start()
+        return done
+
+    def _take_found_logs(self) -> None:
+        task = self._log_task
+        if task is None or not task.done():
+            return
+        self._log_task = None
+        assert self.logs is not None
+        from llmtop.discovery.logs import note
+
+        for t, where in self.feeder.result(task, None, what="finding logs") or []:
+            if where is None or not self.target_set.watched(t.name):
+                continue
+            if where.fmt is None and where.error is None:
+                where = self._typed(t.name, where)
+            self.logs.follow(t.name, where)
+            if where.error is not None:
+                self.target_set.say(note(t.name, where))
+
+    def _typed(self, name: str, where: LogLocation) -> LogLocation:
+        """``where`` with its engine's line format once the store knows the engine; until
+        then it is remembered, to be followed again then."""
+        engine = self.store.engine_of(name)
+        if engine is None:
+            self._untyped[name] = where
+            return where
+        self._untyped.pop(name, None)
+        return dataclasses.replace(where, fmt=engine)
+
+    def _retype_logs(self) -> None:
+        assert self.logs is not None
+        for name, where in list(self._untyped.items()):
+            if not self.target_set.watched(name):
+                del self._untyped[name]
+                continue
+            typed = self._typed(name, where)
+            if typed.fmt is not None:
+                self.logs.follow(name, typed)
+
+    async def _feed_logs(self) -> None:
+        """What the follower read since the last tick: each ``RawLog`` to the sink and the
+        store."""
+        if self.logs is None:
+            return
+        try:
+            raws = self.logs.drain()
+        except Exception as exc:
+            self.feeder.error(None, "reading logs", exc)
+            return
+        for raw in raws:
+            await self.feeder.feed(raw, self.store.add_log)
 
     def _cancel(self, dropped: list[str]) -> None:
         """A dropped target's scrape and side polls in flight are cancelled."""
@@ -316,7 +440,15 @@ class Monitor:
                 self.feeder.error(None, "closing the OTLP receiver", exc)
         if self.rediscovery is not None:
             await self.rediscovery.aclose()
+        if self.logs is not None:
+            try:
+                await asyncio.to_thread(self.logs.close)  # children ended, thread joined
+            except Exception as exc:
+                self.feeder.error(None, "closing the log follower", exc)
         pending: list[asyncio.Future[Any]] = [*self._pending.values(), *self._polls.cancel()]
+        if self._log_task is not None:
+            pending.append(self._log_task)
+            self._log_task = None
         self._pending.clear()
         if self._gpu_task is not None:
             pending.append(self._gpu_task)
