@@ -14,6 +14,7 @@ No I/O, no clock, no UI library. Thresholds come from ``config.Thresholds``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "rule_kv_pressure",
     "rule_preemptions",
     "rule_queue_growth",
+    "log_words",
     "rule_target_state",
     "rule_ttft_slo",
     "short_target",
@@ -154,18 +156,35 @@ def _fmt_rate(v: float) -> str:
     return f"{v:.0f}/s" if v >= 10 or v == int(v) else f"{v:.1f}/s"
 
 
+_MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*:)")
+"""``vllm.v1.engine.exceptions.`` before an exception's name: cut in the one-line verdict."""
+
+
+def log_words(row: EngineRow) -> str | None:
+    """The engine's own line that explains its state (``history.logs`` puts it in the row's
+    reason as ``log: <headline> (<scrape reason>)``): ``log: EngineDeadError: ...``; None
+    when no log line explains it."""
+    err = row.error or ""
+    if not err.startswith("log: "):
+        return None
+    return "log: " + _MODULE_PATH.sub("", err[5:])
+
+
 def rule_target_state(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:
-    """A target that is down, unreadable, stale or freshly restarted."""
+    """A target that is down, unreadable, stale or freshly restarted; with the engine's log
+    line that explains it, when one does (``DOWN — log: EngineDeadError: ...``)."""
+    why = log_words(row)
+    tail = f" \u2014 {why}" if why else ""
     if row.state in BAD_STATES:
         word = BAD_STATES[row.state]
         if row.state == "http_error" and row.http_status:
             word = f"HTTP {row.http_status}"
-        return [Finding("target_state", CRIT, row.target, word)]
+        return [Finding("target_state", CRIT, row.target, word + tail)]
     if row.state == "stale":
         age = f" {row.last_ok_age_s:.0f}s" if row.last_ok_age_s is not None else ""
-        return [Finding("target_state", WARN, row.target, f"STALE{age}")]
+        return [Finding("target_state", WARN, row.target, f"STALE{age}{tail}")]
     if row.state == "restarted":
-        return [Finding("target_state", WARN, row.target, "restarted")]
+        return [Finding("target_state", WARN, row.target, "restarted" + tail)]
     return []
 
 

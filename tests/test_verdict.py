@@ -232,3 +232,19 @@ def test_a_failed_source_is_the_verdict_not_no_engines():
     v = compute_verdict(kept, source_problem=problem)
     assert v.level == WARN and "rows from the last good refresh" in v.text
     assert compute_verdict(kept).text.startswith("OK")
+
+
+def test_target_state_carries_the_engines_log_line():
+    """DOWN / RESTARTED say the engine's own line that explains them (``history.logs`` puts
+    it in the row's reason), the exception's module path cut; a plain reason adds nothing."""
+    why = ("log: vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+           "(connection refused)")
+    (f,) = rule_target_state(row(state="down", error=why), TH, {})
+    assert f.level == CRIT
+    assert f.text == ("DOWN \u2014 log: EngineDeadError: EngineCore encountered an issue. "
+                      "(connection refused)")
+    (f,) = rule_target_state(row(state="restarted", error="log: torch.OutOfMemoryError: CUDA "
+                                 "out of memory"), TH, {})
+    assert f.text == "restarted \u2014 log: OutOfMemoryError: CUDA out of memory"
+    (f,) = rule_target_state(row(state="down", error="connection refused"), TH, {})
+    assert f.text == "DOWN"

@@ -16,8 +16,9 @@ them; the request ids and times are SYNTHETIC.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 
+from llmtop.history.logs import state_text
 from llmtop.history.request_window import RequestWindow
 from llmtop.model import EngineRow, Snapshot
 from llmtop.model.logs import LogEvent, LogLocation, LogSummary
@@ -36,19 +37,9 @@ DEAD = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an is
 """The line that explains the vLLM engine's death (its traceback's exception line)."""
 
 
-@dataclass(slots=True)
-class _LogSnapshot(Snapshot):
-    """A ``Snapshot`` with ``log_events``, where the model's has no such field yet."""
-
-    log_events: dict[str, Sequence[LogEvent]] = field(default_factory=dict)
-
-
 def with_log_events(snap: Snapshot, events: dict[str, Sequence[LogEvent]]) -> Snapshot:
     """``snap`` carrying ``events`` as its ``log_events``."""
-    if "log_events" in {f.name for f in fields(Snapshot)}:
-        return replace(snap, log_events=events)  # type: ignore[call-arg]
-    return _LogSnapshot(**{f.name: getattr(snap, f.name) for f in fields(Snapshot)},
-                        log_events=events)
+    return replace(snap, log_events=events)
 
 
 def _access(t: float, n: int) -> LogEvent:
@@ -113,7 +104,8 @@ def logs_snapshot(snap: Snapshot, scenario: str, window: RequestWindow | None = 
                 counts={"info": len(vllm_events) - len(errors), "error": len(errors)},
                 last_error=errors[-1], new_errors=len(errors))
             if dead:
-                row.state, row.error = "down", "connection refused"
+                # the reason as the store writes it (``history.logs.state_text``)
+                row.state, row.error = "down", state_text("connection refused", errors[-1])
                 row.last_ok_age_s = 38.0
         elif row.target == _SGLANG:
             row.log = LogSummary(location=LogLocation(

@@ -139,12 +139,18 @@ async def test_the_detail_of_a_down_engine_shows_its_log_line_and_L_opens_the_lo
     app = make_app("logs_down")
     async with app.run_test(size=(80, 24)) as pilot:
         await first_paint(app, pilot)
+        # the header's one line names the engine's own error, module path cut
+        assert ("CRITICAL \u2014 vllm@:8000 DOWN \u2014 log: EngineDeadError"
+                in screen_lines(app)[1])
         await pilot.press("down", "down", "enter")
         await pilot.pause()
         assert isinstance(app.screen, EngineDetailScreen)
         text = _text(app)
         assert "DOWN" in text and "Log: /var/log/vllm/server.log" in text
-        assert "last error 11:06:00  vllm.v1.engine.exceptions.EngineDeadError" in text
+        # the state carries the engine's line (as the store writes it); the Log section
+        # points at it instead of saying it twice
+        assert "DOWN  log:" in text and "vllm.v1.engine.exceptions.EngineDeadError" in text
+        assert "last error 11:06:00  (the line in the state above)" in text
         assert "L Log" in screen_lines(app)[-1]
         await pilot.press("L")
         await pilot.pause()
