@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from llmtop.diagnose.thresholds import MBU_IDLE
 from llmtop.model import EngineRow, GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
@@ -24,10 +25,10 @@ from llmtop.ui.widgets.panels import LOCAL_HOSTS, short_gpu_name
 
 __all__ = ["LOW_MBU", "SEAT_FLAGS", "engine_gpus", "gpu_work_lines", "headroom_line"]
 
-LOW_MBU = 0.30
-"""Below this MBU an engine at capacity is not held back by memory bandwidth: well-tuned
-decode reaches 60-85 % MBU, torchao's Llama-3-8B batch 1 on an A100 70 % (Databricks, "LLM
-inference performance engineering: best practices"; pytorch.org, torchao)."""
+LOW_MBU = MBU_IDLE
+"""Below this MBU an engine at capacity is not held back by memory bandwidth: the diagnosis's
+own threshold (``diagnose.thresholds.MBU_IDLE``, with its source), so the detail and the
+``gpu_idle`` finding never disagree."""
 
 PEAK_HINT = "give --gpu-peak GBPS,TFLOPS (e.g. 3350,989 for an H100 SXM)"
 """What to do when the GPU's peak is unknown."""
