@@ -59,7 +59,7 @@ from llmtop.model.stack import RouterRow
 from llmtop.parse.exposition import Family
 from llmtop.topology.link import link_stack
 
-__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "Store"]
+__all__ = ["GPU_SERIES_FIELDS", "SERIES_FIELDS", "WINDOWS", "Store", "gpu_series_values"]
 
 WINDOWS: dict[str, float] = {"10s": 10.0, "1m": 60.0, "5m": 300.0}
 """Named windows; lifetime values are in ``EngineRow.lifetime``."""
@@ -68,7 +68,14 @@ SERIES_FIELDS = ("ttft_p50", "ttft_p95", "itl_p95", "gen_tps", "prompt_tps", "re
                  "running", "waiting", "kv", "preempt_s")
 """Per-row sparkline series, computed over the 10 s window at each commit."""
 
-GPU_SERIES_FIELDS = ("util", "mem_used", "power", "temp")
+GPU_SERIES_FIELDS = ("util", "mem_used", "power", "temp", "sm_active", "dram_active")
+
+
+def gpu_series_values(g: GpuRecord) -> dict[str, float | int | None]:
+    """One GPU's values for its kept series (``GPU_SERIES_FIELDS``): the store's and fleet
+    mode's rings read the record the same way."""
+    return {"util": g.util, "mem_used": g.mem_used_bytes, "power": g.power_w,
+            "temp": g.temp_c, "sm_active": g.sm_active, "dram_active": g.dram_active}
 """Per-GPU sparkline series (``host:index`` keys)."""
 
 SERIES_WINDOW_S = 10.0
@@ -420,8 +427,7 @@ class Store:
         values = {}
         for g in snap.gpus:
             gk = f"{g.host}:{g.index}"
-            vals = {"util": g.util, "mem_used": g.mem_used_bytes, "power": g.power_w,
-                    "temp": g.temp_c}
+            vals = gpu_series_values(g)
             for f in GPU_SERIES_FIELDS:
                 v = vals[f]
                 values.setdefault((gk, f), None if v is None else float(v))

@@ -364,6 +364,12 @@ class FakeSource:
 
     def gpu_series(self, key: str, field: str, last: int | None = None
                    ) -> list[float | None]:
+        if field in ("sm_active", "dram_active"):  # the GPU's own value, as kept; else none
+            now = next((getattr(g, field) for g in (self._snap.gpus if self._snap else ())
+                        if key in (f"{g.host}:{g.index}", f"{g.host}#{g.index}")), None)
+            if now is None:
+                return _tail([None] * SERIES_POINTS, last)
+            return _tail(_wave(SERIES_POINTS, now, now * 0.3, gap_at=(70,)), last)
         base = {"util": 0.6, "mem_used": 50.0 * GIB, "power": 400.0, "temp": 65.0}.get(field, 0.6)
         amp = base * (0.4 if field == "util" else 0.15)
         return _tail(_wave(SERIES_POINTS, base, amp, gap_at=(70,)), last)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llmtop.history.series import tail
+from llmtop.history.store import gpu_series_values
 from llmtop.model import EngineRow, Event, GpuRecord, Snapshot
 
 if TYPE_CHECKING:
@@ -204,9 +205,7 @@ class MonitorSource:
                 ring.append(None)
         gseen = set()
         for g in snap.gpus:  # the GPU screen's history, as the store keeps it
-            vals = {"util": g.util, "mem_used": g.mem_used_bytes, "power": g.power_w,
-                    "temp": g.temp_c}
-            for field, v in vals.items():
+            for field, v in gpu_series_values(g).items():
                 key = (gpu_key(g), field)
                 ring = self._gpu_rings.get(key)
                 if ring is None:

@@ -306,3 +306,21 @@ def test_the_detail_has_a_gpu_section_only_where_there_is_something_to_say():
     assert "GPU work" in shown and "GPU 0 H100: SM activity \u2013 \u00b7 busy 87%" in shown
     assert "GPU work" in text(dataclasses.replace(
         triton, mfu_hint="start vLLM with --enable-mfu-metrics"), [])
+
+
+def test_gpu_history_leads_with_real_activity_only_where_the_gpu_reports_it():
+    """The GPU screen's history: SM and DRAM activity first for a GPU that reported them in
+    the kept span; a GPU with busy time only gets no empty activity rows."""
+    from llmtop.ui.screens.gpu import history_rows
+    from llmtop.ui.widgets.panels import SparkClock
+
+    busy = {"util": [0.9] * 20, "mem_used": [1e9] * 20, "power": [300.0] * 20,
+            "temp": [60.0] * 20}
+    labels = [label for label, _ in history_rows(busy, 80, SparkClock())]
+    assert labels[:3] == ["history", "busy", "VRAM"] and "SM" not in labels
+    gone = {**busy, "sm_active": [None] * 20, "dram_active": [None] * 20}
+    assert [label for label, _ in history_rows(gone, 80, SparkClock())] == labels
+    active = {**busy, "sm_active": [None] * 10 + [0.23] * 10, "dram_active": [0.6] * 20}
+    rows = history_rows(active, 80, SparkClock())
+    assert [label for label, _ in rows][:4] == ["history", "SM", "DRAM", "busy"]
+    assert rows[1][1].plain.endswith("23%") and rows[3][1].plain.endswith("90%")

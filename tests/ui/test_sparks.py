@@ -257,6 +257,8 @@ class HistorySource(FakeSource):
 
     def gpu_series(self, key, field, last=None):
         self.gpu_lasts.append(last)
+        if field in ("sm_active", "dram_active"):  # these GPUs report busy time only
+            return [None] * (last or self.n)
         vals = self.values["util"]
         return vals[-last:] if last else list(vals)
 

@@ -38,12 +38,19 @@ from llmtop.ui.widgets.gpu_text import (
 from llmtop.ui.widgets.panels import LOCAL_HOSTS, SparkClock, short_gpu_name
 from llmtop.verdict import short_target
 
-__all__ = ["HISTORY_FIELDS", "GpuDetails", "GpuScreen", "gpu_cells", "gpu_details", "gpu_layout",
-           "history_rows", "process_cells", "process_layout", "throttle_words"]
+__all__ = ["ACTIVITY_HISTORY", "HISTORY_FIELDS", "GpuDetails", "GpuScreen", "gpu_cells",
+           "gpu_details", "gpu_layout", "history_rows", "process_cells", "process_layout",
+           "throttle_words"]
 
-HISTORY_FIELDS = (("util", "busy", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
+HISTORY_FIELDS = (("sm_active", "SM", fmt.fmt_pct), ("dram_active", "DRAM", fmt.fmt_pct),
+                  ("util", "busy", fmt.fmt_pct), ("mem_used", "VRAM", fmt.fmt_bytes),
                   ("power", "power W", fmt.fmt_num), ("temp", "temp \u00b0C", fmt.fmt_num))
-"""GPU series the store keeps (``GPU_SERIES_FIELDS``): field, label, format."""
+"""GPU series the store keeps (``GPU_SERIES_FIELDS``): field, label, format; real activity
+first, where the GPU reports it."""
+
+ACTIVITY_HISTORY = frozenset({"sm_active", "dram_active"})
+"""History rows shown only for a GPU that reported them in the kept span (GPM, DCGM, the
+demo): a GPU with busy time only gets no empty activity rows."""
 
 WIDE = 120
 """From this width: longer bars, the full GPU name, longer headers."""
@@ -314,6 +321,8 @@ def history_rows(history: dict[str, list[float | None]], width: int,
     for key, label, f in HISTORY_FIELDS:
         values = history.get(key, [])
         last = next((v for v in reversed(values) if v is not None), None)
+        if key in ACTIVITY_HISTORY and last is None:
+            continue
         line = Text(fmt.sparkline(values, spark_w, k, clock.end), style=fmt.S("accent"))
         line.append(f"  {f(last)}")
         rows.append((label, line))
