@@ -12,7 +12,8 @@ and in the replay of what was recorded.
   it) is the EngineDeadError line, never a later line; ``--once --json`` has it as
   ``log.last_error``.
 - The next morning: ``llmtop replay FILE --at @T --once --json`` at a moment after ``DOWN``
-  shows the same row ``down`` with the same line.
+  shows the same row ``down`` with the same line; so does the TUI's replay sought there (the
+  event log's ``DOWN: log: ...`` line, the engine detail's state), at 80x24.
 
 It kills the server it is given, so it must be its last user: ``.ci/run`` runs it after the
 other tests of that server, in a step of its own, with ``LLMTOP_REAL_VLLM_STATE`` (the state
@@ -83,12 +84,41 @@ def _read(snap: Snapshot, target: str, text: str) -> bool:
     return any(text in line for e in snap.log_events.get(target, ()) for line in e.lines)
 
 
+async def _tui(recording: Path, at: float) -> tuple[list[str], list[str]]:
+    """The TUI's replay of ``recording`` sought to ``at``, at 80x24: the overview's lines,
+    then the engine detail's (Enter on the one row)."""
+    from llmtop.record.reader import Recording
+    from llmtop.record.replay import ReplaySource
+    from llmtop.ui.app import LlmtopApp
+    from llmtop.ui.source import MonitorSource
+    from llmtop.ui.textshot import screen_lines
+
+    src = ReplaySource(Recording.open(recording))
+    assert src.seek(f"@{at:.3f}") is None
+    src.playing = False
+    app = LlmtopApp(MonitorSource(src, host="replay"), Config(interval_s=1.0), autopoll=False)
+    shots = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        for keys in ((), ("enter",)):
+            if keys:
+                await pilot.press(*keys)
+            else:
+                await app.poll_once()
+            await pilot.pause()
+            app.paint()
+            await pilot.pause()
+            shots.append(screen_lines(app))
+    return shots[0], shots[1]
+
+
 def _row(snap: Snapshot, port: int):
     rows = [r for r in snap.engines if r.target.endswith(f":{port}")]
     return rows[0] if rows else None
 
 
-def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(tmp_path):
+def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # no user theme in the TUI
     state = Path(need_env("LLMTOP_REAL_VLLM_STATE", "serve.sh's STATE folder; the test kills "
                                                      "that server's engine core"))
     url = (state / "url").read_text().strip()
@@ -172,3 +202,9 @@ def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(t
     assert replayed[0]["state"] == "down", replayed[0]
     assert replayed[0]["error"] == row.error, (replayed[0]["error"], row.error)
     assert replayed[0]["log"]["last_error"]["headline"].startswith(DEAD), replayed[0]["log"]
+
+    overview, detail = asyncio.run(_tui(recording, snap.time + 0.5))  # and in the TUI
+    assert any("DOWN: log: vllm.v1.engine.exceptions.EngineDead" in x for x in overview), \
+        "\n".join(overview)
+    text = " ".join(" ".join(detail).split())
+    assert "DOWN log: " + DEAD in text, "\n".join(detail)
