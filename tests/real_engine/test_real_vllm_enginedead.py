@@ -23,6 +23,7 @@ folder of ``serve.sh``: ``url``, ``pid``, ``server.log``). Without it the test s
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from llmtop.config import Config
+from llmtop.console.once_table import print_once
 from llmtop.model import Event, Snapshot
 from llmtop.monitor import Monitor
 from llmtop.once import snapshot_json
@@ -186,6 +188,9 @@ def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(
     mine = [e.text for e in events if e.target == row.target]
     assert f"DOWN: {row.error}" in mine or f"DOWN \u2014 log: {headline}" in mine, mine
 
+    table = io.StringIO()  # what --once prints
+    print_once(snap, file=table)
+    assert f"{row.target}: DOWN \u2014 log: {DEAD}" in table.getvalue(), table.getvalue()
     doc = json.loads(snapshot_json(snap))  # what --once --json prints
     (live,) = [e for e in doc["engines"] if e["target"] == row.target]
     assert live["state"] == "down" and live["error"] == row.error, live
