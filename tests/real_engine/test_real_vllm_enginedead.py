@@ -5,9 +5,10 @@ and in the replay of what was recorded.
   rediscover=True)``, recorded with ``record.live.attach`` as ``--record`` does): it finds
   the server started by ``scripts/real_vllm/serve.sh`` by its process and follows its output
   file, until the row is ``ok``.
-- The server's ``VLLM::EngineCore`` child is killed with SIGKILL. The real API server then
-  logs the ``EngineDeadError`` traceback, exits, and writes lines that explain nothing after
-  it (``INFO: Shutting down``, ``nanobind: leaked ...``).
+- The server's ``VLLM::EngineCore`` child is killed with SIGKILL while it serves streamed
+  requests. The real API server then logs the ``EngineDeadError`` traceback (its output
+  handler's, then one per request), exits, and writes lines that explain nothing after it
+  (``INFO: Shutting down``, ``nanobind: leaked ...``).
 - Live: the row turns ``down`` and its reason (the detail, ``--once`` and the event log show
   it) is the EngineDeadError line, never a later line; ``--once --json`` has it as
   ``log.last_error``.
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from llmtop.config import Config
@@ -51,6 +53,9 @@ READY_S = 60.0
 """How long the monitor may take to find the server, scrape it ``ok`` and follow its log."""
 DOWN_S = 90.0
 """How long the API server may take to notice its engine core died and exit."""
+STREAMS = 8
+"""Streamed requests in flight when the engine core dies (``--max-num-seqs 8``): the API
+server then logs the EngineDeadError once more for each, after its own."""
 TAIL_S = 20.0
 """How long the follower may take to read the lines the server wrote as it exited."""
 
@@ -118,6 +123,34 @@ def _row(snap: Snapshot, port: int):
     return rows[0] if rows else None
 
 
+async def _until(mon, port: int, limit_s: float, tick_s: float, ok, what: str):
+    """Tick as the TUI does (one a refresh) until the row on ``port`` passes ``ok``; the
+    snapshot and the row."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        snap = await mon.tick()
+        row = _row(snap, port)
+        if row is not None and ok(row):
+            return snap, row
+        assert time.monotonic() < deadline, f"not {what} in {limit_s:.0f} s: {row}"
+        await asyncio.sleep(tick_s)
+
+
+async def _stream(client: httpx.AsyncClient, url: str, i: int) -> str:
+    """One long streamed completion; what the client got (a status and the chunks read, or
+    the error), never an exception: the engine dies under it."""
+    try:
+        async with client.stream("POST", f"{url}/v1/completions", json={
+                "model": "tiny-llama", "prompt": f"request {i}", "max_tokens": 1000,
+                "ignore_eos": True, "stream": True}) as r:
+            n = 0
+            async for _ in r.aiter_lines():
+                n += 1
+            return f"{r.status_code} after {n} lines"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}"
+
+
 def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(
         tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # no user theme in the TUI
@@ -130,42 +163,39 @@ def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(
     assert port is not None and not _gone(pid), f"the vLLM of {state} is not running"
     recording = tmp_path / "dead.llrec"
 
-    async def go() -> tuple[Snapshot, list[Event], float]:
+    async def go() -> tuple[Snapshot, list[Event], list[str | None]]:
         config = Config()
+        tick_s = config.interval_s
         mon = attach(Monitor.from_config(config, rediscover=True), str(recording), config)
         try:
-            deadline = time.monotonic() + READY_S
-            while True:  # as the TUI: one tick a refresh
-                snap = await mon.tick()
-                row = _row(snap, port)
-                if (row is not None and row.state == "ok" and row.log is not None
-                        and row.log.location is not None and row.log.location.path == log):
-                    break
-                assert time.monotonic() < deadline, (
-                    f"not ok with its log followed in {READY_S:.0f} s: {row}")
-                await asyncio.sleep(config.interval_s)
-            core = _engine_core(pid)
-            assert core is not None, f"no VLLM::EngineCore child under {pid}"
-            os.kill(core, signal.SIGKILL)
-            killed = time.time()
-            deadline = time.monotonic() + DOWN_S
-            while True:
-                await asyncio.sleep(config.interval_s)
-                snap = await mon.tick()
-                row = _row(snap, port)
-                if row is not None and row.state == "down":
-                    break
-                assert time.monotonic() < deadline, f"not down {DOWN_S:.0f} s after: {row}"
-            print(f"down {time.time() - killed:.1f} s after the SIGKILL: {row.error}")
+            snap, row = await _until(mon, port, READY_S, tick_s, lambda r: (
+                r.state == "ok" and r.log is not None and r.log.location is not None
+                and r.log.location.path == log), "ok with its log followed")
+            async with httpx.AsyncClient(timeout=DOWN_S) as client:  # requests in flight
+                streams = [asyncio.create_task(_stream(client, url, i)) for i in range(STREAMS)]
+                try:
+                    await _until(mon, port, READY_S, tick_s, lambda r: bool(r.running),
+                                 "running requests")
+                    core = _engine_core(pid)
+                    assert core is not None, f"no VLLM::EngineCore child under {pid}"
+                    os.kill(core, signal.SIGKILL)
+                    killed = time.monotonic()
+                    snap, row = await _until(mon, port, DOWN_S, tick_s,
+                                             lambda r: r.state == "down", "down")
+                    print(f"down {time.monotonic() - killed:.1f} s after the SIGKILL: "
+                          f"{row.error}")
+                finally:
+                    await asyncio.wait(streams, timeout=DOWN_S)
+            print(f"the clients got: {[t.result() for t in streams if t.done()]}")
             downs = [row.error]
             deadline = time.monotonic() + TAIL_S
             while not _read(snap, row.target, "nanobind: leaked"):  # the lines after it
                 assert time.monotonic() < deadline, f"no nanobind line read in {TAIL_S:.0f} s"
-                await asyncio.sleep(config.interval_s)
+                await asyncio.sleep(tick_s)
                 snap = await mon.tick()
                 downs.append(getattr(_row(snap, port), "error", None))
             for _ in range(3):  # and a few refreshes more: the row keeps its line
-                await asyncio.sleep(config.interval_s)
+                await asyncio.sleep(tick_s)
                 snap = await mon.tick()
                 downs.append(getattr(_row(snap, port), "error", None))
             print(f"the row's reason at each refresh after DOWN: {downs}")
@@ -181,6 +211,8 @@ def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(
 
     row = _row(snap, port)
     assert row is not None and row.state == "down", row
+    dead = [e for e in snap.log_events[row.target] if e.headline.startswith(DEAD)]
+    assert len(dead) > 1, [e.lines[0] for e in dead]  # the output handler's, the requests'
     assert downs[1:] == downs[:-1], downs  # the same line from the first DOWN refresh on
     assert row.error is not None and row.error.startswith(f"log: {DEAD}"), row.error
     assert "Shutting down" not in row.error and "nanobind" not in row.error, row.error
