@@ -91,9 +91,10 @@ def _read(snap: Snapshot, target: str, text: str) -> bool:
     return any(text in line for e in snap.log_events.get(target, ()) for line in e.lines)
 
 
-async def _tui(recording: Path, at: float) -> tuple[list[str], list[str]]:
+async def _tui(recording: Path, at: float, port: int) -> tuple[list[str], list[str]]:
     """The TUI's replay of ``recording`` sought to ``at``, at 80x24: the overview's lines,
-    then the engine detail's (Enter on the one row)."""
+    then the engine detail's of the row on ``port`` (other engines found on this machine
+    are in the recording too)."""
     from llmtop.record.reader import Recording
     from llmtop.record.replay import ReplaySource
     from llmtop.ui.app import LlmtopApp
@@ -106,11 +107,13 @@ async def _tui(recording: Path, at: float) -> tuple[list[str], list[str]]:
     app = LlmtopApp(MonitorSource(src, host="replay"), Config(interval_s=1.0), autopoll=False)
     shots = []
     async with app.run_test(size=(80, 24)) as pilot:
-        for keys in ((), ("enter",)):
+        await app.poll_once()
+        for keys in ((), "to the row"):
             if keys:
-                await pilot.press(*keys)
-            else:
-                await app.poll_once()
+                head = next(i for i, x in enumerate(shots[0]) if "ENGINE" in x and "STATE" in x)
+                rows = shots[0][head + 1:]
+                mine = next(i for i, x in enumerate(rows) if f":{port} " in x)
+                await pilot.press(*["down"] * mine, "enter")
             await pilot.pause()
             app.paint()
             await pilot.pause()
@@ -240,8 +243,8 @@ def test_killed_engine_core_is_down_with_its_enginedead_line_live_and_replayed(
     assert replayed[0]["error"] == row.error, (replayed[0]["error"], row.error)
     assert replayed[0]["log"]["last_error"]["headline"].startswith(DEAD), replayed[0]["log"]
 
-    overview, detail = asyncio.run(_tui(recording, snap.time + 0.5))  # and in the TUI
+    overview, detail = asyncio.run(_tui(recording, snap.time + 0.5, port))  # and in the TUI
     assert any("DOWN: log: vllm.v1.engine.exceptions.EngineDead" in x for x in overview), \
         "\n".join(overview)
     text = " ".join(" ".join(detail).split())
-    assert "DOWN log: " + DEAD in text, "\n".join(detail)
+    assert f"{urlsplit(url).netloc} tiny-llama DOWN log: {DEAD}" in text, "\n".join(detail)
