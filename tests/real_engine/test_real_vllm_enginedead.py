@@ -105,20 +105,20 @@ async def _tui(recording: Path, at: float, port: int) -> tuple[list[str], list[s
     assert src.seek(f"@{at:.3f}") is None
     src.playing = False
     app = LlmtopApp(MonitorSource(src, host="replay"), Config(interval_s=1.0), autopoll=False)
-    shots = []
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.poll_once()
-        for keys in ((), "to the row"):
-            if keys:
-                head = next(i for i, x in enumerate(shots[0]) if "ENGINE" in x and "STATE" in x)
-                rows = shots[0][head + 1:]
-                mine = next(i for i, x in enumerate(rows) if f":{port} " in x)
-                await pilot.press(*["down"] * mine, "enter")
+
+        async def shot() -> list[str]:
             await pilot.pause()
             app.paint()
             await pilot.pause()
-            shots.append(screen_lines(app))
-    return shots[0], shots[1]
+            return screen_lines(app)
+
+        await app.poll_once()
+        overview = await shot()
+        head = next(i for i, x in enumerate(overview) if "ENGINE" in x and "STATE" in x)
+        mine = next(i for i, x in enumerate(overview[head + 1:]) if f":{port} " in x)
+        await pilot.press(*["down"] * mine, "enter")
+        return overview, await shot()
 
 
 def _row(snap: Snapshot, port: int):
