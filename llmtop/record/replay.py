@@ -7,6 +7,7 @@ the playback controls the TUI binds (play/pause, speed, step, jump, seek).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import re
@@ -23,6 +24,7 @@ from llmtop.diagnose.thresholds import BASELINE_KEEP_S, DIAG_WINDOW_S
 from llmtop.errors import RecordingError
 from llmtop.history.store import SERIES_WINDOW_S, Store
 from llmtop.model import Container, GpuSample, RawLog, RawScrape, RawSpans, Snapshot
+from llmtop.model.logs import SEVERITIES, severity_at_least
 from llmtop.record.logs import log_item
 from llmtop.record.reader import Item, Recording, Tick, spans_item
 
@@ -33,10 +35,12 @@ SPEEDS = (1.0, 10.0, 60.0)
 LOOKBACK_S = 330.0
 """History fed before a seek target, so windows and sparklines have data (5 min + slack)."""
 LOG_LOOKBACK_S = 900.0
-"""Engine log reads fed before a seek target (or ``--once --at``'s ticks): the live store
-keeps each engine's last error past any window, so a ``DOWN`` that began up to this long
-before the moment still carries its log line in replay."""
+"""Engine log reads fed before a seek target (or ``--once --at``'s ticks), for the log view
+and the findings' evidence. Older ones are not read, except each engine's newest error and
+its last good answer (``_held``), which the live store keeps past any window: a ``DOWN``
+that began longer ago still carries its log line in replay."""
 WINDOW_S = 10.0
+_ERRORS = frozenset(s for s in SEVERITIES if severity_at_least(s, "error"))
 
 _OFFSET = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)\s*([smh]?)$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
@@ -144,6 +148,49 @@ def _feed_logs(store: Store, rec: Recording, start: int, stop: int) -> None:
             store.add_log(log_item(r))
 
 
+def _held(rec: Recording, start: int, log_start: int, stop: int) -> list[Item]:
+    """What the live store still held at record ``stop`` from before the records a replay
+    feeds (scrapes from ``start``, log reads from ``log_start``), for the log line that
+    explains a bad state (``LogBook.cause``), oldest first:
+
+    - the last good metrics answer of each target asked in ``records[start:stop]`` that
+      answered well in none of them (an engine down all along): the live store keeps it,
+      and the line is looked for from a minute before it, so an older error is not cited;
+    - each target's newest error event read before ``log_start``: the live store keeps it
+      past any window (``TargetLog.last_error``), so a ``DOWN`` older than
+      ``LOG_LOOKBACK_S`` still carries its line.
+    """
+    asked: set[str] = set()
+    good: set[str] = set()
+    for r in rec.records[start:stop]:
+        if r.get("k") == "s" and "kd" not in r:
+            asked.add(r.get("t"))
+            if r.get("st") == "ok":
+                good.add(r.get("t"))
+    want = asked - good
+    last_good: dict[str, int] = {}
+    last_error: dict[str, int] = {}
+    for i, r in enumerate(rec.records[:max(start, log_start)]):
+        k = r.get("k")
+        if k == "s" and i < start and r.get("st") == "ok" and "kd" not in r \
+                and r.get("t") in want:
+            last_good[r["t"]] = i
+        elif k == "l" and i < log_start and isinstance(r.get("ev"), list) and any(
+                isinstance(e, list) and len(e) > 1 and isinstance(e[1], str)
+                and e[1] in _ERRORS for e in r["ev"]):
+            last_error[str(r.get("t"))] = i
+    out: list[tuple[int, Item]] = []
+    for i in last_good.values():
+        out += [(i, it) for it in rec.items(i, i + 1) if isinstance(it, RawScrape)]
+    for i in last_error.values():
+        raw = log_item(rec.records[i])
+        events = [e for e in raw.events if e.severity in _ERRORS]
+        if events:  # the newest error of that read (a damaged event is left out)
+            out.append((i, dataclasses.replace(raw, events=events[-1:], dropped=0)))
+    out.sort(key=lambda p: p[0])
+    return [it for _, it in out]
+
+
 def _identities(rec: Recording, stop: int) -> dict[str, dict]:
     """The latest identity recorded for each target before record ``stop``. Identity is
     recorded on first contact only, so a replay that starts later must carry it over."""
@@ -183,10 +230,13 @@ def snapshot_at(rec: Recording, at: float, window_s: float, config: Config | Non
     prev_b = max((i for i, _ in ticks if i < b_idx), default=-1)
     store = replay_store(rec, config_from_header(rec, config))
     ids = _identities(rec, prev_a + 1)
+    log_start = rec.index_at(b["w"] - LOG_LOOKBACK_S)
+    for item in _held(rec, prev_a + 1, log_start, b_idx + 1):
+        _feed(store, _with_identity(item, ids))
     for item in _latest_before(rec, prev_a + 1, b_idx + 1, b["w"] - LOOKBACK_S):
         _feed(store, _with_identity(item, ids))
     # the engines' log lines before the window: the live store still holds them
-    _feed_logs(store, rec, rec.index_at(b["w"] - LOG_LOOKBACK_S), prev_a + 1)
+    _feed_logs(store, rec, log_start, prev_a + 1)
     for item in rec.items(prev_a + 1, a_idx + 1):
         _feed(store, _with_identity(item, ids))
     for i in range(a_idx + 1, prev_b + 1):  # the spans and log lines between the two ticks
@@ -278,9 +328,12 @@ class ReplaySource:
         self.store = replay_store(self.rec, self.config)
         attach_diagnosis(self.store)
         self._next = self.rec.index_at(t_wall - LOOKBACK_S)
-        _feed_logs(self.store, self.rec, self.rec.index_at(t_wall - LOG_LOOKBACK_S),
-                   self._next)
+        log_start = self.rec.index_at(t_wall - LOG_LOOKBACK_S)
         self._ids = _identities(self.rec, self._next)
+        stop = bisect.bisect_right(self.rec.times, t_wall)
+        for item in _held(self.rec, self._next, log_start, stop):
+            _feed(self.store, _with_identity(item, self._ids))
+        _feed_logs(self.store, self.rec, log_start, self._next)
         self._it = None
         self._feed_until(t_wall)
 
@@ -323,7 +376,6 @@ class ReplaySource:
         ticks = [r["w"] for r in self.rec.records if r.get("k") == "tick"]
         if not ticks or self.position_wall is None:
             return
-        import bisect
 
         pos = self.position_wall
         if n > 0:
