@@ -248,18 +248,25 @@ def build_model_row(
     newest = window[-1]
     row.lifetime = Lifetime(last, newest.sample.start_time, newest.t_wall)
     fill_kv_values(row, pts)
-    fill_achieved(row, w.achieved)
+    fill_achieved(row, w.achieved, served=last.counters.get("generation_tokens"))
     return row
 
 
-def fill_achieved(row: EngineRow, achieved: Mapping[str, float | None]) -> None:
+def fill_achieved(row: EngineRow, achieved: Mapping[str, float | None],
+                  served: float | None = None) -> None:
     """The row's achieved FLOP/s and bytes/s per GPU (``derive.EST_RATE_KEYS`` fields; empty:
-    the engine does not count them, and ``mfu_hint`` says how to turn them on)."""
+    the engine does not count them, and ``mfu_hint`` says how to turn them on).
+
+    ``served``: tokens the engine generated since it started, when it says; at 0 its counters
+    cannot tell "off" from "nothing to count yet", and the hint says both."""
     if not achieved:
         for name in EST_RATE_KEYS:
             setattr(row, name, None)
         row.achieved_bytes_per_s = None
-        row.mfu_hint = MFU_HINTS.get(row.engine or "")
+        hint = MFU_HINTS.get(row.engine or "")
+        if hint and served == 0:
+            hint = f"none counted yet (nothing served since start); if they stay \u2013: {hint}"
+        row.mfu_hint = hint
         return
     for name in EST_RATE_KEYS:
         setattr(row, name, achieved.get(name))

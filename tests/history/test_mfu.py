@@ -203,3 +203,19 @@ def test_nan_and_garbage_counters_are_not_a_measure():
                            engine_hint="vllm"))
     (row,) = store.snapshot(60.0, 11.0).engines
     assert row.state == "bad_payload" and row.error  # a clear state, not a traceback
+
+
+def test_an_engine_that_has_served_nothing_is_not_told_its_flag_is_off():
+    """Counters at 0 before the first request cannot tell "off" from "nothing to count yet"
+    (a vLLM started with --enable-mfu-metrics that has served nothing): the hint says both;
+    once tokens were generated, 0 counters mean off."""
+    from llmtop.history.rows import fill_achieved
+
+    row = EngineRow(key="k", target=T.name, engine="vllm")
+    fill_achieved(row, {}, served=0.0)
+    assert row.mfu_hint == ("none counted yet (nothing served since start); if they stay "
+                            "\u2013: start vLLM with --enable-mfu-metrics")
+    fill_achieved(row, {}, served=12.0)
+    assert row.mfu_hint == "start vLLM with --enable-mfu-metrics"
+    fill_achieved(row, {}, served=None)  # the engine does not say: the plain hint
+    assert row.mfu_hint == "start vLLM with --enable-mfu-metrics"
