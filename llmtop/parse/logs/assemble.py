@@ -67,7 +67,9 @@ class _Open:
         self.request_id = parsed.request_id
         self.stream = piece.stream
         self.tb = ""  # "" | "open" (frames) | "done" (exception line seen) | "chain"
-        t_wall = parsed.t_wall if parsed.t_wall is not None else piece.t_wall
+        # the runtime's own stamp (Docker, CRI, the journal) is zoned and exact; the engine's
+        # (vLLM's ``MM-DD HH:MM:SS``) has no zone and is read in llmtop's: the envelope's wins
+        t_wall = piece.t_wall if piece.t_wall is not None else parsed.t_wall
         self.stamped = t_wall is not None
         self.t_wall = t_wall if t_wall is not None else read_time
         self.last_read = read_time

@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import json
 
+import pytest
 from logfixtures import READ, events, local, raw_lines
 
 from llmtop.parse.logs import assembler
@@ -33,9 +34,27 @@ def test_an_unstamped_line_takes_the_envelope_time():
         shutting = next(e for e in evs if e.headline == "Shutting down")
         assert shutting.stamped
         assert local(2026, 12, 7, 9, 22, 1) - 1 < shutting.t_wall < local(2026, 12, 7, 9, 22, 2)
-        # a vLLM line keeps its own stamp (the envelope's only picks its year)
+        # the runtime's zoned stamp wins over vLLM's zone-less one (same moment here)
         (burst,) = [e for e in evs if e.severity == "error"]
-        assert burst.headline == DEAD and burst.t_wall == local(2026, 12, 7, 9, 22, 1)
+        assert burst.headline == DEAD
+        assert burst.t_wall == pytest.approx(calendar.timegm((2026, 12, 7, 9, 22, 1)) + 0.00013)
+
+
+def test_the_envelopes_zoned_time_wins_over_an_engine_stamp_in_another_zone():
+    """A container whose clock zone differs from llmtop's: vLLM stamps its lines in the
+    container's local time with no zone; Docker's and CRI's stamps are UTC. The event's time is
+    the runtime's, so the line that explains a DOWN is found by its real moment."""
+    line = ("(APIServer pid=7) ERROR 12-07 04:22:01 [async_llm.py:906] "
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    at = calendar.timegm((2026, 12, 7, 9, 22, 1))
+    docker = json.dumps({"log": line + "\n", "stream": "stdout",
+                         "time": "2026-12-07T09:22:01.5Z"})
+    cri = "2026-12-07T09:22:01.5Z stdout F " + line
+    for raw, envelope in ((docker, "docker"), (cri, "cri")):
+        a = assembler("vllm", envelope)
+        evs = a.feed(raw, at + 2) + a.flush(at + 10)
+        (ev,) = evs
+        assert ev.severity == "error" and ev.t_wall == pytest.approx(at + 0.5), envelope
 
 
 def test_cri_partial_lines_are_joined_across_feeds():
