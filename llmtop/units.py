@@ -163,11 +163,12 @@ def byte_rate(v: float | None) -> str:
     return f"{v:.0f}B/s"
 
 
-def flop_rate(v: float | None) -> str:
-    """Floating-point operations a second: ``420MFLOP/s``, ``2.6GFLOP/s``, ``989TFLOP/s``."""
+def flop_rate(v: float | None, sep: str = "") -> str:
+    """Floating-point operations a second: ``420MFLOP/s``, ``2.6GFLOP/s``, ``989TFLOP/s``
+    (``sep=" "``: ``2.6 GFLOP/s``, in a sentence)."""
     if v is None:
         return DASH
     for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(v) >= div:
-            return f"{v / div:.3g}{unit}FLOP/s"
-    return f"{v:.0f}FLOP/s"
+            return f"{v / div:.3g}{sep}{unit}FLOP/s"
+    return f"{v:.0f}{sep}FLOP/s"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from llmtop import units
 from llmtop.capacity.annotate import capacity_text
 from llmtop.model import Container, EngineRow, Quantiles
 from llmtop.units import DASH
@@ -96,13 +97,7 @@ def finite(v: object) -> float | None:
 
 def flop_rate(v: float | None) -> str:
     """FLOP a second in a sentence, in powers of 1000: ``412 TFLOP/s``, ``2.6 GFLOP/s``."""
-    v = finite(v)
-    if v is None:
-        return DASH
-    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= div:
-            return f"{v / div:.3g} {unit}FLOP/s"
-    return f"{v:.0f} FLOP/s"
+    return units.flop_rate(finite(v), " ")
 
 
 def S(name: str) -> str:
