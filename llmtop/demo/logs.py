@@ -248,7 +248,8 @@ class VllmLog(_EngineLog):
             "    raise self._format_exception(outputs) from None",
             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
             "stack trace (above) for the root cause."])))
-        lines += [self.access("POST", "/v1/completions", 500)] * min(3, max(0, in_flight))
+        lines += [self.access("POST", "/v1/completions", 500)
+                  for _ in range(min(3, max(0, in_flight)))]
         lines += [self.uvicorn("Shutting down"), self.uvicorn("Waiting for application shutdown."),
                   self.uvicorn("Application shutdown complete."),
                   self.uvicorn(f"Finished server process [{api}]")]

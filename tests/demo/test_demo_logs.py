@@ -71,6 +71,9 @@ def test_vllm_crash_reads_as_one_engine_dead_error(tmp_path):
     log = _log(VllmLog, tmp_path)
     log.startup()
     log.crash(in_flight=2)
+    ports = [x.split(" - ")[0] for x in (tmp_path / "e.log").read_text().splitlines()
+             if " 500 " in x]
+    assert len(ports) == 2 and len(set(ports)) == 2, ports  # two requests, two clients
     errors = [e for e in _events(tmp_path / "e.log", "vllm") if e.severity == "error"]
     assert len(errors) == 1
     assert errors[0].headline.startswith("vllm.v1.engine.exceptions.EngineDeadError: "
