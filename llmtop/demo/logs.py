@@ -314,6 +314,9 @@ class SglangLog(_EngineLog):
         if dt <= 0:
             return
         usage = engine.kv_usage()
+        # decode runs in CUDA graphs unless the engine launches every kernel from the host
+        # (the ``eager`` profile: ``--disable-cuda-graph``)
+        graphs = not getattr(getattr(engine, "profile", None), "name", "").endswith("eager")
         lines = []
         if new > 0:
             lines.append(self.line(
@@ -325,7 +328,7 @@ class SglangLog(_EngineLog):
         if engine.running:
             lines.append(self.line(
                 f"Decode batch, #running-req: {len(engine.running)}, #token: "
-                f"{engine.used_tokens()}, token usage: {usage:.2f}, cuda graph: True, "
+                f"{engine.used_tokens()}, token usage: {usage:.2f}, cuda graph: {graphs}, "
                 f"gen throughput (token/s): {gen / dt:.2f}, #queue-req: {len(engine.waiting)}"))
         self.write(lines)
 

@@ -171,6 +171,10 @@ def test_sglang_and_triton_lines_read_as_info(tmp_path, cls, fmt, fixture):
     events = _events(tmp_path / "e.log", fmt)
     assert events and {e.severity for e in events} == {"info"}
     if fmt == "sglang":
+        eager = _engine(generation_tokens=1.0)
+        eager.profile = SimpleNamespace(name="h100-llama3-8b-eager")
+        log.periodic(eager)
+        assert "cuda graph: False, gen throughput" in (tmp_path / "e.log").read_text()
         assert any("Decode batch, #running-req: 3, #token: 1234, token usage: 0.25, cuda "
                    "graph: True, gen throughput (token/s): 6" in x for x in lines), lines
     else:  # Triton logs no request at its default level
