@@ -226,6 +226,13 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"llmtop demo: --otlp-traces-endpoint {url!r}: give an http(s):// URL (OTLP/HTTP, "
               "e.g. http://127.0.0.1:4318/v1/traces)", file=sys.stderr, flush=True)
         return 2
+    if args.log_dir:
+        try:
+            os.makedirs(args.log_dir, exist_ok=True)
+        except OSError as exc:
+            print(f"llmtop demo: --log-dir {args.log_dir}: {exc.strerror or exc}",
+                  file=sys.stderr, flush=True)
+            return 2
     server = DemoServer(engines, ports, scenario=args.scenario, seed=args.seed,
                         background=not args.no_background, profile=args.profile,
                         fault_after=args.fault_after, fault_every=args.fault_every,

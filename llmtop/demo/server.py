@@ -285,6 +285,7 @@ class DemoServer:
         """Start ``es``'s log with its engine's start-up lines; each finished request adds
         its access line (after the span hook, when there is one)."""
         assert self.log_dir is not None
+        os.makedirs(self.log_dir, exist_ok=True)
         path = os.path.join(self.log_dir, f"{es.kind}-{es.port}.log")
         es.log = engine_log(es.kind, path, es.port, es.engine.model)
         es.log.startup()

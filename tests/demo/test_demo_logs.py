@@ -209,3 +209,43 @@ def test_engine_log_by_kind(tmp_path):
     assert isinstance(engine_log("triton", str(tmp_path / "c.log"), 1, "m"), TritonLog)
     with pytest.raises(KeyError):
         engine_log("ollama", str(tmp_path / "d.log"), 1, "m")
+
+
+def _lines(path: str) -> list[str]:
+    return Path(path).read_text().splitlines()
+
+
+async def test_down_and_back_and_restart_write_their_processes_lines(demo_factory, tmp_path):
+    """``down``: the crash burst, silence while the port is closed, then a new process's
+    start-up lines; ``restart``: a new process's start-up lines."""
+    down = await demo_factory(["vllm"], scenario="down", fault_after=0.3, fault_every=0.6,
+                              log_dir=str(tmp_path), background=True)
+    path = down.sites[0].log.out.path
+    await clock.sleep(0.6)  # the crash at 0.3 s
+    assert not down.sites[0].listening
+    lines = _lines(path)
+    assert any("EngineDeadError" in x for x in lines), lines[-5:]
+    assert lines[-1].startswith("See https://nanobind"), lines[-1]
+    await clock.sleep(0.6)  # back at 0.9 s
+    assert down.sites[0].listening
+    starts = [x for x in _lines(path) if "Started server process" in x]
+    assert len(starts) == 2 and starts[0] != starts[1], starts  # two pids
+    restart = await demo_factory(["vllm"], scenario="restart", fault_after=0.3,
+                                 fault_every=100, log_dir=str(tmp_path / "r"))
+    await clock.sleep(0.6)
+    starts = [x for x in _lines(restart.sites[0].log.out.path)
+              if "Started server process" in x]
+    assert len(starts) == 2 and starts[0] != starts[1], starts
+
+
+async def test_errors_scenario_logs_vllms_error_line_per_failed_request(demo_factory,
+                                                                        tmp_path):
+    server = await demo_factory(["vllm", "sglang"], scenario="errors", baseline_s=0,
+                                log_dir=str(tmp_path), background=True)
+    await clock.sleep(2.5)
+    vllm, sglang = (_lines(s.log.out.path) for s in server.sites)
+    failed = [i for i, x in enumerate(vllm) if "failed with an internal error" in x]
+    assert failed, vllm[-5:]
+    for i in failed:  # each is followed by its request's access line
+        assert '"POST /v1/completions HTTP/1.1"' in vllm[i + 1], vllm[i + 1]
+    assert not any("ERROR" in x for x in sglang)  # SGLang is the control: no error
