@@ -48,7 +48,7 @@ from llmtop.config import Config, Target
 from llmtop.ui.app import run_tui
 info = json.loads(sys.argv[1])
 targets = tuple(Target(name=e["target"], base_url=e["base_url"], engine=e["engine"],
-                       port=e["port"]) for e in info["engines"])
+                       port=e["port"], log=e.get("log")) for e in info["engines"])
 config = Config(targets=targets, interval_s=float(sys.argv[2]), discover=False)
 demo = SimpleNamespace(gpu_url=info["gpu_url"]) if sys.argv[3] == "demo" else None
 sys.exit(run_tui(config, demo=demo))
@@ -142,9 +142,10 @@ def rss_mb(pid: int) -> float:
 
 def start_demo(engines: str) -> tuple[subprocess.Popen, dict]:
     ready = Path(tempfile.mkdtemp()) / "ready.json"
+    # each engine writes its log there, and the TUI follows it, as llmtop --demo does
     proc = subprocess.Popen(
         [PY, "-m", "llmtop", "demo", "serve", "--engines", engines, "--quiet",
-         "--ready-file", str(ready)], cwd=ROOT)
+         "--ready-file", str(ready), "--log-dir", str(ready.parent)], cwd=ROOT)
     deadline = time.monotonic() + 30
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--otlp-traces-endpoint", default=None, metavar="URL",
                    help="send each finished request's span here, as vLLM does (OTLP/HTTP "
                    "protobuf, e.g. http://127.0.0.1:4318/v1/traces; docs/requests.md)")
+    s.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="each engine writes its log to DIR/<engine>-<port>.log in its real "
+                   "engine's format (docs/demo.md)")
     s.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
     s.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     s.add_argument("--quiet", action="store_true", help="do not print the URLs")
@@ -223,12 +226,19 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"llmtop demo: --otlp-traces-endpoint {url!r}: give an http(s):// URL (OTLP/HTTP, "
               "e.g. http://127.0.0.1:4318/v1/traces)", file=sys.stderr, flush=True)
         return 2
+    if args.log_dir:
+        try:
+            os.makedirs(args.log_dir, exist_ok=True)
+        except OSError as exc:
+            print(f"llmtop demo: --log-dir {args.log_dir}: {exc.strerror or exc}",
+                  file=sys.stderr, flush=True)
+            return 2
     server = DemoServer(engines, ports, scenario=args.scenario, seed=args.seed,
                         background=not args.no_background, profile=args.profile,
                         fault_after=args.fault_after, fault_every=args.fault_every,
                         gpu_port=args.gpu_port, settings=_settings(args),
                         gpu_used_gib=args.gpu_memory_used_gib, host=args.host,
-                        otlp_endpoint=args.otlp_traces_endpoint)
+                        otlp_endpoint=args.otlp_traces_endpoint, log_dir=args.log_dir)
     try:
         await server.start()
     except ValueError as exc:  # the engine refuses these settings, as the real one does
@@ -242,7 +252,7 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"llmtop demo: scenario {info['scenario']}, pid {info['pid']}")
         for e in info["engines"]:
             print(f"  {e['target']:<26} metrics {e['metrics_url']}  OpenAI {e['api_base']}  "
-                  f"model {e['model']}")
+                  f"model {e['model']}" + (f"  log {e['log']}" if e.get("log") else ""))
         r = info.get("router")
         if r:
             print(f"  {r['target']:<26} metrics {r['metrics_url']}  OpenAI {r['base_url']}/v1  "

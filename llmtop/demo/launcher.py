@@ -2,9 +2,11 @@
 
 ``start_demo()`` runs ``python -m llmtop demo serve --ready-file F --parent-pid PID ...`` so
 llmtop never pays the simulation's CPU, waits for the ready file (all ports listening), and
-returns a :class:`DemoHandle`. The child is started with :func:`llmtop.children.spawn`: it
-exits on ``stop()``, at interpreter exit, on SIGHUP / SIGTERM, and when its parent disappears
-(it watches the parent's pid itself, and the children watchdog ends its process group).
+returns a :class:`DemoHandle`. Each engine writes its log in the demo's folder
+(``--log-dir``), named on its target (``Target.log``) so llmtop follows it. The child is
+started with :func:`llmtop.children.spawn`: it exits on ``stop()``, at interpreter exit, on
+SIGHUP / SIGTERM, and when its parent disappears (it watches the parent's pid itself, and the
+children watchdog ends its process group).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class DemoHandle:
         self.targets: list[Target] = [
             Target(name=e["target"], base_url=e["base_url"], engine=e["engine"],
                    metrics_path="/metrics", timeout_s=timeout_s, host="127.0.0.1",
-                   port=e["port"])
+                   port=e["port"], log=e.get("log"))
             for e in info["engines"]
         ]
         self.api_urls: dict[str, str] = {e["target"]: e["base_url"] for e in info["engines"]}
@@ -85,7 +87,7 @@ def start_demo(*, scenario: str | None = None, config: Config | None = None,
     workdir = children.temp_dir(prefix="llmtop-demo-")
     ready = os.path.join(workdir, "ready.json")
     cmd = [sys.executable, "-m", "llmtop", "demo", "serve", "--quiet", "--ready-file", ready,
-           "--parent-pid", str(os.getpid())]
+           "--parent-pid", str(os.getpid()), "--log-dir", workdir]
     if engines:
         cmd += ["--engines", ",".join(engines)]
     if scenario:

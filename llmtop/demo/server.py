@@ -25,6 +25,7 @@ from llmtop.demo import formats_sglang, formats_triton, formats_vllm, openai
 from llmtop.demo.formats_spans import SCOPE_VLLM, vllm_resource, vllm_span
 from llmtop.demo.gpu import SimGpu
 from llmtop.demo.httpd import HttpServer, Request, Response, Router, json_response
+from llmtop.demo.logs import engine_log
 from llmtop.demo.profiles import (
     DEFAULT_PROFILE,
     PROFILES,
@@ -74,6 +75,8 @@ class _EngineSite:
         self.port = port
         self.http: HttpServer | None = None
         self.fault: str | None = None
+        self.log: Any = None
+        """Its log (``demo/logs.py``), when the demo writes logs (``log_dir``)."""
         self.host = "127.0.0.1"
         """Where it listens (``llmtop demo serve --host``)."""
 
@@ -142,7 +145,8 @@ class DemoServer:
                  fault_every: float = 30.0, gpu_port: int = 0,
                  baseline_s: float | None = None, anomaly_s: float | None = None,
                  settings: dict[str, Any] | None = None, gpu_used_gib: float = 0.5,
-                 host: str = "127.0.0.1", otlp_endpoint: str | None = None):
+                 host: str = "127.0.0.1", otlp_endpoint: str | None = None,
+                 log_dir: str | None = None):
         for k in engines:
             if k not in ENGINE_KINDS:
                 raise ValueError(f"unknown demo engine {k!r} (choose from vllm, sglang, triton)")
@@ -178,6 +182,8 @@ class DemoServer:
         0.0.0.0 inside a network namespace, as a container's engine would)."""
         self.spans = SpanSender(otlp_endpoint) if otlp_endpoint else None
         """Where the demo vLLMs send their request spans (``--otlp-traces-endpoint``)."""
+        self.log_dir = log_dir
+        """Where each engine writes its log, ``<kind>-<port>.log`` (None: no logs)."""
         self.sites: list[_EngineSite] = []
         self.traffic: BackgroundTraffic | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -222,6 +228,8 @@ class DemoServer:
                 engine.spec_accept = _SPEC_ACCEPT[0]
             if self.spans is not None and kind == "vllm":
                 engine.on_finish = self._span_hook(es)
+            if self.log_dir is not None:
+                self._open_log(es)
             engine.start()
             self.sites.append(es)
         grouter = Router()
@@ -241,6 +249,8 @@ class DemoServer:
             self.traffic = BackgroundTraffic([s.engine for s in self.sites], sc, self.seed)
             self.traffic.start()
         self._tasks.append(loop.create_task(self._gpu_loop()))
+        if any(s.log is not None for s in self.sites):
+            self._tasks.append(loop.create_task(self._log_loop()))
         if sc.name in ("restart", "down") and self.sites:
             self._tasks.append(loop.create_task(self._fault_loop(sc.name)))
         if sc.anomaly or sc.effect or (sc.stack is not None and sc.stack.anomaly is not None):
@@ -267,6 +277,27 @@ class DemoServer:
             await self._gpu_http.close()
         if self.spans is not None:
             self.spans.close()
+        for s in self.sites:
+            if s.log is not None:
+                s.log.out.close()
+
+    def _open_log(self, es: _EngineSite) -> None:
+        """Start ``es``'s log with its engine's start-up lines; each finished request adds
+        its access line (after the span hook, when there is one)."""
+        assert self.log_dir is not None
+        os.makedirs(self.log_dir, exist_ok=True)
+        path = os.path.join(self.log_dir, f"{es.kind}-{es.port}.log")
+        es.log = engine_log(es.kind, path, es.port, es.engine.model)
+        es.log.startup()
+        before = es.engine.on_finish
+        log = es.log
+
+        def finished(r: Any) -> None:
+            if before is not None:
+                before(r)
+            log.finished(r)
+
+        es.engine.on_finish = finished
 
     def _span_hook(self, es: _EngineSite) -> Callable[[Any], None]:
         """Queue each finished request's ``llm_request`` span, the resource naming the
@@ -300,6 +331,7 @@ class DemoServer:
                 "model": s.engine.model,
                 "max_num_seqs": s.engine.settings.max_num_seqs,
                 "role": s.engine.kv_role or ("both" if self.stack else None),
+                "log": s.log.out.path if s.log is not None else None,
             } for s in self.sites],
             "router": self.stack.info() if self.stack is not None else None,
             "otlp_traces_endpoint": self.spans.endpoint if self.spans is not None else None,
@@ -312,6 +344,17 @@ class DemoServer:
                 if s.gpu is not None:
                     s.gpu.update()
             await clock.sleep(0.5)
+
+    async def _log_loop(self) -> None:
+        """Each engine's periodic lines: vLLM's statistics every 10 s, SGLang's batches
+        every second (``demo/logs.py``)."""
+        n = 0
+        while True:
+            await clock.sleep(1.0)
+            n += 1
+            for s in self.sites:
+                if s.log is not None and (s.kind != "vllm" or n % 10 == 0):
+                    s.log.periodic(s.engine)
 
     async def _anomaly_after(self, delay: float) -> None:
         await clock.sleep(delay)
@@ -372,16 +415,27 @@ class DemoServer:
     async def _fault_loop(self, kind: str) -> None:
         es = self.sites[0]
         await clock.sleep(self.fault_after)
+        log = es.log
         while True:
             if kind == "restart":
                 es.engine.restart()
+                if log is not None:  # a new process: its start-up lines
+                    log.new_process()
+                    log.startup()
             elif es.listening:
+                if log is not None:  # what the real vLLM writes as it dies (demo/logs.py)
+                    log.crash(len(es.engine.running))
                 es.unlisten()
             else:
                 try:
                     await es.listen()
                 except OSError:
                     pass  # port taken meanwhile: stay down, retry next period
+                else:
+                    if log is not None:  # back: a new process's start-up lines
+                        log.up = True
+                        log.new_process()
+                        log.startup()
             await clock.sleep(self.fault_every)
 
     # -- HTTP -------------------------------------------------------------------------------
@@ -454,6 +508,8 @@ class DemoServer:
                 body = formats_triton.render(es.engine, es.gpu)
             else:
                 body = fmt.render(es.engine)
+            if es.log is not None:
+                es.log.scraped()
             return Response(body=body, content_type=fmt.CONTENT_TYPE)
         return handler
 

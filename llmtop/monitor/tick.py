@@ -114,15 +114,15 @@ class Monitor:
                     store: Store | None = None, rediscover: bool = False,
                     receiver: SpanReceiver | None = None) -> Monitor:
         """A monitor with the real ``Scraper``, GPU sampler (the demo's when running) and
-        log follower (none for the demo, none with ``--no-logs``); ``rediscover``: search
-        this machine for engines now and every 10 s (no TARGET); ``receiver``: the span
-        receiver, closed with the monitor."""
+        log follower (the demo's too: its targets name their logs; none with ``--no-logs``);
+        ``rediscover``: search this machine for engines now and every 10 s (no TARGET);
+        ``receiver``: the span receiver, closed with the monitor."""
         from llmtop.gpu import make_sampler
         from llmtop.sources.scrape import Scraper as HttpScraper
 
         gpu_url = demo.gpu_url if demo is not None else None
         logs = None
-        if config.logs and demo is None:
+        if config.logs:  # the demo's targets name the logs its engines write (Target.log)
             from llmtop.parse.logs import assembler
             from llmtop.sources.logs import Follower
 

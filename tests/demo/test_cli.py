@@ -46,6 +46,16 @@ def test_unknown_scenario_is_an_error():
     assert r.returncode == 2 and "unknown scenario" in r.stderr
 
 
+def test_a_log_dir_that_cannot_be_made_is_an_error(tmp_path):
+    """``--log-dir`` under a file: one clear line and status 2, no traceback."""
+    (tmp_path / "file").write_text("")
+    r = subprocess.run([sys.executable, "-m", "llmtop", "demo", "serve", "--log-dir",
+                        str(tmp_path / "file" / "logs")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == f"llmtop demo: --log-dir {tmp_path}/file/logs: Not a directory"
+
+
 def test_help_lists_every_scenario():
     """``llmtop --help`` and ``llmtop demo serve --help`` name every scenario there is."""
     from llmtop.cli.demo import build_parser as demo_parser

@@ -1,18 +1,24 @@
 """The default demo shows what llmtop is for within a few seconds (issue 15, "Demo first
 impression"): KV 20-80 % full on every engine, a queue on one engine, a prefix hit rate, and
-sparklines that move; and it stays healthy (no preemptions, no errors, latencies in SLO)."""
+sparklines that move; and it stays healthy (no preemptions, no errors, latencies in SLO, no
+warning or error in the engines' logs)."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
+from llmtop import clock
+from llmtop.parse.logs import assembler
 from tests.demo.watch import watch
 
 
 @pytest.mark.ci_step  # 6 s of the demo in real time, judged by how many ticks saw a queue:
 # a watcher starved by the README command's six workers saw too few (census run 7: 2 of 3)
-async def test_default_demo_first_impression(demo_factory):
-    server = await demo_factory(background=True)
+async def test_default_demo_first_impression(demo_factory, tmp_path):
+    server = await demo_factory(background=True, log_dir=str(tmp_path))
     w = await watch(server, 6.0, interval=0.5)
     last = w.snaps[-1]
     assert {r.engine for r in last.engines} == {"vllm", "sglang", "triton"}
@@ -48,3 +54,12 @@ async def test_default_demo_first_impression(demo_factory):
             assert row.ttft_s.p95 < 1.0, (row.target, row.ttft_s.p95)
         if row.itl_s is not None and row.itl_s.p95 is not None:
             assert row.itl_s.p95 < 0.1, (row.target, row.itl_s.p95)
+    # no false alarm: the engines' logs (their real engines' lines) hold no warning or error
+    for es in server.sites:
+        a = assembler(es.kind)
+        now = clock.time()
+        data = await asyncio.to_thread(Path(es.log.out.path).read_bytes)
+        events = a.feed(data, now) + a.flush(now + 5)
+        assert len(events) >= 5, (es.target, len(events))  # Triton: its start-up only
+        bad = [e.headline for e in events if e.severity != "info"]
+        assert bad == [], (es.target, bad)
