@@ -47,8 +47,11 @@ from types import SimpleNamespace
 from llmtop.config import Config, Target
 from llmtop.ui.app import run_tui
 info = json.loads(sys.argv[1])
+from dataclasses import fields
+logs = "log" in {f.name for f in fields(Target)}  # a tree before the logs follows none
 targets = tuple(Target(name=e["target"], base_url=e["base_url"], engine=e["engine"],
-                       port=e["port"], log=e.get("log")) for e in info["engines"])
+                       port=e["port"], **({"log": e.get("log")} if logs else {}))
+                for e in info["engines"])
 config = Config(targets=targets, interval_s=float(sys.argv[2]), discover=False)
 demo = SimpleNamespace(gpu_url=info["gpu_url"]) if sys.argv[3] == "demo" else None
 sys.exit(run_tui(config, demo=demo))
