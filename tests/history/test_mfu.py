@@ -234,3 +234,22 @@ def test_a_real_sglang_without_the_flag_gets_the_hint_and_an_idle_one_that_count
     row = _row(_store(("sglang-real-cpu-v0.5.23-mfu-b.txt",) * 2, target=sg))
     assert row.achieved_bytes_per_s == 0.0 and row.achieved_flops_per_s == 0.0
     assert row.mfu_hint is None
+
+
+def test_an_sglang_that_says_it_counts_is_idle_not_off_before_its_first_count():
+    """SGLang started with the flag and --skip-server-warmup, before any request or /health
+    (each runs a forward pass and creates the series): no series yet, but ``/server_info``
+    says ``enable_mfu_metrics: true``. That is 0 B/s with no hint, not "start SGLang with"."""
+    from llmtop.history.rows import fill_achieved
+
+    text = fixture_text("sglang-real-cpu-v0.5.23-under-load.txt")  # no estimated_* series
+    (m,) = sglang.normalize(text, identity={"sglang": {"enable_mfu_metrics": True}}).models
+    w = derive_window([(0.0, m), (1.0, m)])
+    assert w.achieved == {"achieved_flops_per_s": 0.0, "achieved_read_bytes_per_s": 0.0,
+                          "achieved_write_bytes_per_s": 0.0}
+    row = EngineRow(key="k", target="t", engine="sglang")
+    fill_achieved(row, w.achieved, served=None)  # generation_tokens_total absent until then
+    assert row.achieved_bytes_per_s == 0.0 and row.mfu_hint is None
+    for ident in ({"sglang": {"enable_mfu_metrics": False}}, None):
+        (m,) = sglang.normalize(text, identity=ident).models
+        assert derive_window([(0.0, m), (1.0, m)]).achieved == {}  # off, or not known: off

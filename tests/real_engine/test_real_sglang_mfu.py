@@ -187,6 +187,7 @@ def test_idle_while_counting_reads_zero_with_no_hint(url):
     assert row.engine == "sglang"
     assert row.achieved_read_bytes_per_s == 0.0 and row.achieved_flops_per_s == 0.0
     assert row.achieved_bytes_per_s == 0.0 and row.mfu_hint is None
+    assert row.info.get("enable_mfu_metrics") == "true"  # /server_info, read by the monitor
 
 
 @pytest.mark.skipif(os.environ.get("LLMTOP_REAL_SGLANG_INCIDENTS") != "1", reason=(
