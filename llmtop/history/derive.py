@@ -30,6 +30,7 @@ from operator import sub
 from typing import Any
 
 from llmtop.model import EngineSample, Hist, ModelSample, Quantiles
+from llmtop.parse.sglang import MFU_ON_INFO
 
 __all__ = [
     "EST_RATE_KEYS",
@@ -448,8 +449,12 @@ def _finished_rate(samples: Sequence[tuple[float, ModelSample]], reason: str) ->
 
 def est_counting(m: ModelSample) -> bool:
     """True when the engine counts its FLOPs and bytes: a counter reported and above 0
-    since the process started (0 all along is vLLM without ``--enable-mfu-metrics``)."""
+    since the process started (0 all along is vLLM without ``--enable-mfu-metrics``), or the
+    engine says it counts (SGLang's ``/server_info`` ``enable_mfu_metrics``, which
+    ``parse.sglang`` keeps in ``info``: its series appear only on the first count)."""
     c = m.counters
+    if m.info.get(MFU_ON_INFO) == "true" and any(k in c for k in EST_RATE_KEYS.values()):
+        return True
     return any(c.get(k, 0.0) > 0 for k in EST_RATE_KEYS.values())
 
 

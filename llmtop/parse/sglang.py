@@ -35,8 +35,9 @@
   ``srt/observability/metrics_collector.py``, 0.5.23: ``increment_estimated_perf``):
   ``estimated_flops_per_gpu_total``/``_read_bytes_``/``_write_bytes_`` -> ``est_flops``/
   ``est_read_bytes``/``est_write_bytes``. Each series appears on its first increment: absent
-  with the flag off, and before the first request with it on (then ``/server_info``'s
-  ``enable_mfu_metrics`` makes them 0)
+  with the flag off, and before the first forward pass with it on (then ``/server_info``'s
+  ``enable_mfu_metrics`` makes them 0 and sets ``info["enable_mfu_metrics"] = "true"``, so
+  they read as counting, not as off)
 * ttft ``time_to_first_token_seconds``; itl ``inter_token_latency_seconds``; tpot
   ``request_time_per_output_token_seconds``, else the old ``time_per_output_token_seconds``;
   e2e ``e2e_request_latency_seconds``; queue ``queue_time_seconds``; prompt_len/gen_len
@@ -67,7 +68,13 @@ from llmtop.parse.exposition import Family
 from llmtop.parse.kv_series import SGLANG_FAMILIES, read_sglang
 from llmtop.parse.vllm import Key, group_hists, group_values
 
-__all__ = ["HIST_FAMILIES", "WANTED", "hist_key", "normalize", "normalize_families", "want"]
+__all__ = ["HIST_FAMILIES", "MFU_ON_INFO", "WANTED", "hist_key", "normalize",
+           "normalize_families", "want"]
+
+MFU_ON_INFO = "enable_mfu_metrics"
+"""``ModelSample.info`` key, ``"true"`` when ``/server_info`` says the server counts its FLOPs
+and bytes: its counters count from 0 even before their series appear
+(``history.derive.est_counting``)."""
 
 _P = "sglang:"
 _GAUGES = {
@@ -259,10 +266,11 @@ def normalize(
     if limit is not None:
         for m in sample.models:
             m.gauges.setdefault("max_running", limit)
-    if _identity_mfu_on(identity):  # on, but nothing counted yet: 0, not "off"
+    if _identity_mfu_on(identity):  # on, but maybe nothing counted yet: 0, not "off"
         for m in (*sample.models, *sample.ranks):
             for ckey in _ESTIMATED.values():
                 m.counters.setdefault(ckey, 0.0)
+            m.info[MFU_ON_INFO] = "true"  # what tells these 0s from vLLM's 0s with the flag off
     return sample
 
 

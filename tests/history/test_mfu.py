@@ -219,3 +219,37 @@ def test_an_engine_that_has_served_nothing_is_not_told_its_flag_is_off():
     assert row.mfu_hint == "start vLLM with --enable-mfu-metrics"
     fill_achieved(row, {}, served=None)  # the engine does not say: the plain hint
     assert row.mfu_hint == "start vLLM with --enable-mfu-metrics"
+
+
+def test_a_real_sglang_without_the_flag_gets_the_hint_and_an_idle_one_that_counts_none():
+    """Off and idle told apart on text captured from the real SGLang 0.5.23: without
+    --enable-mfu-metrics (no series; it has served tokens) the row says how to turn them on;
+    with it, counters that stand still are 0 B/s and 0 FLOP/s, with no hint."""
+    sg = Target(name="sglang@127.0.0.1:30000", base_url="http://127.0.0.1:30000",
+                host="127.0.0.1", engine="sglang")
+    row = _row(_store(("sglang-real-cpu-v0.5.23-under-load.txt",) * 2, target=sg))
+    assert row.engine == "sglang" and row.requests_per_s == 0.0  # scraped, idle in between
+    assert row.achieved_bytes_per_s is None and row.achieved_flops_per_s is None
+    assert row.mfu_hint == "start SGLang with --enable-metrics --enable-mfu-metrics"
+    row = _row(_store(("sglang-real-cpu-v0.5.23-mfu-b.txt",) * 2, target=sg))
+    assert row.achieved_bytes_per_s == 0.0 and row.achieved_flops_per_s == 0.0
+    assert row.mfu_hint is None
+
+
+def test_an_sglang_that_says_it_counts_is_idle_not_off_before_its_first_count():
+    """SGLang started with the flag and --skip-server-warmup, before any request or /health
+    (each runs a forward pass and creates the series): no series yet, but ``/server_info``
+    says ``enable_mfu_metrics: true``. That is 0 B/s with no hint, not "start SGLang with"."""
+    from llmtop.history.rows import fill_achieved
+
+    text = fixture_text("sglang-real-cpu-v0.5.23-under-load.txt")  # no estimated_* series
+    (m,) = sglang.normalize(text, identity={"sglang": {"enable_mfu_metrics": True}}).models
+    w = derive_window([(0.0, m), (1.0, m)])
+    assert w.achieved == {"achieved_flops_per_s": 0.0, "achieved_read_bytes_per_s": 0.0,
+                          "achieved_write_bytes_per_s": 0.0}
+    row = EngineRow(key="k", target="t", engine="sglang")
+    fill_achieved(row, w.achieved, served=None)  # generation_tokens_total absent until then
+    assert row.achieved_bytes_per_s == 0.0 and row.mfu_hint is None
+    for ident in ({"sglang": {"enable_mfu_metrics": False}}, None):
+        (m,) = sglang.normalize(text, identity=ident).models
+        assert derive_window([(0.0, m), (1.0, m)]).achieved == {}  # off, or not known: off

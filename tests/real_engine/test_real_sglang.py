@@ -177,7 +177,8 @@ def test_once_table_shows_dashes_not_zeros(url):
     _wait_idle(url)
     out = llmtop("--once", "--window", "1", url)
     assert out.returncode == 0, out.stderr
-    (line,) = [ln for ln in out.stdout.splitlines() if MODEL in ln]
+    # the table's row; with --enable-mfu-metrics an indented "engine's count" line follows it
+    (line,) = [ln for ln in out.stdout.splitlines() if MODEL in ln and not ln.startswith(" ")]
     assert "sglang" in line and " ok " in f" {line} "
     assert "Traceback" not in out.stderr
     # idle: no finished request in the window, so the latency cells are "–", not 0
