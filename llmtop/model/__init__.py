@@ -58,6 +58,7 @@ __all__ = [
     "SCRAPE_SLOTS",
     "SCRAPE_WORKERS",
     "STATES",
+    "WEIGHTS_PER_TOKEN",
     "Container",
     "EngineRow",
     "EngineSample",
@@ -154,6 +155,12 @@ LABELLED: dict[str, dict[str, str]] = {
 per label value, ``{family: {label value: value}}``; here family -> what its label names
 (``parse.kv_series``, ``parse.kv_offload``)."""
 
+
+WEIGHTS_PER_TOKEN = frozenset({"sglang"})
+"""Engines whose byte estimate counts the weights once per token in the batch, not once per
+step (SGLang's ``_estimate_decode_perf``; measured: 4 requests at once count 4.0x one
+alone): at batch > 1 their bytes/s, so their MBU, over-state what memory moved and may pass
+1. Shown as they say; never read as evidence that memory is the limit."""
 
 SCRAPE_METRICS = "metrics"
 """A ``RawScrape`` of a target's metrics endpoint: parsed into samples, counted as a scrape."""

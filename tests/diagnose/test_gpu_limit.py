@@ -95,15 +95,24 @@ def test_host_side_leaves_the_gpu_idle_below_the_seat_limit():
     assert f.action.startswith("if running is at the engine's limit, raise --max-num-seqs")
     assert "more GPUs will not help" in f.action
     # vLLM exports no running limit: the number running may be it
-    g = one(ctx(queued(running=4.0, max_running=None), [active(sm_active=0.2)]))
+    g = one(ctx(queued(running=4.0, max_running=None), [active(sm_active=0.2, dram_active=0.2)]))
     assert g.action.startswith("if 4 running is the engine's limit (not exported), raise "
                                "--max-num-seqs / --max-num-batched-tokens")
 
 
 def test_sglang_names_its_own_flag():
     row = queued(engine="sglang", running=8.0, max_running=8.0)
-    f = one(ctx(row, [active(sm_active=0.2)]))
+    f = one(ctx(row, [active(sm_active=0.2, dram_active=0.15)]))
     assert "--max-running-requests" in f.action
+
+
+def test_low_sm_activity_alone_does_not_call_the_gpu_idle():
+    """Memory-bound decode runs at 10-20 % SM activity: without a memory measure (MBU or DRAM
+    activity) a low SM reading is no evidence that the engine leaves the GPU idle."""
+    row = queued(running=4.0, max_running=None)
+    assert gpu_limit(ctx(row, [active(sm_active=0.15)])) == []
+    assert one(ctx(row, [active(sm_active=0.15, dram_active=0.1)])).rule == "gpu_idle"
+    assert one(ctx(replace(row, mbu=0.1), [active(sm_active=0.15)])).rule == "gpu_idle"
 
 
 def test_healthy_engine_at_high_mbu_is_no_finding():
@@ -180,3 +189,20 @@ def test_the_state_cell_has_a_word_for_each_side():
 
     assert WHY_BADGES["gpu_bound"] == "GPU BOUND" and WHY_BADGES["gpu_idle"] == "GPU IDLE"
     assert all(len(WHY_BADGES[r]) <= fmt.BADGE_WIDTH for r in ("gpu_bound", "gpu_idle"))
+
+
+def test_sglangs_mbu_is_never_evidence_of_the_memory_limit():
+    """SGLang counts the weights once per token in the batch: its MBU over-states the bytes at
+    batch > 1 (even past 100 %). High, it proves nothing (DRAM activity may); low, it is an
+    upper bound and still says idle."""
+    row = queued(engine="sglang", running=48.0, max_running=64.0, mbu=1.2,
+                 achieved_bytes_per_s=4.0e12, gpu_peak=PEAK)
+    assert gpu_limit(ctx(row, [active(sm_active=0.3)])) == []
+    f = one(ctx(row, [active(dram_active=0.8, sm_active=0.9)]))
+    assert f.rule == "gpu_bound" and "MBU" not in f.summary and "DRAM busy 80 %" in f.summary
+    assert "mbu" not in {e.signal for e in f.evidence}
+    low = one(ctx(replace(row, mbu=0.1, running=4.0, max_running=4.0), [active(sm_active=0.2)]))
+    assert low.rule == "gpu_idle" and "MBU 10 %" in low.summary
+    vllm = one(ctx(replace(row, engine="vllm", mbu=0.82, achieved_bytes_per_s=2.75e12),
+                   [active(sm_active=0.3)]))
+    assert vllm.rule == "gpu_bound" and "MBU 82 %" in vllm.summary

@@ -324,3 +324,18 @@ def test_gpu_history_leads_with_real_activity_only_where_the_gpu_reports_it():
     rows = history_rows(active, 80, SparkClock())
     assert [label for label, _ in rows][:4] == ["history", "SM", "DRAM", "busy"]
     assert rows[1][1].plain.endswith("23%") and rows[3][1].plain.endswith("90%")
+
+
+def test_sglangs_per_token_byte_count_is_said_under_its_mbu():
+    """SGLang counts the weights once per token in the batch: its MBU is shown as it says,
+    with one line that it over-states at a batch > 1; a vLLM row has no such line."""
+    from llmtop.ui.screens.gpu_work import PER_TOKEN
+
+    row = EngineRow(key="k", target="sglang@127.0.0.1:30000", engine="sglang",
+                    achieved_bytes_per_s=4.0e12, achieved_read_bytes_per_s=3.9e12,
+                    achieved_write_bytes_per_s=1e11, achieved_flops_per_s=1e14, mbu=1.2,
+                    mfu=0.1, gpu_peak=H100_PEAK)
+    text = "\n".join(t.plain for t in gpu_work_lines(row, []))
+    assert "MBU 120%" in text and PER_TOKEN in text
+    vllm = dataclasses.replace(row, engine="vllm", target="vllm@127.0.0.1:8000", mbu=0.82)
+    assert PER_TOKEN not in "\n".join(t.plain for t in gpu_work_lines(vllm, []))

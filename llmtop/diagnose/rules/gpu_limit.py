@@ -10,11 +10,14 @@ limit, or does the engine leave it idle?
   compute-bound prefill. The action is hardware or a lighter model, except at a small batch,
   where each step re-reads the weights for a few requests and more seats come first;
 - ``gpu_idle``: every activity number there is low (``sm_active`` < ``SM_IDLE``, ``mbu`` <
-  ``MBU_IDLE``, ``dram_active`` < ``DRAM_IDLE``; at least one of them known) and the KV cache
+  ``MBU_IDLE``, ``dram_active`` < ``DRAM_IDLE``; a memory one, MBU or DRAM, known: decode at
+  its memory limit runs at low SM activity, so SM activity alone says nothing) and the KV cache
   has room (a full cache is ``kv_pressure``'s): seat or batch limits when running sits at its
   limit, else the scheduler or the CPU side.
 
-A number not reported (None) is never read as low or high: without any, no claim. GPU
+A number not reported (None) is never read as low or high: without any, no claim. SGLang's
+MBU (``model.WEIGHTS_PER_TOKEN``: weights counted per token) is never evidence of the memory
+limit, only of an idle GPU. GPU
 activity is the mean over the GPUs holding the engine's memory (attribution).
 """
 
@@ -44,7 +47,7 @@ from llmtop.diagnose.thresholds import (
     TTFT_ABS_S,
     TTFT_X,
 )
-from llmtop.model import GpuRecord
+from llmtop.model import WEIGHTS_PER_TOKEN, GpuRecord
 from llmtop.units import byte_rate
 
 __all__ = ["gpu_limit", "gpu_mean"]
@@ -152,7 +155,9 @@ def _bound(c: RowCtx, why: str, ev: list[Evidence], mbu: float | None, dram: flo
 def _idle(c: RowCtx, why: str, ev: list[Evidence], mbu: float | None, dram: float | None,
           sm: float | None) -> Finding | None:
     row = c.row
-    if sm is None and mbu is None and dram is None:
+    if mbu is None and dram is None:
+        # memory-bound decode runs at 10-20 % SM activity: SM activity alone cannot say the
+        # GPU is idle; a measure of memory traffic must say it too
         return None
     if any(v is not None and v >= lim for v, lim in ((sm, SM_IDLE), (mbu, MBU_IDLE),
                                                       (dram, DRAM_IDLE))):
@@ -202,7 +207,10 @@ def gpu_limit(c: RowCtx) -> list[Finding]:
     mbu, mfu = _fraction(c.row.mbu), _fraction(c.row.mfu)
     dram, tensor = gpu_mean(gpus, "dram_active"), gpu_mean(gpus, "tensor_active")
     sm = gpu_mean(gpus, "sm_active")
-    found = _bound(c, why, list(ev), mbu, dram, mfu, tensor)
+    # an engine that counts the weights per token over-states its bytes at batch > 1: its
+    # MBU may say "low" (an upper bound, so the truth is lower still) but never "at the limit"
+    found = _bound(c, why, list(ev), None if c.row.engine in WEIGHTS_PER_TOKEN else mbu,
+                   dram, mfu, tensor)
     if found is None:
         found = _idle(c, why, list(ev), mbu, dram, sm)
     return [found] if found is not None else []

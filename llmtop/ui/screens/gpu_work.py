@@ -17,13 +17,16 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from llmtop.diagnose.thresholds import MBU_IDLE
-from llmtop.model import EngineRow, GpuRecord
+from llmtop.model import WEIGHTS_PER_TOKEN, EngineRow, GpuRecord
 from llmtop.ui import fmt
 from llmtop.ui.fmt import DASH, S
 from llmtop.ui.widgets.gpu_text import act, has_activity
 from llmtop.ui.widgets.panels import LOCAL_HOSTS, short_gpu_name
 
-__all__ = ["LOW_MBU", "SEAT_FLAGS", "engine_gpus", "gpu_work_lines", "headroom_line"]
+__all__ = ["LOW_MBU", "PER_TOKEN", "SEAT_FLAGS", "engine_gpus", "gpu_work_lines", "headroom_line"]
+
+PER_TOKEN = "it counts the weights once per token: at a batch > 1 its bytes and MBU over-state"
+"""Said under an engine whose byte estimate counts the weights per token (SGLang)."""
 
 LOW_MBU = MBU_IDLE
 """Below this MBU an engine at capacity is not held back by memory bandwidth: the diagnosis's
@@ -112,6 +115,8 @@ def gpu_work_lines(row: EngineRow, gpus: Sequence[GpuRecord]) -> list[Text]:
             out.append(Text(f"  peak: {where}", style="dim"))
         elif mbu is None and mfu is None:
             out.append(Text(f"  peak: unknown GPU: {PEAK_HINT}", style=S("gauge-warn")))
+        if row.engine in WEIGHTS_PER_TOKEN:
+            out.append(Text(f"  {PER_TOKEN}", style="dim"))
     elif row.mfu_hint:
         out.append(Text(f"  {DASH} not exported: {row.mfu_hint}", style=S("gauge-warn")))
     else:
