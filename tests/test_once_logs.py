@@ -88,3 +88,15 @@ def test_text_output_of_a_down_engine_carries_its_log_line():
     print_once(s.snapshot(10.0), file=out)
     assert f"  a: DOWN — log: {DEAD_HEADLINE} (connection refused)" in out.getvalue()
     assert "Shutting down" not in out.getvalue()
+
+
+def test_a_log_that_cannot_be_read_says_why_in_the_text():
+    """A one-shot user learns why an engine has no log line (the finder's reason)."""
+    from llmtop.model import LogLocation
+
+    why = ("/proc/4711/fd/1 is a terminal: start it with its output to a file, or set "
+           "log = PATH for it in the config file")
+    s = store_with()
+    s.add_log(raw_log("b", W0 + 20, [], t_mono=20.0,
+                      location=LogLocation(kind=None, label="b", error=why)))
+    assert log_lines(s.snapshot(10.0)) == [f"  b log: not read: {why}"]

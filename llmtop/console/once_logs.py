@@ -1,9 +1,11 @@
-"""``--once`` text: a line per engine whose log has errors in the window.
+"""``--once`` text: a line per engine whose log has errors in the window, or cannot be read.
 
-``  vllm@127.0.0.1:8000 log: 2 errors in the window (/var/log/vllm.log) · last 04:47:19
-vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. ...``; engines
-whose log has none, or whose log is not followed, get no line. Plain strings (the caller
-styles them).
+- ``  vllm@127.0.0.1:8000 log: 2 errors in the window (/var/log/vllm.log) · last 04:47:19
+  vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. ...``;
+- ``  vllm@127.0.0.1:8000 log: not read: /proc/4711/fd/1 is a terminal ...`` (the finder's or
+  the follower's reason, so a one-shot user learns why there is no log line);
+- engines whose log has no error, or whose log is not followed, get no line. Plain strings
+  (the caller styles them).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ __all__ = ["log_lines"]
 
 
 def log_lines(snap: Snapshot) -> list[str]:
-    """One line per target with error or critical log events in the window."""
+    """One line per target with error or critical log events in the window, or with a log
+    that cannot be read (and why)."""
     out: list[str] = []
     seen: set[str] = set()
     for row in snap.engines:
@@ -23,6 +26,10 @@ def log_lines(snap: Snapshot) -> list[str]:
         if row.target in seen or log is None:
             continue
         seen.add(row.target)
+        why = log.location.error if log.location is not None else None
+        if why:
+            out.append(f"  {row.target} log: not read: {why}")
+            continue
         n = log.counts.get("error", 0) + log.counts.get("critical", 0)
         if n <= 0:
             continue
