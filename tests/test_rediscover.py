@@ -149,7 +149,7 @@ def test_router_backends_become_targets_once():
     have = [Target(name="localhost:8001", base_url="http://localhost:8001", host="localhost",
                    port=8001)]
     urls = ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8002/",
-            "123", "pod1-rank-0", "https://api.openai.com", "http://127.0.1.5:8000/v1",
+            "123", "pod1-rank-0", "https://localhost/v1", "http://127.0.1.5:8000/v1",
             "127.0.1.7:8000", "http://[::1]:8003", "garbage://x:1"]
     got = backend_targets(urls, have)
     assert [t.base_url for t in got] == ["http://127.0.0.1:8002", "http://127.0.1.5:8000",
