@@ -39,11 +39,8 @@ from typing import Any
 import httpx
 import pytest
 
-from llmtop.config import Config
-from llmtop.model import RawScrape
-from llmtop.monitor import Monitor
 from llmtop.parse.vllm import normalize
-from llmtop.targets import parse_target
+from tests.real_engine.mfu_load import live_window, stream_one
 from tests.real_engine.servers import need_env
 
 pytestmark = [pytest.mark.real_engine]
@@ -78,53 +75,9 @@ def _wait_idle(url: str) -> dict[str, float]:
     raise AssertionError("the server never went idle")
 
 
-async def _one(client: httpx.AsyncClient, url: str, max_tokens: int, prompt: str) -> dict:
-    body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-    usage: dict[str, Any] = {}
-    async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
-        resp.raise_for_status()
-        async for line in resp.aiter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                chunk = json.loads(line[6:])
-                usage = chunk.get("usage") or usage
-    return usage
-
-
 def test_achieved_rates_equal_the_counters_own_rate(url):
     _wait_idle(url)
-    bodies: list[RawScrape] = []
-
-    def sink(item: Any) -> None:
-        if isinstance(item, RawScrape) and item.kind == "metrics" and item.status == "ok":
-            bodies.append(item)
-
-    config = Config(targets=(parse_target(url),), discover=False)
-
-    async def go() -> Any:
-        mon = Monitor.from_config(config, sink=sink)
-        try:
-            stop = asyncio.Event()
-
-            async def stream(client: httpx.AsyncClient) -> None:
-                while not stop.is_set():  # one request after another, until the scrapes end
-                    await _one(client, url, 128, "def main():")
-
-            async with httpx.AsyncClient(timeout=120) as client:
-                load = asyncio.gather(*(stream(client) for _ in range(3)))
-                await asyncio.sleep(1.5)  # the three are decoding
-                await mon.tick()
-                await asyncio.sleep(3.0)
-                await mon.tick()
-                stop.set()
-                await load
-            a, b = bodies[0], bodies[-1]
-            return a, b, mon.store.snapshot(b.t_mono - a.t_mono, b.t_mono)
-        finally:
-            await mon.aclose()
-
-    a, b, snap = asyncio.run(go())
-    (row,) = snap.engines
+    a, b, row = live_window(url, MODEL, 3.0, clients=3)
     ca, cb = _counters(url, a.body), _counters(url, b.body)
     dt = b.t_mono - a.t_mono
     hand = {k: (cb[k] - ca[k]) / dt for k in EST}
@@ -162,7 +115,7 @@ def _alone(url: str, max_tokens: int) -> tuple[dict[str, float], dict]:
 
     async def go() -> dict:
         async with httpx.AsyncClient(timeout=120) as client:
-            return await _one(client, url, max_tokens, "def main():")
+            return await stream_one(client, url, MODEL, max_tokens, "def main():")
 
     usage = asyncio.run(go())
     after = _wait_idle(url)

@@ -49,18 +49,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from llmtop.config import Config
 from llmtop.history.derive import MFU_HINTS
-from llmtop.model import EngineRow, RawScrape
-from llmtop.monitor import Monitor
 from llmtop.parse.exposition import parse
-from llmtop.targets import parse_target
 from tests.real_engine.incidents import served
+from tests.real_engine.mfu_load import live_window, stream_one
 from tests.real_engine.servers import need_env
 
 pytestmark = [pytest.mark.real_engine]
@@ -107,59 +103,9 @@ def _wait_idle(url: str) -> dict[str, float]:
     raise AssertionError("the server never went idle")
 
 
-async def _one(client: httpx.AsyncClient, url: str, max_tokens: int,
-               prompt: str = "def main():") -> dict:
-    body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-    usage: dict[str, Any] = {}
-    async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
-        resp.raise_for_status()
-        async for line in resp.aiter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                usage = json.loads(line[6:]).get("usage") or usage
-    return usage
-
-
-def _live(url: str, gap_s: float, clients: int = 0) -> tuple[RawScrape, RawScrape, EngineRow]:
-    """Two ticks of the real monitor ``gap_s`` apart (under ``clients`` streaming clients):
-    the two scrapes and the row over exactly their span."""
-    bodies: list[RawScrape] = []
-
-    def sink(item: Any) -> None:
-        if isinstance(item, RawScrape) and item.kind == "metrics" and item.status == "ok":
-            bodies.append(item)
-
-    config = Config(targets=(parse_target(url),), discover=False)
-
-    async def go() -> tuple[RawScrape, RawScrape, EngineRow]:
-        mon = Monitor.from_config(config, sink=sink)
-        stop = asyncio.Event()
-
-        async def stream(client: httpx.AsyncClient) -> None:
-            while not stop.is_set():  # one request after another, until the scrapes end
-                await _one(client, url, 128)
-
-        try:
-            async with httpx.AsyncClient(timeout=120) as client:
-                load = asyncio.gather(*(stream(client) for _ in range(clients)))
-                await asyncio.sleep(1.5 if clients else 0.0)  # the clients are decoding
-                await mon.tick()
-                await asyncio.sleep(gap_s)
-                await mon.tick()
-                stop.set()
-                await load
-            a, b = bodies[0], bodies[-1]
-            (row,) = mon.store.snapshot(b.t_mono - a.t_mono, b.t_mono).engines
-            return a, b, row
-        finally:
-            await mon.aclose()
-
-    return asyncio.run(go())
-
-
 def test_achieved_rates_equal_the_counters_own_rate(url):
     _wait_idle(url)
-    a, b, row = _live(url, 3.0, clients=3)
+    a, b, row = live_window(url, MODEL, 3.0, clients=3)
     assert row.engine == "sglang" and row.model == MODEL and row.state == "ok"
     ca, cb = _counters(url, a.body), _counters(url, b.body)
     dt = b.t_mono - a.t_mono
@@ -181,7 +127,7 @@ def test_achieved_rates_equal_the_counters_own_rate(url):
 
 def test_idle_while_counting_reads_zero_with_no_hint(url):
     _wait_idle(url)
-    a, b, row = _live(url, 1.0)
+    a, b, row = live_window(url, MODEL, 1.0)
     assert _counters(url, a.body) == _counters(url, b.body)  # idle: nothing moved
     assert _counters(url, b.body)["est_read_bytes"] > 0  # it has counted (warm-up, tests)
     assert row.engine == "sglang"
@@ -204,12 +150,12 @@ def test_started_without_the_flag_says_how_to_turn_it_on(tmp_path):
 
         async def serve_some() -> dict:
             async with httpx.AsyncClient(timeout=120) as client:
-                return await _one(client, off, 8)
+                return await stream_one(client, off, MODEL, 8)
 
         assert asyncio.run(serve_some())["completion_tokens"] == 8
         _wait_idle(off)
         assert "sglang:estimated_" not in httpx.get(f"{off}/metrics", timeout=10).text
-        _, _, row = _live(off, 1.0)
+        _, _, row = live_window(off, MODEL, 1.0)
     assert row.engine == "sglang" and row.state == "ok"
     assert row.generation_tokens_per_s is not None  # scraped and derived, not a dead row
     assert row.achieved_read_bytes_per_s is None and row.achieved_flops_per_s is None
@@ -238,7 +184,8 @@ def _run(url: str, n: int, max_tokens: int) -> tuple[dict[str, float], list[dict
 
     async def go() -> list[dict]:
         async with httpx.AsyncClient(timeout=120) as client:
-            return await asyncio.gather(*(_one(client, url, max_tokens) for _ in range(n)))
+            return await asyncio.gather(*(stream_one(client, url, MODEL, max_tokens)
+                                          for _ in range(n)))
 
     usages = asyncio.run(go())
     after = _wait_idle(url)
