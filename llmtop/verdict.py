@@ -161,13 +161,12 @@ _MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*:)")
 
 
 def log_words(row: EngineRow) -> str | None:
-    """The engine's own line that explains its state (``history.logs`` puts it in the row's
-    reason as ``log: <headline> (<scrape reason>)``): ``log: EngineDeadError: ...``; None
-    when no log line explains it."""
-    err = row.error or ""
-    if not err.startswith("log: "):
+    """The engine's own line that explains its state (``LogSummary.cause``, chosen by
+    ``history.logs``): ``log: EngineDeadError: ...``; None when no log line explains it."""
+    cause = row.log.cause if row.log is not None else None
+    if cause is None:
         return None
-    return "log: " + _MODULE_PATH.sub("", err[5:])
+    return "log: " + _MODULE_PATH.sub("", " ".join(cause.headline.split()))
 
 
 def rule_target_state(row: EngineRow, th: Thresholds, ctx: Mapping) -> list[Finding]:

@@ -235,16 +235,23 @@ def test_a_failed_source_is_the_verdict_not_no_engines():
 
 
 def test_target_state_carries_the_engines_log_line():
-    """DOWN / RESTARTED say the engine's own line that explains them (``history.logs`` puts
-    it in the row's reason), the exception's module path cut; a plain reason adds nothing."""
-    why = ("log: vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
-           "(connection refused)")
-    (f,) = rule_target_state(row(state="down", error=why), TH, {})
+    """DOWN / RESTARTED say the engine's own line that explains them (``LogSummary.cause``,
+    chosen by ``history.logs``), the exception's module path cut; no cause adds nothing."""
+    from llmtop.model import LogEvent, LogSummary
+
+    def with_cause(headline: str) -> LogSummary:
+        ev = LogEvent(t_wall=1.0, severity="error", lines=(headline,), headline=headline)
+        return LogSummary(location=None, last_error=ev, cause=ev)
+
+    dead = with_cause("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+                      "issue.")
+    (f,) = rule_target_state(row(state="down", error="connection refused", log=dead), TH, {})
     assert f.level == CRIT
-    assert f.text == ("DOWN \u2014 log: EngineDeadError: EngineCore encountered an issue. "
-                      "(connection refused)")
-    (f,) = rule_target_state(row(state="restarted", error="log: torch.OutOfMemoryError: CUDA "
-                                 "out of memory"), TH, {})
+    assert f.text == "DOWN \u2014 log: EngineDeadError: EngineCore encountered an issue."
+    oom = with_cause("torch.OutOfMemoryError: CUDA out of memory")
+    (f,) = rule_target_state(row(state="restarted", log=oom), TH, {})
     assert f.text == "restarted \u2014 log: OutOfMemoryError: CUDA out of memory"
-    (f,) = rule_target_state(row(state="down", error="connection refused"), TH, {})
+    # an error in the log that explains nothing (no cause): the state alone
+    quiet = LogSummary(location=None, last_error=dead.last_error)
+    (f,) = rule_target_state(row(state="down", error="connection refused", log=quiet), TH, {})
     assert f.text == "DOWN"

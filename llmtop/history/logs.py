@@ -270,6 +270,7 @@ class LogBook:
             r.log = summary
             cause = self.cause(target, r.state, last_good_wall)
             if cause is not None:
+                r.log = replace(summary, cause=cause)
                 r.error = state_text(r.error, cause)
 
     def to_say(self, target: str, state: str, last_good_wall: float | None

@@ -109,6 +109,9 @@ class LogSummary:
     dropped: int = 0
     lines_total: dict[str, int] = field(default_factory=dict)
     """Events by severity since llmtop started following (the exporter's counter)."""
+    cause: LogEvent | None = None
+    """The error event that explains the row's bad state (DOWN, STALE, RESTARTED...), the one
+    its ``error`` quotes; None when the row is fine or its log says nothing of it."""
 
     def to_json(self) -> dict[str, Any]:
         return {

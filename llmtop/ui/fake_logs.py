@@ -104,8 +104,9 @@ def logs_snapshot(snap: Snapshot, scenario: str, window: RequestWindow | None = 
                 counts={"info": len(vllm_events) - len(errors), "error": len(errors)},
                 last_error=errors[-1], new_errors=len(errors))
             if dead:
-                # the reason as the store writes it (``history.logs.state_text``)
+                # the reason and the cause as the store writes them (``history.logs``)
                 row.state, row.error = "down", state_text("connection refused", errors[-1])
+                row.log = replace(row.log, cause=errors[-1])
                 row.last_ok_age_s = 38.0
         elif row.target == _SGLANG:
             row.log = LogSummary(location=LogLocation(

@@ -124,6 +124,7 @@ def test_down_carries_the_error_not_the_info_lines_after_it():
     assert r.state == "down"
     assert r.error == f"log: {DEAD_HEADLINE} (connection refused)"
     assert "Shutting down" not in r.error and "leaked" not in r.error
+    assert r.log.cause is not None and r.log.cause.headline == DEAD_HEADLINE  # the verdict's
     downs = [e for e in s.events if e.target == "a" and e.text.startswith("DOWN")]
     assert [e.text for e in downs] == [f"DOWN: log: {DEAD_HEADLINE} (connection refused)"]
 
@@ -147,7 +148,7 @@ def test_a_log_without_an_error_says_nothing():
     add(s, "a", 30, [event(W0 + 30, "info", "INFO:     Shutting down"),
                      event(W0 + 30, "warning", "something odd")])
     down(s, "a", 31, 35)
-    assert row(s).error == "connection refused"
+    assert row(s).error == "connection refused" and row(s).log.cause is None
     assert not any("log:" in e.text for e in s.events)
 
 
