@@ -40,7 +40,7 @@ import httpx
 import pytest
 
 from llmtop.parse.vllm import normalize
-from tests.real_engine.mfu_load import live_window, stream_one
+from tests.real_engine.mfu_load import assert_rates_match, live_window, stream_one
 from tests.real_engine.servers import need_env
 
 pytestmark = [pytest.mark.real_engine]
@@ -79,20 +79,8 @@ def test_achieved_rates_equal_the_counters_own_rate(url):
     _wait_idle(url)
     a, b, row = live_window(url, MODEL, 3.0, clients=3)
     ca, cb = _counters(url, a.body), _counters(url, b.body)
-    dt = b.t_mono - a.t_mono
-    hand = {k: (cb[k] - ca[k]) / dt for k in EST}
-    print(f"\nreal vLLM under 3 streams over {dt:.2f} s: read {hand['est_read_bytes'] / 1e6:.0f}"
-          f" MB/s, written {hand['est_write_bytes'] / 1e6:.1f} MB/s, "
-          f"{hand['est_flops'] / 1e9:.2f} GFLOP/s; llmtop: "
-          f"{row.achieved_read_bytes_per_s / 1e6:.0f} MB/s, "
-          f"{row.achieved_flops_per_s / 1e9:.2f} GFLOP/s")
-    assert row.achieved_read_bytes_per_s == pytest.approx(hand["est_read_bytes"], rel=0.02)
-    assert row.achieved_write_bytes_per_s == pytest.approx(hand["est_write_bytes"], rel=0.02)
-    assert row.achieved_flops_per_s == pytest.approx(hand["est_flops"], rel=0.02)
-    assert row.achieved_bytes_per_s == pytest.approx(
-        hand["est_read_bytes"] + hand["est_write_bytes"], rel=0.02)
+    hand = assert_rates_match("vLLM", row, ca, cb, b.t_mono - a.t_mono)
     assert 1e8 < hand["est_read_bytes"] < 1e10  # ~0.4-1.4 GB/s seen on this CPU
-    assert row.mfu_hint is None and row.mbu is None  # no GPU here, no --gpu-peak
 
 
 def _model() -> dict[str, Any]:

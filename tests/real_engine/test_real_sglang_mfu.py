@@ -56,7 +56,7 @@ import pytest
 from llmtop.history.derive import MFU_HINTS
 from llmtop.parse.exposition import parse
 from tests.real_engine.incidents import served
-from tests.real_engine.mfu_load import live_window, stream_one
+from tests.real_engine.mfu_load import assert_rates_match, live_window, stream_one
 from tests.real_engine.servers import need_env
 
 pytestmark = [pytest.mark.real_engine]
@@ -108,21 +108,8 @@ def test_achieved_rates_equal_the_counters_own_rate(url):
     a, b, row = live_window(url, MODEL, 3.0, clients=3)
     assert row.engine == "sglang" and row.model == MODEL and row.state == "ok"
     ca, cb = _counters(url, a.body), _counters(url, b.body)
-    dt = b.t_mono - a.t_mono
-    hand = {k: (cb[k] - ca[k]) / dt for k in EST}
-    print(f"\nreal SGLang under 3 streams over {dt:.2f} s: read "
-          f"{hand['est_read_bytes'] / 1e6:.0f} MB/s, written "
-          f"{hand['est_write_bytes'] / 1e6:.1f} MB/s, {hand['est_flops'] / 1e9:.2f} GFLOP/s, "
-          f"{(cb['generation_tokens'] - ca['generation_tokens']) / dt:.0f} tokens/s; llmtop: "
-          f"{row.achieved_read_bytes_per_s / 1e6:.0f} MB/s, "
-          f"{row.achieved_flops_per_s / 1e9:.2f} GFLOP/s")
-    assert row.achieved_read_bytes_per_s == pytest.approx(hand["est_read_bytes"], rel=0.02)
-    assert row.achieved_write_bytes_per_s == pytest.approx(hand["est_write_bytes"], rel=0.02)
-    assert row.achieved_flops_per_s == pytest.approx(hand["est_flops"], rel=0.02)
-    assert row.achieved_bytes_per_s == pytest.approx(
-        hand["est_read_bytes"] + hand["est_write_bytes"], rel=0.02)
+    hand = assert_rates_match("SGLang", row, ca, cb, b.t_mono - a.t_mono)
     assert 1e8 < hand["est_read_bytes"] < 1e10  # ~0.5-1 GB/s seen on this CPU
-    assert row.mfu_hint is None and row.mbu is None  # no GPU here, no --gpu-peak
 
 
 def test_idle_while_counting_reads_zero_with_no_hint(url):
